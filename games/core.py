@@ -1,0 +1,275 @@
+"""The common batched, per-seat, action-masked game interface.
+
+Every adapter in :mod:`games` turns its engine into a :class:`VecGame`: ``E`` environments with
+``A`` agent seats each, stepped together. All arrays lead with ``[E, A]`` (or ``[E]`` for
+per-environment flags). Environments reset automatically: the observation returned with a
+``terminated``/``truncated`` flag is already the first observation of the next episode, and the
+last observation of the finished episode is in ``final_obs`` / ``final_state`` (needed to
+bootstrap the value of truncated episodes).
+
+Seats whose actions come from outside the engine are the game's seats; opponents scripted
+inside an engine (a microRTS bot, an Atari built-in player) are not seats. Which *policy*
+controls which seat is decided by the caller (an ``owner[E, A]`` array), never by the game.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+
+
+class Outcome(IntEnum):
+    """Result of a finished episode for one seat."""
+
+    LOSS = -1
+    DRAW = 0
+    WIN = 1
+    NONE = 2  # single-agent games and episodes without a winner (e.g. truncated)
+
+
+# --------------------------------------------------------------------------- spaces
+
+
+@dataclass(frozen=True)
+class Discrete:
+    """One choice among ``n``. Action shape ``()``, mask shape ``(n,)``."""
+
+    n: int
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return ()
+
+    @property
+    def mask_shape(self) -> tuple[int, ...]:
+        return (self.n,)
+
+
+@dataclass(frozen=True)
+class MultiDiscrete:
+    """Several categorical components chosen together, optionally once per grid cell.
+
+    Action shape ``(k,)`` or, with ``cells``, ``(cells, k)``; mask shape ``(sum(nvec),)`` or
+    ``(cells, sum(nvec))`` with the components' legal-value masks concatenated.
+
+    ``gates[i]`` (for ``i >= 1``) lists the values of component 0 (the action *type*) that use
+    component ``i``; ``None`` means component ``i`` is always used. A component that the chosen
+    type does not use contributes neither log-probability nor entropy, and neither does a
+    component (or cell) whose mask has no legal value.
+    """
+
+    nvec: tuple[int, ...]
+    cells: int | None = None
+    grid: tuple[int, int] | None = None  # (height, width) when cells == height * width
+    gates: tuple[tuple[int, ...] | None, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.nvec or min(self.nvec) < 1:
+            raise ValueError(f"nvec must be non-empty positive integers, got {self.nvec}")
+        if self.grid is not None:
+            height, width = self.grid
+            if self.cells not in (None, height * width):
+                raise ValueError(f"cells={self.cells} does not match grid {self.grid}")
+            object.__setattr__(self, "cells", height * width)
+        if self.gates is not None:
+            if len(self.gates) != len(self.nvec):
+                raise ValueError("gates must have one entry per component")
+            if self.gates[0] is not None:
+                raise ValueError("component 0 (the action type) cannot be gated")
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        k = len(self.nvec)
+        return (k,) if self.cells is None else (self.cells, k)
+
+    @property
+    def mask_shape(self) -> tuple[int, ...]:
+        total = int(sum(self.nvec))
+        return (total,) if self.cells is None else (self.cells, total)
+
+
+@dataclass(frozen=True)
+class Box:
+    """Continuous actions in ``[low, high]`` (per dimension). No mask."""
+
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return (len(self.low),)
+
+    @property
+    def mask_shape(self) -> tuple[int, ...]:
+        return (0,)
+
+
+ActionSpace = Discrete | MultiDiscrete | Box
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    """Static description of a :class:`VecGame`'s arrays."""
+
+    name: str
+    num_envs: int
+    num_seats: int
+    obs_shape: tuple[int, ...]
+    obs_dtype: np.dtype
+    action_space: ActionSpace
+    state_shape: tuple[int, ...] | None = None  # global state for a centralized critic
+    state_dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
+    obs_kind: str = "vector"  # "vector" (flat features), "image" (C, H, W) or "grid" (C, H, W cells)
+    zero_sum: bool = False
+    render_fps: int = 30
+
+    @property
+    def has_mask(self) -> bool:
+        return not isinstance(self.action_space, Box)
+
+
+# --------------------------------------------------------------------------- arrays
+
+
+class EpisodeStats(NamedTuple):
+    """Seat-episodes that finished on one step, ``K`` of them (struct of arrays)."""
+
+    env: np.ndarray  # int64 [K]
+    seat: np.ndarray  # int64 [K]
+    ret: np.ndarray  # float64 [K] undiscounted, unnormalized return
+    length: np.ndarray  # int64 [K] steps
+    outcome: np.ndarray  # int8 [K] Outcome values
+
+    @staticmethod
+    def empty() -> EpisodeStats:
+        return EpisodeStats(
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.float64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int8),
+        )
+
+
+class Batch(NamedTuple):
+    """What a :class:`VecGame` returns from ``reset`` and ``step``."""
+
+    obs: np.ndarray  # [E, A, *obs_shape]
+    action_mask: np.ndarray | None  # bool [E, A, *mask_shape]; None for Box actions
+    state: np.ndarray | None  # [E, A, *state_shape] global state as seen from each seat
+    reward: np.ndarray  # float32 [E, A]
+    terminated: np.ndarray  # bool [E]
+    truncated: np.ndarray  # bool [E]
+    alive: np.ndarray  # bool [E, A] seats that act this step
+    episodes: EpisodeStats  # seat-episodes finished on this step
+    final_obs: np.ndarray | None = None  # [E, A, *obs_shape], valid where terminated|truncated
+    final_state: np.ndarray | None = None  # [E, A, *state_shape], likewise
+
+
+@runtime_checkable
+class VecGame(Protocol):
+    """A batch of ``E`` environments with ``A`` seats each, stepped together."""
+
+    spec: GameSpec
+
+    def reset(self, seed: int | None = None) -> Batch: ...
+
+    def step(self, actions: np.ndarray) -> Batch:
+        """Advance every env; ``actions`` is ``[E, A, *action_shape]``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SupportsState(Protocol):
+    """Games whose full simulator state can be captured, for exact resumption of training."""
+
+    def get_state(self) -> dict[str, object]: ...
+
+    def set_state(self, state: dict[str, object]) -> None: ...
+
+
+class SupportsRender(Protocol):
+    def render(self, env_index: int = 0) -> np.ndarray:
+        """An RGB frame ``uint8 [H, W, 3]`` of one environment."""
+        ...
+
+
+class GameError(Exception):
+    """A user-facing problem with a game (bad name, missing files, engine failure)."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class EpisodeTracker:
+    """Accumulates per-seat returns and lengths and emits :class:`EpisodeStats` (vectorized)."""
+
+    def __init__(self, num_envs: int, num_seats: int) -> None:
+        self.returns = np.zeros((num_envs, num_seats), np.float64)
+        self.lengths = np.zeros((num_envs,), np.int64)
+
+    def update(
+        self,
+        reward: np.ndarray,  # [E, A]
+        done: np.ndarray,  # bool [E]
+        outcome: np.ndarray | None = None,  # int8 [E, A], read where done
+    ) -> EpisodeStats:
+        self.returns += reward
+        self.lengths += 1
+        if not done.any():
+            return EpisodeStats.empty()
+        envs = np.flatnonzero(done)
+        num_seats = self.returns.shape[1]
+        env_idx = np.repeat(envs, num_seats)
+        seat_idx = np.tile(np.arange(num_seats), len(envs))
+        if outcome is None:
+            out = np.full(len(env_idx), Outcome.NONE, np.int8)
+        else:
+            out = outcome[env_idx, seat_idx].astype(np.int8)
+        stats = EpisodeStats(
+            env_idx.astype(np.int64),
+            seat_idx.astype(np.int64),
+            self.returns[env_idx, seat_idx].copy(),
+            self.lengths[env_idx].copy(),
+            out,
+        )
+        self.returns[envs] = 0.0
+        self.lengths[envs] = 0
+        return stats
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {"returns": self.returns.copy(), "lengths": self.lengths.copy()}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        self.returns[...] = state["returns"]
+        self.lengths[...] = state["lengths"]
+
+
+def outcome_from_rewards(final_reward: np.ndarray) -> np.ndarray:
+    """Win/draw/loss per seat from the sign of a zero-sum game's final reward ``[E, A]``."""
+    return np.sign(final_reward).astype(np.int8)
+
+
+def random_actions(space: ActionSpace, mask: np.ndarray | None, rng: np.random.Generator,
+                   lead: tuple[int, ...]) -> np.ndarray:
+    """Uniformly random legal actions with leading shape ``lead`` (e.g. ``(E, A)``).
+
+    For masked spaces each component is drawn among its legal values (value 0 when none is
+    legal). Vectorized: one Gumbel-max draw over all rows at once.
+    """
+    if isinstance(space, Box):
+        low = np.asarray(space.low, np.float32)
+        high = np.asarray(space.high, np.float32)
+        return rng.uniform(low, high, size=(*lead, len(low))).astype(np.float32)
+    nvec = (space.n,) if isinstance(space, Discrete) else space.nvec
+    if mask is None:
+        mask = np.ones((*lead, *space.mask_shape), bool)
+    noise = rng.gumbel(size=mask.shape).astype(np.float32)
+    noise[~mask] = -np.inf
+    parts = np.split(noise, np.cumsum(nvec)[:-1], axis=-1)
+    picks = np.stack([p.argmax(-1) for p in parts], axis=-1).astype(np.int64)
+    return picks[..., 0] if isinstance(space, Discrete) else picks

@@ -1,0 +1,1 @@
+"""microRTS (placeholder while building)."""

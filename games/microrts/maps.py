@@ -1,0 +1,133 @@
+"""microRTS maps: the engine's shipped maps by name, or a user's XML map by path.
+
+Shipped maps are found by file stem, case-insensitively (``basesWorkers8x8``,
+``basesWorkers16x16``, ``(4)BloodBath.scmA``...), or by their path inside the engine folder
+(``maps/16x16/basesWorkers16x16.xml``, as MicroRTS-Py spells them). Anything ending in ``.xml``
+that is not a shipped map is read as a path. Maps are parsed without resolving entities: a map
+that declares a DOCTYPE or ENTITY is refused (the engine's own XML parser would resolve them).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from games.core import GameError
+from games.microrts.engine import ensure_engine
+
+try:  # optional hardening; the DOCTYPE/ENTITY check below already refuses entity tricks
+    from defusedxml.ElementTree import (  # type: ignore[import-untyped,unused-ignore]
+        fromstring as _fromstring,
+    )
+except ImportError:  # pragma: no cover - depends on the environment
+    _fromstring = ET.fromstring
+
+_EXAMPLES = ("basesWorkers8x8", "basesWorkers10x10", "basesWorkers12x12", "basesWorkers16x16",
+             "basesWorkers24x24")
+_UNSAFE = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class MapInfo:
+    """A parsed map: where it is and what the adapter needs from it."""
+
+    name: str
+    path: Path
+    height: int
+    width: int
+    walls: np.ndarray  # bool [H, W] terrain that blocks movement
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.height, self.width)
+
+
+def shipped_maps(home: Path | None = None) -> dict[str, Path]:
+    """Every shipped map, by file stem."""
+    root = (home or ensure_engine(quiet=True)) / "maps"
+    return {p.stem: p for p in sorted(root.rglob("*.xml"))}
+
+
+def parse_map(path: Path, name: str | None = None) -> MapInfo:
+    """Read a map's size and terrain; :class:`GameError` for anything the engine would reject."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise GameError(f"cannot read microRTS map {str(path)!r}: {exc.strerror or exc}") from exc
+    if _UNSAFE.search(data):
+        raise GameError(f"microRTS map {str(path)!r} declares a DOCTYPE/ENTITY; refused "
+                        "(maps are plain XML)")
+    try:
+        root = _fromstring(data)
+    except ET.ParseError as exc:
+        raise GameError(f"invalid XML in microRTS map {str(path)!r}: {exc}") from exc
+    except Exception as exc:  # defusedxml's own refusals
+        raise GameError(f"microRTS map {str(path)!r} refused: {exc}") from exc
+    if root.tag != "rts.PhysicalGameState":
+        raise GameError(f"microRTS map {str(path)!r}: root element is <{root.tag}>, expected "
+                        "<rts.PhysicalGameState>")
+    try:
+        width, height = int(root.get("width", "")), int(root.get("height", ""))
+    except ValueError:
+        raise GameError(f"microRTS map {str(path)!r}: width/height attributes missing or not "
+                        "integers") from None
+    if not (0 < width <= 256 and 0 < height <= 256):
+        raise GameError(f"microRTS map {str(path)!r}: size {width}x{height} out of range")
+    terrain_el = root.find("terrain")
+    terrain = (terrain_el.text or "").strip() if terrain_el is not None else ""
+    if len(terrain) != width * height or set(terrain) - {"0", "1"}:
+        raise GameError(f"microRTS map {str(path)!r}: <terrain> must be {width * height} "
+                        f"characters of 0/1, got {len(terrain)}")
+    walls = (np.frombuffer(terrain.encode(), np.uint8) == ord("1")).reshape(height, width)
+    return MapInfo(name or path.stem, path.resolve(), height, width, walls)
+
+
+@lru_cache(maxsize=256)
+def _cached_parse(path: str, mtime: float, name: str) -> MapInfo:
+    return parse_map(Path(path), name)
+
+
+def resolve_map(name: str) -> MapInfo:
+    """A shipped map by name (or engine-relative path), else a path to a user's XML map."""
+    home = ensure_engine(quiet=True)
+    maps = shipped_maps(home)
+    by_key = {stem.lower(): path for stem, path in maps.items()}
+    key = name.strip()
+    given = Path(key).expanduser()
+    is_xml = given.suffix.lower() == ".xml"
+    base = (given.stem if is_xml else given.name).lower()
+    if is_xml and not given.is_absolute() and (home / given).is_file():
+        path = home / given  # "maps/16x16/basesWorkers16x16.xml"
+    elif is_xml and given.is_file():
+        path = given  # a user's map
+    elif base in by_key:
+        path = by_key[base]
+    elif is_xml or given.exists():
+        raise GameError(f"microRTS map file {key!r} does not exist or is not a file")
+    else:
+        close = difflib.get_close_matches(base, list(by_key), n=3, cutoff=0.6)
+        stems = {k: p.stem for k, p in by_key.items()}
+        hint = f" (did you mean {', '.join(stems[c] for c in close)}?)" if close else ""
+        raise GameError(f"unknown microRTS map {name!r}{hint}; use a shipped map such as "
+                        f"{', '.join(_EXAMPLES)} ({len(maps)} in {home / 'maps'}) or a path "
+                        "to an XML map file")
+    return _cached_parse(str(path.resolve()), path.stat().st_mtime, path.stem)
+
+
+def resolve_maps(names: Sequence[str]) -> list[MapInfo]:
+    """Several maps that must share one size (one environment batch has one grid shape)."""
+    if not names:
+        raise GameError("no microRTS map given")
+    infos = [resolve_map(n) for n in names]
+    shapes = {m.shape for m in infos}
+    if len(shapes) > 1:
+        listed = ", ".join(f"{m.name} ({m.height}x{m.width})" for m in infos)
+        raise GameError(f"microRTS maps in one environment must have the same size; got {listed}")
+    return infos

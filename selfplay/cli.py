@@ -1,0 +1,186 @@
+"""The ``selfplay`` command line: train, eval, play, league, bc, setup, games."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+PLANNED = {
+    "play": "play a checkpoint against a bot or another checkpoint (arrives with microRTS, "
+            "issue #5)",
+    "league": "tournaments, ratings and leaderboards (arrives with the league, issue #3)",
+    "bc": "behaviour-cloning pretraining from replays (planned; not in this version)",
+}
+
+
+class UserError(Exception):
+    """An error caused by input: printed as one line, no traceback."""
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from games.core import GameError
+    from games.options import OptionError
+    from selfplay.checkpoint import CheckpointError
+    from selfplay.config import ConfigError
+
+    return (UserError, GameError, OptionError, ConfigError, CheckpointError, FileExistsError)
+
+
+def _emit(result: dict[str, Any], as_json: bool, human: str) -> None:
+    if as_json:
+        print(json.dumps(result))
+    else:
+        print(human)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from selfplay.config import build_config
+    from selfplay.ppo import TrainingInterrupted
+    from selfplay.train import run_training
+
+    if args.resume is not None:
+        if args.game or args.config or args.set or args.seed is not None:
+            raise UserError("--resume continues a run with its saved config; "
+                            "only --total-steps may be given with it")
+        config = None
+    else:
+        config = build_config(args.game, args.config, args.set, args.seed, args.total_steps)
+        if args.no_progress:
+            config.log.progress = False
+    try:
+        if config is None:
+            summary = run_training(None, resume=Path(args.resume),  # type: ignore[arg-type]
+                                   total_steps=args.total_steps)
+        else:
+            summary = run_training(config, run_dir=Path(args.run_dir) if args.run_dir else None)
+    except TrainingInterrupted as stop:
+        where = f"checkpoint saved: {stop.checkpoint}" if stop.checkpoint else "no checkpoint"
+        run = stop.checkpoint.parent.parent if stop.checkpoint else "RUN_DIR"
+        print(f"interrupted by {signal.Signals(stop.signum).name}; {where}; "
+              f"continue with: selfplay train --resume {run}", file=sys.stderr)
+        return 128 + stop.signum
+    ret = summary.get("episode/return_mean")
+    human = (f"trained {summary['global_step']} steps in {summary['updates']} updates; "
+             f"run dir {summary['run_dir']}"
+             + (f"; mean return {ret:.2f}" if ret is not None else ""))
+    _emit(summary, args.json, human)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from selfplay.evaluate import evaluate
+
+    if args.episodes < 1:
+        raise UserError("--episodes must be >= 1")
+    result = evaluate(args.checkpoint, args.episodes, Path(args.video) if args.video else None,
+                      deterministic=args.deterministic, seed=args.seed)
+    human = (f"{result['game']}: mean return {result['mean_return']:.2f} "
+             f"± {result['std_return']:.2f} over {result['episodes']} episodes")
+    if result["video"]:
+        human += f"; video {result['video']}"
+    _emit(result, args.json, human)
+    return 0
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    if args.family != "microrts":
+        raise UserError(f"nothing to set up for {args.family!r}; known: microrts")
+    try:
+        from games.microrts.engine import setup
+    except ModuleNotFoundError as exc:
+        raise UserError(f"microRTS support is not available in this version ({exc.name})") \
+            from exc
+    info = setup(quiet=args.json)
+    _emit(info if isinstance(info, dict) else {"ok": True}, args.json, "microRTS is ready")
+    return 0
+
+
+def cmd_games(args: argparse.Namespace) -> int:
+    from games.registry import known_games
+
+    names = known_games()
+    _emit({"games": names}, args.json, "\n".join(names))
+    return 0
+
+
+def cmd_planned(args: argparse.Namespace) -> int:
+    print(f"selfplay {args.command}: {PLANNED[args.command]}; not available in this version",
+          file=sys.stderr)
+    return 2
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="selfplay", description="Train game-playing agents by self-play.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    train = sub.add_parser("train", help="train an agent with PPO",
+                           description="Train with PPO. Settings come from hyperparams/"
+                           "<family>.yaml, then --config, then --set.")
+    train.add_argument("--game", help="game name (see `selfplay games`)")
+    train.add_argument("--config", help="YAML file with settings (may say `base: <family>`)")
+    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a setting, e.g. --set ppo.learning_rate=3e-4 (repeatable)")
+    train.add_argument("--seed", type=int)
+    train.add_argument("--total-steps", type=int, help="environment steps to train for")
+    train.add_argument("--run-dir", help="directory for config, logs and checkpoints")
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last "
+                       "checkpoint")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
+    train.set_defaults(func=cmd_train)
+
+    ev = sub.add_parser("eval", help="measure a checkpoint's returns")
+    ev.add_argument("--checkpoint", required=True)
+    ev.add_argument("--episodes", type=int, default=10)
+    ev.add_argument("--video", help="write one episode to this .mp4/.gif")
+    ev.add_argument("--deterministic", action="store_true", help="take the most likely action")
+    ev.add_argument("--seed", type=int)
+    ev.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    ev.set_defaults(func=cmd_eval)
+
+    for name, text in PLANNED.items():
+        planned = sub.add_parser(name, help=f"{text} [not available yet]", add_help=True)
+        planned.add_argument("rest", nargs=argparse.REMAINDER)
+        planned.set_defaults(func=cmd_planned)
+
+    setup = sub.add_parser("setup", help="fetch engine files and check runtimes (microrts)")
+    setup.add_argument("family", choices=["microrts"])
+    setup.add_argument("--json", action="store_true")
+    setup.set_defaults(func=cmd_setup)
+
+    games = sub.add_parser("games", help="list the games selfplay knows")
+    games.add_argument("--json", action="store_true")
+    games.set_defaults(func=cmd_games)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    errors = _user_errors()
+    try:
+        return int(args.func(args))
+    except errors as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""Typed training configuration, loaded from ``hyperparams/<family>.yaml`` and overrides.
+
+Resolution order (later wins): dataclass defaults, the family file's top level, its
+``games.<name>`` section, a user ``--config`` file (which may name ``base: <family or file>``),
+``--set key=value`` overrides, and the explicit CLI flags. Unknown keys and wrong types raise
+:class:`ConfigError` naming the dotted key.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from games.options import OptionError, from_mapping, to_mapping
+
+HYPERPARAMS_DIR = Path(__file__).resolve().parent.parent / "hyperparams"
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads ``1e-3`` as a float (YAML 1.2), as users write it."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
+def yaml_load(text: str) -> object:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+class ConfigError(ValueError):
+    """A bad configuration: unknown key, wrong type, missing or malformed file."""
+
+
+@dataclass
+class GameConfig:
+    name: str = "CartPole-v1"
+    """Registered game name (see `selfplay train --help`)."""
+    num_envs: int = 8
+    """Parallel environments stepped together."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Adapter-specific options, validated by the adapter."""
+
+
+@dataclass
+class PPOConfig:
+    num_steps: int = 128
+    """Steps per environment per rollout."""
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = True
+    """Linearly decay the learning rate to 0 over total_steps."""
+    adam_eps: float = 1e-5
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    num_minibatches: int = 4
+    update_epochs: int = 4
+    norm_adv: bool = True
+    """Normalize advantages per minibatch."""
+    clip_coef: float = 0.2
+    clip_vloss: bool = True
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    target_kl: float | None = None
+    """Stop the update epochs early when approx-KL exceeds this."""
+
+
+@dataclass
+class NetworkConfig:
+    kind: Literal["auto", "mlp", "nature_cnn", "impala_cnn", "gridnet"] = "auto"
+    """Torso: auto picks mlp for vectors, nature_cnn for images, gridnet for grid actions."""
+    hidden: list[int] = field(default_factory=lambda: [64, 64])
+    """MLP layer widths (and the critic MLP head for CNN torsos)."""
+    activation: Literal["tanh", "relu"] = "tanh"
+    channels: list[int] = field(default_factory=lambda: [16, 32, 32])
+    """IMPALA / gridnet channel widths."""
+    critic_input: Literal["auto", "obs", "state"] = "auto"
+    """auto: the global state when the game provides one (centralized critic), else obs."""
+    shared_torso: bool = False
+    """Actor and critic share the torso (only when the critic reads the observation)."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of continuous actions."""
+
+
+@dataclass
+class NormalizeConfig:
+    obs: bool = False
+    """Running mean/std normalization of observations (continuous control)."""
+    reward: bool = False
+    """Scale rewards by the running std of the discounted return."""
+    value: bool = False
+    """Critic predicts normalized returns (running mean/std of the value targets)."""
+    clip_obs: float = 10.0
+    clip_reward: float = 10.0
+
+
+@dataclass
+class LogConfig:
+    tensorboard: bool = True
+    wandb: bool = False
+    wandb_project: str = "selfplay"
+    wandb_mode: Literal["offline", "online"] = "offline"
+    """offline needs no account or network; `wandb sync` uploads later."""
+    progress: bool = True
+    """Show a progress bar (steps/s, recent returns)."""
+    return_window: int = 20
+    """Episodes averaged in the reported mean return."""
+
+
+@dataclass
+class CheckpointConfig:
+    every_updates: int = 20
+    keep: int = 3
+    """Most recent checkpoints kept (older ones are deleted)."""
+
+
+@dataclass
+class TrainConfig:
+    game: GameConfig = field(default_factory=GameConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    seed: int = 1
+    total_steps: int = 100_000
+    """Environment steps (summed over envs) to train for."""
+    torch_threads: int = 1
+    """Intra-op threads for torch (1 is fastest for small networks)."""
+    device: str = "cpu"
+
+
+def validate(config: TrainConfig) -> None:
+    """Cross-field checks that types alone cannot express."""
+    checks = [
+        (config.game.num_envs >= 1, "game.num_envs must be >= 1"),
+        (config.ppo.num_steps >= 1, "ppo.num_steps must be >= 1"),
+        (config.ppo.num_minibatches >= 1, "ppo.num_minibatches must be >= 1"),
+        (config.ppo.update_epochs >= 1, "ppo.update_epochs must be >= 1"),
+        (config.ppo.learning_rate > 0, "ppo.learning_rate must be > 0"),
+        (0 < config.ppo.gamma <= 1, "ppo.gamma must be in (0, 1]"),
+        (0 <= config.ppo.gae_lambda <= 1, "ppo.gae_lambda must be in [0, 1]"),
+        (config.total_steps >= 1, "total_steps must be >= 1"),
+        (config.torch_threads >= 1, "torch_threads must be >= 1"),
+        (config.checkpoint.every_updates >= 1, "checkpoint.every_updates must be >= 1"),
+        (config.checkpoint.keep >= 1, "checkpoint.keep must be >= 1"),
+        (all(h >= 1 for h in config.network.hidden), "network.hidden widths must be >= 1"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping from ``path``; clear errors for a missing or malformed file."""
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"malformed YAML in {path}{where}: {problem}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``base`` updated recursively by ``override`` (mappings merge, other values replace)."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "options":
+            out[key] = deep_merge(out[key], value)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **copy.deepcopy(value)}
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def family_file(family: str) -> Path:
+    return HYPERPARAMS_DIR / f"{family}.yaml"
+
+
+def family_defaults(family: str, game_name: str) -> dict[str, Any]:
+    """The family file's settings for ``game_name`` (top level merged with ``games.<name>``)."""
+    path = family_file(family)
+    if not path.is_file():
+        return {}
+    data = read_yaml(path)
+    games_section = data.pop("games", {}) or {}
+    if not isinstance(games_section, dict):
+        raise ConfigError(f"{path}: 'games' must map game names to settings")
+    lowered = {str(k).lower(): v for k, v in games_section.items()}
+    specific = lowered.get(game_name.lower(), {}) or {}
+    return deep_merge(data, specific)
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """``["ppo.learning_rate=3e-4", ...]`` -> nested mapping; values parsed as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        try:
+            value = yaml_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {key}: cannot parse value {raw!r}") from exc
+        node = out
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {key}: {part!r} is set both as a value and a section")
+        node[parts[-1]] = value
+    return out
+
+
+def load_user_file(path: Path) -> dict[str, Any]:
+    """A user config file, with at most one level of ``base:`` (a family name or a file)."""
+    data = read_yaml(path)
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: 'base' must be a family name or a file path")
+    base_path = Path(base) if base.endswith((".yaml", ".yml")) else family_file(base)
+    if not base_path.is_absolute() and not base_path.exists():
+        base_path = path.parent / base_path
+    base_data = read_yaml(base_path)
+    if "base" in base_data:
+        raise ConfigError(f"{base_path}: only one level of 'base' is allowed")
+    base_data.pop("games", None)
+    return deep_merge(base_data, data)
+
+
+def build_config(game: str | None = None, config_file: str | Path | None = None,
+                 overrides: list[str] | None = None, seed: int | None = None,
+                 total_steps: int | None = None) -> TrainConfig:
+    """Resolve a :class:`TrainConfig` from the layers described in the module docstring."""
+    from games.registry import resolve  # local: keeps config importable without games
+
+    user = load_user_file(Path(config_file)) if config_file is not None else {}
+    sets = parse_set(overrides or [])
+    name = game or sets.get("game", {}).get("name") or user.get("game", {}).get("name")
+    if name is None:
+        name = GameConfig.name
+    entry = resolve(str(name))
+    layers = [family_defaults(entry.family, entry.name), user, sets,
+              {"game": {"name": entry.name}}]
+    if seed is not None:
+        layers.append({"seed": seed})
+    if total_steps is not None:
+        layers.append({"total_steps": total_steps})
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged = deep_merge(merged, layer)
+    return config_from_mapping(merged)
+
+
+def config_from_mapping(data: dict[str, Any]) -> TrainConfig:
+    try:
+        config = from_mapping(TrainConfig, data)
+    except OptionError as exc:
+        raise ConfigError(str(exc)) from exc
+    validate(config)
+    return config
+
+
+def config_to_yaml(config: TrainConfig) -> str:
+    return yaml.safe_dump(to_mapping(config), sort_keys=False)

@@ -1,0 +1,305 @@
+"""Actor-critic networks: MLP, Nature CNN, IMPALA CNN and a GridNet encoder-decoder.
+
+An :class:`ActorCritic` maps (normalized) observations to action-distribution parameters and
+its critic input (the observation, or the game's global state for a centralized critic) to a
+value. Observation normalization statistics live in the module, so a saved policy carries them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import cast
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from games.core import Box, Discrete, GameSpec, MultiDiscrete
+from selfplay.config import NetworkConfig, NormalizeConfig
+from selfplay.distributions import ActionDist, make_dist
+from selfplay.normalize import RunningMeanStd
+
+
+def layer_init(layer: nn.Module, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:
+    """Orthogonal weights, constant bias (PPO implementation detail #2)."""
+    if isinstance(layer, nn.Linear | nn.Conv2d | nn.ConvTranspose2d):
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def _activation(name: str) -> type[nn.Module]:
+    return {"tanh": nn.Tanh, "relu": nn.ReLU}[name]
+
+
+def mlp(in_dim: int, hidden: list[int], activation: str) -> tuple[nn.Sequential, int]:
+    layers: list[nn.Module] = []
+    act = _activation(activation)
+    for width in hidden:
+        layers += [layer_init(nn.Linear(in_dim, width)), act()]
+        in_dim = width
+    return nn.Sequential(*layers), in_dim
+
+
+class NatureCNN(nn.Module):
+    """The DQN/PPO Atari torso: 3 convs and a 512-unit layer; uint8 input scaled by 1/255."""
+
+    def __init__(self, in_shape: tuple[int, ...], scale: float) -> None:
+        super().__init__()
+        self.scale = scale
+        channels = in_shape[0]
+        self.convs = nn.Sequential(
+            layer_init(nn.Conv2d(channels, 32, 8, stride=4)), nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(), nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, *in_shape)).shape[1]
+        self.fc = nn.Sequential(layer_init(nn.Linear(flat, 512)), nn.ReLU())
+        self.out_dim = 512
+
+    def forward(self, x: Tensor) -> Tensor:
+        return cast(Tensor, self.fc(self.convs(x.float() * self.scale)))
+
+
+class _ResidualBlock(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.conv0(torch.relu(x))
+        out = self.conv1(torch.relu(out))
+        return x + out
+
+
+class ImpalaCNN(nn.Module):
+    """IMPALA torso: per stage conv + max-pool + 2 residual blocks, then a 256-unit layer."""
+
+    def __init__(self, in_shape: tuple[int, ...], channels: list[int], scale: float) -> None:
+        super().__init__()
+        self.scale = scale
+        layers: list[nn.Module] = []
+        c, h, w = in_shape
+        for out_c in channels:
+            layers += [nn.Conv2d(c, out_c, 3, padding=1), nn.MaxPool2d(3, 2, padding=1),
+                       _ResidualBlock(out_c), _ResidualBlock(out_c)]
+            c, h, w = out_c, (h + 1) // 2, (w + 1) // 2
+        layers += [nn.Flatten(), nn.ReLU()]
+        self.stages = nn.Sequential(*layers)
+        self.fc = nn.Sequential(layer_init(nn.Linear(c * h * w, 256)), nn.ReLU())
+        self.out_dim = 256
+
+    def forward(self, x: Tensor) -> Tensor:
+        return cast(Tensor, self.fc(self.stages(x.float() * self.scale)))
+
+
+class GridEncoder(nn.Module):
+    """Strided conv encoder over a ``[C, H, W]`` board; keeps the feature map for a decoder."""
+
+    def __init__(self, in_channels: int, channels: list[int]) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        c = in_channels
+        for out_c in channels:
+            layers += [layer_init(nn.Conv2d(c, out_c, 3, padding=1)),
+                       nn.MaxPool2d(3, 2, padding=1), nn.ReLU()]
+            c = out_c
+        self.net = nn.Sequential(*layers)
+        self.out_channels = c
+
+    def forward(self, x: Tensor) -> Tensor:
+        return cast(Tensor, self.net(x.float()))
+
+
+class GridDecoder(nn.Module):
+    """Transposed convs back to per-cell logits ``[B, H*W, n_out]``."""
+
+    def __init__(self, channels: list[int], n_out: int, grid: tuple[int, int]) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        rev = list(reversed(channels))
+        for i, c in enumerate(rev):
+            out_c = rev[i + 1] if i + 1 < len(rev) else n_out
+            last = i + 1 == len(rev)
+            layers.append(layer_init(nn.ConvTranspose2d(c, out_c, 3, stride=2, padding=1,
+                                                        output_padding=1),
+                                     gain=0.01 if last else math.sqrt(2)))
+            if not last:
+                layers.append(nn.ReLU())
+        self.net = nn.Sequential(*layers)
+        self.grid = grid
+
+    def forward(self, features: Tensor) -> Tensor:
+        out = self.net(features)  # [B, n_out, H', W'] with H' >= H
+        h, w = self.grid
+        out = out[:, :, :h, :w]
+        return out.permute(0, 2, 3, 1).reshape(out.shape[0], h * w, -1)
+
+
+def _flat_dim(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape)) if shape else 1
+
+
+class ActorCritic(nn.Module):
+    """Policy and value networks for one :class:`GameSpec`."""
+
+    def __init__(self, spec: GameSpec, net: NetworkConfig, norm: NormalizeConfig) -> None:
+        super().__init__()
+        self.space = spec.action_space
+        self.clip_obs = norm.clip_obs
+        kind = net.kind
+        if kind == "auto":
+            if isinstance(self.space, MultiDiscrete) and self.space.grid is not None:
+                kind = "gridnet"
+            elif spec.obs_kind == "image":
+                kind = "nature_cnn"
+            else:
+                kind = "mlp"
+        self.kind = kind
+        use_state = net.critic_input == "state" or (
+            net.critic_input == "auto" and spec.state_shape is not None)
+        if use_state and spec.state_shape is None:
+            raise ValueError(f"network.critic_input is 'state' but {spec.name} has no global state")
+        self.critic_reads_state = use_state
+        critic_shape = spec.state_shape if use_state else spec.obs_shape
+        assert critic_shape is not None
+        image_scale = 1.0 / 255.0 if spec.obs_dtype == np.uint8 else 1.0
+
+        self.obs_rms = RunningMeanStd(spec.obs_shape) if norm.obs else None
+        self.state_rms = (RunningMeanStd(critic_shape) if norm.obs and use_state else None)
+        self.value_rms = RunningMeanStd(()) if norm.value else None
+
+        n_out = self._num_outputs()
+        self.shared = net.shared_torso and not use_state
+        if kind == "mlp":
+            self.actor_torso, a_dim = self._mlp_torso(spec.obs_shape, net)
+            self.actor_head = layer_init(nn.Linear(a_dim, n_out), gain=0.01)
+            if not self.shared:
+                self.critic_torso, c_dim = self._mlp_torso(critic_shape, net)
+            else:
+                c_dim = a_dim
+            self.critic_head = layer_init(nn.Linear(c_dim, 1), gain=1.0)
+        elif kind in ("nature_cnn", "impala_cnn"):
+            self.actor_torso = self._cnn(kind, spec.obs_shape, net, image_scale)
+            a_dim = self.actor_torso.out_dim
+            self.actor_head = layer_init(nn.Linear(a_dim, n_out), gain=0.01)
+            if not self.shared:
+                self.critic_torso = self._cnn(kind, critic_shape, net, image_scale)
+            self.critic_head = layer_init(nn.Linear(a_dim, 1), gain=1.0)
+        elif kind == "gridnet":
+            if not (isinstance(self.space, MultiDiscrete) and self.space.grid is not None):
+                raise ValueError("network.kind 'gridnet' needs per-cell grid actions")
+            self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels)
+            self.actor_head = GridDecoder(net.channels, sum(self.space.nvec), self.space.grid)
+            self.critic_torso = nn.Sequential(
+                GridEncoder(critic_shape[0], net.channels), nn.Flatten())
+            with torch.no_grad():
+                flat = self.critic_torso(torch.zeros(1, *critic_shape)).shape[1]
+            self.critic_head = nn.Sequential(
+                layer_init(nn.Linear(flat, net.hidden[-1])), nn.ReLU(),
+                layer_init(nn.Linear(net.hidden[-1], 1), gain=1.0))
+            self.shared = False
+        else:
+            raise ValueError(f"unknown network.kind {kind!r}")
+        if isinstance(self.space, Box):
+            dims = len(self.space.low)
+            self.log_std = nn.Parameter(torch.full((dims,), float(net.log_std_init)))
+        else:
+            self.log_std = None
+
+    def _num_outputs(self) -> int:
+        space = self.space
+        if isinstance(space, Discrete):
+            return space.n
+        if isinstance(space, MultiDiscrete):
+            return int(sum(space.nvec)) * (space.cells or 1)
+        return len(space.low)
+
+    @staticmethod
+    def _mlp_torso(shape: tuple[int, ...], net: NetworkConfig) -> tuple[nn.Module, int]:
+        body, out = mlp(_flat_dim(shape), net.hidden, net.activation)
+        return nn.Sequential(nn.Flatten(), *body), out
+
+    @staticmethod
+    def _cnn(kind: str, shape: tuple[int, ...], net: NetworkConfig, scale: float) -> nn.Module:
+        if kind == "nature_cnn":
+            return NatureCNN(shape, scale)
+        return ImpalaCNN(shape, net.channels, scale)
+
+    # ----------------------------------------------------------------- normalization
+
+    def normalize_obs(self, obs: Tensor, update: bool = False) -> Tensor:
+        """Observation as the actor reads it; ``update`` folds it into the running stats."""
+        if self.obs_rms is None:
+            return obs
+        if update:
+            self.obs_rms.update(obs)
+        return self.obs_rms.normalize(obs.float(), self.clip_obs).float()
+
+    def normalize_critic_input(self, obs: Tensor, state: Tensor | None,
+                               update: bool = False) -> Tensor:
+        """The critic's (normalized) input: the global state or the observation."""
+        if not self.critic_reads_state:
+            return self.normalize_obs(obs, update=False) if self.obs_rms is not None else obs
+        assert state is not None, "the critic reads the global state but none was given"
+        if self.state_rms is None:
+            return state
+        if update:
+            self.state_rms.update(state)
+        return self.state_rms.normalize(state.float(), self.clip_obs).float()
+
+    # ----------------------------------------------------------------- forward
+
+    def dist_params(self, obs: Tensor) -> Tensor:
+        """Distribution parameters: logits ``[B, n]``, ``[B, cells, sum(nvec)]`` or means."""
+        features = self.actor_torso(obs)
+        out = self.actor_head(features)
+        space = self.space
+        if isinstance(space, MultiDiscrete) and space.cells is not None and out.dim() == 2:
+            out = out.view(out.shape[0], space.cells, -1)
+        return cast(Tensor, out)
+
+    def dist(self, obs: Tensor, mask: Tensor | None) -> ActionDist:
+        return make_dist(self.space, self.dist_params(obs), mask, self.log_std)
+
+    def value_normalized(self, critic_in: Tensor, obs_features: Tensor | None = None) -> Tensor:
+        """Critic output ``[B]`` in the (possibly normalized) value space."""
+        if self.shared:
+            feats = obs_features if obs_features is not None else self.actor_torso(critic_in)
+        else:
+            feats = self.critic_torso(critic_in)
+        return cast(Tensor, self.critic_head(feats)).squeeze(-1)
+
+    def value(self, critic_in: Tensor) -> Tensor:
+        """Value ``[B]`` in return units."""
+        v = self.value_normalized(critic_in)
+        return self.value_rms.denormalize(v).float() if self.value_rms is not None else v
+
+    def forward_all(self, obs: Tensor, mask: Tensor | None,
+                    critic_in: Tensor) -> tuple[ActionDist, Tensor]:
+        """Distribution and normalized value in one pass (shares the torso when configured)."""
+        features = self.actor_torso(obs)
+        params = self.actor_head(features)
+        space = self.space
+        if isinstance(space, MultiDiscrete) and space.cells is not None and params.dim() == 2:
+            params = params.view(params.shape[0], space.cells, -1)
+        dist = make_dist(space, params, mask, self.log_std)
+        value = self.value_normalized(critic_in, features if self.shared else None)
+        return dist, value
+
+    def to_value_space(self, returns: Tensor) -> Tensor:
+        """Returns mapped into the critic's output space (normalized when configured)."""
+        if self.value_rms is None:
+            return returns
+        return self.value_rms.normalize(returns).float()
+
+    def from_value_space(self, values: Tensor) -> Tensor:
+        if self.value_rms is None:
+            return values
+        return self.value_rms.denormalize(values).float()
+
+
+def count_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())

@@ -1,0 +1,78 @@
+"""Running statistics for observation, reward and value normalization."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+
+class RunningMeanStd(nn.Module):
+    """Parallel-algorithm running mean/variance kept as buffers (saved with the agent)."""
+
+    def __init__(self, shape: tuple[int, ...] = (), epsilon: float = 1e-4) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
+        self.register_buffer("count", torch.tensor(epsilon, dtype=torch.float64))
+
+    mean: Tensor
+    var: Tensor
+    count: Tensor
+
+    @torch.no_grad()
+    def update(self, x: Tensor) -> None:
+        """Fold a batch ``[N, *shape]`` into the statistics."""
+        x = x.to(torch.float64).reshape(-1, *self.mean.shape)
+        if x.shape[0] == 0:
+            return
+        batch_mean = x.mean(0)
+        batch_var = x.var(0, unbiased=False)
+        batch_count = x.shape[0]
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        new_mean = self.mean + delta * batch_count / total
+        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
+        self.mean.copy_(new_mean)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def normalize(self, x: Tensor, clip: float | None = None) -> Tensor:
+        out = (x - self.mean.to(x.dtype)) / torch.sqrt(self.var.to(x.dtype) + 1e-8)
+        return out.clamp(-clip, clip) if clip is not None else out
+
+    def denormalize(self, x: Tensor) -> Tensor:
+        return x * torch.sqrt(self.var.to(x.dtype) + 1e-8) + self.mean.to(x.dtype)
+
+
+class RewardScaler:
+    """Divides rewards by the running std of a discounted return per ``[E, A]`` stream.
+
+    The same scheme as gymnasium's ``NormalizeReward``: returns accumulate ``G = gamma G + r``
+    and reset at episode ends; rewards are scaled (not centered) and clipped.
+    """
+
+    def __init__(self, shape: tuple[int, ...], gamma: float, clip: float) -> None:
+        self.gamma = gamma
+        self.clip = clip
+        self.returns = np.zeros(shape, np.float64)
+        self.stats = RunningMeanStd(())
+
+    def __call__(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """Scale ``reward [E, A]``; ``done [E]`` ends the accumulated returns after this step."""
+        self.returns = self.returns * self.gamma + reward
+        self.stats.update(torch.from_numpy(self.returns.reshape(-1)))
+        std = float(torch.sqrt(self.stats.var + 1e-8))
+        scaled = np.clip(reward / std, -self.clip, self.clip).astype(np.float32)
+        self.returns[done] = 0.0
+        return scaled
+
+    def state_dict(self) -> dict[str, object]:
+        return {"returns": torch.from_numpy(self.returns.copy()),
+                "stats": self.stats.state_dict()}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        returns = state["returns"]
+        assert isinstance(returns, Tensor)
+        self.returns = returns.numpy().copy()
+        self.stats.load_state_dict(state["stats"])  # type: ignore[arg-type]

@@ -1,0 +1,523 @@
+"""PPO with invalid-action masking, a centralized critic and seats owned by policies.
+
+The loop reads top to bottom: :meth:`Trainer.collect` runs one rollout, :meth:`Trainer.learn`
+computes GAE and runs the clipped-surrogate epochs, :meth:`Trainer.train` repeats both,
+logging and checkpointing. Which policy plays which seat is the array ``owner[E, A]``
+(0 = the learner); other owners are frozen :class:`Policy` objects (past snapshots, bots)
+given in ``opponents``. A game reaches the trainer only through :class:`games.core.VecGame`.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from games.core import Batch, EpisodeStats, GameSpec, Outcome, VecGame
+from games.options import to_mapping
+from selfplay.checkpoint import (CheckpointError, list_checkpoints, load_checkpoint,
+                                 save_checkpoint)
+from selfplay.config import TrainConfig, config_from_mapping
+from selfplay.losses import explained_variance, gae, ppo_loss
+from selfplay.networks import ActorCritic
+from selfplay.normalize import RewardScaler
+from selfplay.rollout import RolloutBuffer, torch_dtype
+from selfplay.tracking import MetricSink, Progress, RunDir
+
+
+class Policy(Protocol):
+    """Anything that picks actions for a set of seats: a frozen network or a scripted bot."""
+
+    def act(self, obs: np.ndarray, mask: np.ndarray | None,
+            state: np.ndarray | None) -> np.ndarray:
+        """``obs [N, ...]`` -> actions ``[N, *action_shape]``."""
+        ...
+
+
+class FrozenPolicy:
+    """A network policy with fixed weights (a league snapshot or a loaded checkpoint)."""
+
+    def __init__(self, agent: ActorCritic, deterministic: bool = False,
+                 generator: torch.Generator | None = None) -> None:
+        self.agent = agent.eval()
+        self.deterministic = deterministic
+        self.generator = generator
+
+    @torch.inference_mode()
+    def act(self, obs: np.ndarray, mask: np.ndarray | None,
+            state: np.ndarray | None) -> np.ndarray:
+        obs_t = self.agent.normalize_obs(torch.from_numpy(obs))
+        mask_t = torch.from_numpy(mask) if mask is not None else None
+        dist = self.agent.dist(obs_t, mask_t)
+        action = dist.mode() if self.deterministic else dist.sample(self.generator)
+        return action.numpy()
+
+
+class TrainingInterrupted(Exception):
+    """Raised after SIGINT/SIGTERM once the checkpoint is safely written."""
+
+    def __init__(self, signum: int, checkpoint: Path | None) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.checkpoint = checkpoint
+
+
+@dataclass
+class EpisodeLog:
+    """Recent finished episodes of the learner's seats."""
+
+    window: int
+    returns: collections.deque[float] = field(init=False)
+    lengths: collections.deque[int] = field(init=False)
+    outcomes: collections.deque[int] = field(init=False)
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.returns = collections.deque(maxlen=self.window)
+        self.lengths = collections.deque(maxlen=self.window)
+        self.outcomes = collections.deque(maxlen=max(self.window, 100))
+
+    def add(self, stats: EpisodeStats, learner: np.ndarray) -> None:
+        keep = learner[stats.env, stats.seat]
+        if not keep.any():
+            return
+        self.returns.extend(stats.ret[keep].tolist())
+        self.lengths.extend(stats.length[keep].tolist())
+        self.outcomes.extend(stats.outcome[keep].tolist())
+        self.count += int(keep.sum())
+
+    def summary(self) -> dict[str, float]:
+        out: dict[str, float] = {"episodes": float(self.count)}
+        if self.returns:
+            out["episode/return_mean"] = float(np.mean(self.returns))
+            out["episode/length_mean"] = float(np.mean(self.lengths))
+        decided = [o for o in self.outcomes if o != Outcome.NONE]
+        if decided:
+            arr = np.asarray(decided)
+            out["episode/win_rate"] = float(np.mean(arr == Outcome.WIN))
+            out["episode/draw_rate"] = float(np.mean(arr == Outcome.DRAW))
+            out["episode/loss_rate"] = float(np.mean(arr == Outcome.LOSS))
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"returns": list(self.returns), "lengths": list(self.lengths),
+                "outcomes": list(self.outcomes), "count": self.count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.returns.extend(state["returns"])
+        self.lengths.extend(state["lengths"])
+        self.outcomes.extend(state["outcomes"])
+        self.count = int(state["count"])
+
+
+class Timer:
+    """Named wall-clock sections (env, inference, learn) summed per update."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = collections.defaultdict(float)
+
+    def add(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self.totals[name] += now - since
+        return now
+
+    def pop(self) -> dict[str, float]:
+        out = dict(self.totals)
+        self.totals.clear()
+        return out
+
+
+class Trainer:
+    """Owns the game, the learner, the optimizer and all state a checkpoint must hold."""
+
+    def __init__(self, config: TrainConfig, game: VecGame, run: RunDir | None = None) -> None:
+        self.config = config
+        self.game = game
+        self.spec: GameSpec = game.spec
+        self.run = run
+        torch.set_num_threads(config.torch_threads)
+        random.seed(config.seed)
+        np.random.seed(config.seed % 2**32)
+        torch.manual_seed(config.seed)
+        self.rng = np.random.default_rng(config.seed)
+        self.sample_gen = torch.Generator().manual_seed(config.seed + 1)
+        self.agent = ActorCritic(self.spec, config.network, config.normalize)
+        self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=config.ppo.learning_rate,
+                                          eps=config.ppo.adam_eps)
+        e, a = self.spec.num_envs, self.spec.num_seats
+        self.owner = np.zeros((e, a), np.int64)  # [E, A] 0 = learner
+        self.opponents: dict[int, Policy] = {}
+        self.on_episodes: list[Callable[[Trainer, EpisodeStats], None]] = []
+        self.reward_scaler = (RewardScaler((e, a), config.ppo.gamma, config.normalize.clip_reward)
+                              if config.normalize.reward else None)
+        obs_dtype = (torch.float32 if self.agent.obs_rms is not None
+                     else torch_dtype(self.spec.obs_dtype))
+        critic_shape = self.spec.state_shape if self.agent.critic_reads_state else None
+        critic_dtype = (torch.float32 if self.agent.state_rms is not None
+                        else torch_dtype(self.spec.state_dtype))
+        self.buffer = RolloutBuffer(self.spec, config.ppo.num_steps, obs_dtype, critic_shape,
+                                    critic_dtype)
+        self.episodes = EpisodeLog(config.log.return_window)
+        self.timer = Timer()
+        self.global_step = 0
+        self.update = 0
+        self.batch: Batch = game.reset(seed=config.seed)
+        self._stop_signal: int | None = None
+
+    # ----------------------------------------------------------------- derived sizes
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.config.ppo.num_steps * self.spec.num_envs
+
+    @property
+    def num_updates(self) -> int:
+        return max(1, math.ceil(self.config.total_steps / self.steps_per_update))
+
+    # ----------------------------------------------------------------- acting
+
+    def _critic_input(self, obs_n: Tensor, state: np.ndarray | None, update: bool) -> Tensor:
+        """Critic input for flattened rows ``[N, ...]`` (global state or the actor's obs)."""
+        if not self.agent.critic_reads_state:
+            return obs_n
+        assert state is not None
+        state_t = torch.from_numpy(state).reshape(-1, *self.spec.state_shape)  # type: ignore[misc]
+        return self.agent.normalize_critic_input(obs_n, state_t, update=update)
+
+    @torch.inference_mode()
+    def _bootstrap_truncated(self, batch: Batch, reward: np.ndarray) -> None:
+        """Add ``gamma * V(final obs)`` to the reward of truncated (not terminated) episodes."""
+        cut = batch.truncated & ~batch.terminated
+        if not cut.any() or batch.final_obs is None:
+            return
+        envs = np.flatnonzero(cut)
+        a = self.spec.num_seats
+        obs = torch.from_numpy(batch.final_obs[envs]).reshape(len(envs) * a,
+                                                              *self.spec.obs_shape)
+        obs_n = self.agent.normalize_obs(obs)
+        state = batch.final_state[envs] if batch.final_state is not None else None
+        critic_in = self._critic_input(obs_n, state, update=False)
+        value = self.agent.value(critic_in).reshape(len(envs), a).numpy()
+        reward[envs] += self.config.ppo.gamma * value
+
+    def collect(self) -> None:
+        """Fill the rollout buffer with ``num_steps`` steps of every env."""
+        cfg, spec, buf, agent = self.config, self.spec, self.buffer, self.agent
+        e, a = spec.num_envs, spec.num_seats
+        n = e * a
+        obs_shape = spec.obs_shape
+        action_shape = spec.action_space.action_shape
+        timer = self.timer
+        tick = time.perf_counter()
+        for t in range(cfg.ppo.num_steps):
+            batch = self.batch
+            learner = (self.owner == 0) & batch.alive  # [E, A]
+            all_learner = bool(learner.all())
+            with torch.inference_mode():
+                obs = torch.from_numpy(batch.obs).reshape(n, *obs_shape)
+                mask = (torch.from_numpy(batch.action_mask).reshape(n, *spec.action_space.mask_shape)
+                        if batch.action_mask is not None else None)
+                if all_learner:
+                    obs_n = agent.normalize_obs(obs, update=True)
+                else:
+                    rows = torch.from_numpy(np.flatnonzero(learner))
+                    if agent.obs_rms is not None and len(rows):
+                        agent.obs_rms.update(obs[rows])
+                    obs_n = agent.normalize_obs(obs)
+                critic_in = self._critic_input(obs_n, batch.state, update=True)
+                dist, value_n = agent.forward_all(obs_n, mask, critic_in)
+                action = dist.sample(self.sample_gen)
+                logprob = dist.log_prob(action)
+                value = agent.from_value_space(value_n)
+                buf.obs[t].view(n, *obs_shape).copy_(obs_n)
+                if mask is not None and buf.mask is not None:
+                    buf.mask[t].view(n, *mask.shape[1:]).copy_(mask)
+                if buf.critic_in is not None:
+                    buf.critic_in[t].view(n, *critic_in.shape[1:]).copy_(critic_in)
+                buf.actions[t].view(n, *action_shape).copy_(action)
+                buf.logprobs[t].view(n).copy_(logprob)
+                buf.values[t].view(n).copy_(value)
+                buf.trained[t].copy_(torch.from_numpy(learner))
+                actions = action.numpy().reshape(e, a, *action_shape)
+                if not all_learner:
+                    actions = self._opponent_actions(batch, actions)
+            tick = timer.add("inference", tick)
+            batch = self.game.step(actions)
+            tick = timer.add("env", tick)
+            self.batch = batch
+            self.global_step += e
+            done = batch.terminated | batch.truncated
+            reward = batch.reward
+            if self.reward_scaler is not None:
+                reward = self.reward_scaler(reward, done)
+            elif batch.truncated.any():
+                reward = reward.copy()
+            self._bootstrap_truncated(batch, reward)
+            buf.rewards[t].copy_(torch.from_numpy(reward))
+            buf.dones[t].copy_(torch.from_numpy(done[:, None]))
+            if len(batch.episodes.env):
+                self.episodes.add(batch.episodes, self.owner == 0)
+                for hook in self.on_episodes:
+                    hook(self, batch.episodes)
+            tick = timer.add("env", tick)
+            if self._stop_signal is not None:
+                return
+
+    def _opponent_actions(self, batch: Batch, actions: np.ndarray) -> np.ndarray:
+        """Overwrite the actions of seats owned by other policies (one pass per policy)."""
+        for owner_id in np.unique(self.owner):
+            if owner_id == 0:
+                continue
+            policy = self.opponents.get(int(owner_id))
+            if policy is None:
+                raise RuntimeError(f"seat owner {owner_id} has no policy in trainer.opponents")
+            sel = (self.owner == owner_id) & batch.alive
+            if not sel.any():
+                continue
+            mask = batch.action_mask[sel] if batch.action_mask is not None else None
+            state = batch.state[sel] if batch.state is not None else None
+            actions[sel] = policy.act(batch.obs[sel], mask, state)
+        return actions
+
+    # ----------------------------------------------------------------- learning
+
+    @torch.inference_mode()
+    def _last_values(self) -> Tensor:
+        n = self.spec.num_envs * self.spec.num_seats
+        obs = torch.from_numpy(self.batch.obs).reshape(n, *self.spec.obs_shape)
+        obs_n = self.agent.normalize_obs(obs)
+        critic_in = self._critic_input(obs_n, self.batch.state, update=False)
+        return self.agent.value(critic_in)
+
+    def learn(self) -> dict[str, float]:
+        """GAE, then ``update_epochs`` passes of minibatch PPO updates."""
+        cfg, buf, agent = self.config.ppo, self.buffer, self.agent
+        t_steps, e, a = buf.shape
+        n = e * a
+        advantages, returns = gae(buf.rewards.view(t_steps, n), buf.values.view(t_steps, n),
+                                  buf.dones.view(t_steps, n), self._last_values(),
+                                  cfg.gamma, cfg.gae_lambda)
+        trained = buf.trained.view(-1)
+        rows = None if bool(trained.all()) else torch.nonzero(trained).squeeze(1)
+
+        def take(x: Tensor) -> Tensor:
+            flat = buf.flat(x) if x.dim() >= 3 and x.shape[:3] == buf.shape else x.reshape(-1)
+            return flat if rows is None else flat[rows]
+
+        b_obs = take(buf.obs)
+        b_mask = take(buf.mask) if buf.mask is not None else None
+        b_critic = take(buf.critic_in) if buf.critic_in is not None else b_obs
+        b_actions = take(buf.actions)
+        b_logprobs = take(buf.logprobs)
+        b_values = take(buf.values)
+        b_adv = take(advantages)
+        b_returns = take(returns)
+        size = b_obs.shape[0]
+        if size == 0:
+            return {}
+        if agent.value_rms is not None:
+            agent.value_rms.update(b_returns)
+        b_values_vs = agent.to_value_space(b_values)
+        b_returns_vs = agent.to_value_space(b_returns)
+
+        frac = 1.0 - self.update / self.num_updates
+        lr = cfg.learning_rate * frac if cfg.anneal_lr else cfg.learning_rate
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        minibatch = max(1, size // cfg.num_minibatches)
+        stats: dict[str, list[float]] = collections.defaultdict(list)
+        stop = False
+        for _epoch in range(cfg.update_epochs):
+            perm = torch.randperm(size, generator=self.sample_gen)
+            for start in range(0, size - minibatch + 1, minibatch):
+                mb = perm[start:start + minibatch]
+                dist, new_value = agent.forward_all(
+                    b_obs[mb], b_mask[mb] if b_mask is not None else None, b_critic[mb])
+                new_logprob = dist.log_prob(b_actions[mb])
+                loss, info = ppo_loss(new_logprob, b_logprobs[mb], b_adv[mb], new_value,
+                                      b_values_vs[mb], b_returns_vs[mb], dist.entropy(),
+                                      clip_coef=cfg.clip_coef, clip_vloss=cfg.clip_vloss,
+                                      vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
+                                      norm_adv=cfg.norm_adv)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                for key, value in info.items():
+                    stats[key].append(float(value))
+                stats["grad_norm"].append(float(grad_norm))
+            if cfg.target_kl is not None and np.mean(stats["approx_kl"][-1:]) > cfg.target_kl:
+                stop = True
+                break
+        out = {f"loss/{k}": float(np.mean(v)) for k, v in stats.items()}
+        out["loss/explained_variance"] = explained_variance(b_values, b_returns)
+        out["loss/learning_rate"] = lr
+        out["loss/early_stop"] = float(stop)
+        return out
+
+    # ----------------------------------------------------------------- the loop
+
+    def train(self, sink: MetricSink | None = None, progress: Progress | None = None) -> None:
+        """Run updates until ``total_steps``; checkpoint periodically and on SIGINT/SIGTERM."""
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def handler(signum: int, _frame: object) -> None:
+            if self._stop_signal is not None:  # second signal: stop now
+                signal.signal(signum, previous[signal.Signals(signum)])
+                raise KeyboardInterrupt
+            self._stop_signal = signum
+
+        for sig in previous:
+            signal.signal(sig, handler)
+        try:
+            self._loop(sink, progress)
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+    def _loop(self, sink: MetricSink | None, progress: Progress | None) -> None:
+        every = self.config.checkpoint.every_updates
+        while self.update < self.num_updates:
+            start = time.perf_counter()
+            step0 = self.global_step
+            self.collect()
+            if self._stop_signal is not None:
+                path = self.save() if self.run is not None else None
+                raise TrainingInterrupted(self._stop_signal, path)
+            tick = time.perf_counter()
+            metrics = self.learn()
+            self.timer.add("learn", tick)
+            self.update += 1
+            elapsed = time.perf_counter() - start
+            metrics["perf/steps_per_second"] = (self.global_step - step0) / max(elapsed, 1e-9)
+            for name, seconds in self.timer.pop().items():
+                metrics[f"perf/{name}_fraction"] = seconds / max(elapsed, 1e-9)
+            metrics.update(self.episodes.summary())
+            if sink is not None:
+                sink.log(self.global_step, metrics)
+            if progress is not None:
+                ret = metrics.get("episode/return_mean")
+                info = f"{metrics['perf/steps_per_second']:,.0f} steps/s"
+                if ret is not None:
+                    info += f"  return {ret:.1f}"
+                if "episode/win_rate" in metrics:
+                    info += f"  win {metrics['episode/win_rate']:.0%}"
+                progress.update(self.global_step, info)
+            if self.run is not None and (self.update % every == 0
+                                         or self.update == self.num_updates):
+                self.save(final=self.update == self.num_updates)
+
+    # ----------------------------------------------------------------- checkpoints
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: weights, optimizer, RNGs, counters, envs."""
+        get_state = getattr(self.game, "get_state", None)
+        batch = self.batch
+        return {
+            "game": self.spec.name,
+            "config": to_mapping(self.config),
+            "agent": self.agent.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "counters": {"global_step": self.global_step, "update": self.update},
+            "rng": {"torch": torch.get_rng_state(), "sample": self.sample_gen.get_state(),
+                    "numpy": self.rng.bit_generator.state,
+                    "python": repr(random.getstate())},
+            "reward_scaler": (self.reward_scaler.state_dict()
+                              if self.reward_scaler is not None else None),
+            "episodes": self.episodes.state_dict(),
+            "owner": self.owner.copy(),
+            "game_state": get_state() if callable(get_state) else None,
+            "batch": {"obs": batch.obs, "action_mask": batch.action_mask, "state": batch.state,
+                      "alive": batch.alive},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> bool:
+        """Restore from :meth:`state_dict`; returns whether the game state was restored."""
+        if state.get("game") != self.spec.name:
+            raise CheckpointError(f"checkpoint is for game {state.get('game')!r}, "
+                                  f"not {self.spec.name!r}")
+        try:
+            self.agent.load_state_dict(state["agent"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            first = str(exc).strip().splitlines()[0][:200]
+            raise CheckpointError(f"checkpoint does not match this network/config: {first}") \
+                from exc
+        self.global_step = int(state["counters"]["global_step"])
+        self.update = int(state["counters"]["update"])
+        torch.set_rng_state(state["rng"]["torch"])
+        self.sample_gen.set_state(state["rng"]["sample"])
+        self.rng.bit_generator.state = state["rng"]["numpy"]
+        if self.reward_scaler is not None and state.get("reward_scaler") is not None:
+            self.reward_scaler.load_state_dict(state["reward_scaler"])
+        self.episodes.load_state_dict(state["episodes"])
+        self.owner[...] = state["owner"]
+        set_state = getattr(self.game, "set_state", None)
+        if state.get("game_state") is not None and callable(set_state):
+            set_state(state["game_state"])
+            saved = state["batch"]
+            e, a = self.spec.num_envs, self.spec.num_seats
+            self.batch = Batch(obs=saved["obs"], action_mask=saved["action_mask"],
+                               state=saved["state"], reward=np.zeros((e, a), np.float32),
+                               terminated=np.zeros(e, bool), truncated=np.zeros(e, bool),
+                               alive=saved["alive"], episodes=EpisodeStats.empty())
+            return True
+        # The engine cannot restore its state: start fresh episodes with a derived seed.
+        self.batch = self.game.reset(seed=self.config.seed + 7919 * self.update)
+        return False
+
+    def save(self, final: bool = False) -> Path:
+        """Write ``checkpoints/update_XXXXXXX.pt`` atomically; prune old ones."""
+        assert self.run is not None
+        directory = self.run.checkpoints
+        path = directory / f"update_{self.update:07d}.pt"
+        try:
+            save_checkpoint(path, self.state_dict())
+        except OSError as exc:
+            older = list_checkpoints(directory)
+            kept = f"; previous checkpoint {older[-1]} is intact" if older else ""
+            message = f"saving checkpoint {path} failed: {exc.strerror or exc}{kept}"
+            if final:
+                raise CheckpointError(message) from exc
+            print(f"warning: {message}", file=sys.stderr)
+            return older[-1] if older else path
+        for old in list_checkpoints(directory)[:-self.config.checkpoint.keep]:
+            old.unlink(missing_ok=True)
+        return path
+
+
+def latest_checkpoint(run: RunDir) -> Path:
+    """Newest readable checkpoint of a run; older ones are tried if the newest is corrupt."""
+    found = list_checkpoints(run.checkpoints)
+    if not found:
+        raise CheckpointError(f"no checkpoint in {run.checkpoints}; nothing to resume")
+    return found[-1]
+
+
+def load_resumable(run: RunDir) -> tuple[dict[str, Any], Path]:
+    """The newest checkpoint that loads; warns about corrupt newer ones."""
+    errors = []
+    for path in reversed(list_checkpoints(run.checkpoints)):
+        try:
+            return load_checkpoint(path), path
+        except CheckpointError as exc:
+            errors.append(str(exc))
+            print(f"warning: {exc}; trying an older checkpoint", file=sys.stderr)
+    if errors:
+        raise CheckpointError(f"no usable checkpoint in {run.checkpoints}: {errors[0]}")
+    raise CheckpointError(f"no checkpoint in {run.checkpoints}; nothing to resume")
+
+
+def config_from_checkpoint(state: dict[str, Any]) -> TrainConfig:
+    return config_from_mapping(state["config"])

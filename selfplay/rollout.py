@@ -1,0 +1,43 @@
+"""Time-major rollout storage ``[T, E, A, ...]``, preallocated once per run."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from games.core import Box, GameSpec
+
+
+def torch_dtype(dtype: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
+
+
+class RolloutBuffer:
+    """One rollout of ``T`` steps for ``E`` envs and ``A`` seats.
+
+    ``obs`` holds what the actor read (normalized when configured), ``critic_in`` what the
+    critic read when that differs (the global state), ``values`` are in return units.
+    ``trained`` marks rows that enter the loss: seats controlled by the learner that acted.
+    """
+
+    def __init__(self, spec: GameSpec, num_steps: int, obs_dtype: torch.dtype,
+                 critic_shape: tuple[int, ...] | None, critic_dtype: torch.dtype) -> None:
+        t, e, a = num_steps, spec.num_envs, spec.num_seats
+        self.shape = (t, e, a)
+        self.obs = torch.zeros((t, e, a, *spec.obs_shape), dtype=obs_dtype)
+        self.mask = (torch.zeros((t, e, a, *spec.action_space.mask_shape), dtype=torch.bool)
+                     if spec.has_mask else None)
+        self.critic_in = (torch.zeros((t, e, a, *critic_shape), dtype=critic_dtype)
+                          if critic_shape is not None else None)
+        act_dtype = torch.float32 if isinstance(spec.action_space, Box) else torch.int64
+        self.actions = torch.zeros((t, e, a, *spec.action_space.action_shape), dtype=act_dtype)
+        self.logprobs = torch.zeros((t, e, a))
+        self.values = torch.zeros((t, e, a))
+        self.rewards = torch.zeros((t, e, a))
+        self.dones = torch.zeros((t, e, a))
+        self.trained = torch.zeros((t, e, a), dtype=torch.bool)
+
+    def flat(self, tensor: Tensor) -> Tensor:
+        """``[T, E, A, ...]`` -> ``[T*E*A, ...]``."""
+        return tensor.reshape(-1, *tensor.shape[3:])

@@ -1,0 +1,120 @@
+"""Run directories and metric sinks: metrics.jsonl, TensorBoard, Weights & Biases, progress."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from selfplay.checkpoint import atomic_write_bytes
+from selfplay.config import TrainConfig, config_to_yaml
+
+
+@dataclass
+class RunDir:
+    """Layout of one training run's directory."""
+
+    path: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.path / "tb"
+
+    @staticmethod
+    def default_for(config: TrainConfig, root: Path = Path("runs")) -> RunDir:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        safe = config.game.name.replace("/", "-")
+        return RunDir(root / f"{safe}-s{config.seed}-{stamp}")
+
+    def write_config(self, config: TrainConfig) -> None:
+        text = config_to_yaml(config).encode()
+        atomic_write_bytes(self.config_file, lambda handle: handle.write(text))
+
+
+class MetricSink:
+    """Writes scalars to metrics.jsonl, TensorBoard and (optionally) W&B."""
+
+    def __init__(self, run: RunDir, config: TrainConfig, resume: bool = False) -> None:
+        self.run = run
+        run.path.mkdir(parents=True, exist_ok=True)
+        self._jsonl = open(run.metrics_file, "a", buffering=1)  # noqa: SIM115 - closed in close()
+        self._tb = None
+        if config.log.tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(run.tensorboard))
+        self._wandb = None
+        if config.log.wandb:
+            os.environ.setdefault("WANDB_SILENT", "true")
+            import wandb
+
+            from games.options import to_mapping
+
+            self._wandb = wandb.init(project=config.log.wandb_project, mode=config.log.wandb_mode,
+                                     dir=str(run.path), config=to_mapping(config),
+                                     name=run.path.name, resume="allow" if resume else None)
+
+    def log(self, step: int, scalars: dict[str, float]) -> None:
+        record = {"step": step, "time": time.time(), **scalars}
+        self._jsonl.write(json.dumps(record) + "\n")
+        if self._tb is not None:
+            for key, value in scalars.items():
+                self._tb.add_scalar(key, value, step)
+        if self._wandb is not None:
+            self._wandb.log(scalars, step=step)
+
+    def close(self) -> None:
+        self._jsonl.close()
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+class Progress:
+    """A progress bar with steps/s and recent return; a plain line every few seconds off a TTY."""
+
+    def __init__(self, total: int, start: int, enabled: bool, label: str) -> None:
+        self.enabled = enabled
+        self.total = total
+        self._last_line = 0.0
+        self._bar: Any = None
+        if enabled and sys.stderr.isatty():
+            from rich.progress import (BarColumn, MofNCompleteColumn, TextColumn,
+                                       TimeRemainingColumn)
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(TextColumn(f"[bold]{label}"), BarColumn(),
+                                     MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                                     TimeRemainingColumn(), transient=False)
+            self._task = self._bar.add_task(label, total=total, completed=start, info="")
+            self._bar.start()
+
+    def update(self, step: int, info: str) -> None:
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(self._task, completed=min(step, self.total), info=info)
+        elif time.monotonic() - self._last_line > 10:
+            self._last_line = time.monotonic()
+            print(f"[{step}/{self.total}] {info}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()

@@ -1,0 +1,59 @@
+"""Starting and resuming training runs (what ``selfplay train`` does)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from games.registry import make_game
+from selfplay.config import TrainConfig, config_from_mapping, read_yaml
+from selfplay.ppo import Trainer, load_resumable
+from selfplay.tracking import MetricSink, Progress, RunDir
+
+
+def build_trainer(config: TrainConfig, run: RunDir | None) -> Trainer:
+    game = make_game(config.game.name, num_envs=config.game.num_envs, seed=config.seed,
+                     options=config.game.options)
+    try:
+        return Trainer(config, game, run)
+    except BaseException:
+        game.close()
+        raise
+
+
+def run_training(config: TrainConfig, run_dir: Path | None = None,
+                 resume: Path | None = None, total_steps: int | None = None) -> dict[str, Any]:
+    """Train a new run (``config``) or continue ``resume``; returns a summary."""
+    if resume is not None:
+        run = RunDir(resume)
+        config = config_from_mapping(read_yaml(run.config_file))
+        if total_steps is not None:
+            config.total_steps = total_steps
+        state, path = load_resumable(run)
+        trainer = build_trainer(config, run)
+        exact = trainer.load_state_dict(state)
+        note = "" if exact else " (this game cannot restore its episodes: new episodes start)"
+        print(f"resuming {run.path} from {path.name} at step {trainer.global_step}{note}",
+              file=sys.stderr)
+    else:
+        run = RunDir(run_dir) if run_dir is not None else RunDir.default_for(config)
+        if run.checkpoints.exists() and any(run.checkpoints.iterdir()):
+            raise FileExistsError(f"{run.path} already holds a run; use --resume {run.path} "
+                                  "to continue it or pick another --run-dir")
+        run.path.mkdir(parents=True, exist_ok=True)
+        trainer = build_trainer(config, run)
+    run.write_config(config)
+    sink = MetricSink(run, config, resume=resume is not None)
+    progress = Progress(trainer.num_updates * trainer.steps_per_update, trainer.global_step,
+                        config.log.progress, config.game.name)
+    try:
+        trainer.train(sink, progress)
+    finally:
+        progress.close()
+        sink.close()
+        trainer.game.close()
+    summary: dict[str, Any] = {"run_dir": str(run.path), "global_step": trainer.global_step,
+                               "updates": trainer.update}
+    summary.update(trainer.episodes.summary())
+    return summary

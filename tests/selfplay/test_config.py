@@ -1,0 +1,94 @@
+"""Config loading: layers, overrides, and errors that name the bad key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from games.core import GameError
+from selfplay.config import ConfigError, TrainConfig, build_config, config_to_yaml, parse_set
+
+
+def test_family_defaults_then_overrides() -> None:
+    config = build_config("CartPole-v1", overrides=["ppo.learning_rate=1e-3", "game.num_envs=3"],
+                          seed=5, total_steps=1234)
+    assert config.game.name == "CartPole-v1"
+    assert config.ppo.learning_rate == pytest.approx(1e-3)
+    assert config.game.num_envs == 3
+    assert config.seed == 5 and config.total_steps == 1234
+    assert config.network.kind == "mlp"  # from hyperparams/classic.yaml
+
+
+def test_per_game_section_overrides_family() -> None:
+    config = build_config("Pendulum-v1")
+    assert config.normalize.obs and config.normalize.reward
+    assert build_config("CartPole-v1").normalize.obs is False
+
+
+def test_game_alias_and_case() -> None:
+    assert build_config("cartpole").game.name == "CartPole-v1"
+    assert build_config("halfcheetah-V5").game.name == "HalfCheetah-v5"
+
+
+def test_unknown_key_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"ppo\.learning_rat.*did you mean 'learning_rate'"):
+        build_config("CartPole-v1", overrides=["ppo.learning_rat=1e-3"])
+
+
+def test_wrong_type_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"ppo\.num_steps: expected an integer"):
+        build_config("CartPole-v1", overrides=["ppo.num_steps=abc"])
+    with pytest.raises(ConfigError, match=r"network\.activation"):
+        build_config("CartPole-v1", overrides=["network.activation=sigmoid"])
+
+
+def test_cross_field_validation() -> None:
+    with pytest.raises(ConfigError, match="gamma"):
+        build_config("CartPole-v1", overrides=["ppo.gamma=1.5"])
+
+
+def test_unknown_game_lists_known() -> None:
+    with pytest.raises(GameError, match=r"unknown game 'CartPol-v1'.*did you mean.*known:"):
+        build_config("CartPol-v1")
+
+
+def test_missing_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="config file not found"):
+        build_config("CartPole-v1", config_file=tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("ppo:\n  learning_rate: [1, 2\n")
+    with pytest.raises(ConfigError, match="malformed YAML.*line"):
+        build_config("CartPole-v1", config_file=bad)
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("42\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        build_config("CartPole-v1", config_file=scalar)
+
+
+def test_user_file_with_base(tmp_path: Path) -> None:
+    user = tmp_path / "mine.yaml"
+    user.write_text("base: mujoco\ngame:\n  name: Hopper-v5\nppo:\n  learning_rate: 1.0e-4\n")
+    config = build_config(config_file=user)
+    assert config.game.name == "Hopper-v5"
+    assert config.ppo.learning_rate == pytest.approx(1e-4)
+    assert config.ppo.num_steps == 2048  # from the base family
+
+
+def test_resolved_config_round_trips() -> None:
+    config = build_config("Pendulum-v1", overrides=["ppo.target_kl=0.02"])
+    data = yaml.safe_load(config_to_yaml(config))
+    from selfplay.config import config_from_mapping
+
+    assert config_from_mapping(data) == config
+
+
+def test_parse_set_errors() -> None:
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_set(["ppo.learning_rate"])
+    assert parse_set(["a.b=1", "a.c=[1, 2]"]) == {"a": {"b": 1, "c": [1, 2]}}
+
+
+def test_defaults_are_valid() -> None:
+    TrainConfig()
