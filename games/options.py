@@ -24,7 +24,7 @@ class OptionError(ValueError):
 def _unknown_key(key: str, known: list[str], where: str) -> OptionError:
     close = difflib.get_close_matches(key, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    return OptionError(f"unknown key {where}{key!r}{hint} (known: {', '.join(sorted(known))})")
+    return OptionError(f"unknown key '{where}{key}'{hint} (known: {', '.join(sorted(known))})")
 
 
 def from_mapping(cls: type[T], data: Mapping[str, Any] | None, where: str = "") -> T:

@@ -37,6 +37,38 @@ class RunningMeanStd(nn.Module):
         self.var.copy_(m2 / total)
         self.count.copy_(total)
 
+    def _views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """NumPy views sharing memory with the buffers (cached; buffers are updated in place)."""
+        views = self.__dict__.get("_np_views")
+        if views is None or views[0].ctypes.data != self.mean.data_ptr():
+            views = (self.mean.numpy(), self.var.numpy(), self.count.numpy())
+            self.__dict__["_np_views"] = views
+        return views  # type: ignore[no-any-return]
+
+    def update_np(self, x: np.ndarray) -> None:
+        """:meth:`update` for NumPy input, computed in NumPy (no torch dispatch cost)."""
+        mean, var, count = self._views()
+        x = x.reshape(-1, *mean.shape)
+        n = x.shape[0]
+        if n == 0:
+            return
+        batch_mean = x.sum(0, dtype=np.float64) / n
+        centered = x - batch_mean
+        batch_var = (centered * centered).sum(0) / n
+        delta = batch_mean - mean
+        total = count + n
+        var *= count
+        var += batch_var * n + delta * delta * (count * n / total)
+        var /= total
+        mean += delta * (n / total)
+        count[...] = total
+
+    def normalize_np(self, x: np.ndarray, clip: float | None = None) -> np.ndarray:
+        """:meth:`normalize` for NumPy input; float32 output."""
+        mean, var, _ = self._views()
+        out = ((x - mean) / np.sqrt(var + 1e-8)).astype(np.float32)
+        return np.clip(out, -clip, clip, out=out) if clip is not None else out
+
     def normalize(self, x: Tensor, clip: float | None = None) -> Tensor:
         out = (x - self.mean.to(x.dtype)) / torch.sqrt(self.var.to(x.dtype) + 1e-8)
         return out.clamp(-clip, clip) if clip is not None else out
@@ -60,9 +92,10 @@ class RewardScaler:
 
     def __call__(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
         """Scale ``reward [E, A]``; ``done [E]`` ends the accumulated returns after this step."""
-        self.returns = self.returns * self.gamma + reward
-        self.stats.update(torch.from_numpy(self.returns.reshape(-1)))
-        std = float(torch.sqrt(self.stats.var + 1e-8))
+        self.returns *= self.gamma
+        self.returns += reward
+        self.stats.update_np(self.returns)
+        std = float(np.sqrt(self.stats.var.item() + 1e-8))
         scaled = np.clip(reward / std, -self.clip, self.clip).astype(np.float32)
         self.returns[done] = 0.0
         return scaled

@@ -29,11 +29,18 @@ from games.options import to_mapping
 from selfplay.checkpoint import (CheckpointError, list_checkpoints, load_checkpoint,
                                  save_checkpoint)
 from selfplay.config import TrainConfig, config_from_mapping
+from selfplay.inference import NumpyActorCritic, supports
 from selfplay.losses import explained_variance, gae, ppo_loss
 from selfplay.networks import ActorCritic
 from selfplay.normalize import RewardScaler
+from selfplay.optim import FlatAdam
 from selfplay.rollout import RolloutBuffer, torch_dtype
 from selfplay.tracking import MetricSink, Progress, RunDir
+
+
+def buf_np(tensor: Tensor) -> np.ndarray:
+    """A NumPy view sharing memory with a CPU tensor."""
+    return tensor.numpy()
 
 
 class Policy(Protocol):
@@ -153,8 +160,8 @@ class Trainer:
         self.rng = np.random.default_rng(config.seed)
         self.sample_gen = torch.Generator().manual_seed(config.seed + 1)
         self.agent = ActorCritic(self.spec, config.network, config.normalize)
-        self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=config.ppo.learning_rate,
-                                          eps=config.ppo.adam_eps)
+        self.optimizer = FlatAdam(self.agent, lr=config.ppo.learning_rate,
+                                  eps=config.ppo.adam_eps)
         e, a = self.spec.num_envs, self.spec.num_seats
         self.owner = np.zeros((e, a), np.int64)  # [E, A] 0 = learner
         self.opponents: dict[int, Policy] = {}
@@ -168,6 +175,17 @@ class Trainer:
                         else torch_dtype(self.spec.state_dtype))
         self.buffer = RolloutBuffer(self.spec, config.ppo.num_steps, obs_dtype, critic_shape,
                                     critic_dtype)
+        # NumPy views of the buffer: cheap per-step writes from the acting loop
+        self._np_obs = buf_np(self.buffer.obs)
+        self._np_mask = buf_np(self.buffer.mask) if self.buffer.mask is not None else None
+        self._np_actions = buf_np(self.buffer.actions)
+        self._np_logprobs = buf_np(self.buffer.logprobs)
+        self._np_values = buf_np(self.buffer.values)
+        self._np_rewards = buf_np(self.buffer.rewards)
+        self._np_dones = buf_np(self.buffer.dones)
+        self._np_trained = buf_np(self.buffer.trained)
+        self.fast_policy = (NumpyActorCritic(self.agent)
+                            if config.fast_inference and supports(self.agent) else None)
         self.episodes = EpisodeLog(config.log.return_window)
         self.timer = Timer()
         self.global_step = 0
@@ -213,45 +231,18 @@ class Trainer:
 
     def collect(self) -> None:
         """Fill the rollout buffer with ``num_steps`` steps of every env."""
-        cfg, spec, buf, agent = self.config, self.spec, self.buffer, self.agent
-        e, a = spec.num_envs, spec.num_seats
-        n = e * a
-        obs_shape = spec.obs_shape
-        action_shape = spec.action_space.action_shape
+        cfg, spec, buf = self.config, self.spec, self.buffer
+        e = spec.num_envs
         timer = self.timer
+        act = self._act_numpy if self.fast_policy is not None else self._act_torch
         tick = time.perf_counter()
         for t in range(cfg.ppo.num_steps):
             batch = self.batch
             learner = (self.owner == 0) & batch.alive  # [E, A]
-            all_learner = bool(learner.all())
-            with torch.inference_mode():
-                obs = torch.from_numpy(batch.obs).reshape(n, *obs_shape)
-                mask = (torch.from_numpy(batch.action_mask).reshape(n, *spec.action_space.mask_shape)
-                        if batch.action_mask is not None else None)
-                if all_learner:
-                    obs_n = agent.normalize_obs(obs, update=True)
-                else:
-                    rows = torch.from_numpy(np.flatnonzero(learner))
-                    if agent.obs_rms is not None and len(rows):
-                        agent.obs_rms.update(obs[rows])
-                    obs_n = agent.normalize_obs(obs)
-                critic_in = self._critic_input(obs_n, batch.state, update=True)
-                dist, value_n = agent.forward_all(obs_n, mask, critic_in)
-                action = dist.sample(self.sample_gen)
-                logprob = dist.log_prob(action)
-                value = agent.from_value_space(value_n)
-                buf.obs[t].view(n, *obs_shape).copy_(obs_n)
-                if mask is not None and buf.mask is not None:
-                    buf.mask[t].view(n, *mask.shape[1:]).copy_(mask)
-                if buf.critic_in is not None:
-                    buf.critic_in[t].view(n, *critic_in.shape[1:]).copy_(critic_in)
-                buf.actions[t].view(n, *action_shape).copy_(action)
-                buf.logprobs[t].view(n).copy_(logprob)
-                buf.values[t].view(n).copy_(value)
-                buf.trained[t].copy_(torch.from_numpy(learner))
-                actions = action.numpy().reshape(e, a, *action_shape)
-                if not all_learner:
-                    actions = self._opponent_actions(batch, actions)
+            actions = act(t, batch, learner)
+            if not learner.all():
+                actions = self._opponent_actions(batch, actions)
+            self._np_trained[t] = learner
             tick = timer.add("inference", tick)
             batch = self.game.step(actions)
             tick = timer.add("env", tick)
@@ -264,8 +255,8 @@ class Trainer:
             elif batch.truncated.any():
                 reward = reward.copy()
             self._bootstrap_truncated(batch, reward)
-            buf.rewards[t].copy_(torch.from_numpy(reward))
-            buf.dones[t].copy_(torch.from_numpy(done[:, None]))
+            self._np_rewards[t] = reward
+            self._np_dones[t] = done[:, None]
             if len(batch.episodes.env):
                 self.episodes.add(batch.episodes, self.owner == 0)
                 for hook in self.on_episodes:
@@ -273,6 +264,53 @@ class Trainer:
             tick = timer.add("env", tick)
             if self._stop_signal is not None:
                 return
+
+    def _act_numpy(self, t: int, batch: Batch, learner: np.ndarray) -> np.ndarray:
+        """Act for every seat with the NumPy mirror of a small MLP; fill buffer slot ``t``."""
+        spec, agent, fast = self.spec, self.agent, self.fast_policy
+        assert fast is not None
+        e, a = spec.num_envs, spec.num_seats
+        obs = batch.obs.reshape(e * a, *spec.obs_shape)
+        if agent.obs_rms is not None:
+            agent.obs_rms.update_np(obs if learner.all() else obs[learner.reshape(-1)])
+            obs = agent.obs_rms.normalize_np(obs, self.config.normalize.clip_obs)
+        mask = batch.action_mask
+        flat_mask = mask.reshape(e * a, -1) if mask is not None else None
+        action, logprob, value = fast.act(obs, flat_mask, self.rng)
+        self._np_obs[t] = obs.reshape(e, a, *spec.obs_shape)
+        if mask is not None:
+            self._np_mask[t] = mask
+        actions = action.reshape(e, a, *spec.action_space.action_shape)
+        self._np_actions[t] = actions
+        self._np_logprobs[t] = logprob.reshape(e, a)
+        self._np_values[t] = value.reshape(e, a)
+        return actions
+
+    @torch.inference_mode()
+    def _act_torch(self, t: int, batch: Batch, learner: np.ndarray) -> np.ndarray:
+        """Act for every seat with one forward pass of the learner; fill buffer slot ``t``."""
+        spec, agent, buf = self.spec, self.agent, self.buffer
+        e, a = spec.num_envs, spec.num_seats
+        n = e * a
+        obs = torch.from_numpy(batch.obs).reshape(n, *spec.obs_shape)
+        mask = (torch.from_numpy(batch.action_mask).reshape(n, *spec.action_space.mask_shape)
+                if batch.action_mask is not None else None)
+        if agent.obs_rms is not None:
+            rows = learner.reshape(-1)
+            agent.obs_rms.update(obs if rows.all() else obs[torch.from_numpy(rows)])
+        obs_n = agent.normalize_obs(obs)
+        critic_in = self._critic_input(obs_n, batch.state, update=True)
+        dist, value_n = agent.forward_all(obs_n, mask, critic_in)
+        action = dist.sample(self.sample_gen)
+        buf.obs[t].view(n, *spec.obs_shape).copy_(obs_n)
+        if mask is not None and buf.mask is not None:
+            buf.mask[t].view(n, *mask.shape[1:]).copy_(mask)
+        if buf.critic_in is not None:
+            buf.critic_in[t].view(n, *critic_in.shape[1:]).copy_(critic_in)
+        buf.actions[t].view(n, *spec.action_space.action_shape).copy_(action)
+        buf.logprobs[t].view(n).copy_(dist.log_prob(action))
+        buf.values[t].view(n).copy_(agent.from_value_space(value_n))
+        return action.numpy().reshape(e, a, *spec.action_space.action_shape)
 
     def _opponent_actions(self, batch: Batch, actions: np.ndarray) -> np.ndarray:
         """Overwrite the actions of seats owned by other policies (one pass per policy)."""
@@ -305,9 +343,15 @@ class Trainer:
         cfg, buf, agent = self.config.ppo, self.buffer, self.agent
         t_steps, e, a = buf.shape
         n = e * a
+        lam: float | Tensor = cfg.gae_lambda
+        if not bool(buf.trained.all()):
+            # turn-based seats: skip idle steps in each seat's chain (see losses.gae)
+            acts_next = torch.cat([buf.trained[1:], torch.from_numpy(
+                (self.owner == 0) & self.batch.alive)[None]]).view(t_steps, n)
+            lam = torch.where(acts_next, cfg.gae_lambda, 1.0)
         advantages, returns = gae(buf.rewards.view(t_steps, n), buf.values.view(t_steps, n),
                                   buf.dones.view(t_steps, n), self._last_values(),
-                                  cfg.gamma, cfg.gae_lambda)
+                                  cfg.gamma, lam)
         trained = buf.trained.view(-1)
         rows = None if bool(trained.all()) else torch.nonzero(trained).squeeze(1)
 
@@ -344,15 +388,16 @@ class Trainer:
                 mb = perm[start:start + minibatch]
                 dist, new_value = agent.forward_all(
                     b_obs[mb], b_mask[mb] if b_mask is not None else None, b_critic[mb])
-                new_logprob = dist.log_prob(b_actions[mb])
+                mb_actions = b_actions[mb]
+                new_logprob = dist.log_prob(mb_actions)
                 loss, info = ppo_loss(new_logprob, b_logprobs[mb], b_adv[mb], new_value,
-                                      b_values_vs[mb], b_returns_vs[mb], dist.entropy(),
+                                      b_values_vs[mb], b_returns_vs[mb], dist.entropy(mb_actions),
                                       clip_coef=cfg.clip_coef, clip_vloss=cfg.clip_vloss,
                                       vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
                                       norm_adv=cfg.norm_adv)
-                self.optimizer.zero_grad(set_to_none=True)
+                self.optimizer.zero_grad()
                 loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+                grad_norm = self.optimizer.clip_grad_norm(cfg.max_grad_norm)
                 self.optimizer.step()
                 for key, value in info.items():
                     stats[key].append(float(value))
@@ -360,6 +405,8 @@ class Trainer:
             if cfg.target_kl is not None and np.mean(stats["approx_kl"][-1:]) > cfg.target_kl:
                 stop = True
                 break
+        if self.fast_policy is not None:
+            self.fast_policy.refresh()
         out = {f"loss/{k}": float(np.mean(v)) for k, v in stats.items()}
         out["loss/explained_variance"] = explained_variance(b_values, b_returns)
         out["loss/learning_rate"] = lr
@@ -463,6 +510,8 @@ class Trainer:
             self.reward_scaler.load_state_dict(state["reward_scaler"])
         self.episodes.load_state_dict(state["episodes"])
         self.owner[...] = state["owner"]
+        if self.fast_policy is not None:
+            self.fast_policy.refresh()
         set_state = getattr(self.game, "set_state", None)
         if state.get("game_state") is not None and callable(set_state):
             set_state(state["game_state"])

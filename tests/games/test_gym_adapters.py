@@ -1,0 +1,318 @@
+"""GymVecGame over classic control, MuJoCo and Atari: shapes, golden runs against plain
+gymnasium, autoreset, episode statistics, options, state round trips and rendering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from games.core import Box, Discrete, GameError, VecGame, random_actions
+from games.gym.atari import resolve_game
+from games.options import OptionError
+from games.registry import make_game
+from selfplay.checkpoint import load_checkpoint, save_checkpoint
+
+CLASSIC = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1",
+           "MountainCarContinuous-v0"]
+
+
+def _random(game: VecGame, rng: np.random.Generator, mask: np.ndarray | None) -> np.ndarray:
+    return random_actions(game.spec.action_space, mask, rng, (game.spec.num_envs, 1))
+
+
+# --------------------------------------------------------------------------- shapes
+
+
+@pytest.mark.parametrize("name", CLASSIC + ["HalfCheetah-v5"])
+def test_vector_games_shapes_and_dtypes(name: str) -> None:
+    game = make_game(name, num_envs=3, seed=0)
+    assert isinstance(game, VecGame)
+    spec = game.spec
+    assert spec.num_envs == 3 and spec.num_seats == 1 and spec.obs_kind == "vector"
+    batch = game.reset()
+    assert batch.obs.shape == (3, 1, *spec.obs_shape) and batch.obs.dtype == np.float32
+    assert batch.state is None
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        batch = game.step(_random(game, rng, batch.action_mask))
+        assert batch.obs.shape == (3, 1, *spec.obs_shape) and batch.obs.dtype == np.float32
+        assert batch.reward.shape == (3, 1) and batch.reward.dtype == np.float32
+        assert batch.terminated.shape == (3,) and batch.terminated.dtype == bool
+        assert batch.truncated.shape == (3,) and batch.alive.shape == (3, 1)
+        assert batch.final_obs is not None and batch.final_obs.shape == batch.obs.shape
+    if isinstance(spec.action_space, Discrete):
+        assert batch.action_mask is not None and batch.action_mask.dtype == bool
+        assert batch.action_mask.shape == (3, 1, spec.action_space.n) and batch.action_mask.all()
+    else:
+        assert isinstance(spec.action_space, Box) and batch.action_mask is None
+    game.close()
+
+
+def test_atari_shapes_and_dtypes() -> None:
+    game = make_game("atari/Pong", num_envs=2, seed=0)
+    spec = game.spec
+    assert spec.name == "atari/Pong" and spec.obs_kind == "image"
+    assert spec.obs_shape == (4, 84, 84) and spec.obs_dtype == np.uint8
+    assert spec.action_space == Discrete(6)
+    batch = game.reset()
+    assert batch.obs.shape == (2, 1, 4, 84, 84) and batch.obs.dtype == np.uint8
+    assert (batch.obs[:, :, 0] == batch.obs[:, :, 3]).all()  # the stack starts filled
+    batch = game.step(np.zeros((2, 1), np.int64))
+    assert batch.obs.shape == (2, 1, 4, 84, 84) and batch.action_mask is not None
+    assert batch.action_mask.shape == (2, 1, 6)
+    small = make_game("atari/Breakout", 1, seed=0, options={"frame_stack": 2, "screen_size": 64})
+    assert small.spec.obs_shape == (2, 64, 64) and small.reset().obs.shape == (1, 1, 2, 64, 64)
+
+
+# --------------------------------------------------------------------------- golden runs
+
+
+def test_cartpole_matches_plain_gymnasium_with_autoreset() -> None:
+    """Obs, autoreset obs, final obs, truncation and episode returns equal a plain loop's."""
+    num_envs, seed, limit = 2, 3, 25
+    game = make_game("CartPole-v1", num_envs, seed=seed, options={"max_episode_steps": limit})
+    plain = [gym.make("CartPole-v1", max_episode_steps=limit) for _ in range(num_envs)]
+    batch = game.reset()
+    for i, env in enumerate(plain):
+        obs, _ = env.reset(seed=seed + i)
+        np.testing.assert_array_equal(batch.obs[i, 0], obs)
+    rng = np.random.default_rng(0)
+    returns, lengths = [0.0] * num_envs, [0] * num_envs
+    episodes: list[tuple[int, float, int]] = []
+    seen = {"terminated": 0, "truncated": 0}
+    for _ in range(200):
+        actions = rng.integers(0, 2, (num_envs, 1))
+        batch = game.step(actions)
+        for i, env in enumerate(plain):
+            obs, reward, terminated, truncated, _ = env.step(int(actions[i, 0]))
+            returns[i] += float(reward)
+            lengths[i] += 1
+            assert batch.reward[i, 0] == reward
+            assert (batch.terminated[i], batch.truncated[i]) == (terminated, truncated)
+            if terminated or truncated:
+                seen["terminated" if terminated else "truncated"] += 1
+                assert batch.final_obs is not None
+                np.testing.assert_array_equal(batch.final_obs[i, 0], obs)
+                episodes.append((i, returns[i], lengths[i]))
+                returns[i], lengths[i] = 0.0, 0
+                obs, _ = env.reset()
+                assert not np.array_equal(batch.final_obs[i, 0], obs)
+            np.testing.assert_array_equal(batch.obs[i, 0], obs)
+        for env_index, ret, length in zip(batch.episodes.env, batch.episodes.ret,
+                                          batch.episodes.length, strict=True):
+            assert (int(env_index), float(ret), int(length)) in episodes
+    assert seen["terminated"] > 3 and seen["truncated"] > 0
+    assert len(episodes) == seen["terminated"] + seen["truncated"]
+
+
+def test_halfcheetah_matches_plain_gymnasium() -> None:
+    game = make_game("HalfCheetah-v5", 1, seed=7, options={"max_episode_steps": 30})
+    plain = gym.make("HalfCheetah-v5", max_episode_steps=30)
+    batch = game.reset()
+    obs, _ = plain.reset(seed=7)
+    np.testing.assert_array_equal(batch.obs[0, 0], obs.astype(np.float32))
+    rng = np.random.default_rng(1)
+    ret, finished = 0.0, []
+    for _ in range(70):
+        action = rng.uniform(-1, 1, (1, 1, 6)).astype(np.float32)
+        batch = game.step(action)
+        obs, reward, terminated, truncated, _ = plain.step(action[0, 0])
+        ret += float(reward)
+        assert batch.reward[0, 0] == np.float32(reward)
+        if terminated or truncated:
+            assert batch.final_obs is not None and batch.truncated[0]
+            np.testing.assert_array_equal(batch.final_obs[0, 0], obs.astype(np.float32))
+            finished.append(ret)
+            ret = 0.0
+            obs, _ = plain.reset()
+            assert batch.episodes.ret.tolist() == [finished[-1]]  # raw float64 return, exact
+            assert batch.episodes.length.tolist() == [30]
+        np.testing.assert_array_equal(batch.obs[0, 0], obs.astype(np.float32))
+    assert len(finished) == 2
+
+
+def test_atari_matches_gymnasium_atari_preprocessing() -> None:
+    """Freeway (no FIRE, no lives): same frames as AtariPreprocessing + FrameStackObservation."""
+    import ale_py
+
+    gym.register_envs(ale_py)
+    game = make_game("atari/Freeway", 1, seed=5, options={"clip_rewards": False})
+    ref = gym.make("ALE/Freeway-v5", frameskip=1, repeat_action_probability=0.0)
+    ref = gym.wrappers.AtariPreprocessing(ref, noop_max=30, frame_skip=4, screen_size=84)
+    ref = gym.wrappers.FrameStackObservation(ref, 4)
+    batch = game.reset()
+    obs, _ = ref.reset(seed=5)
+    np.testing.assert_array_equal(batch.obs[0, 0], obs)
+    rng = np.random.default_rng(0)
+    total = 0.0
+    for _ in range(250):
+        action = int(rng.choice([0, 1, 1, 1, 1, 1, 2]))  # mostly UP, so the chicken scores
+        batch = game.step(np.array([[action]]))
+        obs, reward, terminated, truncated, _ = ref.step(action)
+        np.testing.assert_array_equal(batch.obs[0, 0], obs)
+        assert batch.reward[0, 0] == reward and not (terminated or truncated)
+        total += float(reward)
+    assert total > 0
+
+
+def test_atari_clipped_rewards_raw_stats_and_episodic_life() -> None:
+    """Learner rewards are signs, lives end learner episodes, stats report whole raw games."""
+    seed, steps = 11, 1500
+    clipped = make_game("atari/SpaceInvaders", 1, seed=seed)
+    raw = make_game("atari/SpaceInvaders", 1, seed=seed, options={"clip_rewards": False})
+    bc, br = clipped.reset(), raw.reset()
+    rng = np.random.default_rng(0)
+    game_reward, lives_lost, games = 0.0, 0, []
+    for step in range(steps):
+        action = rng.integers(0, 6, (1, 1))
+        bc, br = clipped.step(action), raw.step(action)
+        np.testing.assert_array_equal(bc.obs, br.obs)
+        assert bc.reward[0, 0] == np.sign(br.reward[0, 0])
+        game_reward += float(br.reward[0, 0])
+        lives_lost += int(bc.terminated[0])
+        assert len(bc.episodes.ret) == len(br.episodes.ret)
+        if len(bc.episodes.ret):
+            assert bc.episodes.ret[0] == br.episodes.ret[0] == game_reward
+            games.append((lives_lost, float(bc.episodes.ret[0]), int(bc.episodes.length[0]),
+                          step + 1))
+            game_reward = 0.0
+            if len(games) == 1:
+                break
+    assert games, "no game over within the step budget"
+    lives, ret, length, step_count = games[0]
+    assert lives == 3  # three lives, each one a learner episode
+    assert length == step_count  # the game's length counts every agent step, across lives
+    assert ret > lives  # raw score: invaders are worth 5 to 30 points
+
+
+def test_atari_unknown_game_lists_close_names() -> None:
+    with pytest.raises(GameError, match=r"unknown Atari game 'Pongg'.*atari/Pong"):
+        make_game("atari/Pongg")
+    assert resolve_game("atari/space_invaders") == "SpaceInvaders"
+    assert resolve_game("atari/PongNoFrameskip-v4") == "Pong"
+
+
+@pytest.mark.parametrize(("name", "key"), [("CartPole-v1", "max_episode_step"),
+                                           ("HalfCheetah-v5", "rendr"),
+                                           ("atari/Pong", "clip_reward")])
+def test_option_typo_names_the_key(name: str, key: str) -> None:
+    with pytest.raises(OptionError, match=rf"unknown key .*{key}\b.*did you mean"):
+        make_game(name, options={key: True})
+
+
+def test_atari_bad_option_value() -> None:
+    with pytest.raises(OptionError, match="frame_skip must be >= 1"):
+        make_game("atari/Pong", options={"frame_skip": 0})
+
+
+# --------------------------------------------------------------------------- actions, seeds
+
+
+def test_discrete_actions_out_of_range_are_rejected() -> None:
+    game = make_game("CartPole-v1", 2, seed=0)
+    game.reset()
+    with pytest.raises(GameError, match=r"actions must be in \[0, 2\)"):
+        game.step(np.array([[0], [2]]))
+    with pytest.raises(GameError, match="actions must be"):
+        game.step(np.zeros((3, 1), np.int64))
+
+
+def test_box_actions_are_clipped_to_bounds() -> None:
+    games = [make_game("Pendulum-v1", 1, seed=4) for _ in range(2)]
+    for game in games:
+        game.reset()
+    for _ in range(5):
+        a = games[0].step(np.full((1, 1, 1), 10.0, np.float32))
+        b = games[1].step(np.full((1, 1, 1), 2.0, np.float32))
+        np.testing.assert_array_equal(a.obs, b.obs)
+        np.testing.assert_array_equal(a.reward, b.reward)
+
+
+def test_seeds_make_runs_reproducible() -> None:
+    first = [make_game("CartPole-v1", 3, seed=s).reset().obs for s in (1, 1, 2)]
+    np.testing.assert_array_equal(first[0], first[1])
+    assert not np.array_equal(first[0], first[2])
+    assert not np.array_equal(first[0][0], first[0][1])  # env i gets seed + i
+
+
+# --------------------------------------------------------------------------- state
+
+
+def _rollout(game: VecGame, steps: int, rng: np.random.Generator,
+             mask: np.ndarray | None) -> list[Any]:
+    out = []
+    for _ in range(steps):
+        batch = game.step(_random(game, rng, mask))
+        out.append([batch.obs, batch.reward, batch.terminated, batch.truncated,
+                    batch.final_obs, *batch.episodes])
+        mask = batch.action_mask
+    return out
+
+
+@pytest.mark.parametrize(("name", "num_envs", "before", "after"), [
+    ("CartPole-v1", 3, 30, 120),
+    ("Pendulum-v1", 2, 150, 80),
+    ("MountainCar-v0", 1, 150, 80),
+    ("Ant-v5", 2, 40, 60),
+    ("atari/Breakout", 2, 60, 200),
+])
+def test_state_round_trip_is_bit_exact(name: str, num_envs: int, before: int, after: int,
+                                       tmp_path: Path) -> None:
+    """get_state, checkpoint (weights_only load), set_state on a fresh game: same future."""
+    game = make_game(name, num_envs, seed=21)
+    batch = game.reset()
+    rng = np.random.default_rng(0)
+    _rollout(game, before, rng, batch.action_mask)
+    state = game.get_state()  # type: ignore[attr-defined]
+    path = save_checkpoint(tmp_path / "state.pt", {"game": state})
+    rng_state = rng.bit_generator.state
+    expected = _rollout(game, after, rng, batch.action_mask)
+    assert any(step[2].any() or step[3].any() for step in expected), "no episode end covered"
+
+    fresh = make_game(name, num_envs, seed=999)
+    fresh.set_state(load_checkpoint(path)["game"])  # type: ignore[attr-defined]
+    rng.bit_generator.state = rng_state
+    got = _rollout(fresh, after, rng, batch.action_mask)
+    for t, (want, have) in enumerate(zip(expected, got, strict=True)):
+        for a, b in zip(want, have, strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=f"{name}: step {t} after restore")
+
+
+def test_set_state_rejects_another_game() -> None:
+    state = make_game("CartPole-v1", 2, seed=0)
+    state.reset()
+    snapshot = state.get_state()  # type: ignore[attr-defined]
+    with pytest.raises(GameError, match="state is for CartPole-v1 x2"):
+        make_game("CartPole-v1", 3).set_state(snapshot)  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- render
+
+
+def test_atari_render_returns_rgb_frame() -> None:
+    game = make_game("atari/Pong", 2, seed=0, options={"render": True})
+    game.reset()
+    frame = game.render(1)  # type: ignore[attr-defined]
+    assert frame.shape == (210, 160, 3) and frame.dtype == np.uint8 and frame.any()
+
+
+def test_render_needs_the_option() -> None:
+    game = make_game("CartPole-v1", 1, seed=0)
+    game.reset()
+    with pytest.raises(GameError, match="render: true"):
+        game.render()  # type: ignore[attr-defined]
+
+
+def test_mujoco_render_returns_rgb_frame() -> None:
+    game = make_game("HalfCheetah-v5", 1, seed=0, options={"render": True})
+    game.reset()
+    try:
+        frame = game.render()  # type: ignore[attr-defined]
+    except Exception as exc:  # noqa: BLE001 - no OpenGL backend on this machine
+        pytest.skip(f"MuJoCo cannot render here: {exc}")
+    assert frame.ndim == 3 and frame.shape[2] == 3 and frame.dtype == np.uint8
+    game.close()

@@ -1,0 +1,121 @@
+"""The `selfplay` command as users run it: one subprocess per subcommand and error path."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SELFPLAY = [sys.executable, "-m", "selfplay.cli"]
+QUIET = ["--no-progress", "--set", "log.tensorboard=false"]
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SELFPLAY, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], pattern: str) -> None:
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert pattern in lines[0], lines[0]
+
+
+def test_help_lists_every_subcommand() -> None:
+    proc = run("--help")
+    assert proc.returncode == 0
+    for name in ("train", "eval", "play", "league", "bc"):
+        assert name in proc.stdout
+
+
+@pytest.mark.parametrize("command", ["play", "league", "bc"])
+def test_planned_commands_say_so(command: str) -> None:
+    assert_one_line_error(run(command), "not available in this version")
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("cli") / "run"
+    proc = run("train", "--game", "CartPole-v1", "--total-steps", "4096", "--run-dir",
+               str(run_dir), "--json", "--set", "checkpoint.every_updates=2", *QUIET)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["global_step"] == 4096 and summary["run_dir"] == str(run_dir)
+    return run_dir
+
+
+def test_train_writes_run_dir(trained_run: Path) -> None:
+    assert (trained_run / "config.yaml").is_file()
+    assert "CartPole-v1" in (trained_run / "config.yaml").read_text()
+    assert list((trained_run / "checkpoints").glob("update_*.pt"))
+    lines = (trained_run / "metrics.jsonl").read_text().splitlines()
+    assert "loss/approx_kl" in json.loads(lines[-1])
+
+
+def test_train_with_tensorboard(tmp_path: Path) -> None:
+    proc = run("train", "--game", "CartPole-v1", "--total-steps", "1024", "--run-dir",
+               str(tmp_path / "tb"), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert list((tmp_path / "tb" / "tb").glob("events.out.tfevents.*"))
+
+
+def test_eval_json(trained_run: Path) -> None:
+    ckpt = sorted((trained_run / "checkpoints").glob("update_*.pt"))[-1]
+    proc = run("eval", "--checkpoint", str(ckpt), "--episodes", "3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["episodes"] == 3 and len(result["returns"]) == 3
+    assert {"mean_return", "std_return"} <= set(result)
+
+
+def test_eval_video(trained_run: Path, tmp_path: Path) -> None:
+    ckpt = sorted((trained_run / "checkpoints").glob("update_*.pt"))[-1]
+    video = tmp_path / "out.mp4"
+    proc = run("eval", "--checkpoint", str(ckpt), "--episodes", "1", "--video", str(video))
+    assert proc.returncode == 0, proc.stderr
+    assert video.is_file() and video.stat().st_size > 1000
+
+
+def test_resume_continues(trained_run: Path) -> None:
+    proc = run("train", "--resume", str(trained_run), "--total-steps", "6144", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["global_step"] == 6144
+    assert "resuming" in proc.stderr
+
+
+def test_bad_input_errors(tmp_path: Path) -> None:
+    assert_one_line_error(run("train", "--game", "micrrts"), "unknown game 'micrrts'")
+    assert_one_line_error(run("train", "--game", "CartPole-v1", "--set", "ppo.lr=1"),
+                          "unknown key 'ppo.lr'")
+    assert_one_line_error(run("train", "--game", "CartPole-v1", "--config",
+                              str(tmp_path / "missing.yaml")), "config file not found")
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"garbage")
+    assert_one_line_error(run("eval", "--checkpoint", str(bad)), "corrupt or unreadable")
+    assert_one_line_error(run("train", "--resume", str(tmp_path)), "nothing to resume")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_checkpoints_then_exits(tmp_path: Path, sig: signal.Signals) -> None:
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([*SELFPLAY, "train", "--game", "CartPole-v1", "--total-steps",
+                             "100000000", "--run-dir", str(run_dir), *QUIET],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.time() + 60
+    while not (run_dir / "metrics.jsonl").exists() or not (run_dir / "metrics.jsonl").read_text():
+        assert time.time() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert "Traceback" not in err and "checkpoint saved" in err
+    resumed = run("train", "--resume", str(run_dir), "--total-steps", "1", "--json")
+    assert resumed.returncode == 0, resumed.stderr
