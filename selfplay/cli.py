@@ -97,8 +97,11 @@ def cmd_setup(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         raise UserError(f"microRTS support is not available in this version ({exc.name})") \
             from exc
-    info = setup(quiet=args.json)
-    _emit(info if isinstance(info, dict) else {"ok": True}, args.json, "microRTS is ready")
+    from games.options import to_mapping
+
+    report = to_mapping(setup(quiet=args.json))
+    data = json.loads(json.dumps(report, default=str)) if isinstance(report, dict) else {}
+    _emit({"ok": True, **data}, args.json, "microRTS is ready")
     return 0
 
 

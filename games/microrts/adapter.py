@@ -22,8 +22,9 @@ cells in sight of the seat's units, by the engine's rule; unseen cells have no o
 With ``rotate_player1`` the board is also rotated 180 degrees for seats playing player 1 (so on
 the point-symmetric shipped maps both sides see the same opening); actions and masks are rotated
 back and forth to match (cell ``i`` <-> ``HW-1-i``, directions ``d`` <-> ``(d+2) % 4``, attack
-offset ``k`` <-> ``48-k``). Default off: it costs a few percent (see
-``tools/bench_microrts_adapter.py``) and policies learn both sides anyway.
+offset ``k`` <-> ``48-k``). Default off: it costs ~15% of a step on 8x8 self-play and ~25% on
+16x16 (the rotated masks are a gather; ``tools/bench_microrts_adapter.py``), and unrotated
+policies learn both sides anyway.
 
 **Global state** ``[E, A, 29, H, W]`` for a centralized critic: the unfogged board from the seat's
 perspective (visible plane all ones). With full observability it is the observation array
@@ -32,16 +33,21 @@ itself. Masks come from the full game state, as in the engine, even with ``parti
 **Actions** ``[E, A, H*W, 7]``: per cell (type, move dir, harvest dir, return dir, produce dir,
 produce unit type, attack target in the 7x7 window). **Masks** ``bool [E, A, H*W, 78]``: the
 components' legal values concatenated; a cell with no own unit ready to act is all False. Masks
-are per component, not conditional on each other; the engine silently drops actions that are
-illegal or conflict with another unit's action in the same cycle.
+are per component, not conditional on each other, and ignore cells and resources reserved by
+actions already under way: the engine silently drops such actions, and those that lose a
+same-cycle conflict with another unit (player 0's are issued first).
 
 **Rewards**: the weighted sum (``reward_weights``) of the engine's six components
-(:data:`REWARD_COMPONENTS`); their per-episode sums are in :meth:`episode_reward_components`.
+(:data:`REWARD_COMPONENTS`); the last step's raw components are in ``last_reward_components``
+``[E, A, 6]`` and per-episode sums in :meth:`episode_reward_components`.
 
 **Episodes** end when a side has no units left (``terminated``; WIN/LOSS from the engine's
 winner, DRAW if both were wiped out in one cycle) or after ``max_steps`` (``truncated``; outcome
 DRAW by default, as in microRTS tournaments, or NONE with ``timeout_outcome="none"``). Envs reset
 themselves; ``final_obs``/``final_state`` hold the last observation of finished episodes.
+
+``seed`` is recorded only: the engine and the scripted bots are deterministic (same actions,
+same game), while the random and search bots draw from Java's unseeded generators.
 
 Returned arrays are reused: ``obs``, ``action_mask``, ``state`` and ``final_*`` alternate between
 two buffers, so a :class:`~games.core.Batch` stays valid until the second ``step`` after it.
@@ -419,7 +425,9 @@ class MicroRTSVecGame:
         fogged = source == "obs" and self.options.partial_obs
         for c in plans:
             g = self.groups[c.group]
-            raw = (g.state if fogged or source == "state" else g.obs)[c.src]  # [K, H, W, 27]
+            buffer = g.state if fogged or source == "state" else g.obs
+            assert buffer is not None
+            raw = buffer[c.src]  # [K, H, W, 27]
             visible = self._visibility(raw).reshape(c.count, -1) if fogged else None  # [K, HW]
             cells = raw.reshape(c.count, -1, NUM_ENGINE_PLANES)  # [K, HW, 27]
             if c.rotated:  # 180 degrees = reversed cell order

