@@ -122,7 +122,7 @@ class GameSpec:
     action_space: ActionSpace
     state_shape: tuple[int, ...] | None = None  # global state for a centralized critic
     state_dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
-    obs_kind: str = "vector"  # "vector" (flat features), "image" (C, H, W) or "grid" (C, H, W cells)
+    obs_kind: str = "vector"  # "vector" (features), "image" (C, H, W) or "grid" (C, H, W cells)
     zero_sum: bool = False
     render_fps: int = 30
 
@@ -152,6 +152,9 @@ class EpisodeStats(NamedTuple):
             np.zeros(0, np.int64),
             np.zeros(0, np.int8),
         )
+
+
+_NO_EPISODES = EpisodeStats.empty()  # shared: its arrays are empty
 
 
 class Batch(NamedTuple):
@@ -215,28 +218,32 @@ class EpisodeTracker:
     def update(
         self,
         reward: np.ndarray,  # [E, A]
-        done: np.ndarray,  # bool [E]
+        done: np.ndarray | list[int],  # bool [E], or the indices of the envs that ended
         outcome: np.ndarray | None = None,  # int8 [E, A], read where done
     ) -> EpisodeStats:
+        """Add one step's rewards; emit (and reset) the episodes of the ``done`` envs."""
         self.returns += reward
         self.lengths += 1
-        if not done.any():
-            return EpisodeStats.empty()
-        envs = np.flatnonzero(done)
+        if isinstance(done, list):
+            if not done:
+                return _NO_EPISODES
+            envs = np.array(done, np.int64)
+        else:
+            if not done.any():
+                return _NO_EPISODES
+            envs = np.flatnonzero(done)
         num_seats = self.returns.shape[1]
-        env_idx = np.repeat(envs, num_seats)
-        seat_idx = np.tile(np.arange(num_seats), len(envs))
+        if num_seats == 1:
+            env_idx, seat_idx = envs, np.zeros(len(envs), np.int64)
+        else:
+            env_idx = np.repeat(envs, num_seats)
+            seat_idx = np.tile(np.arange(num_seats, dtype=np.int64), len(envs))
         if outcome is None:
             out = np.full(len(env_idx), Outcome.NONE, np.int8)
         else:
             out = outcome[env_idx, seat_idx].astype(np.int8)
-        stats = EpisodeStats(
-            env_idx.astype(np.int64),
-            seat_idx.astype(np.int64),
-            self.returns[env_idx, seat_idx].copy(),
-            self.lengths[env_idx].copy(),
-            out,
-        )
+        stats = EpisodeStats(env_idx, seat_idx, self.returns[env_idx, seat_idx],
+                             self.lengths[env_idx], out)
         self.returns[envs] = 0.0
         self.lengths[envs] = 0
         return stats

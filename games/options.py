@@ -82,7 +82,8 @@ def convert(tp: Any, value: Any, name: str) -> Any:
         if origin is tuple and args:
             if len(args) != len(value):
                 raise OptionError(f"{name}: expected {len(args)} items, got {len(value)}")
-            return tuple(convert(a, v, f"{name}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+            pairs = enumerate(zip(args, value, strict=True))
+            return tuple(convert(a, v, f"{name}[{i}]") for i, (a, v) in pairs)
         item = args[0] if args else Any
         return [convert(item, v, f"{name}[{i}]") for i, v in enumerate(value)]
     if origin is dict:

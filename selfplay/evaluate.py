@@ -16,10 +16,15 @@ from selfplay.networks import ActorCritic
 from selfplay.ppo import FrozenPolicy
 
 
-def load_agent(path: str | Path, spec: GameSpec | None = None
+def load_agent(path: str | Path, spec: GameSpec | None = None,
+               state: dict[str, Any] | None = None
                ) -> tuple[TrainConfig, ActorCritic, dict[str, Any]]:
-    """Config, network and raw checkpoint of ``path``; ``spec`` defaults to a 1-env game's."""
-    state = load_checkpoint(path)
+    """Config, network and raw checkpoint of ``path`` (or of its already loaded ``state``).
+
+    ``spec`` defaults to the spec of a 1-env instance of the checkpoint's game.
+    """
+    if state is None:
+        state = load_checkpoint(path)
     try:
         config = config_from_mapping(state["config"])
         weights = state["agent"]
@@ -76,7 +81,8 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
     import imageio.v2 as imageio
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimwrite(str(path), frames, fps=fps, macro_block_size=1)
+    imageio.mimwrite(str(path), list(frames), fps=fps,  # type: ignore[arg-type]
+                     macro_block_size=1)
 
 
 def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = None,
@@ -92,7 +98,7 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = No
     eval_seed = seed if seed is not None else config.seed + 10_000
     game = make_game(config.game.name, num_envs=envs, seed=eval_seed, options=options)
     try:
-        _, agent, _ = load_agent(checkpoint, game.spec)
+        _, agent, _ = load_agent(checkpoint, game.spec, state)
         policy = FrozenPolicy(agent, deterministic=deterministic,
                               generator=torch.Generator().manual_seed(eval_seed))
         returns = run_episodes(game, policy, episodes, eval_seed, video)

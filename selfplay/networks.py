@@ -24,7 +24,8 @@ def layer_init(layer: nn.Module, gain: float = math.sqrt(2), bias: float = 0.0) 
     """Orthogonal weights, constant bias (PPO implementation detail #2)."""
     if isinstance(layer, nn.Linear | nn.Conv2d | nn.ConvTranspose2d):
         nn.init.orthogonal_(layer.weight, gain)
-        nn.init.constant_(layer.bias, bias)
+        if layer.bias is not None:
+            nn.init.constant_(layer.bias, bias)
     return layer
 
 
@@ -182,8 +183,9 @@ class ActorCritic(nn.Module):
                 c_dim = a_dim
             self.critic_head = layer_init(nn.Linear(c_dim, 1), gain=1.0)
         elif kind in ("nature_cnn", "impala_cnn"):
-            self.actor_torso = self._cnn(kind, spec.obs_shape, net, image_scale)
-            a_dim = self.actor_torso.out_dim
+            cnn = self._cnn(kind, spec.obs_shape, net, image_scale)
+            self.actor_torso = cnn
+            a_dim = cnn.out_dim
             self.actor_head = layer_init(nn.Linear(a_dim, n_out), gain=0.01)
             if not self.shared:
                 self.critic_torso = self._cnn(kind, critic_shape, net, image_scale)
@@ -203,11 +205,10 @@ class ActorCritic(nn.Module):
             self.shared = False
         else:
             raise ValueError(f"unknown network.kind {kind!r}")
+        self.log_std: nn.Parameter | None = None
         if isinstance(self.space, Box):
             dims = len(self.space.low)
             self.log_std = nn.Parameter(torch.full((dims,), float(net.log_std_init)))
-        else:
-            self.log_std = None
 
     def _num_outputs(self) -> int:
         space = self.space
@@ -223,7 +224,8 @@ class ActorCritic(nn.Module):
         return nn.Sequential(nn.Flatten(), *body), out
 
     @staticmethod
-    def _cnn(kind: str, shape: tuple[int, ...], net: NetworkConfig, scale: float) -> nn.Module:
+    def _cnn(kind: str, shape: tuple[int, ...], net: NetworkConfig,
+             scale: float) -> NatureCNN | ImpalaCNN:
         if kind == "nature_cnn":
             return NatureCNN(shape, scale)
         return ImpalaCNN(shape, net.channels, scale)

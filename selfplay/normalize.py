@@ -32,7 +32,8 @@ class RunningMeanStd(nn.Module):
         delta = batch_mean - self.mean
         total = self.count + batch_count
         new_mean = self.mean + delta * batch_count / total
-        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
+        m2 = (self.var * self.count + batch_var * batch_count
+              + delta**2 * self.count * batch_count / total)
         self.mean.copy_(new_mean)
         self.var.copy_(m2 / total)
         self.count.copy_(total)

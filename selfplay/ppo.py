@@ -26,8 +26,7 @@ from torch import Tensor
 
 from games.core import Batch, EpisodeStats, GameSpec, Outcome, VecGame
 from games.options import to_mapping
-from selfplay.checkpoint import (CheckpointError, list_checkpoints, load_checkpoint,
-                                 save_checkpoint)
+from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from selfplay.config import TrainConfig, config_from_mapping
 from selfplay.inference import NumpyActorCritic, supports
 from selfplay.losses import explained_variance, gae, ppo_loss
@@ -231,7 +230,7 @@ class Trainer:
 
     def collect(self) -> None:
         """Fill the rollout buffer with ``num_steps`` steps of every env."""
-        cfg, spec, buf = self.config, self.spec, self.buffer
+        cfg, spec = self.config, self.spec
         e = spec.num_envs
         timer = self.timer
         act = self._act_numpy if self.fast_policy is not None else self._act_torch
@@ -278,7 +277,7 @@ class Trainer:
         flat_mask = mask.reshape(e * a, -1) if mask is not None else None
         action, logprob, value = fast.act(obs, flat_mask, self.rng)
         self._np_obs[t] = obs.reshape(e, a, *spec.obs_shape)
-        if mask is not None:
+        if mask is not None and self._np_mask is not None:
             self._np_mask[t] = mask
         actions = action.reshape(e, a, *spec.action_space.action_shape)
         self._np_actions[t] = actions

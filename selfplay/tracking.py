@@ -96,8 +96,7 @@ class Progress:
         self._last_line = 0.0
         self._bar: Any = None
         if enabled and sys.stderr.isatty():
-            from rich.progress import (BarColumn, MofNCompleteColumn, TextColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
             from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(TextColumn(f"[bold]{label}"), BarColumn(),

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from selfplay.config import build_config
-from selfplay.train import build_trainer
 from selfplay.tracking import MetricSink, RunDir
+from selfplay.train import build_trainer
 
 
 def train_seed(game: str, steps: int, seed: int, window: int, threshold: float | None,

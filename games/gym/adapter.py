@@ -27,7 +27,6 @@ from games.core import (
     EpisodeTracker,
     GameError,
     GameSpec,
-    Outcome,
 )
 
 STATE_FORMAT = "selfplay.games.gym/1"
@@ -61,24 +60,6 @@ class MultiLifeEnv(Protocol):
 
     raw_reward: float
     game_over: bool
-
-
-def _track(tracker: EpisodeTracker, reward: np.ndarray, ended: list[int]) -> EpisodeStats:
-    """``tracker.update(reward, done)`` for one seat, done = ``ended`` envs, in a few numpy calls.
-
-    Same state and result as :meth:`EpisodeTracker.update` (which costs ~15 us per call with a
-    finished episode, a tenth of a CartPole batch step).
-    """
-    tracker.returns += reward  # [E, 1]
-    tracker.lengths += 1  # [E]
-    if not ended:
-        return _NO_EPISODES
-    envs = np.array(ended, np.int64)
-    stats = EpisodeStats(envs, np.zeros(len(ended), np.int64), tracker.returns[envs, 0],
-                         tracker.lengths[envs], np.full(len(ended), Outcome.NONE, np.int8))
-    tracker.returns[envs] = 0.0
-    tracker.lengths[envs] = 0
-    return stats
 
 
 def action_space_of(space: gym.Space[Any]) -> ActionSpace:
@@ -261,7 +242,7 @@ class GymVecGame:
                     obs, _ = env.reset()
             elapsed[i] = steps
             obs_buf[i, 0] = obs
-        stats = _track(self._tracker, raw, ended)
+        stats = self._tracker.update(raw, ended)
         obs_out = obs_buf.copy()
         final = obs_out.copy()
         for i, last in finals:
