@@ -7,6 +7,9 @@ per-environment flags). Environments reset automatically: the observation return
 last observation of the finished episode is in ``final_obs`` / ``final_state`` (needed to
 bootstrap the value of truncated episodes).
 
+Every adapter's options accept ``render: bool`` (enable :meth:`SupportsRender.render` where
+rendering costs set-up), so tools such as ``selfplay eval --video`` can ask for frames.
+
 Seats whose actions come from outside the engine are the game's seats; opponents scripted
 inside an engine (a microRTS bot, an Atari built-in player) are not seats. Which *policy*
 controls which seat is decided by the caller (an ``owner[E, A]`` array), never by the game.

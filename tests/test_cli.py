@@ -119,3 +119,18 @@ def test_signal_checkpoints_then_exits(tmp_path: Path, sig: signal.Signals) -> N
     assert "Traceback" not in err and "checkpoint saved" in err
     resumed = run("train", "--resume", str(run_dir), "--total-steps", "1", "--json")
     assert resumed.returncode == 0, resumed.stderr
+
+
+def test_train_with_wandb_offline(tmp_path: Path) -> None:
+    proc = run("train", "--game", "CartPole-v1", "--total-steps", "1024", "--run-dir",
+               str(tmp_path / "wb"), "--no-progress", "--set", "log.wandb=true",
+               "--set", "log.tensorboard=false")
+    assert proc.returncode == 0, proc.stderr
+    assert list((tmp_path / "wb" / "wandb").glob("offline-run-*/run-*.wandb"))
+
+
+def test_games_lists_registry() -> None:
+    proc = run("games", "--json")
+    assert proc.returncode == 0
+    names = json.loads(proc.stdout)["games"]
+    assert {"CartPole-v1", "HalfCheetah-v5", "microrts", "atari/<game>"} <= set(names)

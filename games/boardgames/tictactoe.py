@@ -59,6 +59,8 @@ class TicTacToeOptions:
     first_player: Literal["alternate", "random", "seat0", "seat1"] = "alternate"
     """Who moves first: ``alternate`` (seeded random first episode, then alternating per env),
     ``random`` (a fresh draw every episode), ``seat0`` or ``seat1`` (always that seat)."""
+    render: bool = False
+    """Accepted for uniformity with other games: render() always works here."""
 
 
 def cells_of(marks: np.ndarray) -> np.ndarray:

@@ -125,6 +125,8 @@ class MicroRTSOptions:
     """seat 0 plays player 0 in even envs and player 1 in odd ones (see module docs)"""
     timeout_outcome: Literal["draw", "none"] = "draw"
     """outcome of a game stopped by max_steps"""
+    render: bool = False
+    """accepted for uniformity with other games: render() always works here"""
     render_cell: int = 24
     """pixels per cell in render() frames"""
 
@@ -195,6 +197,8 @@ class _Group:
     act: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # [N, HW, 7]
     state: np.ndarray | None = None  # [N, H, W, 27] unfogged, partial_obs only
     state_nd: Any = None  # Java NDBuffer over ``state``
+    staged: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))  # [N, HW, 27]
+    mask_bits: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # [N, HW, 78]
     players_j: Any = None  # Java int[] of the agent's player per row
     keep: list[Any] = field(default_factory=list)  # Java buffers that must stay alive
 
@@ -347,6 +351,8 @@ class MicroRTSVecGame:
             g.mask, mask_j = shared((rows, cells, int(sum(ACTION_NVEC))))
             g.act, act_j = shared((rows, cells, len(ACTION_NVEC)))
             g.keep = [obs_j, mask_j, act_j]
+            g.staged = np.zeros((rows, cells, NUM_ENGINE_PLANES), np.uint8)
+            g.mask_bits = np.zeros((rows, cells, int(sum(ACTION_NVEC))), bool)
             bots = ai_array([bots_mod.make_bot(spec, utt) for spec in g.bot_specs])
             first_map = str(self.env_map[(g.sp_envs + g.bot_envs)[0]].path)
             try:
@@ -423,13 +429,18 @@ class MicroRTSVecGame:
         cycle stale and leaves value-0 planes unset, so it is not used."""
         flat = out.reshape(out.shape[0] * out.shape[1], out.shape[2], -1)  # [E*A, C, HW]
         fogged = source == "obs" and self.options.partial_obs
+        staged_groups = set()
         for c in plans:
             g = self.groups[c.group]
             buffer = g.state if fogged or source == "state" else g.obs
             assert buffer is not None
-            raw = buffer[c.src]  # [K, H, W, 27]
-            visible = self._visibility(raw).reshape(c.count, -1) if fogged else None  # [K, HW]
-            cells = raw.reshape(c.count, -1, NUM_ENGINE_PLANES)  # [K, HW, 27]
+            if c.group not in staged_groups:  # one contiguous int32 -> uint8 pass per group
+                np.copyto(g.staged, buffer.reshape(g.staged.shape), casting="unsafe")
+                staged_groups.add(c.group)
+            cells = g.staged[c.src]  # [K, HW, 27]
+            visible = None
+            if fogged:
+                visible = self._visibility(buffer[c.src]).reshape(c.count, -1)  # [K, HW]
             if c.rotated:  # 180 degrees = reversed cell order
                 cells = cells[:, ::-1]
                 visible = visible[:, ::-1] if visible is not None else None
@@ -438,7 +449,7 @@ class MicroRTSVecGame:
                 planes = planes * visible[:, None]
                 flat[c.dst, _VISIBLE] = visible
             if isinstance(c.dst, slice):
-                np.copyto(flat[c.dst, :NUM_ENGINE_PLANES], planes, casting="unsafe")
+                np.copyto(flat[c.dst, :NUM_ENGINE_PLANES], planes)
             else:
                 flat[c.dst, :NUM_ENGINE_PLANES] = planes
 
@@ -458,17 +469,17 @@ class MicroRTSVecGame:
 
     def _convert_masks(self, out: np.ndarray) -> None:
         flat = out.reshape(-1, *out.shape[2:])  # [E*A, HW, 78]
+        for g in self.groups:
+            np.not_equal(g.mask, 0, out=g.mask_bits)
         for c in self._full_plan:
-            raw = self.groups[c.group].mask[c.src]  # [K, HW, 78]
-            if not c.rotated:
-                if isinstance(c.dst, slice):
-                    np.not_equal(raw, 0, out=flat[c.dst])
-                else:
-                    flat[c.dst] = raw
-                continue
-            bits = np.not_equal(raw.reshape(c.count, -1), 0)  # [K, HW * 78]
-            rotated = np.take(bits, self._rot_mask_index, axis=1, mode="clip")
-            flat[c.dst] = rotated.reshape(raw.shape)
+            bits = self.groups[c.group].mask_bits[c.src]  # [K, HW, 78]
+            if c.rotated:
+                bits = np.take(bits.reshape(c.count, -1), self._rot_mask_index, axis=1,
+                               mode="clip").reshape(bits.shape)
+            if isinstance(c.dst, slice):
+                np.copyto(flat[c.dst], bits)
+            else:
+                flat[c.dst] = bits
 
     def _write_actions(self, actions: np.ndarray) -> None:
         flat = actions.reshape(-1, *actions.shape[2:])  # [E*A, HW, 7]

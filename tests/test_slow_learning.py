@@ -1,0 +1,26 @@
+"""Learning benchmarks as tests (`make bench`, pytest -m slow); excluded from `make test`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+
+from bench_learning import train_seed  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_cartpole_475_within_100k(seed: int, tmp_path: Path) -> None:
+    result = train_seed("CartPole-v1", 100_000, seed, 20, 475, [], tmp_path)
+    assert result["final_mean_return"] >= 475, result
+
+
+def test_halfcheetah_1500_within_1m_in_2_of_3_seeds(tmp_path: Path) -> None:
+    results = [train_seed("HalfCheetah-v5", 1_000_000, seed, 10, 1500, [], tmp_path)
+               for seed in (1, 2, 3)]
+    assert sum(r["final_mean_return"] >= 1500 for r in results) >= 2, results
