@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 PLANNED = {
-    "play": "play a checkpoint against a bot or another checkpoint (arrives with microRTS, "
-            "issue #5)",
     "league": "tournaments, ratings and leaderboards (arrives with the league, issue #3)",
     "bc": "behaviour-cloning pretraining from replays (planned; not in this version)",
 }
@@ -89,6 +87,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_play(args: argparse.Namespace) -> int:
+    from selfplay.play import play
+
+    if args.games < 1:
+        raise UserError("--games must be >= 1")
+    result = play(args.checkpoint, args.vs, args.games, args.map,
+                  Path(args.video) if args.video else None, seed=args.seed,
+                  deterministic=args.deterministic)
+    low, high = result["ci95"]
+    human = (f"{result['game']} vs {result['opponent']}: {result['wins']} wins, "
+             f"{result['losses']} losses, {result['draws']} draws in {result['games']} games; "
+             f"win rate {result['win_rate']:.1%} (95% CI {low:.1%}-{high:.1%})")
+    _emit(result, args.json, human)
+    return 0
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     if args.family != "microrts":
         raise UserError(f"nothing to set up for {args.family!r}; known: microrts")
@@ -151,6 +165,20 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int)
     ev.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     ev.set_defaults(func=cmd_eval)
+
+    pl = sub.add_parser("play", help="play a checkpoint against a bot or another checkpoint",
+                        description="Play N games, alternating sides; report wins, losses, "
+                        "draws and a 95%% confidence interval of the win rate.")
+    pl.add_argument("--checkpoint", required=True)
+    pl.add_argument("--vs", required=True, help="bot name (case-insensitive, e.g. coacai) or "
+                    "another checkpoint")
+    pl.add_argument("--games", type=int, default=100)
+    pl.add_argument("--map", help="map name or file (microRTS)")
+    pl.add_argument("--video", help="write the first game of env 0 to this .mp4/.gif")
+    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--deterministic", action="store_true", help="take the most likely action")
+    pl.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    pl.set_defaults(func=cmd_play)
 
     for name, text in PLANNED.items():
         planned = sub.add_parser(name, help=f"{text} [not available yet]", add_help=True)

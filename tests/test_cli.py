@@ -35,7 +35,7 @@ def test_help_lists_every_subcommand() -> None:
         assert name in proc.stdout
 
 
-@pytest.mark.parametrize("command", ["play", "league", "bc"])
+@pytest.mark.parametrize("command", ["league", "bc"])
 def test_planned_commands_say_so(command: str) -> None:
     assert_one_line_error(run(command), "not available in this version")
 

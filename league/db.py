@@ -1,0 +1,439 @@
+"""The league database: one SQLite file (WAL mode) shared by every process of a league.
+
+Tables: ``meta`` (schema version, game, rating parameters), ``players``, ``matches`` (with a
+unique idempotency ``key``), ``ratings`` (current TrueSkill μ/σ, Elo and game counts per player)
+and ``rating_history`` (one row per player per match). Every write is one ``BEGIN IMMEDIATE``
+transaction, so several processes can record results at once and a killed process never leaves
+half a result: :meth:`LeagueDB.record_match` stores the match and both rating updates together,
+or nothing. :meth:`LeagueDB.replay_ratings` recomputes every rating from the stored match list.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+
+from league.ratings import PlayerRating, RatingConfig, rate_match, score_of
+
+SCHEMA_VERSION = 1
+PlayerKind = Literal["snapshot", "bot", "checkpoint"]
+KINDS: tuple[str, ...] = ("snapshot", "bot", "checkpoint")
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE players (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL CHECK (kind IN ('snapshot', 'bot', 'checkpoint')),
+    path TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    frozen INTEGER NOT NULL DEFAULT 0,
+    broken TEXT,
+    mu0 REAL NOT NULL, sigma0 REAL NOT NULL, elo0 REAL NOT NULL,
+    created REAL NOT NULL);
+CREATE TABLE matches (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    player_a INTEGER NOT NULL REFERENCES players(id),
+    player_b INTEGER NOT NULL REFERENCES players(id),
+    side_a INTEGER NOT NULL,
+    map TEXT NOT NULL DEFAULT '',
+    seed INTEGER,
+    outcome INTEGER NOT NULL CHECK (outcome IN (-1, 0, 1)),
+    length INTEGER NOT NULL,
+    duration REAL NOT NULL,
+    created REAL NOT NULL);
+CREATE INDEX matches_pair ON matches (player_a, player_b);
+CREATE INDEX matches_b ON matches (player_b);
+CREATE TABLE ratings (
+    player_id INTEGER PRIMARY KEY REFERENCES players(id),
+    mu REAL NOT NULL, sigma REAL NOT NULL, elo REAL NOT NULL,
+    games INTEGER NOT NULL DEFAULT 0, wins INTEGER NOT NULL DEFAULT 0,
+    draws INTEGER NOT NULL DEFAULT 0, losses INTEGER NOT NULL DEFAULT 0,
+    updated REAL NOT NULL);
+CREATE INDEX ratings_conservative ON ratings ((mu - 3.0 * sigma) DESC);
+CREATE TABLE rating_history (
+    player_id INTEGER NOT NULL REFERENCES players(id),
+    match_id INTEGER NOT NULL REFERENCES matches(id),
+    mu REAL NOT NULL, sigma REAL NOT NULL, elo REAL NOT NULL,
+    PRIMARY KEY (player_id, match_id)) WITHOUT ROWID;
+"""
+
+
+class LeagueError(Exception):
+    """A user-facing league problem: wrong database, unknown player, bad argument."""
+
+
+@dataclass(frozen=True)
+class Player:
+    id: int
+    name: str
+    kind: str
+    path: str | None
+    metadata: dict[str, Any]
+    frozen: bool
+    broken: str | None  # why its file could not be used, or None
+    created: float
+
+
+@dataclass(frozen=True)
+class Match:
+    id: int
+    key: str
+    player_a: int
+    player_b: int
+    side_a: int  # seat of player a; b plays the other seat
+    map: str
+    seed: int | None
+    outcome: int  # for player a: 1 win, 0 draw, -1 loss
+    length: int
+    duration: float
+    created: float
+
+
+class MatchRecord(NamedTuple):
+    """A finished game to store (see :meth:`LeagueDB.record_match`)."""
+
+    a: int
+    b: int
+    outcome: int  # for player a: 1 win, 0 draw, -1 loss
+    key: str  # idempotency key: a second match with the same key is ignored
+    side_a: int = 0
+    map: str = ""
+    seed: int | None = None
+    length: int = 0
+    duration: float = 0.0
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One leaderboard row (``to_json`` gives the fields of ``league leaderboard --json``)."""
+
+    rank: int
+    player_id: int
+    name: str
+    kind: str
+    mu: float
+    sigma: float
+    conservative: float
+    elo: float
+    games: int
+    wins: int
+    draws: int
+    losses: int
+    win_rate: float  # wins / games (0 without games)
+    frozen: bool
+    broken: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class LeagueDB:
+    """A league database file; create it with a game name, reopen it with or without one.
+
+    ``config`` sets the rating parameters of a new database; an existing one keeps its own
+    (passing a different ``config`` is an error).
+    """
+
+    def __init__(self, path: str | Path, game: str | None = None,
+                 config: RatingConfig | None = None, create: bool = True,
+                 timeout: float = 60.0) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            if not create:
+                raise LeagueError(f"no league database at {self.path}")
+            if game is None:
+                raise LeagueError(f"{self.path} does not exist; creating a league database "
+                                  f"needs a game name")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable across crashes
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self.game, self.config = self._init_schema(game, config)
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise LeagueError(f"{self.path} is not a league database ({exc})") from exc
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def _init_schema(self, game: str | None,
+                     config: RatingConfig | None) -> tuple[str, RatingConfig]:
+        if not self._has_table("meta"):
+            with self._write() as conn:
+                if not self._has_table("meta"):  # another process may have just created it
+                    others = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+                    if others:
+                        raise LeagueError(f"{self.path} is an SQLite file but not a league "
+                                          f"database; pick another file with --db")
+                    if game is None:
+                        raise LeagueError(f"{self.path} is empty; creating a league "
+                                          f"database needs a game name")
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    meta = {"schema_version": str(SCHEMA_VERSION), "game": game,
+                            "rating_config": json.dumps(asdict(config or RatingConfig())),
+                            "created": repr(time.time())}
+                    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                                     meta.items())
+        meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        version = meta.get("schema_version")
+        if version != str(SCHEMA_VERSION):
+            raise LeagueError(f"league database {self.path} has schema version {version}; "
+                              f"this selfplay reads version {SCHEMA_VERSION} (use a new --db "
+                              f"file)")
+        stored_game = meta.get("game", "")
+        if game is not None and stored_game != game:
+            raise LeagueError(f"league database {self.path} is for game {stored_game!r}, "
+                              f"not {game!r}; pick another file with --db")
+        stored = RatingConfig(**json.loads(meta["rating_config"]))
+        if config is not None and config != stored:
+            raise LeagueError(f"league database {self.path} was created with rating "
+                              f"parameters {stored}, not {config}")
+        return stored_game, stored
+
+    def _has_table(self, name: str) -> bool:
+        row = self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                 "name = ?", (name,)).fetchone()
+        return row is not None
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: takes the database's write lock at once (waits if busy)."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> LeagueDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- players
+
+    def add_player(self, name: str, kind: PlayerKind, path: str | Path | None = None,
+                   metadata: Mapping[str, Any] | None = None, frozen: bool = False,
+                   rating: PlayerRating | None = None) -> int:
+        """Register a player (idempotent by name: an existing player's id is returned as is).
+
+        ``frozen`` players (anchors) keep ``rating`` (default: the prior) forever.
+        """
+        if kind not in KINDS:
+            raise LeagueError(f"unknown player kind {kind!r}; known: {', '.join(KINDS)}")
+        cfg = self.config
+        start = rating or PlayerRating(cfg.mu, cfg.sigma, cfg.elo_initial)
+        now = time.time()
+        with self._write() as conn:
+            row = conn.execute("SELECT id FROM players WHERE name = ?", (name,)).fetchone()
+            if row is not None:
+                return int(row[0])
+            cur = conn.execute(
+                "INSERT INTO players (name, kind, path, metadata, frozen, mu0, sigma0, elo0, "
+                "created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, kind, None if path is None else str(path),
+                 json.dumps(dict(metadata or {}), sort_keys=True), int(frozen), start.mu,
+                 start.sigma, start.elo, now))
+            pid = int(cur.lastrowid or 0)
+            conn.execute("INSERT INTO ratings (player_id, mu, sigma, elo, updated) "
+                         "VALUES (?, ?, ?, ?, ?)", (pid, start.mu, start.sigma, start.elo, now))
+        return pid
+
+    def player(self, ref: int | str) -> Player:
+        """A player by id or name; :class:`LeagueError` naming the known ones if absent."""
+        column = "id" if isinstance(ref, int) else "name"
+        row = self._conn.execute(f"SELECT {_PLAYER_COLS} FROM players WHERE {column} = ?",
+                                 (ref,)).fetchone()
+        if row is None:
+            names = [p.name for p in self.players()]
+            shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+            raise LeagueError(f"unknown player {ref!r}; known: {shown or '(none)'}")
+        return _player(row)
+
+    def players(self) -> list[Player]:
+        rows = self._conn.execute(f"SELECT {_PLAYER_COLS} FROM players ORDER BY id").fetchall()
+        return [_player(r) for r in rows]
+
+    def mark_broken(self, ref: int | str, reason: str | None) -> None:
+        """Flag a player whose file is missing or corrupt (``None`` clears the flag)."""
+        pid = self.player(ref).id
+        with self._write() as conn:
+            conn.execute("UPDATE players SET broken = ? WHERE id = ?", (reason, pid))
+
+    # ----------------------------------------------------------------- matches
+
+    def record_match(self, a: int, b: int, outcome: int, *, key: str, side_a: int = 0,
+                     map: str = "", seed: int | None = None, length: int = 0,
+                     duration: float = 0.0) -> int | None:
+        """Store one finished game and apply its rating updates, atomically.
+
+        ``outcome`` is for player ``a`` (1 win, 0 draw, −1 loss). Returns the new match id, or
+        ``None`` when a match with this ``key`` is already stored (then nothing changes).
+        """
+        with self._write() as conn:
+            return self._record(conn, MatchRecord(a, b, outcome, key, side_a, map, seed,
+                                                  length, duration))
+
+    def record_matches(self, records: Iterable[MatchRecord]) -> list[int | None]:
+        """Several results in one transaction (all or none), in order; see record_match."""
+        with self._write() as conn:
+            return [self._record(conn, r) for r in records]
+
+    def _record(self, conn: sqlite3.Connection, r: MatchRecord) -> int | None:
+        a, b, outcome = r.a, r.b, r.outcome
+        if a == b:
+            raise LeagueError(f"a player cannot be rated against itself (player {a})")
+        score = score_of(outcome)
+        now = time.time()
+        cur = conn.execute(
+            "INSERT INTO matches (key, player_a, player_b, side_a, map, seed, outcome, "
+            "length, duration, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (key) DO NOTHING",
+            (r.key, a, b, r.side_a, r.map, r.seed, outcome, r.length, r.duration, now))
+        if cur.rowcount == 0:
+            return None
+        match_id = int(cur.lastrowid or 0)
+        rows = {int(x[0]): x for x in conn.execute(
+            "SELECT r.player_id, r.mu, r.sigma, r.elo, p.frozen FROM ratings r "
+            "JOIN players p ON p.id = r.player_id WHERE r.player_id IN (?, ?)", (a, b))}
+        if len(rows) != 2:
+            missing = [p for p in (a, b) if p not in rows]
+            raise LeagueError(f"unknown player id {missing[0]}; add_player() first")
+        ra, rb = rows[a], rows[b]
+        new_a, new_b = rate_match(PlayerRating(ra[1], ra[2], ra[3]),
+                                  PlayerRating(rb[1], rb[2], rb[3]), score, self.config,
+                                  bool(ra[4]), bool(rb[4]))
+        for pid, new, res in ((a, new_a, outcome), (b, new_b, -outcome)):
+            conn.execute(
+                "UPDATE ratings SET mu = ?, sigma = ?, elo = ?, games = games + 1, "
+                "wins = wins + ?, draws = draws + ?, losses = losses + ?, updated = ? "
+                "WHERE player_id = ?",
+                (new.mu, new.sigma, new.elo, int(res == 1), int(res == 0), int(res == -1),
+                 now, pid))
+            conn.execute("INSERT INTO rating_history (player_id, match_id, mu, sigma, elo) "
+                         "VALUES (?, ?, ?, ?, ?)", (pid, match_id, new.mu, new.sigma, new.elo))
+        return match_id
+
+    def match_count(self) -> int:
+        return int(self._conn.execute("SELECT count(*) FROM matches").fetchone()[0])
+
+    def matches(self) -> list[Match]:
+        """Every stored match in the order it was recorded."""
+        rows = self._conn.execute(f"SELECT {_MATCH_COLS} FROM matches ORDER BY id").fetchall()
+        return [Match(*r) for r in rows]
+
+    def match_arrays(self) -> dict[str, np.ndarray]:
+        """Stored matches as arrays ``[M]`` (player_a, player_b, outcome), in recorded order."""
+        rows = self._conn.execute("SELECT player_a, player_b, outcome FROM matches "
+                                  "ORDER BY id").fetchall()
+        arr = np.asarray(rows, np.int64).reshape(-1, 3)
+        return {"player_a": arr[:, 0], "player_b": arr[:, 1], "outcome": arr[:, 2]}
+
+    def match_keys(self, prefix: str = "") -> set[str]:
+        """Keys of the stored matches that start with ``prefix`` (index range scan)."""
+        rows = self._conn.execute("SELECT key FROM matches WHERE key >= ? AND key < ?",
+                                  (prefix, prefix + "\U0010ffff")).fetchall()
+        return {r[0] for r in rows}
+
+    # ----------------------------------------------------------------- ratings
+
+    def rating(self, ref: int | str) -> PlayerRating:
+        pid = ref if isinstance(ref, int) else self.player(ref).id
+        row = self._conn.execute("SELECT mu, sigma, elo FROM ratings WHERE player_id = ?",
+                                 (pid,)).fetchone()
+        if row is None:
+            raise LeagueError(f"unknown player id {pid}")
+        return PlayerRating(*row)
+
+    def ratings(self) -> dict[int, PlayerRating]:
+        """Current ratings of every player, by id."""
+        rows = self._conn.execute("SELECT player_id, mu, sigma, elo FROM ratings").fetchall()
+        return {int(r[0]): PlayerRating(r[1], r[2], r[3]) for r in rows}
+
+    def leaderboard(self, limit: int | None = None) -> list[Standing]:
+        """Players by conservative rating μ − 3σ, best first (reads the rating index)."""
+        rows = self._conn.execute(
+            "SELECT p.id, p.name, p.kind, r.mu, r.sigma, r.mu - 3.0 * r.sigma, r.elo, r.games, "
+            "r.wins, r.draws, r.losses, p.frozen, p.broken FROM ratings r "
+            "JOIN players p ON p.id = r.player_id ORDER BY r.mu - 3.0 * r.sigma DESC "
+            "LIMIT ?", (-1 if limit is None else limit,)).fetchall()
+        return [Standing(rank, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9],
+                         r[10], r[8] / r[7] if r[7] else 0.0, bool(r[11]), r[12])
+                for rank, r in enumerate(rows, start=1)]
+
+    def rating_history(self, player_ids: list[int] | None = None
+                       ) -> dict[int, np.ndarray]:
+        """Per player ``float64 [K, 4]`` rows (match id, μ, σ, Elo), oldest first."""
+        if player_ids is None:
+            player_ids = [p.id for p in self.players()]
+        out: dict[int, np.ndarray] = {}
+        for pid in player_ids:
+            rows = self._conn.execute("SELECT match_id, mu, sigma, elo FROM rating_history "
+                                      "WHERE player_id = ? ORDER BY match_id", (pid,)).fetchall()
+            out[pid] = np.asarray(rows, np.float64).reshape(-1, 4)
+        return out
+
+    def payoff(self) -> tuple[list[int], np.ndarray, np.ndarray]:
+        """Player ids ``[N]``, row player's mean score ``[N, N]`` (NaN if unplayed) and games."""
+        ids = [p.id for p in self.players()]
+        index = {pid: i for i, pid in enumerate(ids)}
+        n = len(ids)
+        score = np.zeros((n, n))
+        games = np.zeros((n, n), np.int64)
+        rows = self._conn.execute("SELECT player_a, player_b, count(*), sum(outcome) "
+                                  "FROM matches GROUP BY player_a, player_b").fetchall()
+        for a, b, count, total in rows:
+            i, j = index[a], index[b]
+            points = (count + total) / 2.0  # wins + draws / 2
+            games[i, j] += count
+            games[j, i] += count
+            score[i, j] += points
+            score[j, i] += count - points
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(games > 0, score / np.maximum(games, 1), np.nan)
+        return ids, mean, games
+
+    def replay_ratings(self) -> dict[int, PlayerRating]:
+        """Every player's rating recomputed from the prior by replaying the stored matches."""
+        players = self._conn.execute("SELECT id, mu0, sigma0, elo0, frozen FROM players"
+                                     ).fetchall()
+        current = {int(r[0]): PlayerRating(r[1], r[2], r[3]) for r in players}
+        frozen = {int(r[0]): bool(r[4]) for r in players}
+        for a, b, outcome in self._conn.execute("SELECT player_a, player_b, outcome FROM "
+                                                "matches ORDER BY id"):
+            current[a], current[b] = rate_match(current[a], current[b], score_of(outcome),
+                                                self.config, frozen[a], frozen[b])
+        return current
+
+
+_PLAYER_COLS = "id, name, kind, path, metadata, frozen, broken, created"
+_MATCH_COLS = ("id, key, player_a, player_b, side_a, map, seed, outcome, length, duration, "
+               "created")
+
+
+def _player(row: tuple[Any, ...]) -> Player:
+    return Player(int(row[0]), row[1], row[2], row[3], json.loads(row[4]), bool(row[5]),
+                  row[6], float(row[7]))

@@ -1,0 +1,204 @@
+"""A self-contained HTML report of a league: ladder, rating curves and payoff heatmap.
+
+One file, inline CSS, SVG and a few lines of JavaScript (sortable ladder), no network access.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from league.db import LeagueDB, Standing
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf")
+MAX_CURVES = 10
+MAX_HEATMAP = 30
+MAX_POINTS = 400
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}
+table{border-collapse:collapse;font-size:.9em}
+th,td{padding:.3em .7em;border-bottom:1px solid #ddd;text-align:right}
+th{cursor:pointer;background:#f4f4f4;user-select:none}
+td.name,th.name{text-align:left}
+tr.broken td{color:#b00}
+.muted{color:#777}
+svg text{font-family:inherit}
+"""
+
+_JS = """
+document.querySelectorAll('table.sortable th').forEach(function (th, col) {
+  th.addEventListener('click', function () {
+    var body = th.closest('table').tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var asc = th.dataset.order !== 'asc';
+    th.dataset.order = asc ? 'asc' : 'desc';
+    rows.sort(function (a, b) {
+      var x = a.cells[col].dataset.v || a.cells[col].textContent;
+      var y = b.cells[col].dataset.v || b.cells[col].textContent;
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+      return asc ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  });
+});
+document.body.setAttribute('data-rendered', 'yes');
+"""
+
+
+def write_report(db: LeagueDB, out_html: str | Path) -> Path:
+    """Write the report of ``db`` to ``out_html`` and return its path."""
+    out = Path(out_html)
+    board = db.leaderboard()
+    title = f"League report: {db.game}"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f'<p class="muted">{len(board)} players, {db.match_count()} matches; database '
+        f"{html.escape(str(db.path))}; generated {stamp}. Ranked by the conservative rating "
+        "μ − 3σ (TrueSkill).</p>",
+        "<h2>Rating ladder</h2>", ladder_table(board),
+        "<h2>Rating over time</h2>", rating_curves(db, board),
+        "<h2>Payoff matrix</h2>", payoff_heatmap(db, board),
+        f"<script>{_JS}</script></body></html>",
+    ]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(parts), encoding="utf-8")
+    return out
+
+
+def ladder_table(board: list[Standing]) -> str:
+    """The leaderboard as a sortable HTML table (one ``tr.player`` per player)."""
+    head = ("<tr><th>rank</th><th class='name'>player</th><th class='name'>kind</th><th>μ</th>"
+            "<th>σ</th><th>μ − 3σ</th><th>Elo</th><th>games</th><th>W / D / L</th>"
+            "<th>win rate</th><th class='name'>status</th></tr>")
+    rows = []
+    for s in board:
+        status = "broken: " + s.broken if s.broken else ("anchor" if s.frozen else "")
+        css = "player broken" if s.broken else "player"
+        rows.append(
+            f"<tr class='{css}'><td>{s.rank}</td><td class='name'>{html.escape(s.name)}</td>"
+            f"<td class='name'>{s.kind}</td><td>{s.mu:.2f}</td><td>{s.sigma:.2f}</td>"
+            f"<td>{s.conservative:.2f}</td><td>{s.elo:.0f}</td><td>{s.games}</td>"
+            f"<td data-v='{s.wins}'>{s.wins} / {s.draws} / {s.losses}</td>"
+            f"<td>{100 * s.win_rate:.1f}%</td>"
+            f"<td class='name'>{html.escape(status)}</td></tr>")
+    return (f"<table class='sortable' id='ladder'><thead>{head}</thead><tbody>"
+            f"{''.join(rows)}</tbody></table>")
+
+
+def rating_curves(db: LeagueDB, board: list[Standing], width: int = 900,
+                  height: int = 360) -> str:
+    """μ of the best players after each of their matches, as an inline SVG line chart."""
+    top = [s for s in board if s.games > 0][:MAX_CURVES]
+    history = db.rating_history([s.player_id for s in top])
+    if not top:
+        return "<p class='muted'>No matches yet.</p>"
+    left, right, top_pad, bottom = 50, 170, 10, 35
+    x_max = max(float(h[-1, 0]) for h in history.values())
+    mus = np.concatenate([h[:, 1] for h in history.values()] + [np.array([db.config.mu])])
+    y_lo, y_hi = math.floor(float(mus.min())) - 1, math.ceil(float(mus.max())) + 1
+    plot_w, plot_h = width - left - right, height - top_pad - bottom
+
+    def sx(x: float) -> float:
+        return left + plot_w * x / max(x_max, 1.0)
+
+    def sy(y: float) -> float:
+        return top_pad + plot_h * (1.0 - (y - y_lo) / max(y_hi - y_lo, 1e-9))
+
+    svg = [f"<svg id='curves' width='{width}' "
+           f"height='{height}' viewBox='0 0 {width} {height}'>",
+           f"<rect x='{left}' y='{top_pad}' width='{plot_w}' height='{plot_h}' fill='#fafafa' "
+           "stroke='#ccc'/>"]
+    for tick in np.linspace(y_lo, y_hi, 6):
+        y = sy(float(tick))
+        svg.append(f"<line x1='{left}' x2='{left + plot_w}' y1='{y:.1f}' y2='{y:.1f}' "
+                   f"stroke='#e5e5e5'/><text x='{left - 6}' y='{y + 4:.1f}' font-size='11' "
+                   f"text-anchor='end'>{tick:.1f}</text>")
+    for tick in np.linspace(0.0, x_max, 6):
+        x = sx(float(tick))
+        svg.append(f"<text x='{x:.1f}' y='{top_pad + plot_h + 14}' font-size='11' "
+                   f"text-anchor='middle'>{tick:.0f}</text>")
+    svg.append(f"<text x='{left + plot_w / 2}' y='{height - 5}' font-size='12' "
+               "text-anchor='middle'>match number (league-wide)</text>")
+    svg.append(f"<text x='12' y='{top_pad + plot_h / 2}' font-size='12' text-anchor='middle' "
+               f"transform='rotate(-90 12 {top_pad + plot_h / 2})'>μ</text>")
+    for n, s in enumerate(top):
+        rows = history[s.player_id]
+        step = max(1, len(rows) // MAX_POINTS)
+        rows = np.concatenate([rows[::step], rows[-1:]])
+        points = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in rows[:, :2])
+        color = PALETTE[n % len(PALETTE)]
+        svg.append(f"<polyline fill='none' stroke='{color}' stroke-width='1.6' "
+                   f"points='{points}'><title>{html.escape(s.name)}</title></polyline>")
+        ly = top_pad + 14 + 16 * n
+        svg.append(f"<rect x='{left + plot_w + 10}' y='{ly - 9}' width='10' height='10' "
+                   f"fill='{color}'/><text x='{left + plot_w + 25}' y='{ly}' font-size='11'>"
+                   f"{html.escape(_short(s.name))}</text>")
+    svg.append("</svg>")
+    return "".join(svg)
+
+
+def payoff_heatmap(db: LeagueDB, board: list[Standing], cell: int = 28) -> str:
+    """Mean score of each row player against each column player, as an SVG heatmap."""
+    ids, score, games = db.payoff()
+    order = [s for s in board if s.games > 0][:MAX_HEATMAP]
+    if len(order) < 2:
+        return "<p class='muted'>Not enough matches for a payoff matrix.</p>"
+    index = {pid: i for i, pid in enumerate(ids)}
+    rows = [index[s.player_id] for s in order]
+    label_w = 160
+    n = len(order)
+    size = label_w + n * cell + 10
+    width = size + 110  # room for the last rotated column labels
+    svg = [f"<svg id='payoff' width='{width}' "
+           f"height='{size}' viewBox='0 0 {width} {size}'>"]
+    for r, (s, i) in enumerate(zip(order, rows, strict=True)):
+        y = label_w + r * cell
+        svg.append(f"<text x='{label_w - 6}' y='{y + cell * 0.65:.1f}' font-size='11' "
+                   f"text-anchor='end'>{html.escape(_short(s.name))}</text>")
+        x_label = label_w + r * cell + cell * 0.65
+        svg.append(f"<text x='{x_label:.1f}' y='{label_w - 6}' font-size='11' "
+                   f"transform='rotate(-60 {x_label:.1f} {label_w - 6})'>"
+                   f"{html.escape(_short(s.name))}</text>")
+        for c, j in enumerate(rows):
+            x = label_w + c * cell
+            played = games[i, j] > 0
+            value = float(score[i, j]) if played else math.nan
+            fill = _heat(value) if played else "#eeeeee"
+            tip = (f"{s.name} vs {order[c].name}: {value:.2f} over {games[i, j]} games"
+                   if played else f"{s.name} vs {order[c].name}: not played")
+            svg.append(f"<rect class='cell' x='{x}' y='{y}' width='{cell}' height='{cell}' "
+                       f"fill='{fill}' stroke='#fff'><title>{html.escape(tip)}</title></rect>")
+            if played:
+                svg.append(f"<text x='{x + cell / 2}' y='{y + cell * 0.62:.1f}' font-size='9' "
+                           f"text-anchor='middle'>{value:.2f}</text>")
+    svg.append("</svg>")
+    legend = ("<p class='muted'>Cell = mean score of the row player against the column player "
+              "(win 1, draw ½, loss 0): red below ½, blue above; grey = not played.</p>")
+    return "".join(svg) + legend
+
+
+def _heat(value: float) -> str:
+    """Diverging red (0) - white (½) - blue (1)."""
+    t = min(max(value, 0.0), 1.0)
+    if t < 0.5:
+        k = t / 0.5
+        rgb = (214 + (255 - 214) * k, 39 + (255 - 39) * k, 40 + (255 - 40) * k)
+    else:
+        k = (t - 0.5) / 0.5
+        rgb = (255 - (255 - 31) * k, 255 - (255 - 119) * k, 255 - (255 - 180) * k)
+    return "#" + "".join(f"{int(round(v)):02x}" for v in rgb)
+
+
+def _short(name: str, limit: int = 24) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"

@@ -1,0 +1,326 @@
+"""Tournaments between league players, in any two-seat :class:`games.core.VecGame`.
+
+Two schedules: *round-robin* (every pair plays ``games_per_pair`` games, sides alternating)
+and *TrueSkill-adaptive* (repeatedly the pairing of highest match quality involving a player
+whose σ is still ≥ ``until_sigma``). A runner plays many games at once, one per environment:
+seats are grouped by the player that owns them and each player's policy acts once per step
+for all its seats; when an environment's game ends its result is recorded at once
+(:meth:`league.db.LeagueDB.record_match`) and the environment takes the next scheduled match.
+
+Every match has an idempotency key ``<tournament>/<id_a>-<id_b>/<k>``, so re-running the same
+command after a crash plays only what is missing: no match is lost or stored twice. Players
+whose policy cannot be built (missing or corrupt file) are reported, flagged and skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from games.core import Box, Outcome, VecGame, random_actions
+from league.db import LeagueDB, LeagueError
+from league.ratings import quality_matrix
+
+
+class Policy(Protocol):
+    """Picks actions for a set of seats (same protocol as :class:`selfplay.ppo.Policy`)."""
+
+    def act(self, obs: np.ndarray, mask: np.ndarray | None,
+            state: np.ndarray | None) -> np.ndarray: ...
+
+
+PolicyFactory = Callable[[str], Policy]  # player name -> policy
+GameFactory = Callable[[int, int], VecGame]  # (num_envs, seed) -> a two-seat game
+
+
+@dataclass(frozen=True)
+class TournamentConfig:
+    """What to play; the same config re-run resumes the same tournament."""
+
+    games_per_pair: int = 10
+    """round-robin: games per pair of players, sides alternating"""
+    until_sigma: float | None = None
+    """adaptive mode: play until every (non-frozen) player's σ is below this"""
+    num_envs: int = 16
+    """games played at once"""
+    seed: int = 0
+    """seed of the game batch and of the per-match seeds"""
+    map: str = ""
+    """map name recorded with each match (the game factory is expected to use it)"""
+    max_matches: int = 100_000
+    """adaptive mode: stop after this many new matches even if some σ is still large"""
+    name: str = ""
+    """tournament id used in the match keys (default: derived from mode, seed and map)"""
+
+    @property
+    def tournament_id(self) -> str:
+        mode = "rr" if self.until_sigma is None else "ts"
+        return self.name or f"{mode}:s{self.seed}:{self.map}"
+
+
+@dataclass(frozen=True)
+class MatchSpec:
+    key: str
+    a: int  # player ids
+    b: int
+    side_a: int  # seat of player a
+    seed: int
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    outcome: int  # for player a: 1 win, 0 draw, -1 loss
+    length: int
+    duration: float
+
+
+@dataclass
+class TournamentSummary:
+    tournament: str
+    played: int = 0  # matches recorded by this run
+    already_stored: int = 0  # matches of the schedule found in the database
+    skipped_players: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {"tournament": self.tournament, "played": self.played,
+                "already_stored": self.already_stored, "skipped_players": self.skipped_players}
+
+
+def match_seed(seed: int, key: str) -> int:
+    """A deterministic 31-bit seed for one match."""
+    digest = hashlib.sha256(f"{seed}/{key}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+def match_key(tournament: str, a: int, b: int, k: int) -> str:
+    return f"{tournament}/{a}-{b}/{k}"
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+class RoundRobin:
+    """Every pair ``games_per_pair`` times (game ``k`` puts the lower id on seat ``k % 2``)."""
+
+    def __init__(self, ids: Sequence[int], config: TournamentConfig, stored: set[str]) -> None:
+        tid = config.tournament_id
+        pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]]
+        self.pending: list[MatchSpec] = []
+        self.already_stored = 0
+        for k in range(config.games_per_pair):
+            for a, b in pairs:
+                key = match_key(tid, a, b, k)
+                if key in stored:
+                    self.already_stored += 1
+                else:
+                    self.pending.append(MatchSpec(key, a, b, k % 2, match_seed(config.seed, key)))
+        self.pending.reverse()  # pop() from the end in schedule order
+        self.total = len(self.pending)
+
+    def next(self) -> MatchSpec | None:
+        return self.pending.pop() if self.pending else None
+
+    def done(self, spec: MatchSpec) -> None:
+        """Nothing to update: the schedule is fixed."""
+
+
+class Adaptive:
+    """The best-quality pairing involving a player whose σ is still ≥ ``until_sigma``."""
+
+    def __init__(self, db: LeagueDB, ids: Sequence[int], config: TournamentConfig,
+                 stored: set[str]) -> None:
+        assert config.until_sigma is not None
+        self.db, self.config, self.ids = db, config, list(ids)
+        self.stored = set(stored)
+        self.frozen = np.array([db.player(p).frozen for p in ids])  # [N]
+        self.inflight = np.zeros((len(ids), len(ids)))  # [N, N]
+        self.index = {p: i for i, p in enumerate(ids)}
+        self.dispatched = 0
+        self.total: int | None = None
+        self.already_stored = len(stored)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        ratings = self.db.ratings()
+        self.mu = np.array([ratings[p].mu for p in self.ids])  # [N]
+        self.sigma = np.array([ratings[p].sigma for p in self.ids])  # [N]
+
+    def next(self) -> MatchSpec | None:
+        cfg = self.config
+        assert cfg.until_sigma is not None
+        need = (self.sigma >= cfg.until_sigma) & ~self.frozen  # [N]
+        if not need.any() or self.dispatched >= cfg.max_matches or len(self.ids) < 2:
+            return None
+        allowed = need[:, None] | need[None, :]  # [N, N]
+        np.fill_diagonal(allowed, False)
+        score = quality_matrix(self.mu, self.sigma, self.db.config) / (1.0 + self.inflight)
+        score[~allowed] = -1.0
+        i, j = np.unravel_index(int(np.argmax(score)), score.shape)
+        a, b = sorted((self.ids[i], self.ids[j]))
+        k = 0
+        tid = cfg.tournament_id
+        while match_key(tid, a, b, k) in self.stored:
+            k += 1
+        key = match_key(tid, a, b, k)
+        self.stored.add(key)
+        self.inflight[i, j] += 1
+        self.inflight[j, i] += 1
+        self.dispatched += 1
+        return MatchSpec(key, a, b, k % 2, match_seed(cfg.seed, key))
+
+    def done(self, spec: MatchSpec) -> None:
+        i, j = self.index[spec.a], self.index[spec.b]
+        self.inflight[i, j] -= 1
+        self.inflight[j, i] -= 1
+        self._refresh()
+
+
+# --------------------------------------------------------------------------- runner
+
+
+class VecGameRunner:
+    """Plays scheduled matches in the environments of one two-seat :class:`VecGame`."""
+
+    def __init__(self, game_factory: GameFactory, policies: Mapping[int, Policy],
+                 num_envs: int, seed: int) -> None:
+        self.game_factory, self.policies = game_factory, policies
+        self.num_envs, self.seed = num_envs, seed
+
+    def run(self, next_match: Callable[[], MatchSpec | None],
+            on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
+        """Play until ``next_match`` returns ``None`` and every started game has ended."""
+        game = self.game_factory(self.num_envs, self.seed)
+        try:
+            self._run(game, next_match, on_result)
+        finally:
+            game.close()
+
+    def _run(self, game: VecGame, next_match: Callable[[], MatchSpec | None],
+             on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
+        spec = game.spec
+        e_num = spec.num_envs
+        if spec.num_seats != 2:
+            raise LeagueError(f"tournaments need a two-seat game; {spec.name} has "
+                              f"{spec.num_seats} seats")
+        rng = np.random.default_rng(self.seed)
+        action_shape = spec.action_space.action_shape
+        dtype = np.float32 if isinstance(spec.action_space, Box) else np.int64
+        owner = np.full((e_num, 2), -1, np.int64)  # [E, A] player id per seat, -1 = idle
+        current: list[MatchSpec | None] = [None] * e_num
+        started = np.zeros(e_num)  # [E] wall-clock start of each env's match
+        exhausted = False
+
+        def assign(envs: np.ndarray) -> None:
+            nonlocal exhausted
+            for e in envs.tolist():
+                match = None if exhausted else next_match()
+                exhausted = match is None
+                current[e] = match
+                if match is None:
+                    owner[e] = -1
+                else:
+                    owner[e, match.side_a], owner[e, 1 - match.side_a] = match.a, match.b
+                    started[e] = time.perf_counter()
+
+        batch = game.reset(seed=self.seed)
+        assign(np.arange(e_num))
+        while any(m is not None for m in current):
+            actions = np.zeros((e_num, 2, *action_shape), dtype)  # [E, A, ...]
+            alive = batch.alive  # [E, A]
+            for pid in np.unique(owner[owner >= 0]).tolist():
+                sel = (owner == pid) & alive
+                if sel.any():
+                    mask = batch.action_mask[sel] if batch.action_mask is not None else None
+                    state = batch.state[sel] if batch.state is not None else None
+                    actions[sel] = self.policies[pid].act(batch.obs[sel], mask, state)
+            idle = (owner < 0) & alive
+            if idle.any():
+                mask = batch.action_mask[idle] if batch.action_mask is not None else None
+                actions[idle] = random_actions(spec.action_space, mask, rng,
+                                               (int(idle.sum()),))
+            batch = game.step(actions)
+            ended = np.flatnonzero(batch.terminated | batch.truncated)
+            if not len(ended):
+                continue
+            stats = batch.episodes
+            outcome = np.full((e_num, 2), int(Outcome.NONE), np.int64)  # [E, A]
+            outcome[stats.env, stats.seat] = stats.outcome
+            length = np.zeros(e_num, np.int64)  # [E]
+            length[stats.env] = stats.length
+            now = time.perf_counter()
+            for e in ended.tolist():
+                match = current[e]
+                if match is None:
+                    continue
+                result = int(outcome[e, match.side_a])
+                result = 0 if result == int(Outcome.NONE) else result  # truncated: a draw
+                on_result(match, MatchResult(result, int(length[e]), now - started[e]))
+            assign(ended)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def build_policies(db: LeagueDB, names: Sequence[str], factory: PolicyFactory
+                   ) -> tuple[dict[int, Policy], list[str]]:
+    """Policies of the players that load; the others are reported, flagged and listed."""
+    policies: dict[int, Policy] = {}
+    skipped: list[str] = []
+    for name in names:
+        player = db.player(name)
+        try:
+            policies[player.id] = factory(name)
+        except Exception as exc:  # noqa: BLE001 - any load failure skips the player
+            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else \
+                type(exc).__name__
+            print(f"warning: skipping player {name!r}: {reason}", file=sys.stderr)
+            db.mark_broken(player.id, reason)
+            skipped.append(name)
+            continue
+        if player.broken is not None:
+            db.mark_broken(player.id, None)
+    return policies, skipped
+
+
+def run_tournament(db: LeagueDB, players: Sequence[str], policy_factory: PolicyFactory,
+                   game_factory: GameFactory, config: TournamentConfig,
+                   progress: Callable[[int, int | None], None] | None = None
+                   ) -> TournamentSummary:
+    """Play (or finish) a tournament between registered ``players`` (names in ``db``).
+
+    ``progress(done, total)`` is called after every recorded match (``total`` is ``None`` in
+    adaptive mode).
+    """
+    if len(set(players)) != len(players):
+        raise LeagueError("each player may appear only once in a tournament")
+    if config.num_envs < 1 or config.games_per_pair < 0:
+        raise LeagueError("num_envs must be >= 1 and games_per_pair >= 0")
+    policies, skipped = build_policies(db, players, policy_factory)
+    ids = sorted(policies)
+    tid = config.tournament_id
+    stored = db.match_keys(tid + "/")
+    schedule: RoundRobin | Adaptive = (RoundRobin(ids, config, stored)
+                                       if config.until_sigma is None
+                                       else Adaptive(db, ids, config, stored))
+    summary = TournamentSummary(tid, already_stored=schedule.already_stored,
+                                skipped_players=skipped)
+
+    def on_result(match: MatchSpec, result: MatchResult) -> None:
+        if db.record_match(match.a, match.b, result.outcome, key=match.key,
+                           side_a=match.side_a, map=config.map, seed=match.seed,
+                           length=result.length, duration=result.duration) is not None:
+            summary.played += 1
+        schedule.done(match)
+        if progress is not None:
+            progress(summary.played, schedule.total)
+
+    if len(ids) >= 2:
+        VecGameRunner(game_factory, policies, config.num_envs, config.seed).run(
+            schedule.next, on_result)
+    return summary

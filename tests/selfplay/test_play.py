@@ -1,0 +1,81 @@
+"""`selfplay play`: matches against bots and checkpoints, quotas, intervals, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from games.core import GameError
+from selfplay.play import play, wilson_interval
+
+SELFPLAY = [sys.executable, "-m", "selfplay.cli"]
+
+
+@pytest.fixture(scope="module")
+def tictactoe_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("play") / "run"
+    proc = subprocess.run([*SELFPLAY, "train", "--game", "tictactoe", "--total-steps", "4096",
+                           "--run-dir", str(run_dir), "--no-progress", "--set",
+                           "log.tensorboard=false"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return sorted((run_dir / "checkpoints").glob("update_*.pt"))[-1]
+
+
+def test_wilson_interval_reference_values() -> None:
+    low, high = wilson_interval(8, 10)  # textbook: 0.490 - 0.943
+    assert low == pytest.approx(0.4902, abs=1e-3) and high == pytest.approx(0.9433, abs=1e-3)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_play_against_bot_counts_every_game(tictactoe_checkpoint: Path) -> None:
+    result = play(tictactoe_checkpoint, "WIN_OR_BLOCK", games=37, seed=3)
+    assert result["games"] == 37
+    assert result["wins"] + result["losses"] + result["draws"] == 37
+    assert result["opponent"] == "win_or_block"
+    low, high = result["ci95"]
+    assert low <= result["win_rate"] <= high
+
+
+def test_play_against_checkpoint_cli(tictactoe_checkpoint: Path, tmp_path: Path) -> None:
+    video = tmp_path / "game.mp4"
+    proc = subprocess.run([*SELFPLAY, "play", "--checkpoint", str(tictactoe_checkpoint), "--vs",
+                           str(tictactoe_checkpoint), "--games", "20", "--json", "--video",
+                           str(video)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert {"wins", "losses", "draws", "games", "win_rate", "ci95"} <= set(result)
+    assert result["games"] == 20 and video.stat().st_size > 0
+
+
+def test_play_errors(tictactoe_checkpoint: Path) -> None:
+    with pytest.raises(GameError, match="unknown tictactoe bot 'nobody'.*known: random"):
+        play(tictactoe_checkpoint, "nobody", games=2)
+    proc = subprocess.run([*SELFPLAY, "play", "--checkpoint", str(tictactoe_checkpoint), "--vs",
+                           "random", "--map", "basesWorkers8x8"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "has no maps" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_play_microrts_against_engine_bot(tmp_path: Path) -> None:
+    """Train microRTS for one update on 8x8, then play the engine's WorkerRush (case-insensitive)."""
+    run_dir = tmp_path / "mrts"
+    proc = subprocess.run([*SELFPLAY, "train", "--game", "microrts", "--total-steps", "256",
+                           "--run-dir", str(run_dir), "--no-progress",
+                           "--set", "log.tensorboard=false", "--set", "game.num_envs=2",
+                           "--set", "ppo.num_steps=128", "--set", "ppo.num_minibatches=2",
+                           "--set", "game.options.map=basesWorkers8x8",
+                           "--set", "game.options.num_selfplay_envs=1"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    checkpoint = sorted((run_dir / "checkpoints").glob("update_*.pt"))[-1]
+    proc = subprocess.run([*SELFPLAY, "play", "--checkpoint", str(checkpoint), "--vs",
+                           "workerrush", "--games", "2", "--json"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["opponent"] == "WorkerRush" and result["games"] == 2
