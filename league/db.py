@@ -68,6 +68,12 @@ CREATE TABLE rating_history (
 """
 
 
+def default_path(game: str) -> Path:
+    """Where a game's league database lives unless ``--db`` says otherwise."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in game)
+    return Path("runs") / "league" / f"{safe}.db"
+
+
 class LeagueError(Exception):
     """A user-facing league problem: wrong database, unknown player, bad argument."""
 
@@ -158,10 +164,13 @@ class LeagueDB:
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._set_wal(timeout)
             self._conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable across crashes
             self._conn.execute("PRAGMA foreign_keys = ON")
             self.game, self.config = self._init_schema(game, config)
+        except sqlite3.OperationalError as exc:
+            self._conn.close()
+            raise LeagueError(f"cannot open league database {self.path}: {exc}") from exc
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise LeagueError(f"{self.path} is not a league database ({exc})") from exc
@@ -206,6 +215,22 @@ class LeagueDB:
             raise LeagueError(f"league database {self.path} was created with rating "
                               f"parameters {stored}, not {config}")
         return stored_game, stored
+
+    def _set_wal(self, timeout: float) -> None:
+        """Switch to WAL mode, retrying while another process holds the lock (it may be
+        creating the same file: this pragma does not wait on the busy timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+        if str(mode).lower() != "wal":
+            raise LeagueError(f"{self.path} cannot use SQLite's WAL mode (journal mode "
+                              f"{mode!r}); put the league database on a local disk")
 
     def _has_table(self, name: str) -> bool:
         row = self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
@@ -308,6 +333,12 @@ class LeagueDB:
             raise LeagueError(f"a player cannot be rated against itself (player {a})")
         score = score_of(outcome)
         now = time.time()
+        rows = {int(x[0]): x for x in conn.execute(
+            "SELECT r.player_id, r.mu, r.sigma, r.elo, p.frozen FROM ratings r "
+            "JOIN players p ON p.id = r.player_id WHERE r.player_id IN (?, ?)", (a, b))}
+        if len(rows) != 2:
+            missing = [p for p in (a, b) if p not in rows]
+            raise LeagueError(f"unknown player id {missing[0]}; add_player() first")
         cur = conn.execute(
             "INSERT INTO matches (key, player_a, player_b, side_a, map, seed, outcome, "
             "length, duration, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -316,12 +347,6 @@ class LeagueDB:
         if cur.rowcount == 0:
             return None
         match_id = int(cur.lastrowid or 0)
-        rows = {int(x[0]): x for x in conn.execute(
-            "SELECT r.player_id, r.mu, r.sigma, r.elo, p.frozen FROM ratings r "
-            "JOIN players p ON p.id = r.player_id WHERE r.player_id IN (?, ?)", (a, b))}
-        if len(rows) != 2:
-            missing = [p for p in (a, b) if p not in rows]
-            raise LeagueError(f"unknown player id {missing[0]}; add_player() first")
         ra, rb = rows[a], rows[b]
         new_a, new_b = rate_match(PlayerRating(ra[1], ra[2], ra[3]),
                                   PlayerRating(rb[1], rb[2], rb[3]), score, self.config,

@@ -105,7 +105,8 @@ def check_players(db: LeagueDB) -> list[tuple[Player, str]]:
     broken = []
     for player in db.players():
         if player.kind == "snapshot" and load_player_snapshot(db, player.id) is None:
-            broken.append((db.player(player.id), db.player(player.id).broken or ""))
+            flagged = db.player(player.id)
+            broken.append((flagged, flagged.broken or ""))
     return broken
 
 

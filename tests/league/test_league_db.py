@@ -1,0 +1,201 @@
+"""The league database: atomic results, idempotency, replay, concurrency, clear refusals."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from league.db import SCHEMA_VERSION, LeagueDB, LeagueError, MatchRecord, default_path
+from league.ratings import PlayerRating, RatingConfig, rate_match
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[LeagueDB]:
+    league = LeagueDB(tmp_path / "league.db", game="tictactoe")
+    yield league
+    league.close()
+
+
+def test_record_match_updates_both_ratings_like_the_pure_function(db: LeagueDB) -> None:
+    a = db.add_player("alice", "snapshot", path="/x/a.pt", metadata={"env_steps": 10})
+    b = db.add_player("bob", "bot")
+    assert db.add_player("alice", "snapshot") == a  # idempotent by name
+    match_id = db.record_match(a, b, 1, key="k0", side_a=1, map="m", seed=7, length=9,
+                               duration=0.5)
+    assert match_id is not None
+    prior = PlayerRating(25.0, 25.0 / 3.0, 1200.0)
+    want_a, want_b = rate_match(prior, prior, 1.0, RatingConfig())
+    assert db.rating(a) == want_a and db.rating("bob") == want_b
+    (match,) = db.matches()
+    assert (match.key, match.player_a, match.player_b, match.side_a, match.map, match.seed,
+            match.outcome, match.length) == ("k0", a, b, 1, "m", 7, 1, 9)
+    assert db.player("alice").metadata == {"env_steps": 10}
+    assert db.player(a).path == "/x/a.pt"
+
+
+def test_same_key_is_stored_once(db: LeagueDB) -> None:
+    a, b = db.add_player("a", "bot"), db.add_player("b", "bot")
+    assert db.record_match(a, b, 1, key="same") is not None
+    before = db.ratings()
+    assert db.record_match(a, b, -1, key="same") is None
+    assert db.match_count() == 1 and db.ratings() == before
+    assert db.match_keys("sa") == {"same"} and db.match_keys("x") == set()
+
+
+def test_replayed_ratings_equal_stored_ones(db: LeagueDB) -> None:
+    ids = [db.add_player(f"p{i}", "bot") for i in range(5)]
+    anchor = db.add_player("anchor", "bot", frozen=True, rating=PlayerRating(30.0, 1.0, 1500))
+    ids.append(anchor)
+    records = [MatchRecord(ids[i % 6], ids[(i * 7 + 1) % 6], (i % 3) - 1, f"m{i}")
+               for i in range(300) if i % 6 != (i * 7 + 1) % 6]
+    db.record_matches(records[:100])
+    for r in records[100:]:
+        db.record_match(r.a, r.b, r.outcome, key=r.key)
+    assert db.replay_ratings() == db.ratings()
+    assert db.rating(anchor) == PlayerRating(30.0, 1.0, 1500)  # an anchor never moves
+    assert next(s for s in db.leaderboard() if s.name == "anchor").games > 50
+
+
+def test_failed_transaction_stores_nothing(db: LeagueDB) -> None:
+    a, b = db.add_player("a", "bot"), db.add_player("b", "bot")
+    with pytest.raises(LeagueError, match="unknown player id 99"):
+        db.record_matches([MatchRecord(a, b, 1, "ok"), MatchRecord(a, 99, 1, "bad")])
+    assert db.match_count() == 0 and db.rating(a) == PlayerRating(25.0, 25.0 / 3.0, 1200.0)
+    with pytest.raises(LeagueError, match="against itself"):
+        db.record_match(a, a, 1, key="self")
+
+
+def test_leaderboard_fields_and_order(db: LeagueDB) -> None:
+    strong, weak = db.add_player("strong", "checkpoint"), db.add_player("weak", "bot")
+    for i in range(10):
+        db.record_match(strong, weak, 1 if i < 8 else 0, key=f"g{i}")
+    board = db.leaderboard()
+    assert [s.name for s in board] == ["strong", "weak"]
+    top = board[0].to_json()
+    for field in ("rank", "name", "mu", "sigma", "conservative", "elo", "games", "win_rate"):
+        assert field in top
+    assert top["rank"] == 1 and top["games"] == 10 and top["wins"] == 8 and top["draws"] == 2
+    assert top["win_rate"] == pytest.approx(0.8)
+    assert top["conservative"] == pytest.approx(top["mu"] - 3 * top["sigma"])
+    assert board[1].losses == 8 and board[1].win_rate == 0.0
+    json.dumps([s.to_json() for s in board])
+    plan = db._conn.execute("EXPLAIN QUERY PLAN SELECT player_id FROM ratings "  # noqa: SLF001
+                            "ORDER BY mu - 3.0 * sigma DESC").fetchall()
+    assert "ratings_conservative" in str(plan)
+
+
+def test_payoff_and_history(db: LeagueDB) -> None:
+    a, b, c = (db.add_player(n, "bot") for n in "abc")
+    db.record_match(a, b, 1, key="1")
+    db.record_match(b, a, 0, key="2")
+    ids, score, games = db.payoff()
+    i, j, k = ids.index(a), ids.index(b), ids.index(c)
+    assert games[i, j] == games[j, i] == 2
+    assert score[i, j] == pytest.approx(0.75) and score[j, i] == pytest.approx(0.25)
+    assert score[i, k] != score[i, k]  # NaN: unplayed
+    history = db.rating_history([a])[a]
+    assert history.shape == (2, 4) and list(history[:, 0]) == [1, 2]
+    assert tuple(history[-1, 1:]) == tuple(db.rating(a))
+
+
+def test_broken_flag(db: LeagueDB) -> None:
+    pid = db.add_player("snap", "snapshot", path="/missing.pt")
+    db.mark_broken(pid, "file not found")
+    assert db.player("snap").broken == "file not found"
+    assert db.leaderboard()[0].broken == "file not found"
+    db.mark_broken("snap", None)
+    assert db.player(pid).broken is None
+
+
+def test_other_game_is_refused(tmp_path: Path) -> None:
+    LeagueDB(tmp_path / "l.db", game="tictactoe").close()
+    with pytest.raises(LeagueError, match="is for game 'tictactoe', not 'microrts'.*--db"):
+        LeagueDB(tmp_path / "l.db", game="microrts")
+    with LeagueDB(tmp_path / "l.db") as reopened:  # no game given: any game is fine
+        assert reopened.game == "tictactoe"
+
+
+def test_other_schema_version_is_refused(tmp_path: Path) -> None:
+    LeagueDB(tmp_path / "l.db", game="tictactoe").close()
+    with sqlite3.connect(tmp_path / "l.db") as conn:
+        conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    with pytest.raises(LeagueError, match=f"schema version 999; this selfplay reads version "
+                                          f"{SCHEMA_VERSION}"):
+        LeagueDB(tmp_path / "l.db", game="tictactoe")
+
+
+def test_foreign_files_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "text.db").write_text("not a database at all " * 50)
+    with pytest.raises(LeagueError, match="is not a league database"):
+        LeagueDB(tmp_path / "text.db", game="tictactoe")
+    with sqlite3.connect(tmp_path / "other.db") as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(LeagueError, match="SQLite file but not a league database"):
+        LeagueDB(tmp_path / "other.db", game="tictactoe")
+    with pytest.raises(LeagueError, match="no league database"):
+        LeagueDB(tmp_path / "absent.db", create=False)
+    with pytest.raises(LeagueError, match="needs a game name"):
+        LeagueDB(tmp_path / "absent.db")
+    LeagueDB(tmp_path / "cfg.db", game="g", config=RatingConfig(elo_k=16)).close()
+    with pytest.raises(LeagueError, match="rating parameters"):
+        LeagueDB(tmp_path / "cfg.db", game="g", config=RatingConfig(elo_k=32))
+    with LeagueDB(tmp_path / "cfg.db", game="g") as reopened:
+        assert reopened.config.elo_k == 16
+
+
+WRITER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from league.db import LeagueDB
+    path, me, tmp = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    (tmp / f"ready-{me}").touch()
+    while len(list(tmp.glob("ready-*"))) < 2:  # start together
+        time.sleep(0.001)
+    db = LeagueDB(path, game="tictactoe")  # both may create the file at once
+    ids = [db.add_player(f"p{i}", "bot") for i in range(4)]
+    for i in range(300):
+        a, b = ids[i % 4], ids[(i + 1 + i // 4) % 4]
+        if a == b:
+            b = ids[(i + 2) % 4]
+        db.record_match(a, b, (i % 3) - 1, key=f"{me}/{i}")
+        if i < 100:
+            db.record_match(a, b, 1, key=f"shared/{i}")  # both processes try these
+    db.close()
+""")
+
+
+def test_two_writer_processes(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, str(tmp_path)],
+                              cwd=ROOT, stderr=subprocess.PIPE, text=True)
+             for name in ("w1", "w2")]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    with LeagueDB(path, game="tictactoe") as db:
+        assert db.match_count() == 300 + 300 + 100
+        keys = [m.key for m in db.matches()]
+        assert len(set(keys)) == 700
+        owners = [k.split("/")[0] for k in keys if not k.startswith("shared/")]
+        assert owners.count("w1") == owners.count("w2") == 300
+        switches = sum(x != y for x, y in zip(owners, owners[1:], strict=False))
+        assert switches >= 2, "the two writers did not overlap"
+        assert len(db.players()) == 4
+        assert sum(s.games for s in db.leaderboard()) == 2 * 700
+        assert db.replay_ratings() == db.ratings()
+        assert db._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"  # noqa: SLF001
+        assert db._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # noqa: SLF001
+
+
+def test_default_path_is_per_game() -> None:
+    assert default_path("atari/Pong") == Path("runs/league/atari_Pong.db")
+    assert default_path("microrts") != default_path("tictactoe")

@@ -1,0 +1,73 @@
+"""The HTML report: one self-contained file that headless Chromium renders."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from ttt_players import BOTS, game_factory, policy_factory
+
+from league.db import LeagueDB
+from league.report import write_report
+from league.tournament import TournamentConfig, run_tournament
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium"
+                                        if Path("/usr/bin/chromium").exists() else None)
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("report")
+    with LeagueDB(tmp / "league.db", game="tictactoe") as db:
+        for name in BOTS:
+            db.add_player(name, "bot")
+        db.add_player("<anchor & co>", "bot", frozen=True)  # escaped, never played
+        run_tournament(db, list(BOTS), policy_factory, game_factory,
+                       TournamentConfig(games_per_pair=20, num_envs=8))
+        return write_report(db, tmp / "out" / "report.html")
+
+
+def test_report_is_self_contained(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    assert not re.search(r"https?://", text), "the report must not reference the network"
+    assert not re.search(r"<(link|img|iframe)\b|\bsrc=", text)
+    assert text.count("<tr class='player") == 4
+    assert "&lt;anchor &amp; co&gt;" in text and "<anchor & co>" not in text
+    assert "<svg id='curves'" in text and "<svg id='payoff'" in text
+    assert text.count("class='cell'") == 9  # 3 x 3 payoff matrix of the players with games
+
+
+def test_report_of_an_empty_league(tmp_path: Path) -> None:
+    with LeagueDB(tmp_path / "empty.db", game="tictactoe") as db:
+        text = write_report(db, tmp_path / "empty.html").read_text()
+    assert "No matches yet" in text and "Not enough matches" in text
+
+
+def chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp / 'profile'}", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "
+                    "(Debian: apt-get install -y chromium)")
+def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> None:
+    dom = chromium("--dump-dom", report.as_uri(), tmp=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'data-rendered="yes"' in dom.stdout  # the inline script ran
+    assert dom.stdout.count('class="player') == 4
+    for name in BOTS:
+        assert name in dom.stdout
+
+    shot = tmp_path / "shot.png"
+    result = chromium(f"--screenshot={shot}", "--window-size=1000,1200", report.as_uri(),
+                      tmp=tmp_path)
+    assert result.returncode == 0 and shot.is_file(), result.stderr[-2000:]
+    image = pytest.importorskip("PIL.Image").open(shot).convert("L")
+    low, high = image.getextrema()
+    assert high - low > 100  # not a blank page

@@ -1,0 +1,193 @@
+"""Tournaments on tic-tac-toe: schedules, sides, resuming after SIGKILL, skipped players."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ttt_players import BOTS, BotPolicy, game_factory, policy_factory
+
+from league.db import LeagueDB, LeagueError
+from league.tournament import MatchResult, MatchSpec, TournamentConfig, run_tournament
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[LeagueDB]:
+    league = LeagueDB(tmp_path / "league.db", game="tictactoe")
+    for name in BOTS:
+        league.add_player(name, "bot")
+    yield league
+    league.close()
+
+
+def test_round_robin_plays_every_pair_on_both_sides(db: LeagueDB) -> None:
+    summary = run_tournament(db, list(BOTS), policy_factory, game_factory,
+                             TournamentConfig(games_per_pair=10, num_envs=7))
+    assert summary.played == 30 and summary.already_stored == 0
+    matches = db.matches()
+    pairs = Counter((m.player_a, m.player_b) for m in matches)
+    assert sorted(pairs.values()) == [10, 10, 10]
+    sides = Counter((m.player_a, m.player_b, m.side_a) for m in matches)
+    assert set(sides.values()) == {5}
+    assert all(5 <= m.length <= 9 for m in matches)  # tic-tac-toe games last 5..9 moves
+    assert len({m.seed for m in matches}) == 30
+    assert db.replay_ratings() == db.ratings()
+
+
+def test_rerun_plays_only_what_is_missing(db: LeagueDB) -> None:
+    cfg = TournamentConfig(games_per_pair=4, num_envs=4)
+    run_tournament(db, list(BOTS), policy_factory, game_factory, cfg)
+    again = run_tournament(db, list(BOTS), policy_factory, game_factory, cfg)
+    assert (again.played, again.already_stored) == (0, 12)
+    more = run_tournament(db, list(BOTS), policy_factory, game_factory,
+                          TournamentConfig(games_per_pair=6, num_envs=4))
+    assert (more.played, more.already_stored) == (6, 12)
+    assert db.match_count() == 18
+
+
+def test_adaptive_runs_until_every_sigma_is_small(db: LeagueDB) -> None:
+    summary = run_tournament(db, list(BOTS), policy_factory, game_factory,
+                             TournamentConfig(until_sigma=2.0, num_envs=8))
+    board = db.leaderboard()
+    assert summary.played > 10
+    assert all(s.sigma < 2.0 for s in board)
+    assert board[0].name == "win_or_block"
+    again = run_tournament(db, list(BOTS), policy_factory, game_factory,
+                           TournamentConfig(until_sigma=2.0, num_envs=8))
+    assert again.played == 0
+
+
+def test_unloadable_player_is_reported_and_skipped(db: LeagueDB,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    db.add_player("ghost", "checkpoint", path="/nowhere/ghost.pt")
+    summary = run_tournament(db, [*BOTS, "ghost"], policy_factory, game_factory,
+                             TournamentConfig(games_per_pair=2, num_envs=4))
+    assert summary.skipped_players == ["ghost"] and summary.played == 6
+    assert "skipping player 'ghost'" in capsys.readouterr().err
+    assert db.player("ghost").broken is not None
+    with pytest.raises(LeagueError, match="unknown player 'nobody'"):
+        run_tournament(db, ["nobody"], policy_factory, game_factory, TournamentConfig())
+
+
+def test_tournament_needs_two_seats(tmp_path: Path) -> None:
+    from games.registry import make_game
+
+    with LeagueDB(tmp_path / "c.db", game="CartPole-v1") as league:
+        for name in ("x", "y"):
+            league.add_player(name, "bot")
+
+        class Zero:
+            def act(self, obs: np.ndarray, mask: np.ndarray | None,
+                    state: np.ndarray | None) -> np.ndarray:
+                return np.zeros(len(obs), np.int64)
+
+        with pytest.raises(LeagueError, match="two-seat game"):
+            run_tournament(league, ["x", "y"], lambda name: Zero(),
+                           lambda n, seed: make_game("CartPole-v1", num_envs=n, seed=seed),
+                           TournamentConfig(games_per_pair=1))
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[2])
+    from ttt_players import BOTS, BotPolicy, game_factory, policy_factory
+    from league.db import LeagueDB
+    from league.tournament import MatchResult, MatchSpec, TournamentConfig, run_tournament
+    db = LeagueDB(sys.argv[1], game="tictactoe")
+    for name in BOTS:
+        db.add_player(name, "bot")
+    s = run_tournament(db, list(BOTS), policy_factory, game_factory,
+                       TournamentConfig(games_per_pair=1000, num_envs=32, seed=3))
+    print(s.played, s.already_stored)
+""")
+
+
+def stored(path: Path) -> int:
+    try:
+        with sqlite3.connect(path, timeout=10) as conn:
+            return int(conn.execute("SELECT count(*) FROM matches").fetchone()[0])
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+
+
+def test_sigkill_mid_tournament_then_resume(tmp_path: Path) -> None:
+    path = tmp_path / "killed.db"
+    command = [sys.executable, "-c", SCRIPT, str(path), str(HERE)]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while stored(path) < 300 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the tournament ended before it was killed"
+    with LeagueDB(path, game="tictactoe") as league:
+        partial = league.match_count()
+        assert 300 <= partial < 3000
+        assert league._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"  # noqa: SLF001
+        assert league.replay_ratings() == league.ratings()  # no half-written result
+
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    played, already = map(int, done.stdout.split())
+    assert already == partial and played == 3000 - partial
+    with LeagueDB(path, game="tictactoe") as league:
+        matches = league.matches()
+        assert len(matches) == 3000 and len({m.key for m in matches}) == 3000
+        per_side = Counter((m.player_a, m.player_b, m.side_a) for m in matches)
+        assert sorted(per_side.values()) == [500] * 6
+        assert league.replay_ratings() == league.ratings()
+        rating = {s.name: s for s in league.leaderboard()}
+        assert rating["win_or_block"].mu > rating["random_legal"].mu + 3
+        assert rating["win_or_block"].conservative > rating["random_legal"].mu
+
+
+def test_gauntlet_plays_only_the_focus_player(db: LeagueDB) -> None:
+    db.add_player("anchor", "bot", frozen=True)
+
+    def factory(name: str) -> BotPolicy:
+        return policy_factory("random_legal" if name == "anchor" else name)
+
+    players = [*BOTS, "anchor"]
+    summary = run_tournament(db, players, factory, game_factory,
+                             TournamentConfig(games_per_pair=4, num_envs=4),
+                             focus=["first_legal"])
+    assert summary.played == 12
+    focus_id = db.player("first_legal").id
+    assert all(focus_id in (m.player_a, m.player_b) for m in db.matches())
+    run_tournament(db, players, factory, game_factory,
+                   TournamentConfig(until_sigma=3.0, num_envs=4, name="gauntlet"),
+                   focus=["win_or_block"])
+    assert db.rating("win_or_block").sigma < 3.0
+    wob = db.player("win_or_block").id
+    gauntlet = [m for m in db.matches() if m.key.startswith("gauntlet/")]
+    assert gauntlet and all(wob in (m.player_a, m.player_b) for m in gauntlet)
+
+
+def test_custom_runner_plugs_into_the_schedule(db: LeagueDB) -> None:
+    """Engines whose bots are not seats bring their own runner; results flow the same way."""
+    strength = {db.player(name).id: rank for rank, name in enumerate(BOTS)}
+
+    class StrongerWins:
+        def run(self, next_match: Callable[[], MatchSpec | None],
+                on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
+            while (match := next_match()) is not None:
+                won = strength[match.a] > strength[match.b]
+                on_result(match, MatchResult(1 if won else -1, 10, 0.0))
+
+    summary = run_tournament(db, list(BOTS), policy_factory, game_factory,
+                             TournamentConfig(until_sigma=2.5), runner=lambda _: StrongerWins())
+    assert summary.played > 0
+    assert [s.name for s in db.leaderboard()] == list(reversed(BOTS))
