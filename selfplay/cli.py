@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 PLANNED = {
-    "league": "tournaments, ratings and leaderboards (arrives with the league, issue #3)",
     "bc": "behaviour-cloning pretraining from replays (planned; not in this version)",
 }
 
@@ -25,7 +24,10 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from selfplay.checkpoint import CheckpointError
     from selfplay.config import ConfigError
 
-    return (UserError, GameError, OptionError, ConfigError, CheckpointError, FileExistsError)
+    from league.db import LeagueError
+
+    return (UserError, GameError, OptionError, ConfigError, CheckpointError, FileExistsError,
+            LeagueError)
 
 
 def _emit(result: dict[str, Any], as_json: bool, human: str) -> None:
@@ -100,6 +102,30 @@ def cmd_play(args: argparse.Namespace) -> int:
              f"{result['losses']} losses, {result['draws']} draws in {result['games']} games; "
              f"win rate {result['win_rate']:.1%} (95% CI {low:.1%}-{high:.1%})")
     _emit(result, args.json, human)
+    return 0
+
+
+def cmd_league(args: argparse.Namespace) -> int:
+    from selfplay import league_commands as lc
+
+    if args.league_command == "tournament":
+        if args.games_per_pair < 1:
+            raise UserError("--games-per-pair must be >= 1")
+        result = lc.tournament(args.game, args.players, args.db, args.games_per_pair,
+                               args.until_sigma, args.map, args.num_envs, args.seed,
+                               quiet=args.json)
+        human = (f"tournament {result['tournament']}: {result['played']} new matches "
+                 f"({result['already_stored']} already stored)\n"
+                 + lc.format_leaderboard(result["players"]))
+        if result["skipped_players"]:
+            human += f"\nskipped (missing or corrupt): {', '.join(result['skipped_players'])}"
+    elif args.league_command == "leaderboard":
+        result = lc.leaderboard(args.db, args.game)
+        human = lc.format_leaderboard(result["players"])
+    else:
+        result = lc.report(args.db, args.game, args.out)
+        human = f"report written to {result['report']}"
+    print(lc.dumps(result) if args.json else human)
     return 0
 
 
@@ -179,6 +205,34 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--deterministic", action="store_true", help="take the most likely action")
     pl.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     pl.set_defaults(func=cmd_play)
+
+    league = sub.add_parser("league", help="tournaments, ratings, leaderboards and reports")
+    league_sub = league.add_subparsers(dest="league_command", metavar="LEAGUE_COMMAND",
+                                       required=True)
+    tour = league_sub.add_parser("tournament", help="round-robin or TrueSkill-adaptive "
+                                 "tournament; re-running resumes it")
+    tour.add_argument("--game", required=True)
+    tour.add_argument("--players", nargs="+", required=True,
+                      help="checkpoints, run directories or bot names")
+    mode = tour.add_mutually_exclusive_group()
+    mode.add_argument("--games-per-pair", type=int, default=10,
+                      help="round-robin: games per pair, sides alternating (default 10)")
+    mode.add_argument("--until-sigma", type=float, help="adaptive: play the best-quality "
+                      "pairings until every sigma is below this")
+    tour.add_argument("--map", help="map (microRTS)")
+    tour.add_argument("--num-envs", type=int, default=16, help="games played at once")
+    tour.add_argument("--seed", type=int, default=0)
+    board = league_sub.add_parser("leaderboard", help="rank, player, mu, sigma, mu-3sigma, "
+                                  "Elo, games, win rate")
+    board.add_argument("--game")
+    rep = league_sub.add_parser("report", help="one self-contained HTML page: ladder, rating "
+                                "curves, payoff heatmap")
+    rep.add_argument("--game")
+    rep.add_argument("--out", required=True)
+    for p in (tour, board, rep):
+        p.add_argument("--db", help="league database (default runs/league/<game>.db)")
+        p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    league.set_defaults(func=cmd_league)
 
     for name, text in PLANNED.items():
         planned = sub.add_parser(name, help=f"{text} [not available yet]", add_help=True)

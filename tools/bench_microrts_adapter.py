@@ -17,8 +17,11 @@ ratios are also printed without it (``step only``), the stricter measure.
   the numpy conversions a gym wrapper needs (one-hot planes, bool masks, per-unit action arrays).
 
 Cases: 16x16 with 24 envs against WorkerRush; 8x8 self-play with 24 seats (12 games).
-Modes run interleaved (one measurement of each per repeat) and the median is reported.
-Run: ``python tools/bench_microrts_adapter.py [--steps N] [--warmup W] [--repeats R] [--json]``.
+Modes run interleaved in blocks of ``--block`` steps, so that all of them see the same machine
+load; ratios are medians over blocks of per-block throughput ratios, by wall clock and by the
+main thread's CPU time (``time.thread_time``: unaffected by other processes taking the CPU,
+and, like the bare loop, blind to the JVM's GC threads).
+Run: ``python tools/bench_microrts_adapter.py [--steps N] [--warmup W] [--block B] [--json]``.
 The first seconds of a JVM are 2-3x slower (JIT), hence the warm-up steps.
 """
 
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -49,33 +51,26 @@ from games.microrts.maps import resolve_map  # noqa: E402
 
 MAX_STEPS = 2000
 
-# one loop iteration: returns the seconds it spent sampling actions
-Step = Callable[[], float]
+# one loop iteration: returns the (wall, thread CPU) seconds it spent sampling actions
+Step = Callable[[], tuple[float, float]]
 
 
-def measure(step: Step, steps: int, warmup: int) -> tuple[float, float]:
-    """(total seconds, sampling seconds) of ``steps`` iterations after ``warmup`` ones."""
-    for _ in range(warmup):
-        step()
-    sampling = 0.0
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        sampling += step()
-    return time.perf_counter() - t0, sampling
+def _clocks() -> tuple[float, float]:
+    return time.perf_counter(), time.thread_time()
 
 
 def adapter_loop(game: MicroRTSVecGame, rng: np.random.Generator) -> Step:
     batch = game.reset()
     actions = np.zeros((game.num_envs, game.num_seats, game.height * game.width, 7), np.int64)
 
-    def one() -> float:
+    def one() -> tuple[float, float]:
         nonlocal batch
-        t0 = time.perf_counter()
+        w0, c0 = _clocks()
         assert batch.action_mask is not None
         random_legal_actions(batch.action_mask, rng, out=actions)
-        t1 = time.perf_counter()
+        w1, c1 = _clocks()
         batch = game.step(actions)
-        return t1 - t0
+        return w1 - w0, c1 - c0
 
     return one
 
@@ -87,11 +82,11 @@ def shm_bare_loop(game: MicroRTSVecGame, rng: np.random.Generator) -> Step:
         g.client.getMasks(g.learner)
     steps = [np.zeros(g.rows, np.int64) for g in game.groups]
 
-    def one() -> float:
-        t0 = time.perf_counter()
+    def one() -> tuple[float, float]:
+        w0, c0 = _clocks()
         for g in game.groups:
             random_legal_actions(g.mask, rng, out=g.act)
-        t1 = time.perf_counter()
+        w1, c1 = _clocks()
         for g, count in zip(game.groups, steps, strict=True):
             rewards = np.asarray(g.client.gameStep(g.players_j).reward)
             count += 1
@@ -107,7 +102,7 @@ def shm_bare_loop(game: MicroRTSVecGame, rng: np.random.Generator) -> Step:
                         g.client.clients[row - 2 * num_sp].reset(g.learner)
                 count[over] = 0
             g.client.getMasks(g.learner)
-        return t1 - t0
+        return w1 - w0, c1 - c0
 
     return one
 
@@ -139,13 +134,13 @@ def vec_numpy_loop(map_name: str, num_selfplay: int, num_bot: int, bot: str,
     plane_offset = np.cumsum((0, *sizes[:-1]))
     actions = np.zeros((num, cells, 7), np.int64)
 
-    def one() -> float:
+    def one() -> tuple[float, float]:
         masks = np.asarray(client.getMasks(0))  # [N, H, W, 79]: source unit + components
         source = masks[..., 0].reshape(num, cells, 1) != 0
         comp = (masks[..., 1:].reshape(num, cells, -1) != 0) & source  # [N, HW, 78] bool
-        t0 = time.perf_counter()
+        w0, c0 = _clocks()
         random_legal_actions(comp, rng, out=actions)
-        t1 = time.perf_counter()
+        w1, c1 = _clocks()
         env, cell = np.nonzero(actions[..., 0])
         rows = np.concatenate([cell[:, None], actions[env, cell]], 1).astype(np.int32)  # [K, 8]
         per_env = np.split(rows, np.cumsum(np.bincount(env, minlength=num))[:-1])
@@ -159,13 +154,23 @@ def vec_numpy_loop(map_name: str, num_selfplay: int, num_bot: int, bot: str,
         np.put_along_axis(obs, clipped.transpose(0, 2, 1), 1, axis=2)
         np.asarray(response.reward)[:, _CANON_FROM_JAVA]
         np.asarray(response.done)
-        return t1 - t0
+        return w1 - w0, c1 - c0
 
     return one, client.close
 
 
-def run(steps: int, warmup: int, repeats: int,
+def _ratio(own: np.ndarray, ref: np.ndarray, col: int, without_sampling: bool) -> float:
+    """Median over blocks of the throughput ratio ``ref time / own time`` (``[blocks, 4]``
+    arrays: wall, CPU, sampling wall, sampling CPU)."""
+    mine = own[:, col] - (own[:, col + 2] if without_sampling else 0)
+    other = ref[:, col] - (ref[:, col + 2] if without_sampling else 0)
+    return float(np.median(other / mine))
+
+
+def run(steps: int, warmup: int, block: int,
         cases: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every mode of every case, interleaved in blocks of ``block`` steps (so all modes see the
+    same machine load), ``steps`` timed steps per mode."""
     rng = np.random.default_rng(0)
     all_cases: list[tuple[str, str, int, int]] = [  # title, map, self-play games, bot envs
         ("16x16, 24 envs vs WorkerRush", "basesWorkers16x16", 0, 24),
@@ -192,60 +197,67 @@ def run(steps: int, warmup: int, repeats: int,
         vec_step, vec_close = vec_numpy_loop(map_name, 2 * num_games, num_bot, "WorkerRush", rng)
         loops["vec+numpy"] = vec_step
         closers.append(vec_close)
-        totals: dict[str, list[float]] = {m: [] for m in loops}
-        sampling: dict[str, list[float]] = {m: [] for m in loops}
-        for r in range(repeats):
+        for step in loops.values():
+            for _ in range(warmup):
+                step()
+        # per mode and block: wall, CPU, sampling wall, sampling CPU seconds
+        times: dict[str, list[tuple[float, float, float, float]]] = {m: [] for m in loops}
+        for _ in range(max(1, steps // block)):
             for mode, step in loops.items():
-                total, sample = measure(step, steps, warmup if r == 0 else warmup // 4)
-                totals[mode].append(total)
-                sampling[mode].append(sample)
+                sample_wall = sample_cpu = 0.0
+                w0, c0 = _clocks()
+                for _ in range(block):
+                    sw, sc = step()
+                    sample_wall += sw
+                    sample_cpu += sc
+                w1, c1 = _clocks()
+                times[mode].append((w1 - w0, c1 - c0, sample_wall, sample_cpu))
         for close in closers:
             close()
-        for mode in loops:
-            sec = statistics.median(totals[mode])
-            sec_step = statistics.median(t - s for t, s in zip(totals[mode], sampling[mode],
-                                                               strict=True))
+        t = {m: np.array(v) for m, v in times.items()}  # [blocks, 4]
+        for mode, x in t.items():
+            n = block * len(x)
+            bare, vec = t["shm-bare"], t["vec+numpy"]
             results.append({
                 "case": title, "mode": mode, "envs": num_envs, "seats": num_envs * seats,
-                "steps": steps, "repeats": repeats,
-                "ms_per_step": 1e3 * sec / steps,
-                "ms_per_step_without_sampling": 1e3 * sec_step / steps,
-                "sampling_ms_per_step": 1e3 * statistics.median(sampling[mode]) / steps,
-                "env_steps_per_s": num_envs * steps / sec,
-                "agent_steps_per_s": num_envs * seats * steps / sec,
+                "steps": n, "block": block,
+                "ms_per_step": 1e3 * float(np.median(x[:, 0])) / block,
+                "cpu_ms_per_step": 1e3 * float(np.median(x[:, 1])) / block,
+                "sampling_ms_per_step": 1e3 * float(np.median(x[:, 2])) / block,
+                "env_steps_per_s": num_envs * block / float(np.median(x[:, 0])),
+                "vs_bare": _ratio(x, bare, 0, False),
+                "vs_bare_step_only": _ratio(x, bare, 0, True),
+                "vs_bare_cpu": _ratio(x, bare, 1, False),
+                "vs_bare_cpu_step_only": _ratio(x, bare, 1, True),
+                "vs_vec_numpy": _ratio(x, vec, 0, False),
             })
-    for r in results:  # ratios against the bare loop of the same case
-        bare = next(x for x in results if x["case"] == r["case"] and x["mode"] == "shm-bare")
-        r["vs_bare"] = bare["ms_per_step"] / r["ms_per_step"]
-        r["vs_bare_without_sampling"] = (bare["ms_per_step_without_sampling"]
-                                         / r["ms_per_step_without_sampling"])
-        vec = next(x for x in results if x["case"] == r["case"] and x["mode"] == "vec+numpy")
-        r["vs_vec_numpy"] = vec["ms_per_step"] / r["ms_per_step"]
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=2000, help="timed steps per measurement")
-    parser.add_argument("--warmup", type=int, default=1000,
-                        help="untimed steps before the first measurement (a quarter later)")
-    parser.add_argument("--repeats", type=int, default=5, help="measurements per mode (median)")
+    parser.add_argument("--steps", type=int, default=3000, help="timed steps per mode")
+    parser.add_argument("--warmup", type=int, default=1000, help="untimed steps per mode first")
+    parser.add_argument("--block", type=int, default=100,
+                        help="steps per mode before switching to the next mode")
     parser.add_argument("--case", action="append", choices=["0", "1"],
                         help="only this case (0: 16x16 vs WorkerRush, 1: 8x8 self-play)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
-    results = run(args.steps, args.warmup, args.repeats, args.case)
+    results = run(args.steps, args.warmup, args.block, args.case)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    print(f"{'case':30} {'mode':11} {'ms/step':>8} {'env-steps/s':>12} {'vs bare':>8} "
-          f"{'vs vec':>7} {'step only':>10} {'vs bare':>8}")
+    print(f"{'case':29} {'mode':11} {'ms/step':>7} {'env-steps/s':>11} | vs bare: {'wall':>5} "
+          f"{'step':>5} {'cpu':>5} {'cpu step':>8} | {'vs vec':>6}")
     for r in results:
-        print(f"{r['case']:30} {r['mode']:11} {r['ms_per_step']:8.3f} "
-              f"{r['env_steps_per_s']:12,.0f} {r['vs_bare']:8.2f} {r['vs_vec_numpy']:7.2f} "
-              f"{r['ms_per_step_without_sampling']:10.3f} {r['vs_bare_without_sampling']:8.2f}")
-    print("(ms/step includes sampling random legal actions; 'step only' excludes it; ratios "
-          "are throughput relative to shm-bare / vec+numpy, medians of interleaved repeats)")
+        print(f"{r['case']:29} {r['mode']:11} {r['ms_per_step']:7.3f} "
+              f"{r['env_steps_per_s']:11,.0f} |          {r['vs_bare']:5.2f} "
+              f"{r['vs_bare_step_only']:5.2f} {r['vs_bare_cpu']:5.2f} "
+              f"{r['vs_bare_cpu_step_only']:8.2f} | {r['vs_vec_numpy']:6.2f}")
+    print("ratios: throughput relative to shm-bare / vec+numpy, medians over interleaved blocks;"
+          " wall = wall clock incl. sampling random legal actions, step = without sampling,"
+          " cpu = the main thread's CPU time (insensitive to other processes' load)")
     return 0
 
 

@@ -195,13 +195,31 @@ class _Copy:
     """Seat slots ``dst`` (flat ``e*A+s``) <-> engine rows ``src`` of one group, one rotation.
 
     Both are slices (arithmetic progressions), so every copy through a plan is a strided view
-    on both sides: no gathers, no temporaries."""
+    on both sides: no gathers, no temporaries. A ``pairs`` plan moves both seats of self-play
+    envs at once: ``dst`` then slices envs and ``src`` self-play games (rows ``2i, 2i+1``), and
+    ``swapped`` pairs have seat 0 on player 1 (alternating sides)."""
 
     group: int
     rotated: bool
     dst: slice
     src: slice
     count: int
+    pairs: bool = False
+    swapped: bool = False
+    games: int = 0  # self-play games of the group (pairs only)
+
+    def dst_view(self, flat: np.ndarray) -> np.ndarray:
+        """The plan's slots of ``flat`` ``[E*A, ...]``: ``[K, ...]`` or ``[K, 2, ...]``."""
+        if not self.pairs:
+            return flat[self.dst]
+        return flat.reshape(-1, 2, *flat.shape[1:])[self.dst]
+
+    def src_view(self, rows: np.ndarray) -> np.ndarray:
+        """The plan's rows of a group's ``rows`` ``[N, ...]``, in slot order."""
+        if not self.pairs:
+            return rows[self.src]
+        view = rows[:2 * self.games].reshape(self.games, 2, *rows.shape[1:])[self.src]
+        return view[:, ::-1] if self.swapped else view
 
 
 def _runs(dst: np.ndarray, src: np.ndarray) -> list[tuple[slice, slice, int]]:
@@ -231,7 +249,7 @@ def _runs(dst: np.ndarray, src: np.ndarray) -> list[tuple[slice, slice, int]]:
 def _rotated_mask_index(nvec: tuple[int, ...], cells: int) -> np.ndarray:
     """Flat gather index turning a ``[cells * sum(nvec)]`` mask row into the 180-degree-rotated
     frame: cells reversed; directions ``d <- (d + 2) % 4``; attack offsets ``k <- n - 1 - k``.
-    (The reference for :func:`_rotate_mask`, which does it sparsely.)"""
+    (The reference for the adapter's sparse mask rotation.)"""
     columns = []
     off = 0
     for comp, n in enumerate(nvec):
@@ -253,16 +271,6 @@ def _rotated_columns(nvec: tuple[int, ...]) -> np.ndarray:
 
 
 _ROTATED_COLUMNS = _rotated_columns(ACTION_NVEC)  # [78]
-
-
-def _rotate_mask(src: np.ndarray, dst: np.ndarray) -> None:
-    """``dst`` (bool ``[K, HW, 78]``) = ``src > 0`` (0/1 ints) seen rotated by 180 degrees:
-    cells reversed, columns permuted by :data:`_ROTATED_COLUMNS`. Sparse: only cells whose unit
-    may act (column 0, no-op, set) have a mask, so only those rows are gathered."""
-    cells = src.shape[1]
-    k, c = np.nonzero(src[..., 0])
-    dst[...] = False
-    dst[k, cells - 1 - c] = src[k, c][:, _ROTATED_COLUMNS] > 0
 
 
 def _rotate_actions(src: np.ndarray, dst: np.ndarray) -> None:
@@ -294,9 +302,11 @@ class _Group:
     state: np.ndarray | None = None  # [N, H, W, 27] unfogged, partial_obs only
     state_nd: Any = None  # Java NDBuffer over ``state``
     planes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))  # [N, HW, 27] view
-    env_index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # global envs
-    env_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # their 1st row
-    reward_plan: list[tuple[slice, slice]] = field(default_factory=list)  # seat slots <- rows
+    plan: list[_Copy] = field(default_factory=list)  # this group's part of the full plan
+    # engine mask row (row * HW + cell) -> output mask row ((e * A + s) * HW + cell'), and
+    # whether that seat sees the board rotated
+    mask_dest: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    mask_rotated: np.ndarray | None = None
     players_j: Any = None  # Java int[] of the agent's player per row
     keep: list[Any] = field(default_factory=list)  # Java buffers that must stay alive
 
@@ -379,15 +389,14 @@ class MicroRTSVecGame:
                 env_group[e], env_row0[e] = gi, row
                 self._env_slot[e] = (gi, "bot", j)
                 seat_group[e, 0], seat_row[e, 0] = gi, row
-            g.env_index = np.array(g.sp_envs + g.bot_envs, np.int64)
-            g.env_row = env_row0[g.env_index]
         self._env_group, self._env_row0 = env_group, env_row0
         self._seat_group, self._seat_row = seat_group, seat_row
         self._rotated = (self.players == 1) & opts.rotate_player1  # [E, A]
-        self._full_plan = self._plan(np.arange(num_envs))
+        self._full_plan = self._plan(np.arange(num_envs),
+                                     pairs=not (opts.rotate_player1 or opts.partial_obs))
         self._env_plans = [self._plan(np.array([e])) for e in range(num_envs)]
         for gi, g in enumerate(self.groups):
-            g.reward_plan = [(c.dst, c.src) for c in self._full_plan if c.group == gi]
+            g.plan = [c for c in self._full_plan if c.group == gi]
 
         # --- spaces, buffers
         self.spec = GameSpec(
@@ -414,6 +423,7 @@ class MicroRTSVecGame:
         self._no_truncation = np.zeros(num_envs, bool)
         self._no_truncation.setflags(write=False)
         self._raw = np.zeros((num_envs * num_seats, len(REWARD_COMPONENTS)))  # [E*A, 6] Java order
+        self._raw_winloss = self._raw.reshape(num_envs, num_seats, -1)[:, 0, _JAVA_WINLOSS]  # [E]
         self._flip = self._final_flip = 0
         walls = np.zeros((num_envs, num_seats, height, width), np.uint8)
         for e in range(num_envs):
@@ -441,6 +451,7 @@ class MicroRTSVecGame:
         self._closed = False
         self._java_exception: type[BaseException] = Exception
         self._start_engine()
+        self._static_copies()
 
     # ------------------------------------------------------------------ engine set-up
 
@@ -538,21 +549,31 @@ class MicroRTSVecGame:
 
     # ------------------------------------------------------------------ conversions
 
-    def _plan(self, envs: np.ndarray) -> list[_Copy]:
+    def _plan(self, envs: np.ndarray, pairs: bool = False) -> list[_Copy]:
         """Copy plans for the live seats of ``envs``: runs of seats whose slots and engine rows
         are both arithmetic progressions, found per (group, rotation, kind, seat, side) class
-        (alternating sides make the row order a permutation of the slot order)."""
+        (alternating sides make the row order a permutation of the slot order). With ``pairs``
+        (no rotation), self-play envs move both seats per copy: at most two plans for them."""
+        plans = []
+        num_sp = self.options.num_selfplay_envs
+        if pairs and num_sp and len(envs) == self.num_envs:
+            games = len(self.groups[0].sp_envs)  # self-play games are envs 0..S-1 of group 0
+            step = 2 if self.options.alternate_sides else 1
+            for first in range(min(step, num_sp)):
+                count = len(range(first, num_sp, step))
+                plans.append(_Copy(0, False, slice(first, num_sp, step),
+                                   slice(first, num_sp, step), count, pairs=True,
+                                   swapped=bool(self.players[first, 0] == 1), games=games))
+            envs = envs[envs >= num_sp]
         seats = np.nonzero(self.alive[envs])
         env, seat = envs[seats[0]], seats[1]
         group = self._seat_group[env, seat]
         rotated = self._rotated[env, seat]
-        num_sp = self.options.num_selfplay_envs
         selfplay = env < num_sp
         side = self.players[env, seat]
         dst = env * self.num_seats + seat
         src = self._seat_row[env, seat]
         keys = np.stack([group, rotated, selfplay, seat, side], 1)
-        plans = []
         for key in np.unique(keys, axis=0):
             sel = (keys == key).all(1)
             for d, s, count in _runs(dst[sel], src[sel]):
@@ -568,18 +589,46 @@ class MicroRTSVecGame:
         fogged = source == "obs" and self.options.partial_obs
         for c in plans:
             g = self.groups[c.group]
-            cells = g.planes[c.src]  # [K, HW, 27] uint8 view
+            cells = c.src_view(g.planes)  # [K, HW, 27] (or [K, 2, HW, 27]) uint8 view
             if c.rotated:  # 180 degrees = reversed cell order
                 cells = cells[:, ::-1]
-            planes = cells.transpose(0, 2, 1)  # [K, 27, HW]
-            if fogged:
+            planes = cells.swapaxes(-1, -2)  # [K, 27, HW]
+            dst = c.dst_view(flat)  # [K, C, HW]
+            if fogged:  # never a pairs plan
                 assert g.state is not None
                 visible = self._visibility(g.state[c.src]).reshape(c.count, -1)  # [K, HW]
                 if c.rotated:
                     visible = visible[:, ::-1]
                 planes = planes * visible[:, None]
-                flat[c.dst, _VISIBLE] = visible
-            np.copyto(flat[c.dst, :NUM_ENGINE_PLANES], planes)
+                dst[:, _VISIBLE] = visible
+            np.copyto(dst[..., :NUM_ENGINE_PLANES, :], planes)
+
+    def _static_copies(self) -> None:
+        """Views of the fixed buffers for the per-step conversions (made once: a step then
+        costs one numpy call per plan and array)."""
+        self._obs_copies: list[list[tuple[np.ndarray, np.ndarray]]] = []
+        for flip in range(2):
+            flat = self._obs[flip].reshape(self.num_envs * self.num_seats,
+                                           len(OBS_PLANES), -1)  # [E*A, C, HW]
+            self._obs_copies.append([
+                (c.dst_view(flat)[..., :NUM_ENGINE_PLANES, :],
+                 (c.src_view(self.groups[c.group].planes)[:, ::-1] if c.rotated
+                  else c.src_view(self.groups[c.group].planes)).swapaxes(-1, -2))
+                for c in self._full_plan])
+        self._act_copies = [(c, c.src_view(self.groups[c.group].act)) for c in self._full_plan]
+        cells = self.height * self.width
+        cell = np.arange(cells)
+        for gi, g in enumerate(self.groups):
+            slot = np.zeros(g.rows, np.int64)  # engine row -> flat seat slot e * A + s
+            rotated = np.zeros(g.rows, bool)
+            live = np.argwhere(self.alive & (self._seat_group == gi))
+            for e, s in live:
+                slot[self._seat_row[e, s]] = e * self.num_seats + s
+                rotated[self._seat_row[e, s]] = self._rotated[e, s]
+            dest_cell = np.where(rotated[:, None], cells - 1 - cell, cell)  # [N, HW]
+            g.mask_dest = (slot[:, None] * cells + dest_cell).ravel()
+            g.mask_rotated = np.repeat(rotated, cells) if rotated.any() else None
+        self._mask_rows = [np.zeros(0, np.int64) for _ in range(2)]  # rows set, per buffer
 
     def _visibility(self, state: np.ndarray) -> np.ndarray:
         """``bool [K, H, W]``: cells within sight of the seat's units, from unfogged
@@ -595,24 +644,33 @@ class MicroRTSVecGame:
         visible[k[starts]] = np.logical_or.reduceat(within, starts, axis=0)
         return visible
 
-    def _convert_masks(self, out: np.ndarray) -> None:
-        """Engine masks (int32 0/1) -> ``out`` ``bool [E, A, HW, 78]``, written in place."""
-        flat = out.reshape(-1, *out.shape[2:])  # [E*A, HW, 78]
-        for c in self._full_plan:
-            src = self.groups[c.group].mask[c.src]
-            if c.rotated:
-                _rotate_mask(src, flat[c.dst])
-            else:
-                np.greater(src, 0, out=flat[c.dst])
+    def _convert_masks(self, flip: int) -> None:
+        """Engine masks (int32 0/1) -> the bool mask buffer ``flip``, sparsely: only cells whose
+        unit may act have a mask (column 0, no-op, set; the engine leaves every other cell all
+        zero), so those rows are gathered from the engine buffer (rotated where the seat sees
+        the board rotated) and scattered into the buffer, after clearing the rows it held."""
+        out = self._mask[flip].reshape(-1, MASK_WIDTH)  # [E*A*HW, 78]
+        out[self._mask_rows[flip]] = False
+        written = []
+        for g in self.groups:
+            engine_rows = g.mask.reshape(-1, MASK_WIDTH)  # [N*HW, 78]
+            cells = np.flatnonzero(engine_rows[:, 0])
+            rows = engine_rows[cells] > 0  # [U, 78]
+            if g.mask_rotated is not None:
+                turn = g.mask_rotated[cells]
+                rows[turn] = rows[turn][:, _ROTATED_COLUMNS]
+            dest = g.mask_dest[cells]
+            out[dest] = rows
+            written.append(dest)
+        self._mask_rows[flip] = written[0] if len(written) == 1 else np.concatenate(written)
 
     def _write_actions(self, actions: np.ndarray) -> None:
         flat = actions.reshape(-1, *actions.shape[2:])  # [E*A, HW, 7]
-        for c in self._full_plan:
-            dst = self.groups[c.group].act[c.src]  # [K, HW, 7] int32 view
+        for c, engine_view in self._act_copies:  # [K, (2,) HW, 7] int32 views
             if c.rotated:
-                _rotate_actions(flat[c.dst], dst)
+                _rotate_actions(c.dst_view(flat), engine_view)
             else:
-                np.copyto(dst, flat[c.dst])
+                np.copyto(engine_view, c.dst_view(flat))
 
     def _fix_reset_obs(self, envs: np.ndarray) -> None:
         """After a reset the engine leaves empty cells all-zero; mark them empty as in play."""
@@ -681,7 +739,11 @@ class MicroRTSVecGame:
     def _outputs(self, flip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Fresh obs/state/mask into buffer set ``flip`` (engine masks computed here)."""
         obs = self._obs[flip]
-        self._convert_obs(self._full_plan, obs)
+        if self.options.partial_obs:
+            self._convert_obs(self._full_plan, obs)
+        else:
+            for dst, src in self._obs_copies[flip]:
+                np.copyto(dst, src)
         state = obs
         if self._state is not None:
             state = self._state[flip]
@@ -691,9 +753,8 @@ class MicroRTSVecGame:
                 g.client.getMasks(g.learner)
         except self._java_exception as exc:
             raise self._engine_failed("getMasks", exc) from exc
-        mask = self._mask[flip]
-        self._convert_masks(mask)
-        return obs, state, mask
+        self._convert_masks(flip)
+        return obs, state, self._mask[flip]
 
     def step(self, actions: np.ndarray) -> Batch:
         """One game cycle in every env; ``actions`` is ``int [E, A, H*W, 7]``."""
@@ -710,15 +771,15 @@ class MicroRTSVecGame:
         try:
             for g in self.groups:
                 rewards = np.asarray(g.client.gameStep(g.players_j).reward)  # [N, 6] Java order
-                for dst, src in g.reward_plan:
-                    np.copyto(raw[dst], rewards[src])
-                # the win/loss component is +-1 exactly when the game is over (-1 for both
-                # players of a draw), so the engine's done flags need not be read
-                terminated[g.env_index] = rewards[g.env_row, _JAVA_WINLOSS] != 0
+                for c in g.plan:
+                    np.copyto(c.dst_view(raw), c.src_view(rewards))
             if self.options.partial_obs:
                 self._read_state(np.arange(self.num_envs))
         except self._java_exception as exc:
             raise self._engine_failed("step", exc) from exc
+        # the win/loss component is +-1 exactly when the game is over (-1 for both players of
+        # a draw), so the engine's done flags need not be read; seat 0 is always alive
+        np.not_equal(self._raw_winloss, 0, out=terminated)
         reward = self._reward[flip]  # [E, A] float32
         np.dot(raw, self._weights, out=self._reward64)
         np.copyto(reward.reshape(-1), self._reward64, casting="same_kind")

@@ -20,15 +20,21 @@ its actions are replaced by NOOP as PettingZoo does. Episodes end when the game 
 (``terminated``) or after ``max_cycles`` frames (``truncated``); the env resets on the same
 step, ``final_obs`` / ``final_state`` hold the finished episode's last observation (they are
 the ``obs`` / ``state`` arrays themselves on steps where no episode ended). A new episode's
-frame stack repeats its first frame. Episode statistics report each seat's raw return, the
+frame stack repeats its first frame.
+
+Seeds: env ``i``'s emulator RNG (sticky actions) is seeded with ``seed + i``; most games are
+then deterministic given the actions, and ``get_state`` / ``set_state`` continue bit-exactly.
+A few ROMs (maze_craze, space_war, combat_plane) also read bits that multi_agent_ale_py draws
+from a generator seeded outside our control (it changes from run to run), so their episodes
+are not reproducible.
+
+Episode statistics report each seat's raw return, the
 length in agent steps and, in competitive games, WIN / LOSS / DRAW from the sign of the
 return difference (NONE for truncated episodes and in mixed-sum or cooperative games).
 """
 
 from __future__ import annotations
 
-import inspect
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,44 +48,10 @@ from games.pettingzoo import catalog
 from games.pettingzoo.catalog import GameInfo
 from games.pettingzoo.emulator import AleBatch
 from games.pettingzoo.options import PettingZooAtariOptions
+from games.pettingzoo.probe import NUM_SEATS, game_setup
 
 STATE_FORMAT = "pettingzoo-atari/1"
 _INTERPOLATION = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA}
-NUM_SEATS = 2
-# raw_env arguments the adapter sets itself
-_RESERVED = {"num_players", "auto_rom_install_path", "obs_type", "full_action_space",
-             "max_cycles", "render_mode", "seed", "mode_num", "env_name", "game"}
-
-
-def probe(info: GameInfo, rom_dir: Path, opts: PettingZooAtariOptions) -> Any:
-    """PettingZoo's own env for ``info`` (ROM path, mode, action set), built once and closed."""
-    raw_env = info.module().raw_env
-    params = {name for name, p in inspect.signature(raw_env).parameters.items()
-              if p.kind is not inspect.Parameter.VAR_KEYWORD}
-    bad = sorted(set(opts.game_kwargs) - (params - _RESERVED))
-    if bad:
-        allowed = ", ".join(sorted(params - _RESERVED)) or "none"
-        raise GameError(f"{info.registry_name}: unknown game_kwargs {bad}; allowed: {allowed}")
-    kwargs = dict(opts.game_kwargs)
-    if "num_players" in params:
-        kwargs["num_players"] = NUM_SEATS
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            env = raw_env(auto_rom_install_path=str(rom_dir),
-                          full_action_space=opts.full_action_space, **kwargs)
-    except OSError as exc:
-        raise GameError(f"{info.registry_name}: ROM not found in {rom_dir} ({exc}). The ROMs "
-                        f"ship with the {catalog.ROM_PACKAGE} package (pip install "
-                        f"'{catalog.ROM_PACKAGE}>=0.9'); AutoROM is not needed") from exc
-    except AssertionError as exc:
-        raise GameError(f"{info.registry_name}: bad game_kwargs {kwargs}: {exc}") from exc
-    base = getattr(env, "env", env)  # parallel_to_aec_wrapper -> ParallelAtariEnv
-    base.close()
-    if base.num_players != NUM_SEATS:
-        raise GameError(f"{info.registry_name} has {base.num_players} players; only "
-                        "two-player games are supported")
-    return base
 
 
 class PettingZooAtari:
@@ -90,13 +62,13 @@ class PettingZooAtari:
         if num_envs < 1:
             raise GameError(f"num_envs must be >= 1, got {num_envs}")
         rom_dir = Path(opts.rom_dir) if opts.rom_dir else catalog.rom_directory()
-        base = probe(info, rom_dir, opts)
+        setup = game_setup(info, rom_dir, opts.game_kwargs, opts.full_action_space)
         self.info, self.opts = info, opts
-        self.rom_path = Path(base.rom_path)
-        self._action_map = np.asarray(base.action_mapping, np.intc)  # agent action -> ALE code
+        self.rom_path = setup.rom_path
+        self._action_map = np.asarray(setup.action_mapping, np.intc)  # agent action -> ALE code
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
-        self._em = AleBatch(self.rom_path, int(base.mode), NUM_SEATS, num_envs, seed,
+        self._em = AleBatch(self.rom_path, setup.mode, NUM_SEATS, num_envs, seed,
                             opts.frame_skip, opts.screen_size, opts.max_pool,
                             opts.repeat_action_probability, _INTERPOLATION[opts.interpolation],
                             opts.num_threads)
@@ -123,12 +95,12 @@ class PettingZooAtari:
     # ------------------------------------------------------------------ stepping
 
     def reset(self, seed: int | None = None) -> Batch:
-        """Start a new game in every env. ``seed`` re-seeds the emulators (which only matters
-        with sticky actions: the games are deterministic otherwise)."""
+        """Start a new game in every env; ``seed`` re-seeds env ``i``'s emulator with
+        ``seed + i`` (as PettingZoo's ``reset(seed=...)``); without it the emulators go on."""
         em = self._em
         if em.closed:
             raise GameError(f"{self.spec.name}: the game is closed")
-        if seed is not None and self.opts.repeat_action_probability > 0:
+        if seed is not None:
             em.reseed(seed)
         em.reset(list(range(em.num_envs)))
         self._stack[...] = em.frames[:, None]

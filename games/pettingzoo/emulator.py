@@ -23,14 +23,14 @@ from games.core import GameError
 
 
 def new_ale(rom: Path, mode: int, seed: int, repeat_action_probability: float) -> Any:
-    """A multi-player ALE with ``rom`` loaded in game ``mode`` (as PettingZoo sets it up)."""
+    """A multi-player ALE with ``rom`` loaded in game ``mode``, seeded as PettingZoo seeds it
+    (call ``reset_game`` before playing)."""
     ALEInterface.setLoggerMode(ALEInterface.Logger.Error)
     ale = ALEInterface()
     ale.setFloat(b"repeat_action_probability", repeat_action_probability)
     ale.setInt(b"random_seed", seed % 2**31)
     ale.loadROM(str(rom))
     ale.setMode(mode)
-    ale.reset_game()
     return ale
 
 
@@ -52,6 +52,8 @@ class AleBatch:
         self.skip, self.size, self.max_pool = frame_skip, screen_size, max_pool and frame_skip > 1
         self.interpolation = interpolation
         self.ales = [new_ale(rom, mode, seed + i, self.sticky) for i in range(num_envs)]
+        self.seed = seed
+        self._fresh = True  # ROMs loaded with ``seed`` and not played since
         active = self.ales[0].numPlayersActive()
         if active != num_players:
             raise GameError(f"{rom.name} mode {mode} has {active} players, expected {num_players}")
@@ -163,6 +165,7 @@ class AleBatch:
 
     def reset(self, envs: list[int]) -> None:
         """Start a new game in ``envs``: ``frames`` gets their first frame, ``elapsed`` 0."""
+        self._fresh = False
         for e in envs:
             obj = self._objs[e]
             ale_lib.reset_game(obj)
@@ -179,12 +182,14 @@ class AleBatch:
         return self.lives
 
     def reseed(self, seed: int) -> None:
-        """Reload the ROMs with seeds ``seed + i`` (only sticky actions use the ALE's RNG)."""
+        """Reload the ROMs with seeds ``seed + i``, as PettingZoo's ``reset(seed=...)`` does."""
+        if self._fresh and seed == self.seed:
+            return  # loaded just so
         for i, ale in enumerate(self.ales):
             ale.setInt(b"random_seed", (seed + i) % 2**31)
             ale.loadROM(str(self.rom))
             ale.setMode(self.mode)
-        self._objs = [ale.obj for ale in self.ales]
+        self.seed, self._fresh = seed, True
 
     # ------------------------------------------------------------------ misc
 

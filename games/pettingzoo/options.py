@@ -44,8 +44,7 @@ class PettingZooAtariOptions:
     indicator channels, ``[frame_stack + 2, S, S]`` (the same array as the observation unless
     ``mirror_second_seat``; the Atari screen is already the whole game state)."""
     repeat_action_probability: float = 0.0
-    """Sticky actions (0 as in PettingZoo). With 0 the emulator is deterministic and seeds have
-    no effect."""
+    """Sticky actions (0 as in PettingZoo)."""
     num_threads: int = 1
     """Threads emulating disjoint groups of envs (the emulator runs without the GIL); more
     than 1 helps only where cores are idle while the game steps."""

@@ -162,7 +162,11 @@ WRITER = textwrap.dedent("""
         time.sleep(0.001)
     db = LeagueDB(path, game="tictactoe")  # both may create the file at once
     ids = [db.add_player(f"p{i}", "bot") for i in range(4)]
+    other = "w2" if me == "w1" else "w1"
+    deadline = time.monotonic() + 60
     for i in range(300):
+        while i == 150 and not db.match_keys(f"{other}/") and time.monotonic() < deadline:
+            time.sleep(0.001)  # halfway: wait for the other writer, so the two interleave
         a, b = ids[i % 4], ids[(i + 1 + i // 4) % 4]
         if a == b:
             b = ids[(i + 2) % 4]

@@ -3,18 +3,20 @@ golden run against PettingZoo's own env, observation layout, rewards, autoreset,
 
 from __future__ import annotations
 
+import importlib
 import warnings
+from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
-from pettingzoo.atari.pong.pong import parallel_env
 from pettingzoo.test import parallel_api_test
 
-from games.core import GameError, Outcome, VecGame
+from games.core import Batch, GameError, Outcome, VecGame
 from games.facades_pz import make_parallel_env
 from games.pettingzoo import PettingZooAtari, make, two_player_games
 from games.pettingzoo.catalog import rom_directory
+from selfplay.checkpoint import load_checkpoint, save_checkpoint
 
 PONG_ACTIONS = 6
 
@@ -32,46 +34,70 @@ def test_parallel_api_test_on_the_facade() -> None:
     assert env.render() is not None and env.render().shape == (210, 160, 3)  # type: ignore[union-attr]
 
 
-def test_golden_run_against_pettingzoo_until_game_over() -> None:
-    """Same actions, same raw rewards and frames as PettingZoo's env + the preprocessing."""
-    game = make("pettingzoo/pong_v3", num_envs=1, seed=0, clip_rewards=False)
+def _golden(base: str, max_steps: int) -> tuple[Batch, np.ndarray, int, int]:
+    """Step our game and PettingZoo's own env (grayscale obs, the same preprocessing done here)
+    with the same random actions until game over or ``max_steps``; compare rewards, frames,
+    game over and which seats are in the game. Returns the last batch, the raw returns, the
+    steps played and the number of steps on which a seat was out of the game."""
+    game = make(f"pettingzoo/{base}", num_envs=1, seed=0, clip_rewards=False)
     batch = game.reset()
-    pz = parallel_env(auto_rom_install_path=str(rom_directory()), obs_type="grayscale_image")
+    module = importlib.import_module(f"pettingzoo.atari.{base}.{base}")
+    pz = module.parallel_env(auto_rom_install_path=str(rom_directory()),
+                             obs_type="grayscale_image")
     obs, _ = pz.reset(seed=0)
+    agents = list(pz.possible_agents)
 
     def resized(frame: np.ndarray) -> np.ndarray:
         return cv2.resize(frame, (84, 84), interpolation=cv2.INTER_LINEAR)
 
-    assert (batch.obs[0, :, :4] == resized(obs["first_0"][:, :, 0])).all()
+    if base == "pong":  # same start; other games may draw theirs from the ALE's RNG
+        assert (batch.obs[0, :, :4] == resized(obs[agents[0]][:, :, 0])).all()
+    state = np.frombuffer(game._em.save(0), np.uint8).copy()
+    pz.unwrapped.restore_full_state(state)  # the same emulator state (and RNG) in both
     rng = np.random.default_rng(1)
     returns = np.zeros(2)
-    steps = 0
-    for steps in range(1, 3001):
-        actions = rng.integers(0, PONG_ACTIONS, 2)
-        reward, frames, over = np.zeros(2), [], False
+    steps = out = 0
+    over = False
+    while steps < max_steps and not over:
+        steps += 1
+        actions = rng.integers(0, game.spec.action_space.n, 2)  # type: ignore[union-attr]
+        reward, frames = np.zeros(2), []
         for _ in range(4):
-            obs, rew, term, _, _ = pz.step({"first_0": actions[0], "second_0": actions[1]})
-            reward += [rew["first_0"], rew["second_0"]]
-            frames.append(obs["first_0"][:, :, 0])
-            over = all(term.values())
+            obs, rew, _, _, _ = pz.step({a: actions[i] for i, a in enumerate(agents)
+                                         if a in pz.agents})
+            reward += [rew.get(a, 0) for a in agents]
+            frames.append(obs[next(iter(obs))][:, :, 0])
+            over = not pz.agents
             if over:
                 break
         batch = game.step(actions[None])
         returns += reward
         np.testing.assert_array_equal(batch.reward[0], reward)
-        expected = resized(np.maximum(frames[-2], frames[-1]))
+        expected = resized(np.maximum(frames[-2], frames[-1]) if len(frames) > 1 else frames[0])
         assert batch.final_obs is not None
         np.testing.assert_array_equal(batch.final_obs[0, 0, 3], expected)
         assert bool(batch.terminated[0]) == over
-        if over:
-            break
-    assert over, "pong with random play should end within 3000 steps"
+        if not over:
+            assert batch.alive[0].tolist() == [a in pz.agents for a in agents]
+            out += int(not batch.alive.all())
+    game.close()
+    return batch, returns, steps, out
+
+
+def test_golden_run_against_pettingzoo_until_game_over() -> None:
+    batch, returns, steps, _ = _golden("pong", 3000)
+    assert batch.terminated[0], "pong with random play should end within 3000 steps"
     episodes = batch.episodes
     assert episodes.seat.tolist() == [0, 1] and episodes.length.tolist() == [steps] * 2
     np.testing.assert_array_equal(episodes.ret, returns)
     winner = int(np.argmax(returns))
     assert episodes.outcome[winner] == Outcome.WIN and episodes.outcome[1 - winner] == Outcome.LOSS
-    game.close()
+
+
+def test_golden_run_with_a_seat_out_of_the_game() -> None:
+    """In mario_bros a seat that lost its lives is out while the other plays on."""
+    _, _, _, out = _golden("mario_bros", 800)
+    assert out > 0
 
 
 def test_observation_layout_and_agent_indicator() -> None:
@@ -161,25 +187,53 @@ def test_frame_stack_resets_at_episode_end() -> None:
     game.close()
 
 
-def test_state_round_trip_continues_exactly() -> None:
-    game = make("pettingzoo/pong_v3", num_envs=2, seed=0)
+def test_state_round_trip_through_a_checkpoint_continues_exactly(tmp_path: Path) -> None:
+    game = make("pettingzoo/pong_v3", num_envs=2, seed=0, max_cycles=200)  # 50-step episodes
     game.reset()
     rng = np.random.default_rng(0)
-    for _ in range(50):
+    for _ in range(30):
         game.step(_random(game, rng))
-    snapshot = game.get_state()
-    actions = [_random(game, rng) for _ in range(30)]
+    path = save_checkpoint(tmp_path / "state.pt", {"game": game.get_state()})
+    actions = [_random(game, rng) for _ in range(40)]
     first = [game.step(a) for a in actions]
-    other = make("pettingzoo/pong_v3", num_envs=2, seed=5)
+    assert any(b.truncated.any() for b in first), "no episode end covered"
+    other = make("pettingzoo/pong_v3", num_envs=2, seed=5, max_cycles=200)
+    snapshot = load_checkpoint(path)["game"]
     other.set_state(snapshot)
     second = [other.step(a) for a in actions]
     for a, b in zip(first, second, strict=True):
         np.testing.assert_array_equal(a.obs, b.obs)
         np.testing.assert_array_equal(a.reward, b.reward)
+        np.testing.assert_array_equal(a.truncated, b.truncated)
+        np.testing.assert_array_equal(a.episodes.ret, b.episodes.ret)
     with pytest.raises(GameError, match="state is for pettingzoo/pong_v3 x2"):
         make("pettingzoo/pong_v3", num_envs=1).set_state(snapshot)
     game.close()
     other.close()
+
+
+def test_seeds_reproduce_sticky_actions() -> None:
+    """Env i's emulator RNG (sticky actions) is seeded with seed + i; reset(seed) re-seeds."""
+
+    def play(game: PettingZooAtari, seed: int | None) -> np.ndarray:
+        rng = np.random.default_rng(0)
+        frames = [game.reset(seed=seed).obs]
+        for _ in range(60):
+            actions = np.repeat(_random(game, rng)[:1], 2, axis=0)  # the same in both envs
+            frames.append(game.step(actions).obs)
+        return np.stack(frames)  # [T, E, A, C, H, W]
+
+    options = {"repeat_action_probability": 0.25}
+    game = make("pettingzoo/pong_v3", num_envs=2, seed=3, **options)
+    first = play(game, None)
+    assert not np.array_equal(first[:, 0], first[:, 1])  # seeds 3 and 4 diverge
+    again = make("pettingzoo/pong_v3", num_envs=2, seed=3, **options)
+    np.testing.assert_array_equal(play(again, None), first)
+    other = make("pettingzoo/pong_v3", num_envs=2, seed=0, **options)
+    np.testing.assert_array_equal(play(other, 3), first)
+    np.testing.assert_array_equal(play(other, 3), first)
+    for g in (game, again, other):
+        g.close()
 
 
 def test_threads_give_the_same_results() -> None:
@@ -211,12 +265,12 @@ def test_bad_actions_and_closed_game() -> None:
 
 @pytest.mark.parametrize("name", two_player_games())
 def test_every_two_player_game_runs(name: str) -> None:
-    game = make(f"pettingzoo/{name}", num_envs=2, seed=0, max_cycles=40)
+    game = make(f"pettingzoo/{name}", num_envs=1, seed=0, max_cycles=40)
     batch = game.reset()
-    assert batch.obs.shape == (2, 2, 6, 84, 84)
+    assert batch.obs.shape == (1, 2, 6, 84, 84)
     rng = np.random.default_rng(0)
     for _ in range(10):
         batch = game.step(_random(game, rng))
-    assert batch.truncated.all() and len(batch.episodes.env) == 4
+    assert batch.truncated.all() and len(batch.episodes.env) == 2
     assert (batch.episodes.outcome == Outcome.NONE).all()  # truncated: no winner
     game.close()

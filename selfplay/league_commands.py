@@ -1,0 +1,138 @@
+"""``selfplay league``: tournaments, leaderboards and reports over a league database."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from games.core import GameError, VecGame
+from games.matchups import bot_names, match_setup
+from games.registry import make_game, resolve
+from league.db import LeagueDB, LeagueError, default_path
+from league.report import write_report
+from league.tournament import Policy, TournamentConfig, run_tournament
+from selfplay.checkpoint import list_checkpoints
+from selfplay.config import family_defaults
+from selfplay.evaluate import load_agent
+from selfplay.ppo import FrozenPolicy
+
+
+def open_db(db: str | None, game: str | None, create: bool = True) -> LeagueDB:
+    """The league database at ``db`` (default: the game's); refuses another game's."""
+    if db is None and game is None:
+        raise LeagueError("give --db FILE or --game NAME (whose default league is "
+                          "runs/league/<game>.db)")
+    path = Path(db) if db is not None else default_path(resolve(str(game)).name)
+    if not create and not path.is_file():
+        raise LeagueError(f"no league database at {path}; run a tournament or training first")
+    return LeagueDB(path, game=resolve(game).name if game else None, create=create)
+
+
+def resolve_player(spec: str, game: str) -> tuple[str, str, Path | None]:
+    """``(name, kind, path)`` of a ``--players`` entry: a bot, a checkpoint or a run dir."""
+    path = Path(spec)
+    if path.is_dir():
+        found = list_checkpoints(path / "checkpoints") or list_checkpoints(path)
+        if not found:
+            raise LeagueError(f"{spec} holds no checkpoint (checkpoints/update_*.pt)")
+        return f"{path.name}/{found[-1].stem}", "checkpoint", found[-1].resolve()
+    if path.is_file():
+        return str(path), "checkpoint", path.resolve()
+    bots = {name.lower(): name for name in bot_names(game)}
+    if spec.lower() in bots:
+        return bots[spec.lower()], "bot", None
+    raise LeagueError(f"player {spec!r} is neither a checkpoint, a run directory nor a bot of "
+                      f"{game} (bots: {', '.join(sorted(bots.values())) or 'none'})")
+
+
+def tournament(game: str, players: Sequence[str], db_path: str | None,
+               games_per_pair: int, until_sigma: float | None, map_name: str | None,
+               num_envs: int, seed: int, quiet: bool = False) -> dict[str, Any]:
+    """Register ``players`` and play (or finish) their tournament; returns a summary."""
+    game = resolve(game).name
+    if len(players) < 2:
+        raise LeagueError("a tournament needs at least two --players")
+    db = open_db(db_path, game)
+    try:
+        names = []
+        paths: dict[str, Path | None] = {}
+        for spec in players:
+            name, kind, path = resolve_player(spec, game)
+            db.add_player(name, kind, path=str(path) if path else None)
+            names.append(name)
+            paths[name] = path
+        base_options = dict(family_defaults(resolve(game).family, game)
+                            .get("game", {}).get("options", {}) or {})
+        spec_cache: dict[str, Any] = {}
+
+        def game_factory(envs: int, game_seed: int) -> VecGame:
+            setup = match_setup(game, None, envs, game_seed, map_name)
+            made = make_game(game, num_envs=envs, seed=game_seed,
+                             options={**base_options, **setup.options})
+            spec_cache.setdefault("spec", made.spec)
+            return made
+
+        def policy_factory(name: str) -> Policy:
+            path = paths.get(name)
+            if path is None:  # a bot that acts through the game's seats
+                setup = match_setup(game, name, 1, seed, map_name)
+                if setup.scripted is None:
+                    raise GameError(f"{game} bots play inside the engine; tournaments with "
+                                    f"them are not supported yet")
+                return setup.scripted
+            if "spec" not in spec_cache:
+                game_factory(1, seed).close()
+            _, agent, _ = load_agent(path, spec_cache["spec"])
+            return FrozenPolicy(agent)
+
+        def progress(done: int, total: int | None) -> None:
+            if not quiet and (done % 50 == 0 or done == total):
+                print(f"  {done}/{total if total is not None else '?'} matches",
+                      file=sys.stderr, flush=True)
+
+        config = TournamentConfig(games_per_pair=games_per_pair, until_sigma=until_sigma,
+                                  num_envs=num_envs, seed=seed, map=map_name or "")
+        summary = run_tournament(db, names, policy_factory, game_factory, config,
+                                 progress=progress)
+        board = [s.to_json() for s in db.leaderboard() if s.name in set(names)]
+        return {**summary.to_json(), "db": str(db.path) if hasattr(db, "path") else db_path,
+                "players": board}
+    finally:
+        db.close()
+
+
+def leaderboard(db_path: str | None, game: str | None) -> dict[str, Any]:
+    db = open_db(db_path, game, create=False)
+    try:
+        return {"players": [s.to_json() for s in db.leaderboard()],
+                "matches": db.match_count()}
+    finally:
+        db.close()
+
+
+def format_leaderboard(rows: list[dict[str, Any]]) -> str:
+    header = f"{'rank':>4}  {'player':<40} {'mu':>6} {'sigma':>6} {'mu-3s':>6} {'elo':>7} " \
+             f"{'games':>6} {'win%':>6}"
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        name = r["name"] if len(r["name"]) <= 40 else "..." + r["name"][-37:]
+        lines.append(f"{r['rank']:>4}  {name:<40} {r['mu']:6.2f} {r['sigma']:6.2f} "
+                     f"{r['conservative']:6.2f} {r['elo']:7.1f} {r['games']:6d} "
+                     f"{100 * r['win_rate']:5.1f}%")
+    return "\n".join(lines)
+
+
+def report(db_path: str | None, game: str | None, out: str) -> dict[str, Any]:
+    db = open_db(db_path, game, create=False)
+    try:
+        path = write_report(db, out)
+    finally:
+        db.close()
+    return {"report": str(path)}
+
+
+def dumps(result: dict[str, Any]) -> str:
+    return json.dumps(result, default=str)
