@@ -21,10 +21,9 @@ class UserError(Exception):
 def _user_errors() -> tuple[type[BaseException], ...]:
     from games.core import GameError
     from games.options import OptionError
+    from league.db import LeagueError
     from selfplay.checkpoint import CheckpointError
     from selfplay.config import ConfigError
-
-    from league.db import LeagueError
 
     return (UserError, GameError, OptionError, ConfigError, CheckpointError, FileExistsError,
             LeagueError)

@@ -28,9 +28,9 @@ A few ROMs (maze_craze, space_war, combat_plane) also read bits that multi_agent
 from a generator seeded outside our control (it changes from run to run), so their episodes
 are not reproducible.
 
-Episode statistics report each seat's raw return, the
-length in agent steps and, in competitive games, WIN / LOSS / DRAW from the sign of the
-return difference (NONE for truncated episodes and in mixed-sum or cooperative games).
+Episode statistics report each seat's raw return, the length in agent steps and, in
+competitive games, WIN / LOSS / DRAW from the sign of the return difference (NONE for
+truncated episodes and in mixed-sum or cooperative games).
 """
 
 from __future__ import annotations

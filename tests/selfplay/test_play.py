@@ -62,7 +62,7 @@ def test_play_errors(tictactoe_checkpoint: Path) -> None:
 
 
 def test_play_microrts_against_engine_bot(tmp_path: Path) -> None:
-    """Train microRTS for one update on 8x8, then play the engine's WorkerRush (case-insensitive)."""
+    """One update of microRTS on 8x8, then games against the engine's WorkerRush."""
     run_dir = tmp_path / "mrts"
     proc = subprocess.run([*SELFPLAY, "train", "--game", "microrts", "--total-steps", "256",
                            "--run-dir", str(run_dir), "--no-progress",
