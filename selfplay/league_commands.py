@@ -11,7 +11,7 @@ from typing import Any
 from games.core import GameError, VecGame
 from games.matchups import bot_names, match_setup
 from games.registry import make_game, resolve
-from league.db import LeagueDB, LeagueError, default_path
+from league.db import LeagueDB, LeagueError, PlayerKind, default_path
 from league.report import write_report
 from league.tournament import Policy, TournamentConfig, run_tournament
 from selfplay.checkpoint import list_checkpoints
@@ -31,7 +31,7 @@ def open_db(db: str | None, game: str | None, create: bool = True) -> LeagueDB:
     return LeagueDB(path, game=resolve(game).name if game else None, create=create)
 
 
-def resolve_player(spec: str, game: str) -> tuple[str, str, Path | None]:
+def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
     """``(name, kind, path)`` of a ``--players`` entry: a bot, a checkpoint or a run dir."""
     path = Path(spec)
     if path.is_dir():
