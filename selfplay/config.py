@@ -126,6 +126,32 @@ class CheckpointConfig:
 
 
 @dataclass
+class LeagueConfig:
+    enabled: bool = False
+    """Train inside a league (two-seat games): snapshots, PFSP opponents, ratings."""
+    db: str | None = None
+    """League database file (default: league.db in the run directory)."""
+    self_play: float = 0.5
+    """Share of games against the latest learner; the rest against past snapshots (PFSP)."""
+    weighting: Literal["hard", "variance", "linear", "linear_capped"] = "hard"
+    """PFSP weighting over past snapshots (AlphaStar)."""
+    max_active_opponents: int = 4
+    """Snapshot policies loaded at once (each costs one forward pass per step)."""
+    snapshot_every: int = 10
+    """Freeze the learner as a snapshot every this many updates."""
+    eval_every: int = 10
+    """Rate the newest snapshot every this many updates (matches beside training)."""
+    eval_games: int = 4
+    """Rating games per opponent of the pool (both sides)."""
+    eval_pool: int = 4
+    """Most recent earlier snapshots in the rating pool."""
+    eval_envs: int = 8
+    """Games played at once in rating matches."""
+    anchors: list[str] = field(default_factory=list)
+    """Scripted bots (played as seats) in the rating pool."""
+
+
+@dataclass
 class TrainConfig:
     game: GameConfig = field(default_factory=GameConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
@@ -133,6 +159,7 @@ class TrainConfig:
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    league: LeagueConfig = field(default_factory=LeagueConfig)
     seed: int = 1
     total_steps: int = 100_000
     """Environment steps (summed over envs) to train for."""
@@ -158,6 +185,10 @@ def validate(config: TrainConfig) -> None:
         (config.checkpoint.every_updates >= 1, "checkpoint.every_updates must be >= 1"),
         (config.checkpoint.keep >= 1, "checkpoint.keep must be >= 1"),
         (all(h >= 1 for h in config.network.hidden), "network.hidden widths must be >= 1"),
+        (0.0 <= config.league.self_play <= 1.0, "league.self_play must be in [0, 1]"),
+        (config.league.max_active_opponents >= 1, "league.max_active_opponents must be >= 1"),
+        (config.league.snapshot_every >= 1 and config.league.eval_every >= 1,
+         "league.snapshot_every and league.eval_every must be >= 1"),
     ]
     for ok, message in checks:
         if not ok:

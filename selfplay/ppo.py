@@ -165,6 +165,7 @@ class Trainer:
         self.owner = np.zeros((e, a), np.int64)  # [E, A] 0 = learner
         self.opponents: dict[int, Policy] = {}
         self.on_episodes: list[Callable[[Trainer, EpisodeStats], None]] = []
+        self.after_update: list[Callable[[Trainer], dict[str, float]]] = []
         self.reward_scaler = (RewardScaler((e, a), config.ppo.gamma, config.normalize.clip_reward)
                               if config.normalize.reward else None)
         obs_dtype = (torch.float32 if self.agent.obs_rms is not None
@@ -450,6 +451,8 @@ class Trainer:
             for name, seconds in self.timer.pop().items():
                 metrics[f"perf/{name}_fraction"] = seconds / max(elapsed, 1e-9)
             metrics.update(self.episodes.summary())
+            for hook in self.after_update:
+                metrics.update(hook(self))
             if sink is not None:
                 sink.log(self.global_step, metrics)
             if progress is not None:

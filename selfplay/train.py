@@ -9,6 +9,7 @@ from typing import Any
 from games.registry import make_game
 from selfplay.checkpoint import CheckpointError
 from selfplay.config import TrainConfig, config_from_mapping, read_yaml
+from selfplay.league_training import attach, describe
 from selfplay.ppo import Trainer, load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
 
@@ -48,16 +49,22 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
         run.path.mkdir(parents=True, exist_ok=True)
         trainer = build_trainer(config, run)
     run.write_config(config)
+    league = attach(trainer, run.path)
     sink = MetricSink(run, config, resume=resume is not None)
     progress = Progress(trainer.num_updates * trainer.steps_per_update, trainer.global_step,
                         config.log.progress, config.game.name)
+    league_info: dict[str, Any] = {}
     try:
         trainer.train(sink, progress)
+        league_info = describe(league)
     finally:
         progress.close()
         sink.close()
         trainer.game.close()
+        if league is not None:
+            league.close()
     summary: dict[str, Any] = {"run_dir": str(run.path), "global_step": trainer.global_step,
                                "updates": trainer.update}
     summary.update(trainer.episodes.summary())
+    summary.update(league_info)
     return summary

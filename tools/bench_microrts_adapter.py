@@ -18,7 +18,7 @@ ratios are also printed without it (``step only``), the stricter measure.
 
 Cases: 16x16 with 24 envs against WorkerRush; 8x8 self-play with 24 seats (12 games).
 Modes run interleaved in blocks of ``--block`` steps, so that all of them see the same machine
-load; ratios are medians over blocks of per-block throughput ratios, by wall clock and by the
+load; ratios are those of the median block times, by wall clock and by the
 main thread's CPU time (``time.thread_time``: unaffected by other processes taking the CPU,
 and, like the bare loop, blind to the JVM's GC threads).
 Run: ``python tools/bench_microrts_adapter.py [--steps N] [--warmup W] [--block B] [--json]``.
@@ -160,11 +160,11 @@ def vec_numpy_loop(map_name: str, num_selfplay: int, num_bot: int, bot: str,
 
 
 def _ratio(own: np.ndarray, ref: np.ndarray, col: int, without_sampling: bool) -> float:
-    """Median over blocks of the throughput ratio ``ref time / own time`` (``[blocks, 4]``
-    arrays: wall, CPU, sampling wall, sampling CPU)."""
+    """Throughput ratio ``median ref time / median own time`` over blocks (``[blocks, 4]``
+    arrays: wall, CPU, sampling wall, sampling CPU seconds)."""
     mine = own[:, col] - (own[:, col + 2] if without_sampling else 0)
     other = ref[:, col] - (ref[:, col + 2] if without_sampling else 0)
-    return float(np.median(other / mine))
+    return float(np.median(other) / np.median(mine))
 
 
 def run(steps: int, warmup: int, block: int,
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['env_steps_per_s']:11,.0f} |          {r['vs_bare']:5.2f} "
               f"{r['vs_bare_step_only']:5.2f} {r['vs_bare_cpu']:5.2f} "
               f"{r['vs_bare_cpu_step_only']:8.2f} | {r['vs_vec_numpy']:6.2f}")
-    print("ratios: throughput relative to shm-bare / vec+numpy, medians over interleaved blocks;"
+    print("ratios: throughput relative to shm-bare / vec+numpy (medians over interleaved blocks);"
           " wall = wall clock incl. sampling random legal actions, step = without sampling,"
           " cpu = the main thread's CPU time (insensitive to other processes' load)")
     return 0

@@ -674,15 +674,15 @@ class MicroRTSVecGame:
 
     def _fix_reset_obs(self, envs: np.ndarray) -> None:
         """After a reset the engine leaves empty cells all-zero; mark them empty as in play."""
-        for e in envs:
-            g = self.groups[self._env_group[e]]
-            rows = self._seat_row[e][self.alive[e]]
-            buf = g.state if self.options.partial_obs else g.obs
-            if buf is None:
+        for gi, g in enumerate(self.groups):
+            mine = envs[self._env_group[envs] == gi]
+            if not len(mine):
                 continue
+            rows = self._seat_row[mine][self.alive[mine]]  # engine rows of their live seats
+            buf = g.state if g.state is not None else g.obs
             view = buf[rows]  # [k, H, W, 27]
             empty = ~view.any(axis=-1)
-            view[..., _EMPTY_CELL_PLANES] |= empty[..., None].astype(np.int32)
+            view[..., _EMPTY_CELL_PLANES] |= empty[..., None]
             buf[rows] = view
 
     def _read_state(self, envs: np.ndarray) -> None:
@@ -841,17 +841,23 @@ class MicroRTSVecGame:
         return episodes, final_obs, final_state
 
     def _outcomes(self, envs: np.ndarray, terminated: np.ndarray) -> np.ndarray:
-        """``int8 [len(envs), A]`` outcomes of finished envs (engine winner, or timeout)."""
+        """``int8 [len(envs), A]`` outcomes of finished envs: the engine's winner, or the
+        timeout outcome. A +1 win/loss reward names the winner; only when every live seat got
+        -1 (a loss to a bot, or a draw) is the engine asked."""
         timeout = Outcome.DRAW if self.options.timeout_outcome == "draw" else Outcome.NONE
         out = np.full((len(envs), self.num_seats), timeout, np.int8)
+        win_loss = self._raw.reshape(self.num_envs, self.num_seats, -1)[envs, :, _JAVA_WINLOSS]
         for i, e in enumerate(envs):
             if not terminated[e]:
                 continue
+            live = self.alive[e]
+            if (win_loss[i] > 0).any():
+                out[i, live] = np.where(win_loss[i, live] > 0, Outcome.WIN, Outcome.LOSS)
+                continue
             winner = int(self._game_state(int(e)).winner())
-            for s in range(self.num_seats):
-                if self.alive[e, s]:
-                    out[i, s] = (Outcome.DRAW if winner < 0 else
-                                 Outcome.WIN if winner == self.players[e, s] else Outcome.LOSS)
+            for s in np.flatnonzero(live):
+                out[i, s] = (Outcome.DRAW if winner < 0 else
+                             Outcome.WIN if winner == self.players[e, s] else Outcome.LOSS)
         return out
 
     def _final_observations(self, envs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

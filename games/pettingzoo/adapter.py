@@ -188,8 +188,7 @@ class PettingZooAtari:
         """Fresh ``obs`` and ``state`` ``uint8 [E, A, C, S, S]`` from the frame stacks."""
         opts, stack = self.opts, self._stack
         f = opts.frame_stack
-        e, _, s, _ = stack.shape
-        obs = np.empty((e, NUM_SEATS, *self.spec.obs_shape), np.uint8)
+        obs = np.empty((stack.shape[0], NUM_SEATS, *self.spec.obs_shape), np.uint8)
         obs[:, :, :f] = stack[:, None]
         if opts.agent_indicator:
             obs[:, :, f:] = self._indicator

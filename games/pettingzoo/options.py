@@ -19,7 +19,7 @@ class PettingZooAtariOptions:
     frame_stack: int = 4
     """Frames stacked along the channel axis (a new episode repeats its first frame)."""
     screen_size: int = 84
-    """Observation height and width (area interpolation from 210x160)."""
+    """Observation height and width (resized from the 210x160 screen)."""
     interpolation: Literal["linear", "area"] = "linear"
     """Resize filter: bilinear as SuperSuit's ``resize_v1`` in CleanRL, or area as gymnasium's
     single-agent ``AtariPreprocessing`` (about 4x slower at 210x160 -> 84x84)."""
@@ -54,8 +54,8 @@ class PettingZooAtariOptions:
     rom_dir: str | None = None
     """Folder holding the ROM ``.bin`` files; None: the ROMs bundled with ale-py."""
     render: bool = False
-    """Keep the last RGB frame of each finished episode (``render_final``). ``render()``
-    works either way."""
+    """Accepted for the common ``render`` convention; the ALE renders without set-up, so
+    ``render()`` and ``render_final()`` work either way."""
 
     def __post_init__(self) -> None:
         for key in ("frame_skip", "frame_stack", "screen_size", "num_threads"):
