@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -105,6 +106,7 @@ def measure(step: Step, seconds: float, warmup: int) -> float:
 def run(game: str, games: int, seconds: float, repeats: int, warmup: int,
         threads: list[int]) -> dict[str, Any]:
     rng = np.random.default_rng(0)
+    load_before = os.getloadavg()[0]
     pipelines: dict[str, tuple[Step, Any]] = {
         "supersuit": supersuit_step(game, games, rng),
         "adapter": adapter_step(game, games, rng, 1),
@@ -126,7 +128,9 @@ def run(game: str, games: int, seconds: float, repeats: int, warmup: int,
                      "game_steps_per_s": round(median / 2, 1),
                      "samples": [round(v, 1) for v in values],
                      "vs_supersuit": round(median / peer, 2)})
-    return {"game": game, "games": games, "seconds": seconds, "repeats": repeats, "rows": rows}
+    load = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    return {"game": game, "games": games, "seconds": seconds, "repeats": repeats,
+            "cpus": os.cpu_count(), "load_avg_before_after": load, "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,8 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
+    before, after = result["load_avg_before_after"]
     print(f"{args.game}, {args.games} games, random actions, median of {args.repeats} x "
-          f"{args.seconds:g} s")
+          f"{args.seconds:g} s; {result['cpus']} CPUs, 1-min load average {before} before, "
+          f"{after} after")
     print(f"| {'pipeline':<12} | {'agent-steps/s':>13} | {'game-steps/s':>12} | "
           f"{'vs supersuit':>12} |")
     print(f"|{'-' * 14}|{'-' * 15}|{'-' * 14}|{'-' * 14}|")

@@ -2,7 +2,8 @@
 
 Importing this package starts nothing; :func:`make` fetches the engine on first use and starts
 the JVM (one per process). ``setup()`` does the same ahead of time (``selfplay setup microrts``).
-See :mod:`games.microrts.adapter` for the observation/action/seat conventions.
+See :mod:`games.microrts.adapter` for the observation/action/seat conventions and
+:mod:`games.microrts.botmatch` for bot-vs-bot games (tournaments of the shipped bots).
 """
 
 from __future__ import annotations
@@ -12,10 +13,21 @@ from typing import TYPE_CHECKING, Any
 from games.microrts.engine import ensure_engine, find_java, setup, start_jvm
 
 if TYPE_CHECKING:
-    from games.microrts.adapter import MicroRTSOptions, MicroRTSVecGame
+    from games.microrts.adapter import MicroRTSOptions, MicroRTSVecGame, random_legal_actions
+    from games.microrts.botmatch import (
+        BotGame,
+        BotGameResult,
+        play_bot_games,
+        play_bots,
+        round_robin,
+    )
 
-__all__ = ["MicroRTSOptions", "MicroRTSVecGame", "ensure_engine", "find_java", "make", "setup",
-           "start_jvm"]
+__all__ = ["BotGame", "BotGameResult", "MicroRTSOptions", "MicroRTSVecGame", "ensure_engine",
+           "find_java", "make", "play_bot_games", "play_bots", "random_legal_actions",
+           "round_robin", "setup", "start_jvm"]
+_LAZY = {"MicroRTSOptions": "adapter", "MicroRTSVecGame": "adapter",
+         "random_legal_actions": "adapter", "BotGame": "botmatch", "BotGameResult": "botmatch",
+         "play_bot_games": "botmatch", "play_bots": "botmatch", "round_robin": "botmatch"}
 
 
 def make(name: str = "microrts", num_envs: int = 1, seed: int | None = None,
@@ -30,8 +42,8 @@ def make(name: str = "microrts", num_envs: int = 1, seed: int | None = None,
 
 
 def __getattr__(attr: str) -> Any:
-    if attr in ("MicroRTSOptions", "MicroRTSVecGame"):
-        from games.microrts import adapter
+    if attr in _LAZY:
+        import importlib
 
-        return getattr(adapter, attr)
+        return getattr(importlib.import_module(f"games.microrts.{_LAZY[attr]}"), attr)
     raise AttributeError(f"module 'games.microrts' has no attribute {attr!r}")

@@ -541,6 +541,28 @@ class MicroRTSVecGame:
             self._sp_gs_field = f
         return self._sp_gs_field.get(game)
 
+    def _reset_env(self, e: int) -> None:
+        """A new game in env ``e`` (Java; the engine leaves finished games alone)."""
+        gi, kind, k = self._env_slot[e]
+        if kind == "selfplay":
+            self.groups[gi].client.selfPlayClients[k].reset()
+        else:
+            self.groups[gi].client.clients[k].reset(self.groups[gi].learner)
+
+    def _describe_env(self, e: int) -> str:
+        if e < 0:
+            return "an env"
+        return f"env {e} (map {self.env_map[e].path}, opponent {self.opponent_names[e]})"
+
+    def _failing_reset(self) -> str:
+        """After a failed batch reset: reset the envs one by one to name the first that fails."""
+        for e in range(self.num_envs):
+            try:
+                self._reset_env(e)
+            except self._java_exception:
+                return f"the reset of {self._describe_env(e)}"
+        return "reset"
+
     def _engine_failed(self, where: str, exc: BaseException) -> GameError:
         """Record that a Java exception left the games in an unknown state; the error."""
         message = engine.java_error_message(exc)
@@ -710,14 +732,14 @@ class MicroRTSVecGame:
             self._check_open()
         if seed is not None:
             self.seed = seed
+        envs = np.arange(self.num_envs)
         try:
             for g in self.groups:
                 g.client.reset(g.players_j)
-            envs = np.arange(self.num_envs)
             if self.options.partial_obs:
                 self._read_state(envs)
         except self._java_exception as exc:
-            raise self._engine_failed("reset", exc) from exc
+            raise self._engine_failed(self._failing_reset(), exc) from exc
         self._failed = None
         self._fix_reset_obs(envs)
         self._t = 0
@@ -814,17 +836,14 @@ class MicroRTSVecGame:
         num_seats = self.num_seats
         outcome = self._outcomes(envs, terminated)  # [K, A]
         final_obs, final_state = self._final_observations(envs)
+        e = -1
         try:
-            for e in envs:
-                gi, kind, k = self._env_slot[e]
-                if kind == "selfplay":
-                    self.groups[gi].client.selfPlayClients[k].reset()
-                else:
-                    self.groups[gi].client.clients[k].reset(self.groups[gi].learner)
+            for e in envs.tolist():
+                self._reset_env(e)
             if self.options.partial_obs:
                 self._read_state(envs)
         except self._java_exception as exc:
-            raise self._engine_failed("reset of finished games", exc) from exc
+            raise self._engine_failed(f"the reset of {self._describe_env(e)}", exc) from exc
         self._fix_reset_obs(envs)
         live = self.alive[envs]  # [K, A]
         env_idx = np.repeat(envs, num_seats)[live.ravel()]

@@ -15,11 +15,13 @@ over spawned worker processes, one JVM each.
 
 ``bot_a`` plays player 0, who acts first and wins same-cycle conflicts: schedule both sides
 (:func:`round_robin` does). A game stopped by ``max_steps`` is a draw (``truncated``), as in
-microRTS tournaments. Scripted bots are deterministic, so a game depends only on its bots, map
-and sides. ``seed`` seeds every ``java.util.Random`` instance field of both bots (after the
-engine's clone-at-reset), which makes RandomBiased and Random reproducible too; bots that draw
-from other generators stay random. Search bots (NaiveMCTS, the competition bots) think for about
-100 ms per cycle: a 5,000-cycle game of theirs takes minutes.
+microRTS tournaments. Bots marked :attr:`~games.microrts.bots.BotSpec.deterministic` play the
+same game every time, so such a game depends only on its bots, map and sides. ``seed`` seeds
+every ``java.util.Random`` instance field of both bots (after the engine's clone-at-reset),
+which makes the economy rushes reproducible per seed; randomness elsewhere stays
+(RandomBiased's shared static sampler, CoacAI's local generators, the wall-clock budgets of
+Mayari and the search bots). Search bots think for about 100 ms per cycle: a 5,000-cycle game
+of theirs takes minutes.
 """
 
 from __future__ import annotations

@@ -7,13 +7,17 @@ with a scripted rush. A fully qualified Java class name with a ``(UnitTypeTable)
 constructor also works (``ai.abstraction.WorkerRush``).
 
 Bots that use randomness (RandomBiased, Random, the search bots) seed themselves inside Java:
-the environment's ``seed`` does not make them deterministic.
+the environment's ``seed`` does not make them deterministic. :attr:`BotSpec.deterministic` marks
+the bots observed to play the same game every time (same map, sides and opponent): the
+scripted bots, except Mayari (wall-clock budget), CoacAI (draws from a fresh ``java.util.Random``
+in some fights) and the economy rushes (an unseeded ``Random`` field; :mod:`.botmatch` seeds
+those).
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from games.core import GameError
@@ -26,6 +30,7 @@ class BotSpec:
     args: Literal["utt", "none"]  # constructor: (UnitTypeTable) or ()
     kind: Literal["scripted", "random", "search"]
     summary: str = ""
+    deterministic: bool = False  # plays the same game every time (see the module docstring)
 
 
 _A = "ai.abstraction."
@@ -72,6 +77,10 @@ _BOTS: tuple[BotSpec, ...] = (
     BotSpec("IDRTMinimax", "ai.minimax.RTMiniMax.IDRTMinimax", "utt", "search"),
     BotSpec("LSI", "ai.montecarlo.lsi.LSI", "utt", "search"),
 )
+_NOT_DETERMINISTIC = {"Mayari", "CoacAI", "EconomyRush", "EconomyMilitaryRush",
+                      "EconomyRushBurster", "SimpleEconomyRush"}
+_BOTS = tuple(replace(b, deterministic=b.kind == "scripted" and b.name not in _NOT_DETERMINISTIC)
+              for b in _BOTS)
 _BY_KEY: dict[str, BotSpec] = {b.name.lower(): b for b in _BOTS}
 _ALIASES = {"coac": "CoacAI", "mayaribot": "Mayari", "guidedrojoa3n": "GRojoA3N",
             "randombiasedai": "RandomBiased", "passiveai": "Passive", "randomai": "Random",

@@ -69,7 +69,8 @@ def test_play_microrts_against_engine_bot(tmp_path: Path) -> None:
                            "--set", "log.tensorboard=false", "--set", "game.num_envs=2",
                            "--set", "ppo.num_steps=128", "--set", "ppo.num_minibatches=2",
                            "--set", "game.options.map=basesWorkers8x8",
-                           "--set", "game.options.num_selfplay_envs=1"],
+                           "--set", "game.options.num_selfplay_envs=1",
+                           "--set", "game.options.max_steps=300"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     checkpoint = sorted((run_dir / "checkpoints").glob("update_*.pt"))[-1]
