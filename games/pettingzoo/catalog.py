@@ -54,6 +54,9 @@ _KINDS: dict[str, Kind] = {
     "wizard_of_wor": "mixed",
 }
 FOUR_PLAYER_ONLY = frozenset({"quadrapong", "warlords"})
+# ROMs that PettingZoo plays under other names
+_ROM_GAMES = {"combat": ("combat_plane", "combat_tank"),
+              "entombed": ("entombed_competitive", "entombed_cooperative")}
 ROM_PACKAGE = "ale-py"
 _NAME = re.compile(r"^([a-z0-9_]+?)_v(\d+)$")
 
@@ -122,15 +125,27 @@ def resolve(name: str) -> GameInfo:
     if base in games:
         raise GameError(f"PettingZoo {_pettingzoo_version()} has {games[base]}, not {key}; "
                         f"use pettingzoo/{games[base]}")
-    if (rom_directory() / f"{base}.bin").is_file():
-        camel = "".join(part.capitalize() for part in base.split("_"))
+    if base in _ROM_GAMES:
+        variants = " or ".join(f"pettingzoo/{games[b]}" for b in _ROM_GAMES[base] if b in games)
+        raise GameError(f"PettingZoo plays {base} as {variants}")
+    single = _single_player_games().get(base.replace("_", ""))
+    if single is not None:
         raise GameError(f"{base} is a one-player Atari game (PettingZoo has no two-player "
-                        f"version); train it with --game atari/{camel}")
+                        f"version); train it with --game atari/{single}")
     close = difflib.get_close_matches(key, [*games.values(), *games], n=4, cutoff=0.6)
     names = list(dict.fromkeys(f"pettingzoo/{games.get(c, c)}" for c in close))
     hint = f" (did you mean {', '.join(names)}?)" if names else ""
     raise GameError(f"unknown PettingZoo Atari game {name!r}{hint}; two-player games: "
                     f"{_known()}")
+
+
+def _single_player_games() -> dict[str, str]:
+    """ale-py's one-player games: lower-case key without separators -> CamelCase name."""
+    try:
+        from games.gym.atari import atari_games
+    except ModuleNotFoundError:  # gymnasium's Atari support missing: no hint
+        return {}
+    return atari_games()
 
 
 def _pettingzoo_version() -> str:

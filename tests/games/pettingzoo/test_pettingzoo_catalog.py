@@ -45,6 +45,11 @@ def test_unknown_game_lists_the_known_ones() -> None:
 def test_one_player_four_player_and_wrong_version_are_explained() -> None:
     with pytest.raises(GameError, match=r"breakout is a one-player Atari game.*atari/Breakout"):
         resolve("pettingzoo/breakout")
+    with pytest.raises(GameError, match=r"one-player.*atari/MontezumaRevenge"):
+        resolve("montezuma_revenge")
+    with pytest.raises(GameError, match="combat as pettingzoo/combat_plane_v2 or "
+                                        "pettingzoo/combat_tank_v2"):
+        resolve("pettingzoo/combat")
     with pytest.raises(GameError, match="quadrapong_v4 is a four-player game"):
         resolve("pettingzoo/quadrapong_v4")
     with pytest.raises(GameError, match="has pong_v3, not pong_v2"):
