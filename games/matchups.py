@@ -79,6 +79,10 @@ def match_setup(game: str, bot: str | None, num_envs: int, seed: int,
                           spec.name)
     if map_name is not None:
         raise GameError(f"game {entry.name!r} has no maps; drop --map")
+    if entry.family == "pettingzoo":
+        if bot is None:
+            return MatchSetup({}, None, "")
+        raise GameError(f"{entry.name} has no scripted opponents yet; play another checkpoint")
     if entry.family == "boardgames":
         if bot is None:
             return MatchSetup({}, None, "")

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from games.core import GameError, Outcome, VecGame, random_actions
-from games.microrts.adapter import OBS_PLANES, REWARD_COMPONENTS, MicroRTSVecGame
+from games.microrts.adapter import (
+    OBS_PLANES,
+    REWARD_COMPONENTS,
+    MicroRTSVecGame,
+    random_legal_actions,
+)
 from games.options import OptionError
 
 DIRS = [(-1, 0), (0, 1), (1, 0), (0, -1)]  # up, right, down, left as (dy, dx)
@@ -357,3 +362,100 @@ def test_fog_planes_follow_sight(make_game) -> None:
             np.testing.assert_array_equal(obs[:, :, 13:21] * seen, state[:, :, 13:21] * seen)
             assert (state[:, :, visible_plane] == 1).all()
         batch = game.step(random_actions(game.spec.action_space, batch.action_mask, rng, (2, 2)))
+
+
+def test_opponent_names(make_game) -> None:
+    game = make_game(5, num_selfplay_envs=2, bots=["workerrush", "LightRush"])
+    assert game.opponent_names == ["selfplay", "selfplay", "WorkerRush", "WorkerRush",
+                                   "LightRush"]
+    assert game.opponent_names[2:] == game.env_bot[2:]
+    bots_only = make_game(3, bots=["Passive"])
+    assert bots_only.opponent_names == ["Passive"] * 3
+
+
+@pytest.mark.parametrize("dtype", [bool, np.int32])
+def test_random_legal_actions_respect_the_mask(make_game, dtype: type) -> None:
+    game = make_game(3, num_selfplay_envs=2, bots=["WorkerRush"])
+    batch = game.reset()
+    rng = np.random.default_rng(0)
+    offsets = np.cumsum((0, *game.spec.action_space.nvec))
+    out = np.full((3, 2, 64, 7), 9, np.int64)
+    for _ in range(50):
+        mask = batch.action_mask.astype(dtype)
+        actions = random_legal_actions(mask, rng, out=out)
+        assert actions is out
+        units = batch.action_mask[..., 0]
+        assert not actions[~units].any()  # cells without a unit that may act: zeros
+        for k in range(7):
+            part = batch.action_mask[units][:, offsets[k]:offsets[k + 1]]  # [U, n_k]
+            chosen = actions[units][:, k]
+            legal = part[np.arange(len(part)), chosen]
+            assert (legal | ~part.any(1)).all(), k
+        batch = game.step(actions)
+    fresh = random_legal_actions(batch.action_mask, rng)
+    assert fresh.shape == (3, 2, 64, 7) and fresh.dtype == np.int64
+
+
+def test_engine_masks_are_empty_where_no_unit_may_act(make_game) -> None:
+    """The sparse mask conversion relies on it: an engine mask row with column 0 (no-op) unset
+    is all zero."""
+    game = make_game(4, num_selfplay_envs=2, bots=["WorkerRush"])
+    batch = game.reset()
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        batch = game.step(random_legal_actions(batch.action_mask, rng))
+        for g in game.groups:
+            rows = g.mask.reshape(-1, g.mask.shape[-1])
+            assert not rows[rows[:, 0] == 0].any()
+
+
+@pytest.mark.parametrize("options", [
+    dict(num_selfplay_envs=3),
+    dict(num_selfplay_envs=3, alternate_sides=False),
+    dict(num_selfplay_envs=2, rotate_player1=True),
+    dict(num_selfplay_envs=0),
+    dict(num_selfplay_envs=0, rotate_player1=True, alternate_sides=False),
+])
+def test_every_seat_reads_its_engine_row(make_game, options: dict) -> None:
+    """Observations and masks of seat (e, s) are those of engine row ``_seat_row[e, s]`` of its
+    group (rotated by 180 degrees for player 1 with ``rotate_player1``), whatever the plans."""
+    from games.microrts.adapter import ACTION_NVEC, _rotated_mask_index
+
+    game = make_game(7, bots=["WorkerRush", "Passive"], max_steps=60, **options)
+    cells = game.height * game.width
+    rot_index = _rotated_mask_index(ACTION_NVEC, cells)
+    batch = game.reset()
+    rng = np.random.default_rng(5)
+    for step in range(90):
+        if step % 15 == 0:
+            for e, s in np.argwhere(game.alive):
+                g = game.groups[game._seat_group[e, s]]
+                row = game._seat_row[e, s]
+                planes = g.obs[row].reshape(cells, -1)  # [HW, 27] int32
+                mask = (g.mask[row] > 0).reshape(-1)  # [HW * 78]
+                if game._rotated[e, s]:
+                    planes, mask = planes[::-1], mask[rot_index]
+                np.testing.assert_array_equal(
+                    batch.obs[e, s, :27].reshape(27, cells), planes.T, err_msg=f"{e} {s}")
+                np.testing.assert_array_equal(batch.action_mask[e, s].reshape(-1), mask)
+        batch = game.step(random_legal_actions(batch.action_mask, rng))
+
+
+def test_episode_lengths_add_up(make_game) -> None:
+    """Per env, episodes follow each other: their lengths add up to the step at which the last
+    one ended; truncated ones last exactly max_steps, terminated ones at most that."""
+    game = make_game(4, bots=["WorkerRush", "Passive"], max_steps=300, alternate_sides=False)
+    game.reset()
+    ends: dict[int, list[tuple[int, int, bool]]] = {e: [] for e in range(4)}
+    for t in range(1, 1001):
+        batch = game.step(noop(game))
+        for e, length in zip(batch.episodes.env.tolist(), batch.episodes.length.tolist(),
+                             strict=True):
+            ends[e].append((t, length, bool(batch.truncated[e])))
+    assert any(not cut for e in ends for _, _, cut in ends[e])  # WorkerRush won some games
+    assert any(cut for e in ends for _, _, cut in ends[e])  # Passive games were truncated
+    for e, episodes in ends.items():
+        assert episodes
+        assert sum(length for _, length, _ in episodes) == episodes[-1][0], e
+        for _, length, cut in episodes:
+            assert length == 300 if cut else 0 < length <= 300

@@ -21,8 +21,8 @@ STEPS = 600
 OPTIONS = dict(map="basesWorkers8x8", num_selfplay_envs=2, bots=["WorkerRush", "LightRush"],
                max_steps=250)
 GOLDEN = {
-    "plain": "c90a6ca5e3d3d5d2a8838fe5e1b1a0e0c3a0bb0a3e3c8b6a6b9b6b0c5e9b2f7d",
-    "rotated_fogged": "0",
+    "plain": "039c7718efdef1ffe9ea0dc7213343eae249541d2f3662a622051485591cf30a",
+    "rotated_fogged": "85c2441f9146886d7c65fa65ac11cbbd5def3f9fa004fd1249b26f9803162c57",
 }
 
 
@@ -66,6 +66,7 @@ def test_scripted_trajectory_hash(make_game, case: str) -> None:
     extra = dict(rotate_player1=True, partial_obs=True) if case == "rotated_fogged" else {}
     game = make_game(4, **OPTIONS, **extra)
     digest, episodes = trajectory_hash(game, STEPS)
-    assert any(outcome == -1 for _, _, outcome, _ in episodes), "a game was lost to a bot"
-    assert any(length == 250 for _, _, _, length in episodes), "a game was truncated"
+    assert any(length == 250 for _, _, _, length in episodes), "games were truncated"
+    if case == "plain":
+        assert (2, 0, -1, 185) in episodes, "WorkerRush won env 2 at cycle 185"
     assert digest == GOLDEN[case]

@@ -1,0 +1,86 @@
+"""Bot-vs-bot games (tournaments of the shipped bots) against the real engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from games.core import GameError, Outcome
+from games.microrts import bots
+from games.microrts.botmatch import (
+    BotGame,
+    BotGameResult,
+    play_bot_games,
+    play_bots,
+    round_robin,
+)
+
+DETERMINISTIC = ["WorkerRush", "LightRush", "HeavyRush", "RangedRush"]
+
+
+def test_known_game_on_the_tournament_map(engine_home) -> None:
+    """WorkerRush as player 0 beats LightRush on basesWorkers16x16A in 355 cycles (the
+    engine's deterministic result); the same pairing with sides swapped goes the other way."""
+    result = play_bots("workerrush", "LightRush", "basesWorkers16x16A", max_steps=5000)
+    assert result == BotGameResult("WorkerRush", "LightRush", "basesWorkers16x16A", 0, 0, 355,
+                                   False)
+    assert result.outcome == Outcome.WIN
+    swapped = play_bots("LightRush", "WorkerRush", "basesWorkers16x16A", max_steps=5000)
+    assert (swapped.winner, swapped.outcome, swapped.truncated) == (1, Outcome.LOSS, False)
+
+
+def test_same_games_same_results_whatever_the_batching(engine_home) -> None:
+    """Deterministic bots: the results depend on the games only, not on how many run at once
+    or in which order (each slot has its own bots and game state)."""
+    games = round_robin(DETERMINISTIC, "basesWorkers8x8", max_steps=3000)
+    assert len(games) == 12
+    assert {(g.bot_a, g.bot_b) for g in games} == {(a, b) for a in DETERMINISTIC
+                                                   for b in DETERMINISTIC if a != b}
+    together = play_bot_games(games, parallel=12)
+    one_by_one = play_bot_games(games[::-1], parallel=1)[::-1]
+    uneven = play_bot_games(games, parallel=5)
+    assert together == one_by_one == uneven
+    again = play_bots(games[3].bot_a, games[3].bot_b, "basesWorkers8x8", 3000, seed=7)
+    assert (again.winner, again.length) == (together[3].winner, together[3].length)
+    assert all(r.length > 0 for r in together)
+
+
+def test_max_steps_is_a_draw(engine_home) -> None:
+    results = play_bot_games([BotGame("Passive", "Passive", "basesWorkers8x8", max_steps=40),
+                              BotGame("WorkerRush", "Passive", "basesWorkers8x8", 30)])
+    for r in results:
+        assert (r.winner, r.outcome, r.truncated) == (-1, Outcome.DRAW, True)
+    assert [r.length for r in results] == [40, 30]
+
+
+def test_slots_are_refilled_with_mixed_maps(engine_home) -> None:
+    """More games than slots, on maps of different sizes: every game gets its own result."""
+    games = [BotGame("WorkerRush", "Passive", m, 2000) for m in ("basesWorkers8x8",
+                                                                 "basesWorkers10x10")] * 3
+    seen: list[tuple[int, int]] = []
+    results = play_bot_games(games, parallel=2, progress=lambda done, n: seen.append((done, n)))
+    assert [r.map for r in results] == [g.map for g in games]
+    assert all(r.outcome == Outcome.WIN and not r.truncated for r in results)
+    assert results[0] == results[2] == results[4] and results[1] == results[3]
+    assert seen[-1] == (6, 6)
+
+
+def test_bad_names_fail_before_any_game(engine_home) -> None:
+    with pytest.raises(GameError, match="unknown microRTS bot 'WorkerRsh'"):
+        play_bot_games([BotGame("WorkerRush", "LightRush"), BotGame("WorkerRsh", "LightRush")])
+    with pytest.raises(GameError, match="unknown microRTS map"):
+        play_bots("WorkerRush", "LightRush", map="noSuchMap")
+    with pytest.raises(GameError, match="max_steps"):
+        play_bots("WorkerRush", "LightRush", max_steps=0)
+    assert play_bot_games([]) == []
+
+
+def test_deterministic_flags() -> None:
+    assert bots.resolve_bot("WorkerRush").deterministic
+    for name in ("Mayari", "CoacAI", "RandomBiased", "NaiveMCTS", "EconomyRush"):
+        assert not bots.resolve_bot(name).deterministic, name
+
+
+@pytest.mark.timeout(300)
+def test_worker_processes_give_the_same_results(engine_home) -> None:
+    games = round_robin(["WorkerRush", "LightRush"], "basesWorkers8x8", 3000, games_per_side=2)
+    assert play_bot_games(games, processes=2) == play_bot_games(games)
