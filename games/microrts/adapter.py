@@ -303,10 +303,6 @@ class _Group:
     state_nd: Any = None  # Java NDBuffer over ``state``
     planes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))  # [N, HW, 27] view
     plan: list[_Copy] = field(default_factory=list)  # this group's part of the full plan
-    # engine mask row (row * HW + cell) -> output mask row ((e * A + s) * HW + cell'), and
-    # whether that seat sees the board rotated
-    mask_dest: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    mask_rotated: np.ndarray | None = None
     players_j: Any = None  # Java int[] of the agent's player per row
     keep: list[Any] = field(default_factory=list)  # Java buffers that must stay alive
 
@@ -478,14 +474,21 @@ class MicroRTSVecGame:
         client_cls = jpype.JClass("tests.JNIGridnetSharedMemVecClient")
         height, width, cells = self.height, self.width, self.height * self.width
 
-        def shared(shape: tuple[int, ...]) -> tuple[np.ndarray, Any]:
-            arr = np.zeros(shape, np.int32)
+        def shared(shape: tuple[int, ...], arr: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, Any]:
+            arr = np.zeros(shape, np.int32) if arr is None else arr
             return arr, convertToDirectBuffer(arr).order(byte_order).asIntBuffer()
 
+        # one mask array for all groups (each client gets its rows), so that the sparse mask
+        # conversion scans it once
+        self._engine_masks = np.zeros((sum(g.rows for g in self.groups), cells, MASK_WIDTH),
+                                      np.int32)  # [rows of all groups, HW, 78]
+        first_row = 0
         for g in self.groups:
             rows = g.rows
             g.obs, obs_j = shared((rows, height, width, NUM_ENGINE_PLANES))
-            g.mask, mask_j = shared((rows, cells, MASK_WIDTH))
+            g.mask, mask_j = shared((), self._engine_masks[first_row:first_row + rows])
+            first_row += rows
             g.act, act_j = shared((rows, cells, len(ACTION_NVEC)))
             g.keep = [obs_j, mask_j, act_j]
             bots = ai_array([bots_mod.make_bot(spec, utt) for spec in g.bot_specs])
@@ -638,18 +641,23 @@ class MicroRTSVecGame:
                   else c.src_view(self.groups[c.group].planes)).swapaxes(-1, -2))
                 for c in self._full_plan])
         self._act_copies = [(c, c.src_view(self.groups[c.group].act)) for c in self._full_plan]
+        # engine mask row (group row offset + row) * HW + cell -> output mask row
+        # (e * A + s) * HW + cell' (cell' = HW - 1 - cell where the seat sees the board rotated)
         cells = self.height * self.width
         cell = np.arange(cells)
+        dest, turn = [], []
         for gi, g in enumerate(self.groups):
             slot = np.zeros(g.rows, np.int64)  # engine row -> flat seat slot e * A + s
             rotated = np.zeros(g.rows, bool)
-            live = np.argwhere(self.alive & (self._seat_group == gi))
-            for e, s in live:
+            for e, s in np.argwhere(self.alive & (self._seat_group == gi)):
                 slot[self._seat_row[e, s]] = e * self.num_seats + s
                 rotated[self._seat_row[e, s]] = self._rotated[e, s]
             dest_cell = np.where(rotated[:, None], cells - 1 - cell, cell)  # [N, HW]
-            g.mask_dest = (slot[:, None] * cells + dest_cell).ravel()
-            g.mask_rotated = np.repeat(rotated, cells) if rotated.any() else None
+            dest.append((slot[:, None] * cells + dest_cell).ravel())
+            turn.append(np.repeat(rotated, cells))
+        self._mask_dest = np.concatenate(dest)  # [all rows * HW]
+        rotated_rows = np.concatenate(turn)
+        self._mask_rotated = rotated_rows if rotated_rows.any() else None
         self._mask_rows = [np.zeros(0, np.int64) for _ in range(2)]  # rows set, per buffer
 
     def _visibility(self, state: np.ndarray) -> np.ndarray:
@@ -673,18 +681,15 @@ class MicroRTSVecGame:
         the board rotated) and scattered into the buffer, after clearing the rows it held."""
         out = self._mask[flip].reshape(-1, MASK_WIDTH)  # [E*A*HW, 78]
         out[self._mask_rows[flip]] = False
-        written = []
-        for g in self.groups:
-            engine_rows = g.mask.reshape(-1, MASK_WIDTH)  # [N*HW, 78]
-            cells = np.flatnonzero(engine_rows[:, 0])
-            rows = engine_rows[cells] > 0  # [U, 78]
-            if g.mask_rotated is not None:
-                turn = g.mask_rotated[cells]
-                rows[turn] = rows[turn][:, _ROTATED_COLUMNS]
-            dest = g.mask_dest[cells]
-            out[dest] = rows
-            written.append(dest)
-        self._mask_rows[flip] = written[0] if len(written) == 1 else np.concatenate(written)
+        engine_rows = self._engine_masks.reshape(-1, MASK_WIDTH)  # [all rows * HW, 78]
+        cells = np.flatnonzero(engine_rows[:, 0])
+        rows = engine_rows[cells] > 0  # [U, 78]
+        if self._mask_rotated is not None:
+            turn = self._mask_rotated[cells]
+            rows[turn] = rows[turn][:, _ROTATED_COLUMNS]
+        dest = self._mask_dest[cells]
+        out[dest] = rows
+        self._mask_rows[flip] = dest
 
     def _write_actions(self, actions: np.ndarray) -> None:
         flat = actions.reshape(-1, *actions.shape[2:])  # [E*A, HW, 7]
