@@ -12,7 +12,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from games.core import Batch, Box, Discrete, GameError, MultiDiscrete, VecGame
+from games.core import Batch, Box, GameError, VecGame
+from games.gym_spaces import gym_action_space
 
 
 def observation_space_of(game: VecGame) -> gym.spaces.Box:
@@ -21,21 +22,6 @@ def observation_space_of(game: VecGame) -> gym.spaces.Box:
     if spec.obs_dtype == np.uint8:
         return gym.spaces.Box(0, 255, spec.obs_shape, np.uint8)
     return gym.spaces.Box(-np.inf, np.inf, spec.obs_shape, spec.obs_dtype.type)
-
-
-def action_space_of(game: VecGame) -> gym.spaces.Space[Any]:
-    """The gymnasium space of one seat's action (``MultiDiscrete`` grids are flattened per cell)."""
-    space = game.spec.action_space
-    if isinstance(space, Discrete):
-        return gym.spaces.Discrete(space.n)
-    if isinstance(space, MultiDiscrete):
-        nvec = np.asarray(space.nvec, np.int64)
-        if space.cells is not None:
-            nvec = np.tile(nvec, (space.cells, 1))  # [cells, k]
-        return gym.spaces.MultiDiscrete(nvec)
-    assert isinstance(space, Box)
-    return gym.spaces.Box(np.asarray(space.low, np.float32), np.asarray(space.high, np.float32),
-                          dtype=np.float32)
 
 
 class GymEnvFacade(gym.Env[np.ndarray, Any]):
@@ -60,7 +46,7 @@ class GymEnvFacade(gym.Env[np.ndarray, Any]):
         self.render_mode = render_mode
         self.metadata = {"render_modes": ["rgb_array"], "render_fps": spec.render_fps}
         self.observation_space = observation_space_of(game)
-        self.action_space = action_space_of(game)
+        self.action_space = gym_action_space(game.spec.action_space)
         self._action_shape = (1, 1, *spec.action_space.action_shape)
         self._action_dtype = np.float32 if isinstance(spec.action_space, Box) else np.int64
         self._next: Batch | None = None  # the started next episode after an autoreset

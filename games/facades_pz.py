@@ -24,7 +24,8 @@ import gymnasium
 import numpy as np
 from pettingzoo import ParallelEnv
 
-from games.core import ActionSpace, Batch, Box, Discrete, GameError, MultiDiscrete, VecGame
+from games.core import Batch, GameError, VecGame
+from games.gym_spaces import gym_action_space
 
 
 def _array_box(shape: tuple[int, ...], dtype: np.dtype) -> gymnasium.spaces.Box:
@@ -36,21 +37,6 @@ def _array_box(shape: tuple[int, ...], dtype: np.dtype) -> gymnasium.spaces.Box:
     if dtype.kind == "b":
         return gymnasium.spaces.Box(0, 1, shape, np.int8)
     return gymnasium.spaces.Box(-np.inf, np.inf, shape, dtype)
-
-
-def gym_action_space(space: ActionSpace) -> gymnasium.spaces.Space[Any]:
-    """The gymnasium equivalent of one seat's action space."""
-    if isinstance(space, Discrete):
-        return gymnasium.spaces.Discrete(space.n)
-    if isinstance(space, MultiDiscrete):
-        nvec = np.asarray(space.nvec, np.int64)
-        if space.cells is not None:
-            nvec = np.tile(nvec, (space.cells, 1))  # [cells, k]
-        return gymnasium.spaces.MultiDiscrete(nvec)
-    if isinstance(space, Box):
-        return gymnasium.spaces.Box(np.asarray(space.low, np.float32),
-                                    np.asarray(space.high, np.float32), dtype=np.float32)
-    raise GameError(f"unsupported action space {space!r}")
 
 
 class ParallelEnvFacade(ParallelEnv[str, Any, Any]):

@@ -264,13 +264,8 @@ def _rotated_mask_index(nvec: tuple[int, ...], cells: int) -> np.ndarray:
     return ((cells - 1 - np.arange(cells))[:, None] * off + column[None, :]).ravel()
 
 
-def _rotated_columns(nvec: tuple[int, ...]) -> np.ndarray:
-    """``int64 [sum(nvec)]``: the rotated frame's mask column ``j`` is the engine's column
-    ``cols[j]`` (directions ``d <- (d + 2) % 4``, attack offsets ``k <- n - 1 - k``)."""
-    return _rotated_mask_index(nvec, 1)
-
-
-_ROTATED_COLUMNS = _rotated_columns(ACTION_NVEC)  # [78]
+# [78]: mask column j of the rotated frame is the engine's column _ROTATED_COLUMNS[j]
+_ROTATED_COLUMNS = _rotated_mask_index(ACTION_NVEC, 1)
 
 
 def _rotate_actions(src: np.ndarray, dst: np.ndarray) -> None:
@@ -370,22 +365,21 @@ class MicroRTSVecGame:
 
         # --- per seat: group, engine row, rotation
         env_group = np.zeros(num_envs, np.int64)
-        env_row0 = np.zeros(num_envs, np.int64)  # a row of the env in its group (for "done")
         self._env_slot: list[tuple[int, str, int]] = [(0, "", 0)] * num_envs
         seat_group = np.zeros((num_envs, num_seats), np.int64)
         seat_row = np.zeros((num_envs, num_seats), np.int64)
         for gi, g in enumerate(self.groups):
             for i, e in enumerate(g.sp_envs):
-                env_group[e], env_row0[e] = gi, 2 * i
+                env_group[e] = gi
                 self._env_slot[e] = (gi, "selfplay", i)
                 seat_group[e] = gi
                 seat_row[e] = 2 * i + self.players[e]
             for j, e in enumerate(g.bot_envs):
                 row = 2 * len(g.sp_envs) + j
-                env_group[e], env_row0[e] = gi, row
+                env_group[e] = gi
                 self._env_slot[e] = (gi, "bot", j)
                 seat_group[e, 0], seat_row[e, 0] = gi, row
-        self._env_group, self._env_row0 = env_group, env_row0
+        self._env_group = env_group
         self._seat_group, self._seat_row = seat_group, seat_row
         self._rotated = (self.players == 1) & opts.rotate_player1  # [E, A]
         self._full_plan = self._plan(np.arange(num_envs),
