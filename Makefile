@@ -22,7 +22,7 @@ $(PY):
 
 $(VENV)/.stamp-train: pyproject.toml | $(PY)
 	$(PIP) install "$(TORCH_PIN)"
-	$(PIP) install -e ".[microrts,league,tracking]"
+	$(PIP) install -e ".[microrts,league,video]"
 	$(VENV)/bin/selfplay setup microrts
 	@touch $@
 
