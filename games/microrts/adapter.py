@@ -61,7 +61,14 @@ class and message; the games are then in an unknown state, so ``step`` refuses t
 
 Returned arrays are reused: ``obs``, ``action_mask``, ``state``, ``reward``, ``terminated``,
 ``truncated`` and ``final_*`` alternate between two buffers, so a :class:`~games.core.Batch`
-stays valid until the second ``step`` after it. Treat them as read-only.
+stays valid until the second ``step`` after it; on steps where no episode ends, ``terminated``
+and ``truncated`` are one shared all-False array (read-only). Treat them all as read-only.
+
+**Cost.** A step's Python work is a fixed handful of numpy calls: the engine writes int32 0/1
+buffers that numpy reads in place (the observation is one transposing copy of their low bytes
+per group and seat pattern; masks and rotated actions only touch cells with own units, found in
+that observation; rewards are one scatter per group; the engine's done flags are not read).
+``tools/bench_microrts_adapter.py`` compares it with a bare loop over the same Java clients.
 """
 
 from __future__ import annotations
@@ -106,6 +113,7 @@ OBS_PLANES = (
 )
 NUM_ENGINE_PLANES = 27  # the planes before "wall" come from the engine
 _WALL, _VISIBLE = 27, 28
+_OWNER_OWN = 11
 _EMPTY_CELL_PLANES = [0, 5, 10, 13, 21]  # what the engine writes for a cell without a unit
 ACTION_NVEC = (6, 4, 4, 4, 4, 7, 49)
 MASK_WIDTH = sum(ACTION_NVEC)  # 78
@@ -297,7 +305,7 @@ class _Group:
     state: np.ndarray | None = None  # [N, H, W, 27] unfogged, partial_obs only
     state_nd: Any = None  # Java NDBuffer over ``state``
     planes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))  # [N, HW, 27] view
-    plan: list[_Copy] = field(default_factory=list)  # this group's part of the full plan
+    row_slot: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # -> e*A+s
     players_j: Any = None  # Java int[] of the agent's player per row
     keep: list[Any] = field(default_factory=list)  # Java buffers that must stay alive
 
@@ -385,8 +393,6 @@ class MicroRTSVecGame:
         self._full_plan = self._plan(np.arange(num_envs),
                                      pairs=not (opts.rotate_player1 or opts.partial_obs))
         self._env_plans = [self._plan(np.array([e])) for e in range(num_envs)]
-        for gi, g in enumerate(self.groups):
-            g.plan = [c for c in self._full_plan if c.group == gi]
 
         # --- spaces, buffers
         self.spec = GameSpec(
@@ -410,8 +416,8 @@ class MicroRTSVecGame:
         self._reward64 = np.zeros(num_envs * num_seats)  # [E*A]
         self._terminated = [np.zeros(num_envs, bool) for _ in range(2)]
         self._truncated = [np.zeros(num_envs, bool) for _ in range(2)]
-        self._no_truncation = np.zeros(num_envs, bool)
-        self._no_truncation.setflags(write=False)
+        self._all_false = np.zeros(num_envs, bool)  # terminated/truncated of most steps
+        self._all_false.setflags(write=False)
         self._raw = np.zeros((num_envs * num_seats, len(REWARD_COMPONENTS)))  # [E*A, 6] Java order
         self._raw_winloss = self._raw.reshape(num_envs, num_seats, -1)[:, 0, _JAVA_WINLOSS]  # [E]
         self._flip = self._final_flip = 0
@@ -433,7 +439,6 @@ class MicroRTSVecGame:
         self._t = 0
         self._start = np.zeros(num_envs, np.int64)
         self._next_truncation = opts.max_steps  # min(self._start) + max_steps
-        self._returns = np.zeros(num_envs * num_seats)  # [E*A] float64, undiscounted
         self._component_sums = np.zeros_like(self._raw)  # [E*A, 6] Java order
         self._episode_components = np.zeros((0, len(REWARD_COMPONENTS)))
         self._sp_gs_field: Any = None
@@ -635,24 +640,29 @@ class MicroRTSVecGame:
                   else c.src_view(self.groups[c.group].planes)).swapaxes(-1, -2))
                 for c in self._full_plan])
         self._act_copies = [(c, c.src_view(self.groups[c.group].act)) for c in self._full_plan]
-        # engine mask row (group row offset + row) * HW + cell -> output mask row
-        # (e * A + s) * HW + cell' (cell' = HW - 1 - cell where the seat sees the board rotated)
+        # output mask row (e * A + s) * HW + cell -> engine mask row (group's first row + row)
+        # * HW + cell' (cell' = HW - 1 - cell where the seat sees the board rotated), and the
+        # engine rows -> seat slots of each group's rewards
         cells = self.height * self.width
         cell = np.arange(cells)
-        dest, turn = [], []
+        self._mask_src = np.full(self.num_envs * self.num_seats * cells, -1, np.int64)
+        turn = np.zeros(self.num_envs * self.num_seats * cells, bool)
+        first_row = 0
         for gi, g in enumerate(self.groups):
-            slot = np.zeros(g.rows, np.int64)  # engine row -> flat seat slot e * A + s
-            rotated = np.zeros(g.rows, bool)
+            g.row_slot = np.zeros(g.rows, np.int64)  # engine row -> flat seat slot e * A + s
             for e, s in np.argwhere(self.alive & (self._seat_group == gi)):
-                slot[self._seat_row[e, s]] = e * self.num_seats + s
-                rotated[self._seat_row[e, s]] = self._rotated[e, s]
-            dest_cell = np.where(rotated[:, None], cells - 1 - cell, cell)  # [N, HW]
-            dest.append((slot[:, None] * cells + dest_cell).ravel())
-            turn.append(np.repeat(rotated, cells))
-        self._mask_dest = np.concatenate(dest)  # [all rows * HW]
-        rotated_rows = np.concatenate(turn)
-        self._mask_rotated = rotated_rows if rotated_rows.any() else None
+                slot = e * self.num_seats + s
+                g.row_slot[self._seat_row[e, s]] = slot
+                src_cell = cells - 1 - cell if self._rotated[e, s] else cell
+                dst = slice(slot * cells, (slot + 1) * cells)
+                self._mask_src[dst] = (first_row + self._seat_row[e, s]) * cells + src_cell
+                turn[dst] = self._rotated[e, s]
+            first_row += g.rows
+        self._mask_turn = turn if turn.any() else None
         self._mask_rows = [np.zeros(0, np.int64) for _ in range(2)]  # rows set, per buffer
+        # the engine's 0/1 int32 mask rows as bytes: [all rows * HW, 78] uint8 view
+        self._engine_mask_bytes = self._engine_masks.view(np.uint8).reshape(
+            -1, MASK_WIDTH, 4)[..., _LOW_BYTE]
 
     def _visibility(self, state: np.ndarray) -> np.ndarray:
         """``bool [K, H, W]``: cells within sight of the seat's units, from unfogged
@@ -669,21 +679,20 @@ class MicroRTSVecGame:
         return visible
 
     def _convert_masks(self, flip: int) -> None:
-        """Engine masks (int32 0/1) -> the bool mask buffer ``flip``, sparsely: only cells whose
-        unit may act have a mask (column 0, no-op, set; the engine leaves every other cell all
-        zero), so those rows are gathered from the engine buffer (rotated where the seat sees
-        the board rotated) and scattered into the buffer, after clearing the rows it held."""
+        """Engine masks (int32 0/1) -> the bool mask buffer ``flip``, sparsely. Only cells with
+        an own unit (in the observation just converted) can have a mask, so only their engine
+        rows are gathered (rows of units busy with an action are all zero), rotated for seats
+        that see the board rotated, and scattered into the buffer after clearing the rows it
+        held."""
+        cells = np.flatnonzero(self._obs[flip][:, :, _OWNER_OWN])  # (e * A + s) * HW + cell
+        rows = self._engine_mask_bytes[self._mask_src[cells]].view(bool)  # [U, 78]
+        if self._mask_turn is not None:
+            turn = self._mask_turn[cells]
+            rows[turn] = rows[turn][:, _ROTATED_COLUMNS]
         out = self._mask[flip].reshape(-1, MASK_WIDTH)  # [E*A*HW, 78]
         out[self._mask_rows[flip]] = False
-        engine_rows = self._engine_masks.reshape(-1, MASK_WIDTH)  # [all rows * HW, 78]
-        cells = np.flatnonzero(engine_rows[:, 0])
-        rows = engine_rows[cells] > 0  # [U, 78]
-        if self._mask_rotated is not None:
-            turn = self._mask_rotated[cells]
-            rows[turn] = rows[turn][:, _ROTATED_COLUMNS]
-        dest = self._mask_dest[cells]
-        out[dest] = rows
-        self._mask_rows[flip] = dest
+        out[cells] = rows
+        self._mask_rows[flip] = cells
 
     def _write_actions(self, actions: np.ndarray) -> None:
         flat = actions.reshape(-1, *actions.shape[2:])  # [E*A, HW, 7]
@@ -744,7 +753,6 @@ class MicroRTSVecGame:
         self._t = 0
         self._start[:] = 0
         self._next_truncation = self.options.max_steps
-        self._returns[:] = 0
         self._component_sums[:] = 0
         self._raw[:] = 0
         self._episode_components = np.zeros((0, len(REWARD_COMPONENTS)))
@@ -752,9 +760,7 @@ class MicroRTSVecGame:
         obs, state, mask = self._outputs(self._flip)
         reward = self._reward[self._flip]
         reward[:] = 0
-        terminated = self._terminated[self._flip]
-        terminated[:] = False
-        return Batch(obs, mask, state, reward, terminated, self._no_truncation, self.alive,
+        return Batch(obs, mask, state, reward, self._all_false, self._all_false, self.alive,
                      EpisodeStats.empty(), None, None)
 
     def _outputs(self, flip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -792,28 +798,29 @@ class MicroRTSVecGame:
         try:
             for g in self.groups:
                 rewards = np.asarray(g.client.gameStep(g.players_j).reward)  # [N, 6] Java order
-                for c in g.plan:
-                    np.copyto(c.dst_view(raw), c.src_view(rewards))
+                raw[g.row_slot] = rewards
             if self.options.partial_obs:
                 self._read_state(np.arange(self.num_envs))
         except self._java_exception as exc:
             raise self._engine_failed("step", exc) from exc
         # the win/loss component is +-1 exactly when the game is over (-1 for both players of
         # a draw), so the engine's done flags need not be read; seat 0 is always alive
-        np.not_equal(self._raw_winloss, 0, out=terminated)
+        if self._raw_winloss.any():
+            np.not_equal(self._raw_winloss, 0, out=terminated)
+        else:
+            terminated = self._all_false
         reward = self._reward[flip]  # [E, A] float32
         np.dot(raw, self._weights, out=self._reward64)
         np.copyto(reward.reshape(-1), self._reward64, casting="same_kind")
-        self._returns += self._reward64
         self._component_sums += raw
         self._t += 1
-        truncated = self._no_truncation
+        truncated = self._all_false
         if self._t >= self._next_truncation:
             truncated = self._truncated[flip]
             np.greater_equal(self._t - self._start, self.options.max_steps, out=truncated)
             truncated &= ~terminated
         final_obs = final_state = None
-        if truncated is not self._no_truncation or terminated.any():
+        if truncated is not self._all_false or terminated is not self._all_false:
             episodes, final_obs, final_state = self._finish(terminated, truncated)
         elif len(self._episode_components):
             self._episode_components = np.zeros((0, len(REWARD_COMPONENTS)))
@@ -848,11 +855,10 @@ class MicroRTSVecGame:
         env_idx = np.repeat(envs, num_seats)[live.ravel()]
         seat_idx = np.tile(np.arange(num_seats), len(envs))[live.ravel()]
         rows = env_idx * num_seats + seat_idx
-        returns = self._returns
-        episodes = EpisodeStats(env_idx, seat_idx, returns[rows],
+        sums = self._component_sums[rows]  # [K, 6] Java order
+        episodes = EpisodeStats(env_idx, seat_idx, sums @ self._weights,
                                 self._t - self._start[env_idx], outcome[live])
-        self._episode_components = self._component_sums[rows][:, _CANON_FROM_JAVA]
-        returns[rows] = 0.0
+        self._episode_components = sums[:, _CANON_FROM_JAVA]
         self._component_sums[rows] = 0.0
         self._start[envs] = self._t
         self._next_truncation = int(self._start.min()) + self.options.max_steps
