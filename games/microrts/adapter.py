@@ -787,9 +787,9 @@ class MicroRTSVecGame:
         """One game cycle in every env; ``actions`` is ``int [E, A, H*W, 7]``."""
         if self._closed or self._failed is not None:
             self._check_open()
-        if actions.shape != self._action_shape:
-            raise GameError(f"microrts: actions must have shape {self._action_shape}, got "
-                            f"{actions.shape}")
+        if actions.shape != self._action_shape or actions.dtype.kind not in "iu":
+            raise GameError(f"microrts: actions must be integers of shape {self._action_shape}, "
+                            f"got {actions.dtype} {actions.shape}")
         self._write_actions(actions)
         self._flip ^= 1
         flip = self._flip

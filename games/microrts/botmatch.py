@@ -6,7 +6,10 @@ bot-vs-bot mode steps ``parallel`` games per Java call (3-4x faster per game cyc
 a game by itself); game over is read from the win/loss function's flag, the winner and length
 from the finished game's state. A slot whose game ended gets the next scheduled game (bots,
 map, seed), so long and short games mix without idle slots; ``processes > 1`` splits the games
-over spawned worker processes, one JVM each.
+over spawned worker processes, one JVM each (a script using it needs the usual
+``if __name__ == "__main__":`` guard). Measured on the 2-core development machine: the round
+robin of the 24 scripted bots on basesWorkers16x16A, both sides (552 games, 0.86 M cycles),
+takes 44 s in one process.
 
 >>> from games.microrts.botmatch import BotGame, play_bot_games, play_bots, round_robin
 >>> play_bots("WorkerRush", "LightRush", "basesWorkers16x16A", max_steps=5000).outcome
@@ -113,16 +116,18 @@ def play_bot_games(games: Sequence[BotGame], parallel: int = 32, processes: int 
     workers = min(processes if processes > 0 else (os.cpu_count() or 1), len(games))
     if workers <= 1:
         return _Arena(min(parallel, len(games))).play(games, progress)
-    chunks = [games[w::workers] for w in range(workers)]  # interleaved: similar mixes
+    # a few chunks per worker, interleaved (similar mixes), so that workers finish together
+    num_chunks = min(len(games), 4 * workers)
+    chunks = [games[c::num_chunks] for c in range(num_chunks)]
     results: list[BotGameResult | None] = [None] * len(games)
     done = 0
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_play_chunk, chunk, parallel): w for w, chunk in enumerate(chunks)}
+        futures = {pool.submit(_play_chunk, chunk, parallel): c for c, chunk in enumerate(chunks)}
         for future in as_completed(futures):
-            w = futures[future]
+            c = futures[future]
             for k, result in enumerate(future.result()):
-                results[w + k * workers] = result
-            done += len(chunks[w])
+                results[c + k * num_chunks] = result
+            done += len(chunks[c])
             if progress is not None:
                 progress(done, len(games))
     assert all(r is not None for r in results)

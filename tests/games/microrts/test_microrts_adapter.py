@@ -314,10 +314,12 @@ def test_bad_options(make_game) -> None:
         make_game(2, num_selfplay_envs=4)
     with pytest.raises(GameError, match="bots is empty"):
         make_game(3, num_selfplay_envs=2, bots=[])
+    game = make_game(2, bots=["Passive"])
+    game.reset()
     with pytest.raises(GameError, match="shape"):
-        game = make_game(2, bots=["Passive"])
-        game.reset()
         game.step(np.zeros((2, 1, 63, 7), np.int64))
+    with pytest.raises(GameError, match="integers"):
+        game.step(np.zeros((2, 1, 64, 7), np.float32))
 
 
 def test_closed_game_refuses_to_step(make_game) -> None:

