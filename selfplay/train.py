@@ -10,6 +10,7 @@ from games.registry import make_game
 from selfplay.checkpoint import CheckpointError
 from selfplay.config import TrainConfig, config_from_mapping, read_yaml
 from selfplay.league_training import attach, describe
+from selfplay.opponent_stats import OpponentWinRates
 from selfplay.ppo import Trainer, load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
 
@@ -50,6 +51,11 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
         trainer = build_trainer(config, run)
     run.write_config(config)
     league = attach(trainer, run.path)
+    names = getattr(trainer.game, "opponent_names", None)
+    if names is not None:  # games mixing opponents: win rate per opponent in the logs
+        per_opponent = OpponentWinRates(list(names))
+        trainer.on_episodes.append(lambda _t, stats: per_opponent.add(stats))
+        trainer.after_update.append(lambda _t: per_opponent.metrics())
     sink = MetricSink(run, config, resume=resume is not None)
     progress = Progress(trainer.num_updates * trainer.steps_per_update, trainer.global_step,
                         config.log.progress, config.game.name)

@@ -1,0 +1,37 @@
+"""Win rate of the learner per opponent (a scripted bot's name, or "selfplay"), for logging.
+
+Games that mix opponents in one batch expose ``opponent_names`` (one name per env); seat 0 is
+the learner's. Results are kept in a window of recent games per opponent.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from games.core import EpisodeStats, Outcome
+
+
+class OpponentWinRates:
+    """Recent outcomes of seat 0, grouped by the env's opponent name."""
+
+    def __init__(self, names: list[str], window: int = 100) -> None:
+        self.names = names
+        self.outcomes: dict[str, collections.deque[int]] = collections.defaultdict(
+            lambda: collections.deque(maxlen=window))
+
+    def add(self, stats: EpisodeStats) -> None:
+        seat0 = stats.seat == 0
+        for env, outcome in zip(stats.env[seat0].tolist(), stats.outcome[seat0].tolist(),
+                                strict=True):
+            if outcome != Outcome.NONE:
+                self.outcomes[self.names[env]].append(outcome)
+
+    def metrics(self) -> dict[str, float]:
+        out = {}
+        for name, results in self.outcomes.items():
+            if results:
+                arr = np.asarray(results)
+                out[f"win_rate/{name}"] = float((arr == Outcome.WIN).mean())
+        return out
