@@ -27,7 +27,7 @@ from torch import Tensor
 from games.core import Batch, EpisodeStats, GameSpec, Outcome, VecGame
 from games.options import to_mapping
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
-from selfplay.config import TrainConfig, config_from_mapping
+from selfplay.config import TrainConfig
 from selfplay.inference import NumpyActorCritic, supports
 from selfplay.losses import explained_variance, gae, ppo_loss
 from selfplay.networks import ActorCritic
@@ -548,14 +548,6 @@ class Trainer:
         return path
 
 
-def latest_checkpoint(run: RunDir) -> Path:
-    """Newest readable checkpoint of a run; older ones are tried if the newest is corrupt."""
-    found = list_checkpoints(run.checkpoints)
-    if not found:
-        raise CheckpointError(f"no checkpoint in {run.checkpoints}; nothing to resume")
-    return found[-1]
-
-
 def load_resumable(run: RunDir) -> tuple[dict[str, Any], Path]:
     """The newest checkpoint that loads; warns about corrupt newer ones."""
     errors = []
@@ -568,7 +560,3 @@ def load_resumable(run: RunDir) -> tuple[dict[str, Any], Path]:
     if errors:
         raise CheckpointError(f"no usable checkpoint in {run.checkpoints}: {errors[0]}")
     raise CheckpointError(f"no checkpoint in {run.checkpoints}; nothing to resume")
-
-
-def config_from_checkpoint(state: dict[str, Any]) -> TrainConfig:
-    return config_from_mapping(state["config"])
