@@ -112,7 +112,7 @@ def cmd_league(args: argparse.Namespace) -> int:
             raise UserError("--games-per-pair must be >= 1")
         result = lc.tournament(args.game, args.players, args.db, args.games_per_pair,
                                args.until_sigma, args.map, args.num_envs, args.seed,
-                               quiet=args.json)
+                               quiet=args.json, max_steps=args.max_steps)
         human = (f"tournament {result['tournament']}: {result['played']} new matches "
                  f"({result['already_stored']} already stored)\n"
                  + lc.format_leaderboard(result["players"]))
@@ -220,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "pairings until every sigma is below this")
     tour.add_argument("--map", help="map (microRTS)")
     tour.add_argument("--num-envs", type=int, default=16, help="games played at once")
+    tour.add_argument("--max-steps", type=int, help="game length limit (microRTS cycles; "
+                      "default: the game's, 5000 for bot-only microRTS tournaments)")
     tour.add_argument("--seed", type=int, default=0)
     board = league_sub.add_parser("leaderboard", help="rank, player, mu, sigma, mu-3sigma, "
                                   "Elo, games, win rate")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,8 @@ def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
 
 def tournament(game: str, players: Sequence[str], db_path: str | None,
                games_per_pair: int, until_sigma: float | None, map_name: str | None,
-               num_envs: int, seed: int, quiet: bool = False) -> dict[str, Any]:
+               num_envs: int, seed: int, quiet: bool = False,
+               max_steps: int | None = None) -> dict[str, Any]:
     """Register ``players`` and play (or finish) their tournament; returns a summary."""
     game = resolve(game).name
     if len(players) < 2:
@@ -93,10 +94,26 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                 print(f"  {done}/{total if total is not None else '?'} matches",
                       file=sys.stderr, flush=True)
 
+        runner = None
+        if resolve(game).family == "microrts" and all(p is None for p in paths.values()):
+            # every player is an engine bot: bot-vs-bot games inside the engine
+            from games.microrts.league_runner import BotMatchRunner, bot_policy_factory
+
+            map_name = map_name or "basesWorkers16x16A"
+            steps = max_steps or 5000
+
+            def runner(policies: Mapping[int, Any]) -> BotMatchRunner:
+                return BotMatchRunner({pid: db.player(pid).name for pid in policies},
+                                      map_name=str(map_name), max_steps=steps,
+                                      parallel=num_envs, seed=seed)
+
+            policy_factory = bot_policy_factory  # type: ignore[assignment]
+        elif max_steps is not None:
+            base_options["max_steps"] = max_steps
         config = TournamentConfig(games_per_pair=games_per_pair, until_sigma=until_sigma,
                                   num_envs=num_envs, seed=seed, map=map_name or "")
         summary = run_tournament(db, names, policy_factory, game_factory, config,
-                                 progress=progress)
+                                 progress=progress, runner=runner)
         board = [s.to_json() for s in db.leaderboard() if s.name in set(names)]
         return {**summary.to_json(), "db": str(db.path) if hasattr(db, "path") else db_path,
                 "players": board}

@@ -156,3 +156,14 @@ def test_league_tournament_leaderboard_report(tmp_path: Path) -> None:
                           "no league database")
     assert_one_line_error(run("league", "tournament", "--game", "tictactoe", "--players",
                               "random", "nobody", "--db", str(db)), "player 'nobody'")
+
+
+def test_league_tournament_of_microrts_engine_bots(tmp_path: Path) -> None:
+    db = tmp_path / "bots.db"
+    proc = run("league", "tournament", "--game", "microrts", "--players", "workerrush",
+               "LightRush", "passive", "--map", "basesWorkers8x8", "--max-steps", "500",
+               "--games-per-pair", "2", "--num-envs", "6", "--db", str(db), "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["played"] == 6
+    assert [p["name"] for p in result["players"]][-1] == "Passive"

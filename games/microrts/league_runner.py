@@ -1,0 +1,186 @@
+"""League tournaments between microRTS engine bots (scripted and search bots).
+
+Engine bots are not seats of a :class:`games.core.VecGame`: they play inside Java. So a
+:class:`BotMatchRunner` plays the matches of :func:`league.tournament.run_tournament` as
+bot-vs-bot games of :mod:`games.microrts.botmatch`: ``parallel`` games stepped together by one
+Java vector client; whenever a game ends its result is reported at once and its slot takes the
+next scheduled match (so adaptive schedules see every result before choosing the next pairing).
+
+>>> from league.db import LeagueDB
+>>> from league.tournament import TournamentConfig
+>>> with LeagueDB("bots.db", game="microrts") as db:
+...     summary = bot_tournament(db, ["WorkerRush", "LightRush", "Passive"],
+...                              TournamentConfig(games_per_pair=2, map="basesWorkers8x8"),
+...                              max_steps=500)
+
+Sides: :attr:`league.tournament.MatchSpec.side_a` is the engine player (0 or 1) of player
+``a``; player 0 acts first and wins same-cycle conflicts, which is why schedules alternate
+sides. A game stopped by ``max_steps`` is a draw, as in microRTS tournaments. Each match's
+``seed`` seeds the bots' ``java.util.Random`` fields (see :func:`botmatch.seed_bot`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from games.core import GameError, VecGame
+from games.microrts import bots as bots_mod
+from games.microrts.botmatch import _WIN_LOSS, DEFAULT_MAP, BotGame, _Arena, _map_info
+from league.db import LeagueDB, LeagueError
+from league.tournament import (
+    MatchResult,
+    MatchSpec,
+    Policy,
+    TournamentConfig,
+    TournamentSummary,
+    run_tournament,
+)
+
+
+class BotMatchRunner:
+    """A :class:`league.tournament.MatchRunner` whose players are microRTS engine bots.
+
+    ``players`` maps league player ids to bot names (any spelling
+    :func:`games.microrts.bots.resolve_bot` accepts). ``seed`` is added to every match's seed.
+    """
+
+    def __init__(self, players: Mapping[int, str], map_name: str = DEFAULT_MAP,
+                 max_steps: int = 5000, parallel: int = 16, seed: int = 0) -> None:
+        if parallel < 1:
+            raise LeagueError(f"parallel must be >= 1, got {parallel}")
+        if max_steps < 1:
+            raise LeagueError(f"max_steps must be >= 1, got {max_steps}")
+        # fail fast (unknown bot or map) before the JVM starts
+        self.players = {int(pid): bots_mod.resolve_bot(name).name
+                        for pid, name in players.items()}
+        self.map_name = _map_info(map_name).name
+        self.max_steps, self.parallel, self.seed = max_steps, parallel, seed
+
+    def game_for(self, match: MatchSpec) -> BotGame:
+        """The bot-vs-bot game of ``match`` (``bot_a`` is engine player 0)."""
+        for pid in (match.a, match.b):
+            if pid not in self.players:
+                raise LeagueError(f"player id {pid} is not a bot of this runner "
+                                  f"(bots: {self.players})")
+        first, second = (match.a, match.b) if match.side_a == 0 else (match.b, match.a)
+        return BotGame(self.players[first], self.players[second], self.map_name,
+                       self.max_steps, (match.seed + self.seed) & 0x7FFFFFFF)
+
+    def run(self, next_match: Callable[[], MatchSpec | None],
+            on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
+        """Play until ``next_match`` returns ``None`` and every started game has ended.
+
+        As in :class:`league.tournament.VecGameRunner`, the first ``None`` ends the pulling:
+        the games in flight are finished and reported, no further match is asked for.
+        """
+        exhausted = False
+
+        def pull() -> MatchSpec | None:
+            nonlocal exhausted
+            if exhausted:
+                return None
+            match = next_match()
+            exhausted = match is None
+            return match
+
+        first: list[MatchSpec] = []
+        while len(first) < self.parallel:
+            match = pull()
+            if match is None:
+                break
+            first.append(match)
+        if not first:
+            return
+        games = [self.game_for(m) for m in first]  # validates ids before the JVM starts
+        arena = _Arena(len(first))
+        slots = arena.slots
+        current: list[MatchSpec | None] = [None] * slots
+        current_game: list[BotGame | None] = [None] * slots
+        steps = np.zeros(slots, np.int64)  # [S] cycles played by each slot's game
+        active = np.zeros(slots, bool)  # [S]
+        started = np.zeros(slots)  # [S] wall-clock start of each slot's game
+
+        def start(slot: int, match: MatchSpec | None, game: BotGame | None = None) -> None:
+            if match is None:
+                if active[slot]:
+                    arena._idle(slot)
+                current[slot], current_game[slot], active[slot] = None, None, False
+                return
+            chosen = game if game is not None else self.game_for(match)
+            arena._start(slot, chosen)
+            current[slot], current_game[slot] = match, chosen
+            steps[slot], active[slot], started[slot] = 0, True, time.perf_counter()
+
+        jpype = arena._jpype
+        try:
+            for slot, (match, game) in enumerate(zip(first, games, strict=True)):
+                start(slot, match, game)
+            while active.any():
+                response = arena.client.gameStep(None, arena.players)
+                steps += 1
+                over = np.asarray(response.done)[:, _WIN_LOSS].astype(bool) & active  # [S]
+                ended = np.flatnonzero(over | (active & (steps >= self.max_steps))).tolist()
+                now = time.perf_counter()
+                for slot in ended:
+                    done, played = current[slot], current_game[slot]
+                    assert done is not None and played is not None
+                    res = arena._result(slot, played, bool(over[slot]))
+                    outcome = 0 if res.winner < 0 else (1 if res.winner == done.side_a else -1)
+                    on_result(done, MatchResult(outcome, res.length, now - started[slot]))
+                    start(slot, pull())
+        except jpype.JException as exc:
+            from games.microrts import engine
+
+            raise GameError(f"microRTS engine error in a bot game: "
+                            f"{engine.java_error_message(exc)}") from exc
+        finally:
+            try:
+                arena.client.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+
+
+class _BotPolicy:
+    """Placeholder policy: engine bots act inside Java, never through :meth:`act`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def act(self, obs: np.ndarray, mask: np.ndarray | None,
+            state: np.ndarray | None) -> np.ndarray:
+        raise GameError(f"bot {self.name!r} plays inside the microRTS engine")
+
+
+def bot_policy_factory(name: str) -> Policy:
+    """A ``policy_factory`` for :func:`run_tournament` (validates the bot name)."""
+    return _BotPolicy(bots_mod.resolve_bot(name).name)
+
+
+def bot_tournament(db: LeagueDB, bots: Sequence[str], config: TournamentConfig,
+                   max_steps: int = 5000, parallel: int | None = None,
+                   progress: Callable[[int, int | None], None] | None = None,
+                   ) -> TournamentSummary:
+    """Register ``bots`` (as league players of kind ``bot``, canonical names) and play (or
+    finish) their tournament on ``config.map`` (default basesWorkers16x16A), ``parallel``
+    (default ``config.num_envs``) games at once."""
+    names = [bots_mod.resolve_bot(b).name for b in bots]
+    map_name = config.map or DEFAULT_MAP
+    if config.map != map_name:
+        config = replace(config, map=map_name)
+    for name in names:
+        db.add_player(name, "bot")
+
+    def runner(policies: Mapping[int, Policy]) -> BotMatchRunner:
+        by_id = {pid: getattr(p, "name", db.player(pid).name) for pid, p in policies.items()}
+        return BotMatchRunner(by_id, map_name, max_steps,
+                              parallel or config.num_envs, config.seed)
+
+    def no_game(num_envs: int, seed: int) -> VecGame:  # pragma: no cover - unused
+        raise LeagueError("bot tournaments need no VecGame")
+
+    return run_tournament(db, names, bot_policy_factory, no_game, config,
+                          progress=progress, runner=runner)

@@ -1,0 +1,84 @@
+"""League tournaments of microRTS engine bots (BotMatchRunner) against the real engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from games.microrts.botmatch import BotGame
+from games.microrts.league_runner import BotMatchRunner, bot_tournament
+from league.db import LeagueDB, LeagueError
+from league.tournament import MatchResult, MatchSpec, TournamentConfig
+
+BOTS = ["WorkerRush", "LightRush", "Passive"]  # all deterministic scripted bots
+MAP = "basesWorkers8x8"
+
+
+def test_match_maps_sides_to_engine_players() -> None:
+    """side_a is player a's engine seat; per-match seeds pass through (no JVM needed)."""
+    runner = BotMatchRunner({1: "workerrush", 2: "Passive"}, MAP, max_steps=400, parallel=2)
+    assert runner.game_for(MatchSpec("k", 1, 2, 0, 7)) == BotGame("WorkerRush", "Passive", MAP,
+                                                                  400, 7)
+    assert runner.game_for(MatchSpec("k", 1, 2, 1, 7)) == BotGame("Passive", "WorkerRush", MAP,
+                                                                  400, 7)
+    with pytest.raises(LeagueError, match="not a bot"):
+        runner.game_for(MatchSpec("k", 1, 3, 0, 7))
+
+
+def test_round_robin_of_scripted_bots(engine_home, tmp_path: Path) -> None:
+    """3 bots, 2 games per pair (both sides): 6 matches, WorkerRush first, Passive last;
+    the same command again plays nothing (idempotent match keys)."""
+    config = TournamentConfig(games_per_pair=2, map=MAP, num_envs=4)
+    with LeagueDB(tmp_path / "league.db", game="microrts") as db:
+        summary = bot_tournament(db, BOTS, config, max_steps=500)
+        assert (summary.played, summary.already_stored, summary.skipped_players) == (6, 0, [])
+        assert db.match_count() == 6
+        board = [s.name for s in db.leaderboard()]
+        assert board == ["WorkerRush", "LightRush", "Passive"]
+        ids = {name: db.player(name).id for name in BOTS}
+        matches = db.matches()
+        assert {m.side_a for m in matches} == {0, 1}
+        assert all(m.map == MAP and 0 < m.length <= 500 for m in matches)
+        for m in matches:  # the stronger bot wins from either side
+            winner = m.player_a if m.outcome == 1 else m.player_b
+            assert m.outcome != 0
+            loser = m.player_b if winner == m.player_a else m.player_a
+            assert BOTS.index(db.player(winner).name) < BOTS.index(db.player(loser).name)
+        ratings_before = db.ratings()
+
+        again = bot_tournament(db, BOTS, config, max_steps=500)
+        assert (again.played, again.already_stored) == (0, 6)
+        assert db.match_count() == 6
+        assert db.ratings() == ratings_before
+        assert ids == {name: db.player(name).id for name in BOTS}
+
+
+def test_adaptive_tournament_stops_at_max_matches(engine_home, tmp_path: Path) -> None:
+    """TrueSkill-adaptive mode: the runner keeps pulling as results arrive, and stops at the
+    schedule's first ``None`` (here: ``max_matches``)."""
+    config = TournamentConfig(until_sigma=0.5, max_matches=7, map=MAP, num_envs=3)
+    with LeagueDB(tmp_path / "league.db", game="microrts") as db:
+        summary = bot_tournament(db, BOTS, config, max_steps=500)
+        assert summary.played == 7 and db.match_count() == 7
+        assert db.leaderboard()[-1].name == "Passive"
+
+
+def test_runner_never_pulls_after_none(engine_home) -> None:
+    """After ``next_match`` returned ``None`` the runner finishes the games in flight only."""
+    runner = BotMatchRunner({1: "WorkerRush", 2: "Passive"}, MAP, max_steps=300, parallel=4)
+    queue = [MatchSpec("a", 1, 2, 0, 0), MatchSpec("b", 1, 2, 1, 0), None,
+             MatchSpec("never", 1, 2, 0, 0)]
+    calls = 0
+
+    def next_match() -> MatchSpec | None:
+        nonlocal calls
+        calls += 1
+        return queue.pop(0)
+
+    results: dict[str, MatchResult] = {}
+    runner.run(next_match, lambda m, r: results.__setitem__(m.key, r))
+    assert calls == 3
+    assert {k: (r.outcome, r.length) for k, r in results.items()} == {"a": (1, 185),
+                                                                      "b": (1, 185)}
+    assert all(r.duration > 0 for r in results.values())
