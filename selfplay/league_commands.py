@@ -115,7 +115,7 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
         summary = run_tournament(db, names, policy_factory, game_factory, config,
                                  progress=progress, runner=runner)
         board = [s.to_json() for s in db.leaderboard() if s.name in set(names)]
-        return {**summary.to_json(), "db": str(db.path) if hasattr(db, "path") else db_path,
+        return {**summary.to_json(), "db": str(db.path),
                 "players": board}
     finally:
         db.close()
