@@ -80,8 +80,12 @@ def match_setup(game: str, bot: str | None, num_envs: int, seed: int,
     if map_name is not None:
         raise GameError(f"game {entry.name!r} has no maps; drop --map")
     if entry.family == "pettingzoo":
-        if bot is None:
-            return MatchSetup({}, None, "")
+        if bot is None:  # both seats played by policies: no env against the console
+            return MatchSetup({"builtin_opponent_share": 0.0}, None, "")
+        if bot.lower() == "builtin":
+            raise GameError(f"{entry.name}: the built-in opponent plays inside the emulator "
+                            "and cannot be a match opponent yet; train against it with "
+                            "game.options.builtin_opponent_share")
         raise GameError(f"{entry.name} has no scripted opponents yet; play another checkpoint")
     if entry.family == "boardgames":
         if bot is None:

@@ -11,9 +11,9 @@ learner's win rate ``p`` against each candidate (unplayed pairs count as p = ½)
 
 Roles: the *main* agent mixes latest-vs-latest self-play, PFSP over past snapshots and
 scripted bots; a *main exploiter* plays the main agent (or, while it wins < 10% against it,
-the main agent's snapshots with ``variance``); a *league exploiter* plays PFSP
-(``linear_capped``) over every snapshot and bot. Everything is numpy; ids are ints chosen by
-the caller (league database player ids, or any other ids).
+the main agent's snapshots with PFSP, ``variance`` by default); a *league exploiter* plays PFSP
+(``linear_capped`` by default) over every snapshot and bot. Everything is numpy; ids are ints
+chosen by the caller (league database player ids, or any other ids).
 """
 
 from __future__ import annotations
@@ -136,6 +136,8 @@ class MatchmakingConfig:
     """PFSP over the newest ``window`` snapshots only (0: all)"""
     exploiter_threshold: float = 0.1
     """a main exploiter winning less than this against the main agent plays its snapshots"""
+    main_exploiter_weighting: Weighting = "variance"
+    """PFSP weighting of a main exploiter over the main agent's snapshots"""
     league_exploiter_weighting: Weighting = "linear_capped"
     """PFSP weighting of league exploiters"""
 
@@ -144,7 +146,8 @@ class MatchmakingConfig:
         if min(shares) < 0 or sum(shares) <= 0:
             raise ValueError(f"self_play, pfsp and bots must be >= 0 with a positive sum, "
                              f"got {shares}")
-        for w in (self.weighting, self.league_exploiter_weighting):
+        for w in (self.weighting, self.main_exploiter_weighting,
+                  self.league_exploiter_weighting):
             if w not in WEIGHTINGS:
                 raise ValueError(f"unknown PFSP weighting {w!r}; known: {', '.join(WEIGHTINGS)}")
 
@@ -269,4 +272,4 @@ class Matchmaker:
         history = self._rows(_SNAPSHOT, parent=main)
         if p_main >= self.config.exploiter_threshold or len(history) == 0:
             return np.full(n, main, np.int64)
-        return self._pfsp(me, history, n, "variance", rng)
+        return self._pfsp(me, history, n, self.config.main_exploiter_weighting, rng)

@@ -56,6 +56,12 @@ def snapshot_name(run: str, update: int) -> str:
     return f"{run}@{update:07d}"
 
 
+def snapshot_run(name: str) -> str:
+    """The run of a player named by :func:`snapshot_name` (the whole name otherwise)."""
+    run, sep, update = name.rpartition("@")
+    return run if sep and update.isdigit() else name
+
+
 def save_snapshot(db: LeagueDB, directory: str | Path, name: str, weights: Mapping[str, Any],
                   config: Mapping[str, Any], env_steps: int, parent: str | None = None,
                   update: int = 0, role: str = "main") -> int:

@@ -31,7 +31,8 @@ def to_safe(obj: Any) -> Any:
             raise TypeError("object arrays cannot be stored in a checkpoint")
         if obj.dtype.kind == "U" or obj.dtype.kind == "S":
             return {_NP_TAG: obj.tolist(), "dtype": obj.dtype.str}
-        return {_NP_TAG: torch.from_numpy(np.ascontiguousarray(obj).copy())}
+        # np.array, not np.ascontiguousarray: the latter turns a 0-d array into shape (1,)
+        return {_NP_TAG: torch.from_numpy(np.array(obj, order="C", copy=True))}
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, dict):

@@ -130,11 +130,24 @@ class LeagueConfig:
     enabled: bool = False
     """Train inside a league (two-seat games): snapshots, PFSP opponents, ratings."""
     db: str | None = None
-    """League database file (default: league.db in the run directory)."""
+    """League database file (default: league.db in the run directory); runs that share one
+    file play each other's snapshots."""
+    role: Literal["main", "main_exploiter", "league_exploiter"] = "main"
+    """main: self-play plus PFSP over every snapshot in the league. main_exploiter: plays the
+    main agent's newest snapshot (PFSP over its snapshots while it wins < exploiter_threshold);
+    needs league.db naming the main run's database. league_exploiter: PFSP over every
+    snapshot, no self-play. Every role's snapshots join the league."""
+    target: str | None = None
+    """main_exploiter: the run (directory name) whose snapshots are the main agent (default:
+    every snapshot of role main in league.db)."""
     self_play: float = 0.5
-    """Share of games against the latest learner; the rest against past snapshots (PFSP)."""
+    """Share of games against the latest learner; the rest against past snapshots (PFSP).
+    Main role only: exploiters never play themselves."""
     weighting: Literal["hard", "variance", "linear", "linear_capped"] = "hard"
-    """PFSP weighting over past snapshots (AlphaStar)."""
+    """PFSP weighting of this run's role over its candidate snapshots (AlphaStar)."""
+    exploiter_threshold: float = 0.1
+    """main_exploiter: below this win rate against the main agent's newest snapshot, play PFSP
+    over the main agent's earlier snapshots instead."""
     max_active_opponents: int = 4
     """Snapshot policies loaded at once (each costs one forward pass per step)."""
     snapshot_every: int = 10
@@ -166,6 +179,8 @@ class TrainConfig:
     torch_threads: int = 1
     """Intra-op threads for torch (1 is fastest for small networks)."""
     device: str = "cpu"
+    """Where the network runs: cpu, cuda, cuda:N, or auto (CUDA when available). Envs and the
+    rollout buffer stay on the host; the update runs on this device."""
     fast_inference: bool = True
     """Act with a NumPy copy of small MLP policies in the rollout (same results, faster)."""
 
@@ -189,10 +204,25 @@ def validate(config: TrainConfig) -> None:
         (config.league.max_active_opponents >= 1, "league.max_active_opponents must be >= 1"),
         (config.league.snapshot_every >= 1 and config.league.eval_every >= 1,
          "league.snapshot_every and league.eval_every must be >= 1"),
+        (0.0 <= config.league.exploiter_threshold <= 1.0,
+         "league.exploiter_threshold must be in [0, 1]"),
+        (config.league.target is None or config.league.role == "main_exploiter",
+         f"league.target is only used with league.role=main_exploiter (league.role is "
+         f"{config.league.role}); remove league.target or set the role"),
+        (not config.league.enabled or config.league.role != "main_exploiter"
+         or config.league.db is not None,
+         "league.role=main_exploiter needs league.db: the main run's league database, e.g. "
+         "--set league.db=runs/main/league.db"),
     ]
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    from selfplay.device import resolve_device
+
+    try:
+        resolve_device(config.device)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 # --------------------------------------------------------------------------- loading

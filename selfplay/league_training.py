@@ -2,12 +2,29 @@
 
 :class:`LeagueHook` attaches to a :class:`~selfplay.ppo.Trainer` whose game has two seats.
 Seat 0 of every two-seat env is the learner; seat 1 is re-assigned at each episode end by the
-matchmaker: the learner itself (latest-vs-latest), or a past snapshot chosen by prioritized
-fictitious self-play from the decayed payoff table. At most ``max_active_opponents`` snapshot
-policies are loaded at a time (one forward pass each per step). Every ``snapshot_every``
-updates the learner's weights are frozen as a snapshot in the league database; every
+matchmaker, according to the run's ``league.role`` (AlphaStar's roles):
+
+* ``main``: the learner itself (latest-vs-latest, share ``self_play``) or a snapshot of the
+  league chosen by prioritized fictitious self-play (PFSP) from the decayed payoff table;
+* ``main_exploiter``: the main agent, played as the newest snapshot of role ``main`` in the
+  league database (of run ``league.target`` when set); while the exploiter wins less than
+  ``exploiter_threshold`` against it, PFSP over all of the main agent's snapshots;
+* ``league_exploiter``: PFSP over every snapshot of the league, its own included.
+
+Every role's snapshots are registered in the league database with their role, and every run
+re-reads the database after each update, so runs sharing one ``league.db`` file play each
+other's new snapshots (the main agent meets the exploiters' snapshots through PFSP). At most
+``max_active_opponents`` snapshot policies are loaded at a time (one forward pass each per
+step). Every ``snapshot_every`` updates the learner's weights are frozen as a snapshot; every
 ``eval_every`` updates the newest snapshot plays rating matches against the reference pool
 (earlier snapshots and scripted anchors), and its TrueSkill rating is logged.
+
+Resuming after a crash: a registered snapshot is never rewritten. The updates replayed from the
+last checkpoint reuse the snapshots the crashed process registered under the same names (their
+stored matches were played by those weights), and a snapshot's rating tournament, named after
+it, plays only its matches not yet stored, each recorded in one transaction: no rating match is
+lost, half-written or stored twice. Training games are not stored in the database; their payoff
+table lives in memory and, like the opponent assignment, restarts empty after a resume.
 """
 
 from __future__ import annotations
@@ -23,9 +40,9 @@ from games.core import EpisodeStats, Outcome, VecGame
 from games.matchups import match_setup
 from games.options import to_mapping
 from games.registry import make_game
-from league.db import LeagueDB
+from league.db import LeagueDB, LeagueError, Player
 from league.matchmaking import Matchmaker, MatchmakingConfig
-from league.snapshots import load_player_snapshot, save_snapshot, snapshot_name
+from league.snapshots import load_player_snapshot, save_snapshot, snapshot_name, snapshot_run
 from league.tournament import Policy as LeaguePolicy
 from league.tournament import TournamentConfig, run_tournament
 from selfplay.config import ConfigError, LeagueConfig
@@ -33,6 +50,7 @@ from selfplay.networks import ActorCritic
 from selfplay.ppo import FrozenPolicy, Trainer
 
 LEARNER = -1  # the learner's id in the matchmaker (not a database player)
+MAIN = -2  # a main exploiter's stand-in for the main agent, played as its newest snapshot
 
 
 class LeagueHook:
@@ -44,17 +62,25 @@ class LeagueHook:
                               f"{trainer.spec.num_seats} seat(s)")
         self.trainer = trainer
         self.config = config
+        self.role = config.role
         self.run_name = run_path.name
         self.snapshot_dir = run_path / "snapshots"
         db_path = Path(config.db) if config.db else run_path / "league.db"
         self.db = LeagueDB(db_path, game=trainer.spec.name)
         self.matchmaker = Matchmaker(MatchmakingConfig(
             self_play=config.self_play, pfsp=1.0 - config.self_play, bots=0.0,
-            weighting=config.weighting))
-        self.matchmaker.add_learner(LEARNER)
+            weighting=config.weighting, main_exploiter_weighting=config.weighting,
+            league_exploiter_weighting=config.weighting,
+            exploiter_threshold=config.exploiter_threshold))
+        if config.role == "main_exploiter":
+            self.matchmaker.add_learner(MAIN, "main")
+        self.matchmaker.add_learner(LEARNER, config.role)
         self.rng = np.random.default_rng(trainer.config.seed + 17)
         self.slots: OrderedDict[int, int] = OrderedDict()  # player id -> owner slot (LRU)
-        self.latest: int | None = None
+        self.opponent = np.full(trainer.spec.num_envs, LEARNER, np.int64)  # [E] pick of seat 1
+        self.pooled: set[int] = set()  # snapshot ids ever added to the matchmaker
+        self.targets: list[int] = []  # main exploiter: the main agent's snapshots, oldest first
+        self.latest: int | None = None  # this run's newest snapshot
         # envs whose seat 1 is played by a policy (microRTS bot envs have the bot in the engine)
         players = getattr(trainer.game, "players", None)
         self.contested = (np.asarray(players)[:, 1] >= 0 if players is not None
@@ -68,20 +94,69 @@ class LeagueHook:
                                   "yet")
             self.db.add_player(setup.opponent_name or name, "bot")
             self.anchors.append(setup.opponent_name or name)
-        for player in self.db.players():  # resume: earlier snapshots of this league
-            if player.kind == "snapshot" and player.broken is None:
-                self.matchmaker.add_snapshot(player.id, LEARNER)
-                self.latest = player.id
+        players = self.sync_pool()  # resume, or a shared database: the snapshots so far
+        if config.role == "main_exploiter" and not self.targets:
+            self.db.close()
+            whose = f" of run {config.target!r}" if config.target else ""
+            runs = sorted({snapshot_run(p.name) for p in players
+                           if p.kind == "snapshot" and p.metadata.get("role", "main") == "main"})
+            raise ConfigError(f"league.role=main_exploiter: {db_path} holds no snapshot of a "
+                              f"main agent{whose} (runs with main snapshots: "
+                              f"{', '.join(runs) or 'none'}); point league.db at the main "
+                              "run's league database, or fix league.target")
+        own = [p for p in players if p.kind == "snapshot" and self._own(p)
+               and p.broken is None and int(p.metadata.get("update", 0)) <= trainer.update]
+        self.latest = own[-1].id if own else None  # newest at the checkpoint resumed from
         # the learner's payoff row is rebuilt from play: after a resume PFSP starts at p = 1/2
-        trainer.owner[:, 1] = 0  # opponents are not in the checkpoint: restart with self-play
+        trainer.owner[:, 1] = 0  # opponents are not in the checkpoint: draw them afresh
+        self.assign(np.flatnonzero(self.contested))
         trainer.on_episodes.append(self.on_episodes)
         trainer.after_update.append(self.after_update)
 
+    # ----------------------------------------------------------------- the pool
+
+    def _own(self, player: Player) -> bool:
+        return snapshot_run(player.name) == self.run_name
+
+    def _is_target(self, player: Player) -> bool:
+        """Whether ``player`` is a snapshot of the main agent a main exploiter plays."""
+        target = self.config.target
+        return (player.metadata.get("role", "main") == "main"
+                and (target is None or snapshot_run(player.name) == target))
+
+    def sync_pool(self) -> list[Player]:
+        """Add the database's snapshots not yet in the pool (runs sharing the file add
+        theirs while this one trains); returns every player."""
+        players = self.db.players()
+        for player in players:
+            if (player.kind != "snapshot" or player.broken is not None
+                    or player.id in self.pooled):
+                continue
+            self.pooled.add(player.id)
+            if self._own(player):
+                self.matchmaker.add_snapshot(player.id, LEARNER)
+            elif self.role == "main_exploiter" and self._is_target(player):
+                self.matchmaker.add_snapshot(player.id, MAIN)
+                self.targets.append(player.id)
+            else:
+                self.matchmaker.add_snapshot(player.id, None)
+        return players
+
     # ----------------------------------------------------------------- opponents
+
+    def sample(self, n: int) -> np.ndarray:
+        """Matchmaker picks ``int64 [n]``: LEARNER (self-play), MAIN or a snapshot's id."""
+        return self.matchmaker.sample_opponents(n, self.rng, learner=LEARNER)
+
+    def player_of(self, pick: int) -> int | None:
+        """The database player who plays ``pick`` (None: the learner itself)."""
+        if pick == MAIN:
+            return self.targets[-1] if self.targets else None
+        return None if pick == LEARNER else pick
 
     def _slot_for(self, pid: int) -> int:
         """The owner slot playing ``pid``, loading it (evicting an idle one) if needed; 0 if
-        no slot can be had (the env then plays self-play)."""
+        no slot can be had (the env then plays self-play, whatever the role)."""
         trainer = self.trainer
         if pid in self.slots:
             self.slots.move_to_end(pid)
@@ -98,10 +173,13 @@ class LeagueHook:
         snapshot = load_player_snapshot(self.db, pid)
         if snapshot is None:  # missing or corrupt: reported by the store, dropped here
             self.matchmaker.remove(pid)
+            if pid in self.targets:
+                self.targets.remove(pid)
             return 0
         agent = ActorCritic(trainer.spec, trainer.config.network, trainer.config.normalize)
         agent.load_state_dict(snapshot.weights)
-        trainer.opponents[slot] = FrozenPolicy(agent, generator=trainer.sample_gen)
+        trainer.opponents[slot] = FrozenPolicy(agent.to(trainer.device),
+                                               generator=trainer.act_gen)
         self.slots[pid] = slot
         return slot
 
@@ -111,38 +189,70 @@ class LeagueHook:
         envs = stats.env[seat0]
         if len(envs) == 0:
             return
-        slot_to_pid = {slot: pid for pid, slot in self.slots.items()}
         for env, outcome in zip(envs.tolist(), stats.outcome[seat0].tolist(), strict=True):
-            owner = int(trainer.owner[env, 1])
-            if owner != 0 and outcome != Outcome.NONE and owner in slot_to_pid:
-                self.matchmaker.record(LEARNER, slot_to_pid[owner], int(outcome))
-        picks = self.matchmaker.sample_opponents(len(envs), self.rng)
-        for env, pid in zip(envs.tolist(), picks.tolist(), strict=True):
-            trainer.owner[env, 1] = 0 if pid == LEARNER else self._slot_for(int(pid))
+            pick = int(self.opponent[env])
+            if pick != LEARNER and outcome != Outcome.NONE:
+                self.matchmaker.record(LEARNER, pick, int(outcome))
+        self.assign(envs)
+
+    def assign(self, envs: np.ndarray) -> None:
+        """Draw the next opponent of ``envs`` ``[K]`` and give it their seat 1."""
+        for env, pick in zip(envs.tolist(), self.sample(len(envs)).tolist(), strict=True):
+            self.trainer.owner[env, 1] = 0  # its previous opponent's slot may be reused
+            pid = self.player_of(pick)
+            slot = 0 if pid is None else self._slot_for(pid)
+            self.trainer.owner[env, 1] = slot
+            self.opponent[env] = pick if slot else LEARNER
 
     # ----------------------------------------------------------------- snapshots and ratings
 
     def after_update(self, trainer: Trainer) -> dict[str, float]:
         metrics: dict[str, float] = {}
+        self.sync_pool()
         if trainer.update % self.config.snapshot_every == 0:
-            parent = self.db.player(self.latest).name if self.latest is not None else None
-            pid = save_snapshot(self.db, self.snapshot_dir,
-                                snapshot_name(self.run_name, trainer.update),
-                                trainer.agent.state_dict(), to_mapping(trainer.config),
-                                trainer.global_step, parent=parent, update=trainer.update)
-            self.matchmaker.add_snapshot(pid, LEARNER)
-            self.latest = pid
+            self.latest = self.snapshot(trainer)
         if self.latest is not None and trainer.update % self.config.eval_every == 0:
             metrics.update(self.rate_latest())
         metrics["league/opponent_share_selfplay"] = float((trainer.owner[:, 1] == 0).mean())
+        if self.role == "main_exploiter":
+            metrics["league/win_rate_vs_main"] = float(
+                self.matchmaker.payoff.win_rates(LEARNER, np.array([MAIN]))[0])
         return metrics
+
+    def snapshot(self, trainer: Trainer) -> int:
+        """Freeze the learner as ``<run>@<update>``; returns its player id.
+
+        A snapshot already registered under that name (by a process killed after it, before
+        the checkpoint this run resumed from) is kept as it is: its stored rating matches were
+        played by its weights.
+        """
+        name = snapshot_name(self.run_name, trainer.update)
+        try:
+            existing: Player | None = self.db.player(name)
+        except LeagueError:
+            existing = None
+        if (existing is not None and existing.broken is None and existing.path is not None
+                and Path(existing.path).is_file()):
+            pid = existing.id
+        else:
+            parent = self.db.player(self.latest).name if self.latest is not None else None
+            pid = save_snapshot(self.db, self.snapshot_dir, name, trainer.agent.state_dict(),
+                                to_mapping(trainer.config), trainer.global_step,
+                                parent=parent, update=trainer.update, role=self.role)
+            if existing is not None and existing.broken is not None:
+                self.db.mark_broken(pid, None)  # its file is written again
+        if pid not in self.pooled:
+            self.pooled.add(pid)
+            self.matchmaker.add_snapshot(pid, LEARNER)
+        return pid
 
     def rate_latest(self) -> dict[str, float]:
         """Rating matches of the newest snapshot against earlier ones and the anchors."""
         assert self.latest is not None
         latest = self.db.player(self.latest).name
+        # registered before it: a replay after a resume meets the pool the crashed run met
         snapshots = [p.name for p in self.db.players()
-                     if p.kind == "snapshot" and p.broken is None and p.name != latest]
+                     if p.kind == "snapshot" and p.broken is None and p.id < self.latest]
         pool = snapshots[-self.config.eval_pool:] + self.anchors
         if not pool:
             return {}
@@ -167,7 +277,7 @@ class LeagueHook:
                 raise ValueError(f"snapshot {name} is missing or corrupt")
             agent = ActorCritic(trainer.spec, trainer.config.network, trainer.config.normalize)
             agent.load_state_dict(snapshot.weights)
-            return FrozenPolicy(agent)
+            return FrozenPolicy(agent.to(trainer.device))
 
         config = TournamentConfig(games_per_pair=self.config.eval_games,
                                   num_envs=self.config.eval_envs, seed=trainer.update,
@@ -198,5 +308,5 @@ def attach(trainer: Trainer, run_path: Path) -> LeagueHook | None:
 def describe(hook: LeagueHook | None) -> dict[str, Any]:
     if hook is None:
         return {}
-    return {"league_db": str(hook.db.path), "snapshots": sum(
+    return {"league_db": str(hook.db.path), "league_role": hook.role, "snapshots": sum(
         p.kind == "snapshot" for p in hook.db.players())}

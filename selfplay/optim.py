@@ -23,7 +23,7 @@ class FlatAdam:
         if len({p.dtype for p in params}) != 1:
             raise ValueError("FlatAdam needs parameters of one dtype")
         total = sum(p.numel() for p in params)
-        data = torch.zeros(total, dtype=params[0].dtype)
+        data = torch.zeros(total, dtype=params[0].dtype, device=params[0].device)
         grad = torch.zeros_like(data)
         offset = 0
         for p in params:

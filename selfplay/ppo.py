@@ -28,6 +28,7 @@ from games.core import Batch, EpisodeStats, GameSpec, Outcome, VecGame
 from games.options import to_mapping
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from selfplay.config import TrainConfig
+from selfplay.device import resolve_device
 from selfplay.inference import NumpyActorCritic, supports
 from selfplay.losses import explained_variance, gae, ppo_loss
 from selfplay.networks import ActorCritic
@@ -57,17 +58,20 @@ class FrozenPolicy:
     def __init__(self, agent: ActorCritic, deterministic: bool = False,
                  generator: torch.Generator | None = None) -> None:
         self.agent = agent.eval()
+        self.device = next(agent.parameters()).device
         self.deterministic = deterministic
+        if generator is not None and generator.device.type != self.device.type:
+            raise ValueError(f"generator on {generator.device} for a policy on {self.device}")
         self.generator = generator
 
     @torch.inference_mode()
     def act(self, obs: np.ndarray, mask: np.ndarray | None,
             state: np.ndarray | None) -> np.ndarray:
-        obs_t = self.agent.normalize_obs(torch.from_numpy(obs))
-        mask_t = torch.from_numpy(mask) if mask is not None else None
+        obs_t = self.agent.normalize_obs(torch.from_numpy(obs).to(self.device))
+        mask_t = torch.from_numpy(mask).to(self.device) if mask is not None else None
         dist = self.agent.dist(obs_t, mask_t)
         action = dist.mode() if self.deterministic else dist.sample(self.generator)
-        return action.numpy()
+        return action.cpu().numpy()
 
 
 class TrainingInterrupted(Exception):
@@ -158,7 +162,11 @@ class Trainer:
         torch.manual_seed(config.seed)
         self.rng = np.random.default_rng(config.seed)
         self.sample_gen = torch.Generator().manual_seed(config.seed + 1)
-        self.agent = ActorCritic(self.spec, config.network, config.normalize)
+        self.device = resolve_device(config.device)
+        # actions are drawn on the network's device; on CPU that is sample_gen itself
+        self.act_gen = (self.sample_gen if self.device.type == "cpu" else
+                        torch.Generator(self.device).manual_seed(config.seed + 2))
+        self.agent = ActorCritic(self.spec, config.network, config.normalize).to(self.device)
         self.optimizer = FlatAdam(self.agent, lr=config.ppo.learning_rate,
                                   eps=config.ppo.adam_eps)
         e, a = self.spec.num_envs, self.spec.num_seats
@@ -185,7 +193,8 @@ class Trainer:
         self._np_dones = buf_np(self.buffer.dones)
         self._np_trained = buf_np(self.buffer.trained)
         self.fast_policy = (NumpyActorCritic(self.agent)
-                            if config.fast_inference and supports(self.agent) else None)
+                            if config.fast_inference and self.device.type == "cpu"
+                            and supports(self.agent) else None)
         self.episodes = EpisodeLog(config.log.return_window)
         self.timer = Timer()
         self.global_step = 0
@@ -211,6 +220,7 @@ class Trainer:
             return obs_n
         assert state is not None
         state_t = torch.from_numpy(state).reshape(-1, *self.spec.state_shape)  # type: ignore[misc]
+        state_t = state_t.to(self.device, non_blocking=True)
         return self.agent.normalize_critic_input(obs_n, state_t, update=update)
 
     @torch.inference_mode()
@@ -223,10 +233,11 @@ class Trainer:
         a = self.spec.num_seats
         obs = torch.from_numpy(batch.final_obs[envs]).reshape(len(envs) * a,
                                                               *self.spec.obs_shape)
+        obs = obs.to(self.device)
         obs_n = self.agent.normalize_obs(obs)
         state = batch.final_state[envs] if batch.final_state is not None else None
         critic_in = self._critic_input(obs_n, state, update=False)
-        value = self.agent.value(critic_in).reshape(len(envs), a).numpy()
+        value = self.agent.value(critic_in).reshape(len(envs), a).cpu().numpy()
         reward[envs] += self.config.ppo.gamma * value
 
     def collect(self) -> None:
@@ -292,24 +303,35 @@ class Trainer:
         spec, agent, buf = self.spec, self.agent, self.buffer
         e, a = spec.num_envs, spec.num_seats
         n = e * a
+        on_cpu = self.device.type == "cpu"
         obs = torch.from_numpy(batch.obs).reshape(n, *spec.obs_shape)
         mask = (torch.from_numpy(batch.action_mask).reshape(n, *spec.action_space.mask_shape)
                 if batch.action_mask is not None else None)
+        if mask is not None and buf.mask is not None:
+            buf.mask[t].view(n, *mask.shape[1:]).copy_(mask)
+        if not on_cpu:
+            obs = obs.to(self.device, non_blocking=True)
+            mask = mask.to(self.device, non_blocking=True) if mask is not None else None
         if agent.obs_rms is not None:
             rows = learner.reshape(-1)
-            agent.obs_rms.update(obs if rows.all() else obs[torch.from_numpy(rows)])
+            agent.obs_rms.update(obs if rows.all() else obs[torch.from_numpy(rows).to(obs.device)])
         obs_n = agent.normalize_obs(obs)
         critic_in = self._critic_input(obs_n, batch.state, update=True)
         dist, value_n = agent.forward_all(obs_n, mask, critic_in)
-        action = dist.sample(self.sample_gen)
-        buf.obs[t].view(n, *spec.obs_shape).copy_(obs_n)
-        if mask is not None and buf.mask is not None:
-            buf.mask[t].view(n, *mask.shape[1:]).copy_(mask)
+        action = dist.sample(self.act_gen)
+        if on_cpu:
+            buf.obs[t].view(n, *spec.obs_shape).copy_(obs_n)
+        else:  # the raw observation is already on the host: copy only what the GPU made
+            buf.obs[t].view(n, *spec.obs_shape).copy_(
+                obs_n if agent.obs_rms is not None else torch.from_numpy(batch.obs).reshape(
+                    n, *spec.obs_shape))
         if buf.critic_in is not None:
             buf.critic_in[t].view(n, *critic_in.shape[1:]).copy_(critic_in)
+        small = torch.stack([dist.log_prob(action), agent.from_value_space(value_n)]).cpu()
+        action = action.cpu()
         buf.actions[t].view(n, *spec.action_space.action_shape).copy_(action)
-        buf.logprobs[t].view(n).copy_(dist.log_prob(action))
-        buf.values[t].view(n).copy_(agent.from_value_space(value_n))
+        buf.logprobs[t].view(n).copy_(small[0])
+        buf.values[t].view(n).copy_(small[1])
         return action.numpy().reshape(e, a, *spec.action_space.action_shape)
 
     def _opponent_actions(self, batch: Batch, actions: np.ndarray) -> np.ndarray:
@@ -334,9 +356,9 @@ class Trainer:
     def _last_values(self) -> Tensor:
         n = self.spec.num_envs * self.spec.num_seats
         obs = torch.from_numpy(self.batch.obs).reshape(n, *self.spec.obs_shape)
-        obs_n = self.agent.normalize_obs(obs)
+        obs_n = self.agent.normalize_obs(obs.to(self.device))
         critic_in = self._critic_input(obs_n, self.batch.state, update=False)
-        return self.agent.value(critic_in)
+        return self.agent.value(critic_in).cpu()
 
     def learn(self) -> dict[str, float]:
         """GAE, then ``update_epochs`` passes of minibatch PPO updates."""
@@ -357,7 +379,7 @@ class Trainer:
 
         def take(x: Tensor) -> Tensor:
             flat = buf.flat(x) if x.dim() >= 3 and x.shape[:3] == buf.shape else x.reshape(-1)
-            return flat if rows is None else flat[rows]
+            return (flat if rows is None else flat[rows]).to(self.device, non_blocking=True)
 
         b_obs = take(buf.obs)
         b_mask = take(buf.mask) if buf.mask is not None else None
@@ -383,7 +405,7 @@ class Trainer:
         stats: dict[str, list[float]] = collections.defaultdict(list)
         stop = False
         for _epoch in range(cfg.update_epochs):
-            perm = torch.randperm(size, generator=self.sample_gen)
+            perm = torch.randperm(size, generator=self.sample_gen).to(self.device)
             for start in range(0, size - minibatch + 1, minibatch):
                 mb = perm[start:start + minibatch]
                 dist, new_value = agent.forward_all(
@@ -480,6 +502,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "counters": {"global_step": self.global_step, "update": self.update},
             "rng": {"torch": torch.get_rng_state(), "sample": self.sample_gen.get_state(),
+                    "act": self.act_gen.get_state(), "act_device": self.device.type,
                     "numpy": self.rng.bit_generator.state,
                     "python": repr(random.getstate())},
             "reward_scaler": (self.reward_scaler.state_dict()
@@ -507,6 +530,9 @@ class Trainer:
         self.update = int(state["counters"]["update"])
         torch.set_rng_state(state["rng"]["torch"])
         self.sample_gen.set_state(state["rng"]["sample"])
+        if (self.act_gen is not self.sample_gen
+                and state["rng"].get("act_device") == self.device.type):
+            self.act_gen.set_state(state["rng"]["act"])
         self.rng.bit_generator.state = state["rng"]["numpy"]
         if self.reward_scaler is not None and state.get("reward_scaler") is not None:
             self.reward_scaler.load_state_dict(state["reward_scaler"])

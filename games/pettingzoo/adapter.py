@@ -31,10 +31,23 @@ are not reproducible.
 Episode statistics report each seat's raw return, the length in agent steps and, in
 competitive games, WIN / LOSS / DRAW from the sign of the return difference (NONE for
 truncated episodes and in mixed-sum or cooperative games).
+
+Built-in opponent (``builtin_opponent_share``, games of
+:func:`games.pettingzoo.catalog.builtin_opponent_games`): the last
+``floor(share * num_envs)`` envs run the same ROM in its single-player mode, where the console
+plays the other side (Pong's CPU paddle, ...); the learner is seat 0 there. Their emulators
+are stepped with the others (same preprocessing, frame skip, sticky actions, seeds); seat 1
+is never ``alive``, its actions are ignored, its reward is 0, it reports no episodes, and
+its observation is built as in the other envs. Seat 0's reward is the game's single-player
+reward (in Pong its points minus the console's), so the outcome is the sign of its return.
+``opponent_names[e]`` is ``"builtin"`` or ``"selfplay"``; ``players[e, s]`` is the ALE player
+that seat ``s`` controls, -1 for seat 1 of the builtin envs (the league pits no snapshot
+there).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -51,11 +64,18 @@ from games.pettingzoo.options import PettingZooAtariOptions
 from games.pettingzoo.probe import NUM_SEATS, game_setup
 
 STATE_FORMAT = "pettingzoo-atari/1"
+BUILTIN = "builtin"  # opponent_names entry of an env against the console's own opponent
+SELFPLAY = "selfplay"  # opponent_names entry of a two-player env
 _INTERPOLATION = {"linear": cv2.INTER_LINEAR, "area": cv2.INTER_AREA}
 
 
 class PettingZooAtari:
     """``E`` two-player Atari games stepped together (see the module docstring)."""
+
+    opponent_names: list[str]
+    """Each env's opponent, length ``E``: ``"selfplay"`` or ``"builtin"``."""
+    players: np.ndarray
+    """``int64 [E, A]``: the ALE player each seat controls, -1 where it controls none."""
 
     def __init__(self, info: GameInfo, num_envs: int, seed: int | None,
                  opts: PettingZooAtariOptions) -> None:
@@ -66,13 +86,22 @@ class PettingZooAtari:
         self.info, self.opts = info, opts
         self.rom_path = setup.rom_path
         self._action_map = np.asarray(setup.action_mapping, np.intc)  # agent action -> ALE code
+        num_builtin = builtin_envs(opts.builtin_opponent_share, num_envs)
+        modes = [setup.mode] * num_envs
+        if opts.builtin_opponent_share > 0:  # the check also when rounding leaves no env
+            solo = catalog.builtin_opponent_mode(info, setup.mode)
+            modes[num_envs - num_builtin:] = [solo] * num_builtin
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
-        self._em = AleBatch(self.rom_path, setup.mode, NUM_SEATS, num_envs, seed,
+        self._em = AleBatch(self.rom_path, modes, NUM_SEATS, seed,
                             opts.frame_skip, opts.screen_size, opts.max_pool,
                             opts.repeat_action_probability, _INTERPOLATION[opts.interpolation],
                             opts.num_threads)
         e, a, f, s = num_envs, NUM_SEATS, opts.frame_stack, opts.screen_size
+        self.num_builtin_envs = num_builtin
+        self.opponent_names = [SELFPLAY] * (e - num_builtin) + [BUILTIN] * num_builtin
+        self.players = np.tile(np.arange(a, dtype=np.int64), (e, 1))  # [E, A]
+        self.players[e - num_builtin:, 1:] = -1
         channels = f + (a if opts.agent_indicator else 0)
         self.spec = GameSpec(
             name=info.registry_name, num_envs=e, num_seats=a, obs_shape=(channels, s, s),
@@ -84,8 +113,9 @@ class PettingZooAtari:
         for i in range(a):
             self._indicator[i, i] = 255
         self._stack = np.zeros((e, f, s, s), np.uint8)  # [E, F, S, S] oldest frame first
-        self._alive = np.ones((e, a), bool)  # [E, A]
-        self._all_alive = np.ones((e, a), bool)  # shared, never modified
+        self._seated = self.players >= 0  # [E, A] shared, never modified
+        self._alive = self._seated.copy()  # [E, A]
+        self._some_out = False  # a seated seat is out of the game (not alive)
         self._mask = np.ones((e, a, len(self._action_map)), bool)  # shared, never modified
         self._tracker = EpisodeTracker(e, a)
         self._final_rgb: dict[int, np.ndarray] = {}
@@ -104,7 +134,8 @@ class PettingZooAtari:
             em.reseed(seed)
         em.reset(list(range(em.num_envs)))
         self._stack[...] = em.frames[:, None]
-        self._alive[...] = True
+        self._alive[...] = self._seated
+        self._some_out = False
         self._tracker = EpisodeTracker(em.num_envs, NUM_SEATS)
         self._final_rgb.clear()
         self._started = True
@@ -113,7 +144,7 @@ class PettingZooAtari:
         return Batch(obs=obs, action_mask=self._mask, state=state,
                      reward=np.zeros((e, NUM_SEATS), np.float32),
                      terminated=np.zeros(e, bool), truncated=np.zeros(e, bool),
-                     alive=self._all_alive, episodes=EpisodeStats.empty(),
+                     alive=self._seated, episodes=EpisodeStats.empty(),
                      final_obs=obs, final_state=state)
 
     def step(self, actions: np.ndarray) -> Batch:
@@ -122,15 +153,15 @@ class PettingZooAtari:
             raise GameError(f"{self.spec.name}: call reset() before step()")
         em = self._em
         em.actions[...] = self._action_map[self._check(actions)]
-        all_alive = bool(self._alive.all())
-        if not all_alive:
+        some_out = self._some_out  # unseated seats need no care: single-player ROMs skip them
+        if some_out:
             em.actions[~self._alive] = self._action_map[0]  # seats out of the game: NOOP
         em.step(self._max_frames)
         stack = self._stack
         stack[:, :-1] = stack[:, 1:]
         stack[:, -1] = em.frames
         raw = em.rewards.astype(np.float64)  # [E, A]
-        if not all_alive:
+        if some_out:
             raw *= self._alive
         terminated = em.game_over.copy()  # [E]
         truncated = ~terminated & (em.elapsed >= self._max_frames) if self._max_frames \
@@ -138,6 +169,10 @@ class PettingZooAtari:
         ended = np.flatnonzero(terminated | truncated).tolist()
         outcome = self._outcomes(raw, ended, terminated) if ended else None
         stats = self._tracker.update(raw, ended, outcome)
+        if self.num_builtin_envs and len(stats.env):
+            seated = self._seated[stats.env, stats.seat]  # [K] drop seat 1 of builtin envs
+            if not seated.all():
+                stats = EpisodeStats(*(column[seated] for column in stats))
         obs, state = self._observe()
         final_obs, final_state = obs, state
         if ended:
@@ -147,10 +182,13 @@ class PettingZooAtari:
             stack[ended] = em.frames[ended][:, None]
             obs, state = self._observe()
         np.greater_equal(em.read_lives(), 0, out=self._alive)
-        self._alive[ended] = True
+        if self.num_builtin_envs:
+            self._alive &= self._seated
+        self._alive[ended] = self._seated[ended]
+        self._some_out = not np.array_equal(self._alive, self._seated)
         reward = np.sign(raw, dtype=np.float32) if self.opts.clip_rewards \
             else raw.astype(np.float32)
-        alive = self._all_alive if self._alive.all() else self._alive.copy()
+        alive = self._alive.copy() if self._some_out else self._seated
         return Batch(obs=obs, action_mask=self._mask, state=state, reward=reward,
                      terminated=terminated, truncated=truncated, alive=alive, episodes=stats,
                      final_obs=final_obs, final_state=final_state)
@@ -213,6 +251,7 @@ class PettingZooAtari:
             "format": STATE_FORMAT,
             "name": self.spec.name,
             "num_envs": em.num_envs,
+            "builtin_envs": self.num_builtin_envs,
             "ale": [em.save(e) for e in range(em.num_envs)],
             "stack": self._stack.copy(),
             "elapsed": em.elapsed.copy(),
@@ -229,11 +268,17 @@ class PettingZooAtari:
         if state["name"] != self.spec.name or int(state["num_envs"]) != em.num_envs:
             raise GameError(f"state is for {state['name']} x{state['num_envs']}, "
                             f"this game is {self.spec.name} x{em.num_envs}")
+        builtin = int(state.get("builtin_envs", 0))
+        if builtin != self.num_builtin_envs:
+            raise GameError(f"state has {builtin} envs against the built-in opponent, this "
+                            f"game {self.num_builtin_envs}; build it with the same "
+                            "builtin_opponent_share")
         for e, data in enumerate(state["ale"]):
             em.load(e, bytes(data))
         self._stack[...] = state["stack"]
         em.elapsed[...] = state["elapsed"]
         self._alive[...] = state["alive"]
+        self._some_out = not np.array_equal(self._alive, self._seated)
         self._tracker.load_state_dict(state["tracker"])
         self._final_rgb.clear()
         self._started = True
@@ -253,6 +298,11 @@ class PettingZooAtari:
     def close(self) -> None:
         self._em.close()
         self._started = False
+
+
+def builtin_envs(share: float, num_envs: int) -> int:
+    """How many of ``num_envs`` envs play the built-in opponent at ``share``."""
+    return math.floor(share * num_envs + 1e-9)
 
 
 def make(name: str, num_envs: int = 1, seed: int | None = None,

@@ -7,6 +7,9 @@ two-player ones are every game but the four-player-only ``quadrapong`` and ``war
 
 The ROMs are the ones bundled in the ale-py wheel (``ale_py/roms/*.bin``), handed to PettingZoo
 through its ``auto_rom_install_path``; AutoROM (which downloads them) is never needed.
+
+:func:`builtin_opponent_games` lists the games whose ROM, run in a single-player mode, has the
+console play the other side (Pong's CPU paddle, Boxing's CPU boxer, ...).
 """
 
 from __future__ import annotations
@@ -53,6 +56,29 @@ _KINDS: dict[str, Kind] = {
     "volleyball_pong": "competitive",
     "wizard_of_wor": "mixed",
 }
+# Games whose ROM has a single-player mode in which the console plays the other side, as
+# (PettingZoo's two-player mode, the single-player mode of the same variant), in the mode
+# numbers of multi_agent_ale_py (``getAvailableModes(1)``). ale-py numbers them differently
+# and plays the same game (its Pong modes 0 and 1 are these 1 and 2: equal screens up to a
+# 2-frame shift after reset). How they were found: random play in every game's single-player
+# modes; only these gave negative rewards, the console scoring against the player
+# (entombed, flag_capture, space_war, joust, mario_bros, space_invaders and wizard_of_wor
+# play alone there; combat and maze_craze have no single-player mode; basketball_pong,
+# foozpong and volleyball_pong share pong.bin, whose single-player modes are classic Pong
+# only). The single-player mode is the one whose RAM after reset differs least from the
+# two-player mode's (pong: mode 2 shares mode 4's variant bit, mode 1 does not); othello,
+# surround and video_checkers tie, and their first single-player mode (the computer's first
+# skill level; ale-py's default) is used.
+_BUILTIN_MODES: dict[str, tuple[int, int]] = {
+    "boxing": (2, 1),
+    "double_dunk": (16, 0),
+    "ice_hockey": (1, 0),
+    "othello": (4, 1),
+    "pong": (4, 2),
+    "surround": (1, 2),
+    "tennis": (2, 1),
+    "video_checkers": (10, 1),
+}
 FOUR_PLAYER_ONLY = frozenset({"quadrapong", "warlords"})
 # ROMs that PettingZoo plays under other names
 _ROM_GAMES = {"combat": ("combat_plane", "combat_tank"),
@@ -92,6 +118,28 @@ def pettingzoo_atari_games() -> dict[str, str]:
 def two_player_games() -> list[str]:
     """Versioned names of the two-player PettingZoo Atari games, e.g. ``["boxing_v2", ...]``."""
     return sorted(v for b, v in pettingzoo_atari_games().items() if b not in FOUR_PLAYER_ONLY)
+
+
+def builtin_opponent_games() -> list[str]:
+    """Versioned names of the games with a built-in single-player opponent, e.g.
+    ``["boxing_v2", ..., "pong_v3", ...]`` (see ``builtin_opponent_share`` in the options)."""
+    games = pettingzoo_atari_games()
+    return sorted(games[b] for b in _BUILTIN_MODES if b in games)
+
+
+def builtin_opponent_mode(info: GameInfo, two_player_mode: int) -> int:
+    """The single-player mode in which the console plays seat 1 of ``info`` (played in
+    ``two_player_mode``); :class:`GameError` when the game or its variant has none."""
+    modes = _BUILTIN_MODES.get(info.base)
+    if modes is None:
+        known = ", ".join(f"pettingzoo/{n}" for n in builtin_opponent_games())
+        raise GameError(f"{info.registry_name} has no built-in single-player opponent; set "
+                        f"builtin_opponent_share: 0, or train one of {known}")
+    if modes[0] != two_player_mode:
+        raise GameError(f"{info.registry_name}: the built-in opponent plays only the default "
+                        f"variant (mode {modes[0]}), not mode {two_player_mode}; drop "
+                        "game_kwargs or set builtin_opponent_share: 0")
+    return modes[1]
 
 
 def rom_directory() -> Path:

@@ -10,6 +10,7 @@ on buffers shared by all envs. ctypes releases the GIL during each C call, so wi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -35,28 +36,38 @@ def new_ale(rom: Path, mode: int, seed: int, repeat_action_probability: float) -
 
 
 class AleBatch:
-    """``E`` emulators of one game and mode; :meth:`step` plays one agent step in each.
+    """``E`` emulators of one game, env ``i`` in game mode ``modes[i]``; :meth:`step` plays one
+    agent step in each.
 
     After :meth:`step` (or :meth:`reset` for the envs it names): ``rewards`` ``int32 [E, A]``
     (summed over the skipped frames), ``game_over`` ``bool [E]``, ``elapsed`` (frames since
     the env's reset) and ``frames`` ``uint8 [E, S, S]``, the new preprocessed frame
     (grayscale, max of the step's last two frames, resized with ``interpolation``).
+
+    A mode may have fewer than ``num_players`` players (a single-player mode, in which the
+    console plays the other side): the C library then reads only the first columns of that
+    env's ``actions`` row and writes only the first columns of its ``rewards`` and ``lives``
+    (the others stay 0), so every env goes through the same loop.
     """
 
-    def __init__(self, rom: Path, mode: int, num_players: int, num_envs: int, seed: int,
+    def __init__(self, rom: Path, modes: Sequence[int], num_players: int, seed: int,
                  frame_skip: int, screen_size: int, max_pool: bool,
                  repeat_action_probability: float, interpolation: int = cv2.INTER_LINEAR,
                  num_threads: int = 1) -> None:
-        self.rom, self.mode, self.num_players = rom, mode, num_players
+        self.rom, self.modes, self.num_players = rom, [int(m) for m in modes], num_players
         self.sticky = repeat_action_probability
         self.skip, self.size, self.max_pool = frame_skip, screen_size, max_pool and frame_skip > 1
         self.interpolation = interpolation
-        self.ales = [new_ale(rom, mode, seed + i, self.sticky) for i in range(num_envs)]
+        self.ales = [new_ale(rom, mode, seed + i, self.sticky)
+                     for i, mode in enumerate(self.modes)]
         self.seed = seed
         self._fresh = True  # ROMs loaded with ``seed`` and not played since
-        active = self.ales[0].numPlayersActive()
-        if active != num_players:
-            raise GameError(f"{rom.name} mode {mode} has {active} players, expected {num_players}")
+        for mode in sorted(set(self.modes)):
+            active = self.ales[self.modes.index(mode)].numPlayersActive()
+            if not 1 <= active <= num_players:
+                raise GameError(f"{rom.name} mode {mode} has {active} players, expected 1 to "
+                                f"{num_players}")
+        num_envs = len(self.ales)
         width, height = self.ales[0].getScreenDims()
         self.screen_shape = (height, width)
         e, a = num_envs, num_players
@@ -185,10 +196,10 @@ class AleBatch:
         """Reload the ROMs with seeds ``seed + i``, as PettingZoo's ``reset(seed=...)`` does."""
         if self._fresh and seed == self.seed:
             return  # loaded just so
-        for i, ale in enumerate(self.ales):
+        for i, (ale, mode) in enumerate(zip(self.ales, self.modes, strict=True)):
             ale.setInt(b"random_seed", (seed + i) % 2**31)
             ale.loadROM(str(self.rom))
-            ale.setMode(self.mode)
+            ale.setMode(mode)
         self.seed, self._fresh = seed, True
 
     # ------------------------------------------------------------------ misc

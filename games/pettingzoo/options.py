@@ -45,6 +45,11 @@ class PettingZooAtariOptions:
     ``mirror_second_seat``; the Atari screen is already the whole game state)."""
     repeat_action_probability: float = 0.0
     """Sticky actions (0 as in PettingZoo)."""
+    builtin_opponent_share: float = 0.0
+    """Share of the envs (the last ``floor(share * num_envs)``) whose seat 0 plays the game's
+    built-in single-player opponent: the same ROM in its single-player mode, the console
+    playing the other side; seat 1 there is never alive. Only for the games of
+    :func:`games.pettingzoo.builtin_opponent_games` (their default variant)."""
     num_threads: int = 1
     """Threads emulating disjoint groups of envs (the emulator runs without the GIL); more
     than 1 helps only where cores are idle while the game steps."""
@@ -63,6 +68,9 @@ class PettingZooAtariOptions:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
         if self.max_cycles is not None and self.max_cycles < 1:
             raise ValueError(f"max_cycles must be >= 1 or null, got {self.max_cycles}")
+        if not 0.0 <= self.builtin_opponent_share <= 1.0:
+            raise ValueError(f"builtin_opponent_share must be in [0, 1], "
+                             f"got {self.builtin_opponent_share}")
         if not 0.0 <= self.repeat_action_probability <= 1.0:
             raise ValueError(f"repeat_action_probability must be in [0, 1], "
                              f"got {self.repeat_action_probability}")

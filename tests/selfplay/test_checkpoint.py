@@ -29,6 +29,17 @@ def test_round_trip_with_numpy_and_rng_state(tmp_path: Path) -> None:
     assert back["nested"][0]["x"] == 1.5 and back["blob"] == b"\x00\x01"
 
 
+def test_zero_dimensional_arrays_keep_their_shape(tmp_path: Path) -> None:
+    """Guards a bug: a 0-d flag in tic-tac-toe's state came back as shape (1,) and --resume
+    failed with "state 'ready' has shape (1,), expected ()"."""
+    payload = {"flag": np.array(True), "x": np.array(2.5, np.float32),
+               "strided": np.arange(10)[::-2]}
+    back = load_checkpoint(save_checkpoint(tmp_path / "c.pt", payload))
+    assert back["flag"].shape == () and bool(back["flag"]) is True
+    assert back["x"].shape == () and back["x"].dtype == np.float32 and back["x"] == 2.5
+    assert back["strided"].tolist() == [9, 7, 5, 3, 1]
+
+
 class _Evil:
     def __reduce__(self) -> tuple[object, tuple[str]]:
         return (os.system, ("touch /tmp/selfplay-pwned",))

@@ -42,6 +42,7 @@ def test_same_seed_same_result() -> None:
 
 @pytest.mark.parametrize("game,overrides", [
     ("CartPole-v1", []),
+    ("tictactoe", ["league.enabled=false"]),  # 0-d state arrays (see test_checkpoint)
     ("Pendulum-v1", ["ppo.num_steps=64", "ppo.num_minibatches=4", "ppo.update_epochs=2",
                      "normalize.value=true"]),
 ])

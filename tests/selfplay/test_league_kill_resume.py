@@ -1,0 +1,153 @@
+"""A league training run SIGKILLed at a random moment, then resumed with the same command.
+
+The league database must come out as if nothing had happened: every rating match the killed
+process stored is still there unchanged, every snapshot's rating tournament is complete with
+no match stored twice or half, the stored ratings equal a replay of the stored matches, and
+every snapshot registered before the kill keeps its file byte for byte (the updates replayed
+from the last checkpoint reuse it instead of overwriting it with other weights).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from league.db import LeagueDB
+from league.snapshots import load_snapshot, snapshot_name
+from league.tournament import match_seed
+from selfplay.checkpoint import list_checkpoints
+
+ROOT = Path(__file__).resolve().parents[2]
+UPDATES = 40
+STEPS_PER_UPDATE = 8 * 16  # game.num_envs * ppo.num_steps
+SNAPSHOT_EVERY = 2  # == eval_every: each snapshot is rated in the update that made it
+EVAL_GAMES, EVAL_POOL, ANCHORS = 2, 2, ("random", "win_or_block")
+SETTINGS = ["game.num_envs=8", "ppo.num_steps=16", f"league.snapshot_every={SNAPSHOT_EVERY}",
+            f"league.eval_every={SNAPSHOT_EVERY}", f"league.eval_games={EVAL_GAMES}",
+            f"league.eval_pool={EVAL_POOL}", "league.eval_envs=4",
+            "checkpoint.every_updates=3", "checkpoint.keep=2", "log.tensorboard=false"]
+
+
+def count_matches(path: Path) -> int:
+    if not path.exists():
+        return 0
+    try:
+        with sqlite3.connect(path, timeout=10) as conn:
+            return int(conn.execute("SELECT count(*) FROM matches").fetchone()[0])
+    except sqlite3.OperationalError:  # schema not created yet
+        return 0
+
+
+def newer_snapshot_than_checkpoint(run_dir: Path) -> bool:
+    """Whether a snapshot was registered after the newest checkpoint: the updates between
+    them are replayed on resume, their snapshot and its rating matches included."""
+    try:
+        with sqlite3.connect(run_dir / "league.db", timeout=10) as conn:
+            names = [r[0] for r in conn.execute("SELECT name FROM players WHERE kind = "
+                                                "'snapshot'")]
+    except sqlite3.OperationalError:
+        return False
+    checkpoints = list_checkpoints(run_dir / "checkpoints")
+    if not names or not checkpoints:
+        return False
+    newest = max(int(name.rsplit("@", 1)[1]) for name in names)
+    return newest > int(checkpoints[-1].stem.split("_")[1])
+
+
+def snapshot_files(db: LeagueDB) -> dict[str, str]:
+    """SHA-256 of every registered snapshot's file, by player name."""
+    return {p.name: hashlib.sha256(Path(str(p.path)).read_bytes()).hexdigest()
+            for p in db.players() if p.kind == "snapshot"}
+
+
+def assert_whole(db: LeagueDB) -> None:
+    """No half-written match: each has both rating-history rows and counts in both players'
+    game totals; the stored ratings are a replay of the stored matches."""
+    conn = db._conn  # noqa: SLF001 - checking the raw tables is the point
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT count(*) FROM matches m WHERE (SELECT count(*) FROM "
+                        "rating_history h WHERE h.match_id = m.id) != 2").fetchone()[0] == 0
+    games: Counter[int] = Counter()
+    for m in db.matches():
+        games[m.player_a] += 1
+        games[m.player_b] += 1
+    for row in db.leaderboard():
+        assert row.games == games[row.player_id] == row.wins + row.draws + row.losses, row
+    assert db.replay_ratings() == db.ratings()
+
+
+@pytest.mark.parametrize("moment", ["random", "after_a_snapshot"])
+def test_sigkill_training_run_then_resume(tmp_path: Path, moment: str) -> None:
+    """``random``: a random delay after the first checkpoint and the first stored match;
+    ``after_a_snapshot``: once a snapshot newer than the newest checkpoint is registered (the
+    case that crashed resumes with "player ... is already in the pool")."""
+    run_dir = tmp_path / "ttt"
+    db_path = run_dir / "league.db"
+    train = [sys.executable, "-m", "selfplay.cli", "train"]
+    first = [*train, "--game", "tictactoe", "--run-dir", str(run_dir), "--seed", "3",
+             "--total-steps", str(UPDATES * STEPS_PER_UPDATE), "--no-progress"]
+    for item in SETTINGS:
+        first += ["--set", item]
+    delay = random.Random(int.from_bytes(os.urandom(4), "little")).uniform(0.0, 1.5)
+    if moment == "after_a_snapshot":
+        delay = 0.0
+    proc = subprocess.Popen(first, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 45
+    while (proc.poll() is None and time.monotonic() < deadline
+           and not (list_checkpoints(run_dir / "checkpoints") and count_matches(db_path)
+                    and (moment == "random" or newer_snapshot_than_checkpoint(run_dir)))):
+        time.sleep(0.01)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, f"the run ended before the kill:\n{err}"
+
+    with LeagueDB(db_path) as db:
+        assert_whole(db)
+        before = {m.key: m for m in db.matches()}
+        files = snapshot_files(db)
+    resumed_from = list_checkpoints(run_dir / "checkpoints")[-1].name
+    assert before, "no match stored before the kill"
+
+    done = subprocess.run([*train, "--resume", str(run_dir), "--json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    note = f"(killed {moment} +{delay:.2f}s; resumed from {resumed_from})"
+    assert done.returncode == 0, f"{note}\n{done.stderr}"
+    assert json.loads(done.stdout)["global_step"] == UPDATES * STEPS_PER_UPDATE
+
+    with LeagueDB(db_path) as db:
+        assert_whole(db)
+        after = {m.key: m for m in db.matches()}
+        for key, match in before.items():  # nothing lost or rewritten
+            assert after[key] == match, f"{note} match {key} changed"
+        # snapshots registered before the kill were reused, not rewritten by the replay
+        now = snapshot_files(db)
+        assert {name: now[name] for name in files} == files, note
+        snapshots = [p for p in db.players() if p.kind == "snapshot"]
+        names = [snapshot_name("ttt", u) for u in range(SNAPSHOT_EVERY, UPDATES + 1,
+                                                        SNAPSHOT_EVERY)]
+        assert sorted(p.name for p in snapshots) == names, note
+        for p in snapshots:
+            load_snapshot(str(p.path), game="tictactoe")  # every file whole and loadable
+        # each snapshot's rating tournament: every scheduled match exactly once, nothing else
+        by_tournament: Counter[str] = Counter(key.split("/")[0] for key in after)
+        ids = {p.name: p.id for p in db.players()}
+        for i, name in enumerate(sorted(names, key=lambda n: ids[n])):
+            expected = EVAL_GAMES * (min(EVAL_POOL, i) + len(ANCHORS))
+            assert by_tournament.pop(f"eval@{name}") == expected, f"{note} eval@{name}"
+        assert not by_tournament, f"{note} unexpected tournaments {dict(by_tournament)}"
+        for match in after.values():  # the replayed schedule is the same schedule
+            update = int(match.key.split("/")[0].rsplit("@", 1)[1])
+            assert match.seed == match_seed(update, match.key), f"{note} {match.key}"

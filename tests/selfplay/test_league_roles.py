@@ -1,0 +1,201 @@
+"""Exploiter roles in training: who each role plays, config errors, an end-to-end exploiter run.
+
+The opponent distributions are drawn by the real :class:`league.matchmaking.Matchmaker` inside
+a :class:`selfplay.league_training.LeagueHook` over a real league database of snapshots.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from games.options import to_mapping
+from games.registry import make_game
+from league.db import LeagueDB
+from league.snapshots import save_snapshot, snapshot_name
+from selfplay.config import ConfigError, build_config
+from selfplay.league_training import LEARNER, MAIN, LeagueHook, attach
+from selfplay.networks import ActorCritic
+from selfplay.ppo import Trainer
+
+ROOT = Path(__file__).resolve().parents[2]
+QUIET = ["log.progress=false", "log.tensorboard=false"]
+
+
+def add_snapshots(db_path: Path, players: list[tuple[str, int, str]]) -> dict[str, int]:
+    """Register untrained tic-tac-toe snapshots ``(run, update, role)``; ids by name."""
+    config = build_config("tictactoe")
+    game = make_game("tictactoe", 1, 0)
+    agent = ActorCritic(game.spec, config.network, config.normalize)
+    game.close()
+    with LeagueDB(db_path, game="tictactoe") as db:
+        return {snapshot_name(run, update): save_snapshot(
+            db, db_path.parent / "snaps", snapshot_name(run, update), agent.state_dict(),
+            to_mapping(config), 0, update=update, role=role) for run, update, role in players}
+
+
+def hook_for(tmp_path: Path, db_path: Path, role: str, *sets: str) -> LeagueHook:
+    """The league hook of a run named ``me`` playing ``role`` in ``db_path``."""
+    config = build_config("tictactoe", overrides=[
+        *QUIET, f"league.role={role}", f"league.db={db_path}", *sets], seed=0)
+    hook = attach(Trainer(config, make_game("tictactoe", 4, 0)), tmp_path / "me")
+    assert hook is not None
+    return hook
+
+
+def frequencies(hook: LeagueHook, n: int = 20_000) -> dict[int, float]:
+    """Share of each opponent over ``n`` draws: player ids, LEARNER for self-play."""
+    players = [hook.player_of(int(p)) for p in hook.sample(n)]
+    counts = Counter(LEARNER if p is None else p for p in players)
+    return {p: c / n for p, c in counts.items()}
+
+
+@pytest.fixture
+def league(tmp_path: Path) -> tuple[Path, dict[str, int]]:
+    """Main run ``main`` (3 snapshots), another main run ``other``, a league exploiter ``lx``
+    and the run under test ``me`` (1 snapshot of role main)."""
+    path = tmp_path / "league.db"
+    ids = add_snapshots(path, [("main", 2, "main"), ("main", 4, "main"), ("main", 6, "main"),
+                               ("other", 2, "main"), ("lx", 2, "league_exploiter"),
+                               ("me", 2, "main")])
+    return path, ids
+
+
+def test_main_plays_itself_and_pfsp_over_every_snapshot(
+        tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
+    path, ids = league
+    hook = hook_for(tmp_path, path, "main", "league.self_play=0.4")
+    for _ in range(30):
+        hook.matchmaker.record(LEARNER, ids["main@0000002"], 1)  # p ~ 1: hard weight ~ 0
+        hook.matchmaker.record(LEARNER, ids["lx@0000002"], -1)  # p ~ 0: hard weight ~ 1
+    freq = frequencies(hook)
+    assert freq[LEARNER] == pytest.approx(0.4, abs=0.015)
+    # hard weights: lx 1, four unplayed at 0.25 each, main@2 ~0 -> total 2
+    assert freq[ids["lx@0000002"]] == pytest.approx(0.6 * 1 / 2, abs=0.015)
+    for name in ("main@0000004", "main@0000006", "other@0000002", "me@0000002"):
+        assert freq[ids[name]] == pytest.approx(0.6 * 0.25 / 2, abs=0.01), name
+    assert freq.get(ids["main@0000002"], 0.0) < 0.002
+    hook.close()
+
+
+def test_main_exploiter_plays_the_main_agents_newest_snapshot_then_pfsp_hard(
+        tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
+    path, ids = league
+    hook = hook_for(tmp_path, path, "main_exploiter", "league.target=main")
+    assert hook.targets == [ids["main@0000002"], ids["main@0000004"], ids["main@0000006"]]
+    assert frequencies(hook) == {ids["main@0000006"]: 1.0}  # unplayed: p = 1/2 >= 0.1
+    for _ in range(40):
+        hook.matchmaker.record(LEARNER, MAIN, -1)  # it cannot beat the main agent yet
+    hook.matchmaker.record(LEARNER, ids["main@0000002"], 1)
+    hook.matchmaker.record(LEARNER, ids["main@0000004"], -1)
+    freq = frequencies(hook)
+    # PFSP hard over the main agent's snapshots only: p = 1, 0, unplayed -> 0, 1, 0.25
+    assert set(freq) == {ids["main@0000004"], ids["main@0000006"]}
+    assert freq[ids["main@0000004"]] == pytest.approx(1 / 1.25, abs=0.015)
+    # a new snapshot of the main run (written by its process) becomes the main agent
+    new = add_snapshots(path, [("main", 8, "main")])["main@0000008"]
+    for _ in range(200):
+        hook.matchmaker.record(LEARNER, MAIN, 1)  # now it wins: back to the main agent
+    hook.sync_pool()
+    assert frequencies(hook, 2000) == {new: 1.0}
+    hook.close()
+
+
+def test_main_exploiter_without_target_takes_every_main_role_run(
+        tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
+    path, ids = league
+    hook = hook_for(tmp_path, path, "main_exploiter")
+    # every snapshot of role main but its own: the newest (other@2, registered after main@6)
+    assert hook.targets == [ids[n] for n in ("main@0000002", "main@0000004", "main@0000006",
+                                             "other@0000002")]
+    assert frequencies(hook, 2000) == {ids["other@0000002"]: 1.0}
+    hook.close()
+
+
+def test_league_exploiter_pfsp_over_the_whole_league(
+        tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
+    path, ids = league
+    hook = hook_for(tmp_path, path, "league_exploiter")
+    for _ in range(30):
+        hook.matchmaker.record(LEARNER, ids["other@0000002"], 1)
+        hook.matchmaker.record(LEARNER, ids["main@0000006"], -1)
+    freq = frequencies(hook)
+    assert LEARNER not in freq  # exploiters never play themselves
+    assert set(freq) <= set(ids.values())
+    assert freq.get(ids["other@0000002"], 0.0) < 0.002
+    # hard: main@6 1, four unplayed 0.25 each, other@2 ~0 -> total 2
+    assert freq[ids["main@0000006"]] == pytest.approx(1 / 2, abs=0.015)
+    for name in ("main@0000002", "main@0000004", "lx@0000002", "me@0000002"):
+        assert freq[ids[name]] == pytest.approx(0.25 / 2, abs=0.01), name
+    hook.close()
+
+
+def test_league_exploiter_in_an_empty_league_plays_itself(tmp_path: Path) -> None:
+    hook = hook_for(tmp_path, tmp_path / "empty.db", "league_exploiter")
+    assert frequencies(hook, 100) == {LEARNER: 1.0}
+    hook.close()
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    (["league.role=coach"], "league.role: 'coach' is not one of 'main', 'main_exploiter'"),
+    (["league.role=main_exploiter"], "league.role=main_exploiter needs league.db"),
+    (["league.target=main"], "league.target is only used with league.role=main_exploiter"),
+    (["league.exploiter_threshold=1.5"], "league.exploiter_threshold must be in [0, 1]"),
+])
+def test_bad_role_settings_name_the_key(sets: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_config("tictactoe", overrides=sets)
+    assert message in str(info.value)
+
+
+def test_main_exploiter_without_main_snapshots_is_a_clear_error(
+        tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
+    path, _ = league
+    with pytest.raises(ConfigError, match=r"no snapshot of a main agent of run 'mian' \(runs "
+                                          r"with main snapshots: main, me, other\)"):
+        hook_for(tmp_path, path, "main_exploiter", "league.target=mian")
+
+
+def train(*args: str) -> dict[str, object]:
+    proc = subprocess.run([sys.executable, "-m", "selfplay.cli", "train", "--no-progress",
+                           "--json", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+SMALL = ["--set", "game.num_envs=8", "--set", "ppo.num_steps=16", "--set",
+         "league.snapshot_every=2", "--set", "league.eval_every=2", "--set",
+         "league.eval_games=2", "--set", "league.max_active_opponents=8", "--set",
+         "log.tensorboard=false"]
+
+
+@pytest.mark.parametrize("role", ["main_exploiter", "league_exploiter"])
+def test_exploiter_training_run_end_to_end(tmp_path: Path, role: str) -> None:
+    main_db = tmp_path / "main" / "league.db"
+    train("--game", "tictactoe", "--run-dir", str(tmp_path / "main"), "--total-steps",
+          str(4 * 128), *SMALL)
+    summary = train("--game", "tictactoe", "--run-dir", str(tmp_path / "exp"), "--total-steps",
+                    str(6 * 128), *SMALL, "--set", f"league.role={role}", "--set",
+                    f"league.db={main_db}")
+    assert summary["league_role"] == role and summary["league_db"] == str(main_db)
+    with LeagueDB(main_db) as db:
+        players = {p.name: p for p in db.players()}
+        mine = [p for p in players.values() if p.name.startswith("exp@")]
+        assert [p.name for p in mine] == ["exp@0000002", "exp@0000004", "exp@0000006"]
+        assert all(p.metadata["role"] == role for p in mine)
+        assert all(Path(str(p.path)).parent == tmp_path / "exp" / "snapshots" for p in mine)
+        assert players["main@0000004"].metadata["role"] == "main"
+        rated = {m.key.split("/")[0] for m in db.matches()}
+        assert {"eval@exp@0000002", "eval@exp@0000006"} <= rated
+        assert db.replay_ratings() == db.ratings()
+    metrics = [json.loads(line) for line in (tmp_path / "exp" / "metrics.jsonl").open()]
+    # the learner never plays itself: every env's seat 1 is a snapshot of the league
+    assert all(m["league/opponent_share_selfplay"] == 0.0 for m in metrics)
+    if role == "main_exploiter":  # its games against the main agent were counted
+        assert metrics[-1]["league/win_rate_vs_main"] != 0.5

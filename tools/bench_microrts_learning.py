@@ -1,0 +1,110 @@
+"""microRTS learning benchmark: train against one bot for a wall-clock budget, then play it.
+
+    .venv/bin/python tools/bench_microrts_learning.py --map basesWorkers10x10 \
+        --bot RandomBiased --minutes 15 --games 100 --json-out runs/bench/mrts10_rb.json
+    .venv/bin/python tools/bench_microrts_learning.py --map basesWorkers8x8 \
+        --bot WorkerRush --minutes 60 --games 100
+
+Training uses hyperparams/microrts.yaml with every env playing ``--bot`` (no self-play, no
+league), plus any ``--set``. It stops when the budget is spent (JVM start included), saves a
+checkpoint, and plays ``--games`` evaluation games against the bot with sides alternating
+(``selfplay play``). Reported: the training curve (win rate of the last games per update),
+the env / inference / learning split of the wall time, and the evaluation's wins, losses,
+draws and 95 % interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from selfplay.config import build_config
+from selfplay.play import play
+from selfplay.tracking import MetricSink, RunDir
+from selfplay.train import build_trainer
+
+
+def train_for(minutes: float, overrides: list[str], seed: int, horizon: int,
+              root: Path) -> dict[str, Any]:
+    """Train until ``minutes`` of wall time have passed; returns the run's record."""
+    start = time.perf_counter()
+    config = build_config("microrts", overrides=["log.progress=false", *overrides], seed=seed,
+                          total_steps=horizon)
+    run = RunDir(root / f"microrts-learn-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    run.path.mkdir(parents=True, exist_ok=True)
+    run.write_config(config)
+    trainer = build_trainer(config, run)
+    sink = MetricSink(run, config)
+    curve: list[tuple[int, float, float | None]] = []
+    split = {"env": 0.0, "inference": 0.0, "learn": 0.0}
+    deadline = start + minutes * 60
+    try:
+        while time.perf_counter() < deadline and trainer.update < trainer.num_updates:
+            trainer.collect()
+            tick = time.perf_counter()
+            metrics = trainer.learn()
+            trainer.timer.add("learn", tick)
+            trainer.update += 1
+            for name, seconds in trainer.timer.pop().items():
+                split[name] = split.get(name, 0.0) + seconds
+            metrics.update(trainer.episodes.summary())
+            sink.log(trainer.global_step, metrics)
+            curve.append((trainer.global_step, round(time.perf_counter() - start, 1),
+                          metrics.get("episode/win_rate")))
+        checkpoint = trainer.save(final=True)
+    finally:
+        sink.close()
+        trainer.game.close()
+    elapsed = time.perf_counter() - start
+    return {"run_dir": str(run.path), "checkpoint": str(checkpoint),
+            "steps": trainer.global_step, "updates": trainer.update,
+            "seconds": round(elapsed, 1), "steps_per_second": round(trainer.global_step / elapsed),
+            "time_split": {k: round(v / elapsed, 3) for k, v in split.items()},
+            "curve": curve}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--map", default="basesWorkers10x10")
+    parser.add_argument("--bot", default="RandomBiased")
+    parser.add_argument("--minutes", type=float, default=15.0)
+    parser.add_argument("--games", type=int, default=100, help="evaluation games")
+    parser.add_argument("--num-envs", type=int, default=24)
+    parser.add_argument("--horizon", type=int, default=2_000_000,
+                        help="steps the learning-rate annealing is planned for")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--json-out", type=Path)
+    parser.add_argument("--root", type=Path, default=Path("runs/bench"))
+    args = parser.parse_args()
+    overrides = [f"game.num_envs={args.num_envs}", f"game.options.map={args.map}",
+                 f"game.options.bots=[{args.bot}]", "game.options.num_selfplay_envs=0",
+                 "league.enabled=false", *args.set]
+    trained = train_for(args.minutes, overrides, args.seed, args.horizon, args.root)
+    last = next((w for _, _, w in reversed(trained["curve"]) if w is not None), None)
+    print(f"trained {trained['steps']} steps in {trained['seconds']} s "
+          f"({trained['steps_per_second']} steps/s, split {trained['time_split']}); "
+          f"training win rate at the end {last}", flush=True)
+    start = time.perf_counter()
+    result = play(trained["checkpoint"], args.bot, games=args.games, map_name=args.map,
+                  seed=args.seed + 1000)
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    low, high = result["ci95"]
+    print(f"evaluation vs {args.bot} on {args.map}: {result['wins']} wins, {result['losses']} "
+          f"losses, {result['draws']} draws of {result['games']}; win rate "
+          f"{result['win_rate']:.1%} (95% CI {low:.1%}-{high:.1%})", flush=True)
+    summary = {"map": args.map, "bot": args.bot, "minutes": args.minutes,
+               "overrides": overrides, "machine": f"{platform.machine()} {platform.node()}",
+               "cpus": len(__import__("os").sched_getaffinity(0)),
+               "date": time.strftime("%Y-%m-%d"), "training": trained, "evaluation": result}
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
