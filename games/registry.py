@@ -33,6 +33,8 @@ _MUJOCO = ["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"
 _ENTRIES: dict[str, GameEntry] = {}
 # prefix -> (family, factory, summary); any "<prefix>/<game>" name goes to that factory
 _PREFIXES: dict[str, tuple[str, str, str]] = {}
+# prefix -> "module:function" mapping the part after the prefix to its canonical spelling
+_CANONICAL: dict[str, str] = {}
 # short aliases -> canonical names
 _ALIASES: dict[str, str] = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1",
                             "halfcheetah": "HalfCheetah-v5", "hopper": "Hopper-v5"}
@@ -42,8 +44,27 @@ def register(entry: GameEntry) -> None:
     _ENTRIES[entry.name.lower()] = entry
 
 
-def register_prefix(prefix: str, family: str, factory: str, summary: str = "") -> None:
+def register_prefix(prefix: str, family: str, factory: str, summary: str = "",
+                    canonical: str | None = None) -> None:
+    """Send ``<prefix>/<game>`` names to ``factory``; ``canonical`` ("module:function") maps
+    ``<game>`` to its canonical spelling (so aliases share hyperparameters and run names)."""
     _PREFIXES[prefix.lower()] = (family, factory, summary)
+    if canonical is not None:
+        _CANONICAL[prefix.lower()] = canonical
+
+
+def _canonical_rest(prefix: str, rest: str) -> str:
+    """``rest`` as the prefix's family spells it; unchanged when that family is not installed
+    (the factory then reports what is missing)."""
+    target = _CANONICAL.get(prefix)
+    if target is None:
+        return rest
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return rest
+    return str(getattr(module, attr)(rest))
 
 
 for _name in _CLASSIC:
@@ -57,7 +78,8 @@ register(GameEntry("microrts", "microrts", "games.microrts:make",
 register(GameEntry("tictactoe", "boardgames", "games.boardgames:make",
                    "vectorized numpy tic-tac-toe, two seats, zero-sum (fast test game)"))
 register_prefix("pettingzoo", "pettingzoo", "games.pettingzoo:make",
-                "two-player PettingZoo Atari, e.g. pettingzoo/pong_v3")
+                "two-player PettingZoo Atari, e.g. pettingzoo/pong_v3",
+                canonical="games.pettingzoo.catalog:canonical_name")
 
 
 def known_games() -> list[str]:
@@ -75,6 +97,7 @@ def resolve(name: str) -> GameEntry:
     prefix, sep, rest = name.partition("/")
     if sep and rest and prefix.lower() in _PREFIXES:
         family, factory, summary = _PREFIXES[prefix.lower()]
+        rest = _canonical_rest(prefix.lower(), rest)
         return GameEntry(f"{prefix.lower()}/{rest}", family, factory, summary)
     candidates = [e.name for e in _ENTRIES.values()] + list(_ALIASES)
     close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)

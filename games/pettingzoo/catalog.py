@@ -187,6 +187,12 @@ def resolve(name: str) -> GameInfo:
                     f"{_known()}")
 
 
+def canonical_name(name: str) -> str:
+    """The versioned PettingZoo name of ``name`` (``pong`` -> ``pong_v3``); raises
+    :class:`GameError` for unknown games."""
+    return resolve(name).name
+
+
 def _single_player_games() -> dict[str, str]:
     """ale-py's one-player games: lower-case key without separators -> CamelCase name."""
     try:

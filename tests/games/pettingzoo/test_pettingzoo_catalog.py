@@ -84,3 +84,12 @@ def test_bad_options_and_game_kwargs() -> None:
         make("pettingzoo/pong_v3", game_kwargs={"game_version": "nope"})
     with pytest.raises(GameError, match="num_envs must be >= 1"):
         make("pettingzoo/pong_v3", num_envs=0)
+
+
+@pytest.mark.parametrize("name", ["pettingzoo/pong", "pettingzoo/Pong-v3", "pettingzoo/pong_v3"])
+def test_aliases_share_the_canonical_name_and_its_hyperparameters(name: str) -> None:
+    from selfplay.config import build_config
+
+    config = build_config(name)
+    assert config.game.name == "pettingzoo/pong_v3"
+    assert config.game.options["builtin_opponent_share"] == 0.25  # games.pettingzoo/pong_v3
