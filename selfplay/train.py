@@ -8,6 +8,7 @@ from typing import Any
 
 from games.registry import make_game
 from selfplay.checkpoint import CheckpointError
+from selfplay.component_returns import ComponentReturns
 from selfplay.config import TrainConfig, config_from_mapping, read_yaml
 from selfplay.league_training import attach, describe
 from selfplay.opponent_stats import OpponentWinRates
@@ -56,6 +57,12 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
         per_opponent = OpponentWinRates(list(names))
         trainer.on_episodes.append(lambda _t, stats: per_opponent.add(stats))
         trainer.after_update.append(lambda _t: per_opponent.metrics())
+    component_names = getattr(trainer.game, "reward_component_names", None)
+    if component_names is not None:  # reward terms logged one by one (reward/<component>)
+        components = ComponentReturns(list(component_names), config.log.return_window)
+        trainer.on_episodes.append(lambda t, stats: components.add(
+            stats, t.game.episode_reward_components()))  # type: ignore[attr-defined]
+        trainer.after_update.append(lambda _t: components.metrics())
     sink = MetricSink(run, config, resume=resume is not None)
     progress = Progress(trainer.num_updates * trainer.steps_per_update, trainer.global_step,
                         config.log.progress, config.game.name)

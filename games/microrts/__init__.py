@@ -21,23 +21,29 @@ if TYPE_CHECKING:
         play_bots,
         round_robin,
     )
+    from games.microrts.workers import MicroRTSWorkers
 
-__all__ = ["BotGame", "BotGameResult", "MicroRTSOptions", "MicroRTSVecGame", "ensure_engine",
-           "find_java", "make", "play_bot_games", "play_bots", "random_legal_actions",
-           "round_robin", "setup", "start_jvm"]
+__all__ = ["BotGame", "BotGameResult", "MicroRTSOptions", "MicroRTSVecGame", "MicroRTSWorkers",
+           "ensure_engine", "find_java", "make", "play_bot_games", "play_bots",
+           "random_legal_actions", "round_robin", "setup", "start_jvm"]
 _LAZY = {"MicroRTSOptions": "adapter", "MicroRTSVecGame": "adapter",
          "random_legal_actions": "adapter", "BotGame": "botmatch", "BotGameResult": "botmatch",
-         "play_bot_games": "botmatch", "play_bots": "botmatch", "round_robin": "botmatch"}
+         "play_bot_games": "botmatch", "play_bots": "botmatch", "round_robin": "botmatch",
+         "MicroRTSWorkers": "workers"}
 
 
 def make(name: str = "microrts", num_envs: int = 1, seed: int | None = None,
-         **options: Any) -> MicroRTSVecGame:
+         **options: Any) -> MicroRTSVecGame | MicroRTSWorkers:
     """The registry factory: ``num_envs`` environments configured by ``options``
     (keys of :class:`~games.microrts.adapter.MicroRTSOptions`; an unknown key is an error)."""
     from games.microrts.adapter import MicroRTSOptions, MicroRTSVecGame
     from games.options import from_mapping
 
     opts = from_mapping(MicroRTSOptions, options, "game.options.")
+    if opts.workers > 1 and num_envs > 1:
+        from games.microrts.workers import MicroRTSWorkers
+
+        return MicroRTSWorkers(opts, num_envs=num_envs, seed=seed, name=name)
     return MicroRTSVecGame(opts, num_envs=num_envs, seed=seed, name=name)
 
 

@@ -154,6 +154,9 @@ class MicroRTSOptions:
     """accepted for uniformity with other games: render() always works here"""
     render_cell: int = 24
     """pixels per cell in render() frames"""
+    workers: int = 1
+    """processes the envs are split over (spawned, one JVM each; see games.microrts.workers);
+    1 steps every env in this process. More than 1 pays where cores are idle (a GPU machine)"""
 
     def __post_init__(self) -> None:
         if len(self.reward_weights) != len(REWARD_COMPONENTS):
@@ -163,6 +166,8 @@ class MicroRTSOptions:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
         if self.num_selfplay_envs < 0:
             raise ValueError(f"num_selfplay_envs must be >= 0, got {self.num_selfplay_envs}")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
         if not 4 <= self.render_cell <= 128:
             raise ValueError(f"render_cell must be in 4..128, got {self.render_cell}")
 
@@ -320,53 +325,83 @@ def _byte_view(buffer: np.ndarray) -> np.ndarray:
     return buffer.view(np.uint8).reshape(n, -1, c, 4)[..., _LOW_BYTE]
 
 
+@dataclass(frozen=True)
+class EnvLayout:
+    """Who plays each env: ``players [E, A]`` (engine player of each seat, -1 = no seat) and
+    ``bots [E]`` (the bot of a bot env, None for a self-play game)."""
+
+    players: np.ndarray
+    bots: list[bots_mod.BotSpec | None]
+
+
+def env_layout(opts: MicroRTSOptions, num_envs: int) -> EnvLayout:
+    """Envs ``0..S-1`` self-play, then bot envs cycling over ``opts.bots`` (see module docs)."""
+    if num_envs < 1:
+        raise GameError(f"microrts: num_envs must be >= 1, got {num_envs}")
+    if opts.num_selfplay_envs > num_envs:
+        raise GameError(f"microrts: num_selfplay_envs={opts.num_selfplay_envs} exceeds "
+                        f"num_envs={num_envs}")
+    num_sp = opts.num_selfplay_envs
+    num_bot = num_envs - num_sp
+    bot_specs = [bots_mod.resolve_bot(b) for b in opts.bots]
+    if num_bot and not bot_specs:
+        raise GameError(f"microrts: {num_bot} bot envs but options.bots is empty; name "
+                        f"bots or set num_selfplay_envs={num_envs}")
+    players = np.full((num_envs, 2 if num_sp else 1), -1, np.int64)
+    bots: list[bots_mod.BotSpec | None] = [None] * num_envs
+    for i in range(num_sp):
+        side = i % 2 if opts.alternate_sides else 0
+        players[i] = (side, 1 - side)
+    for j in range(num_bot):
+        e = num_sp + j
+        side = j % 2 if opts.alternate_sides else 0
+        players[e, 0] = side
+        bots[e] = bot_specs[(j // 2) % len(bot_specs) if opts.alternate_sides
+                            else j % len(bot_specs)]
+    return EnvLayout(players, bots)
+
+
 class MicroRTSVecGame:
     """Batched microRTS (see the module docstring for every convention)."""
 
     opponent_names: list[str]
     """Each env's opponent, length ``E``: a bot's canonical name or ``"selfplay"``."""
+    reward_component_names: tuple[str, ...] = REWARD_COMPONENTS
+    """Columns of :meth:`episode_reward_components` (logged as ``reward/<name>``)."""
 
     def __init__(self, options: MicroRTSOptions, num_envs: int, seed: int | None = None,
-                 name: str = "microrts") -> None:
-        if num_envs < 1:
-            raise GameError(f"microrts: num_envs must be >= 1, got {num_envs}")
+                 name: str = "microrts", envs: tuple[int, int] | None = None) -> None:
+        """``envs=(start, stop)`` builds only those envs of the ``num_envs``-env layout (a
+        worker process's share, see :mod:`games.microrts.workers`)."""
         opts = options
-        if opts.num_selfplay_envs > num_envs:
-            raise GameError(f"microrts: num_selfplay_envs={opts.num_selfplay_envs} exceeds "
-                            f"num_envs={num_envs}")
+        layout = env_layout(opts, num_envs)
+        start, stop = envs if envs is not None else (0, num_envs)
+        if not 0 <= start < stop <= num_envs:
+            raise GameError(f"microrts: env range {start}..{stop} outside 0..{num_envs}")
+        num_envs = stop - start
         self.options = opts
         self.seed = seed
-        num_sp = opts.num_selfplay_envs
-        num_bot = num_envs - num_sp
-        bot_specs = [bots_mod.resolve_bot(b) for b in opts.bots]
-        if num_bot and not bot_specs:
-            raise GameError(f"microrts: {num_bot} bot envs but options.bots is empty; name "
-                            f"bots or set num_selfplay_envs={num_envs}")
         self.map_infos: list[MapInfo] = resolve_maps(opts.maps or [opts.map])
         self.height, self.width = self.map_infos[0].shape
         height, width, cells = self.height, self.width, self.height * self.width
-        num_seats = 2 if num_sp else 1
+        num_seats = layout.players.shape[1]
         self.num_envs, self.num_seats = num_envs, num_seats
 
         # --- who plays what where
-        self.env_map = [self.map_infos[e % len(self.map_infos)] for e in range(num_envs)]
-        self.players = np.full((num_envs, num_seats), -1, np.int64)  # [E, A]
-        self.env_bot: list[str | None] = [None] * num_envs
+        self.env_map = [self.map_infos[e % len(self.map_infos)] for e in range(start, stop)]
+        self.players = layout.players[start:stop].copy()  # [E, A]
+        self.env_bot: list[str | None] = [
+            spec.name if spec is not None else None for spec in layout.bots[start:stop]]
         groups = [_Group(0, [], [], []), _Group(1, [], [], [])]
-        for i in range(num_sp):
-            side = i % 2 if opts.alternate_sides else 0
-            self.players[i] = (side, 1 - side)
-            groups[0].sp_envs.append(i)
-        for j in range(num_bot):
-            e = num_sp + j
-            side = j % 2 if opts.alternate_sides else 0
-            spec = bot_specs[(j // 2) % len(bot_specs) if opts.alternate_sides
-                             else j % len(bot_specs)]
-            self.players[e, 0] = side
-            self.env_bot[e] = spec.name
-            groups[side].bot_envs.append(e)
-            groups[side].bot_specs.append(spec)
+        for e, spec in enumerate(layout.bots[start:stop]):
+            if spec is None:
+                groups[0].sp_envs.append(e)
+            else:
+                side = int(self.players[e, 0])
+                groups[side].bot_envs.append(e)
+                groups[side].bot_specs.append(spec)
         self.opponent_names = [b if b is not None else SELFPLAY for b in self.env_bot]
+        self._num_sp = self.env_bot.count(None)  # self-play games: envs 0.._num_sp-1 here
         self.groups = [g for g in groups if g.rows]
         self.alive = self.players >= 0  # [E, A]
         self.alive.setflags(write=False)
@@ -579,7 +614,7 @@ class MicroRTSVecGame:
         (alternating sides make the row order a permutation of the slot order). With ``pairs``
         (no rotation), self-play envs move both seats per copy: at most two plans for them."""
         plans = []
-        num_sp = self.options.num_selfplay_envs
+        num_sp = self._num_sp
         if pairs and num_sp and len(envs) == self.num_envs:
             games = len(self.groups[0].sp_envs)  # self-play games are envs 0..S-1 of group 0
             step = 2 if self.options.alternate_sides else 1
@@ -942,7 +977,7 @@ class MicroRTSVecGame:
         self.close()
 
     def __repr__(self) -> str:
-        num_sp = self.options.num_selfplay_envs
+        num_sp = self._num_sp
         bots = sorted({b for b in self.env_bot if b})
         return (f"MicroRTSVecGame({self.num_envs} envs: {num_sp} self-play, "
                 f"{self.num_envs - num_sp} vs {', '.join(bots) or '-'}; "

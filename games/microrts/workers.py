@@ -1,0 +1,249 @@
+"""microRTS envs split over worker processes, one JVM each (``game.options.workers``).
+
+One JVM steps its games on one thread (the engine's own ``threads`` option corrupts results),
+so with more cores than one, envs are split into contiguous ranges, each stepped by a
+:class:`~games.microrts.adapter.MicroRTSVecGame` in a spawned process (never forked: a JVM does
+not survive a fork). Every worker builds its range of the same layout
+(:func:`~games.microrts.adapter.env_layout`), so env ``e`` has the same opponent, side and map
+whatever the number of workers. A step sends each worker its slice of the actions, all
+workers step at once, and their batches are joined along the env axis.
+
+Workers ignore SIGINT (Ctrl-C reaches the whole process group; the trainer handles it and
+closes the workers). A worker's engine error comes back as :class:`GameError` with the Java
+message; a worker that dies is reported as such.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from games.core import Batch, EpisodeStats, GameError, GameSpec
+from games.microrts.adapter import (
+    REWARD_COMPONENTS,
+    SELFPLAY,
+    MicroRTSOptions,
+    MicroRTSVecGame,
+    env_layout,
+)
+from games.options import from_mapping, to_mapping
+
+_JOIN_SECONDS = 10.0
+
+
+def split_ranges(num_envs: int, workers: int) -> list[tuple[int, int]]:
+    """``workers`` contiguous ``(start, stop)`` ranges covering ``0..num_envs`` (sizes differ by
+    at most one; no empty range)."""
+    workers = max(1, min(workers, num_envs))
+    edges = np.linspace(0, num_envs, workers + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def _serve(conn: Connection, options: dict[str, Any], num_envs: int, envs: tuple[int, int],
+           seed: int | None, name: str) -> None:
+    """A worker process: build its envs, then answer commands until ``close``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        opts = from_mapping(MicroRTSOptions, {**options, "workers": 1}, "game.options.")
+        game = MicroRTSVecGame(opts, num_envs, seed=seed, name=name, envs=envs)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        conn.send(("error", _describe(exc)))
+        return
+    conn.send(("ready", game.spec))
+    try:
+        while True:
+            command, arg = conn.recv()
+            try:
+                if command == "step":
+                    batch = game.step(arg)
+                    conn.send(("ok", (batch, game.episode_reward_components())))
+                elif command == "reset":
+                    conn.send(("ok", (game.reset(arg), None)))
+                elif command == "render":
+                    conn.send(("ok", game.render(arg)))
+                elif command == "close":
+                    game.close()
+                    conn.send(("ok", None))
+                    return
+                else:
+                    conn.send(("error", f"unknown worker command {command!r}"))
+            except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                conn.send(("error", _describe(exc)))
+    except (EOFError, OSError, KeyboardInterrupt):
+        game.close()
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, GameError) else f"{type(exc).__name__}: {exc}"
+
+
+def _join(parts: list[np.ndarray | None], like: list[np.ndarray]) -> np.ndarray | None:
+    """Concatenate per-worker arrays; a worker's None is replaced by ``like`` (unread rows)."""
+    if all(p is None for p in parts):
+        return None
+    return np.concatenate([p if p is not None else fill
+                           for p, fill in zip(parts, like, strict=True)])
+
+
+class MicroRTSWorkers:
+    """``num_envs`` microRTS envs stepped by ``options.workers`` processes; the same interface
+    and the same env layout as :class:`~games.microrts.adapter.MicroRTSVecGame`."""
+
+    reward_component_names: tuple[str, ...] = REWARD_COMPONENTS
+
+    def __init__(self, options: MicroRTSOptions, num_envs: int, seed: int | None = None,
+                 name: str = "microrts") -> None:
+        layout = env_layout(options, num_envs)  # bad layouts fail here, before any spawn
+        self.options = options
+        self.num_envs = num_envs
+        self.players = layout.players
+        self.alive = self.players >= 0
+        self.alive.setflags(write=False)
+        self.opponent_names = [b.name if b is not None else SELFPLAY for b in layout.bots]
+        self.ranges = split_ranges(num_envs, options.workers)
+        self._episode_components = np.zeros((0, 6))
+        self._closed = False
+        self._dead: set[int] = set()  # workers whose process is gone
+        context = mp.get_context("spawn")
+        self._conns: list[Connection] = []
+        self._procs: list[Any] = []
+        mapping = to_mapping(options)
+        for rng in self.ranges:
+            parent, child = context.Pipe()
+            proc = context.Process(target=_serve, args=(child, mapping, num_envs, rng, seed, name),
+                                   daemon=True, name=f"microrts-envs-{rng[0]}-{rng[1]}")
+            proc.start()
+            child.close()
+            self._conns.append(parent)
+            self._procs.append(proc)
+        try:
+            specs: list[GameSpec] = self._gather()
+        except BaseException:
+            self.close()
+            raise
+        self.spec = replace(specs[0], num_envs=num_envs)
+
+    # ------------------------------------------------------------------ messaging
+
+    def _send_all(self, messages: list[tuple[str, Any]]) -> None:
+        """One message to each worker; a worker whose pipe is broken is marked dead."""
+        for w, (conn, message) in enumerate(zip(self._conns, messages, strict=True)):
+            try:
+                conn.send(message)
+            except OSError:
+                self._dead.add(w)
+
+    def _gather(self) -> list[Any]:
+        """Every worker's answer, in order; the first error raised after all have answered."""
+        answers, error = [], None
+        for w, ((start, stop), conn) in enumerate(zip(self.ranges, self._conns, strict=True)):
+            try:
+                if w in self._dead:
+                    raise EOFError
+                status, payload = conn.recv()
+            except (EOFError, OSError):
+                self._dead.add(w)
+                status, payload = "error", (f"the worker process of envs {start}..{stop - 1} "
+                                            "died")
+            if status == "error" and error is None:
+                error = payload
+            answers.append(payload)
+        if error is not None:
+            raise GameError(error if error.startswith("microR") else f"microrts: {error}")
+        return answers
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise GameError("microrts: this game was closed")
+
+    def _merge(self, parts: list[tuple[Batch, np.ndarray | None]]) -> Batch:
+        batches = [b for b, _ in parts]
+        obs = [b.obs for b in batches]
+        episodes = [b.episodes for b in batches]
+        envs = np.concatenate([ep.env + start for ep, (start, _) in
+                               zip(episodes, self.ranges, strict=True)])
+        stats = EpisodeStats(envs, *(np.concatenate([getattr(ep, f) for ep in episodes])
+                                     for f in ("seat", "ret", "length", "outcome")))
+        components = [c for _, c in parts if c is not None]
+        self._episode_components = (np.concatenate(components) if components
+                                    else np.zeros((0, 6)))
+        state = _join([b.state for b in batches], obs)
+        return Batch(
+            obs=np.concatenate(obs),
+            action_mask=_join([b.action_mask for b in batches], obs),
+            state=state,
+            reward=np.concatenate([b.reward for b in batches]),
+            terminated=np.concatenate([b.terminated for b in batches]),
+            truncated=np.concatenate([b.truncated for b in batches]),
+            alive=self.alive,
+            episodes=stats,
+            final_obs=_join([b.final_obs for b in batches], obs),
+            final_state=_join([b.final_state for b in batches],
+                              [b.state if b.state is not None else b.obs for b in batches]),
+        )
+
+    # ------------------------------------------------------------------ VecGame
+
+    def reset(self, seed: int | None = None) -> Batch:
+        self._check_open()
+        self._send_all([("reset", seed)] * len(self._conns))
+        return self._merge(self._gather())
+
+    def step(self, actions: np.ndarray) -> Batch:
+        self._check_open()
+        if actions.shape[0] != self.num_envs:
+            raise GameError(f"microrts: actions must have {self.num_envs} envs, got "
+                            f"{actions.shape}")
+        self._send_all([("step", actions[start:stop]) for start, stop in self.ranges])
+        return self._merge(self._gather())
+
+    def episode_reward_components(self) -> np.ndarray:
+        """As :meth:`MicroRTSVecGame.episode_reward_components`, in ``Batch.episodes`` order."""
+        return self._episode_components
+
+    def render(self, env_index: int = 0) -> np.ndarray:
+        self._check_open()
+        if not 0 <= env_index < self.num_envs:
+            raise GameError(f"microrts: env_index {env_index} out of range 0..{self.num_envs - 1}")
+        w = next(i for i, (a, b) in enumerate(self.ranges) if a <= env_index < b)
+        self._conns[w].send(("render", env_index - self.ranges[w][0]))
+        status, payload = self._conns[w].recv()
+        if status == "error":
+            raise GameError(payload)
+        return np.asarray(payload)
+
+    def close(self) -> None:
+        """Close every worker's games and end the processes (their JVMs exit with them)."""
+        if self._closed:
+            return
+        self._closed = True
+        for conn in self._conns:
+            try:
+                conn.send(("close", None))
+            except (OSError, ValueError):
+                pass
+        for proc, conn in zip(self._procs, self._conns, strict=True):
+            proc.join(_JOIN_SECONDS)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(_JOIN_SECONDS)
+            conn.close()
+
+    def __enter__(self) -> MicroRTSWorkers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            self.close()
+
+    def __repr__(self) -> str:
+        return (f"MicroRTSWorkers({self.num_envs} envs over {len(self.ranges)} processes: "
+                f"{self.ranges})")

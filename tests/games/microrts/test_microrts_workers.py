@@ -1,0 +1,87 @@
+"""microRTS envs split over worker processes: same games as one process, errors, shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from games.core import GameError, Outcome
+from games.microrts import make
+from games.microrts.adapter import random_legal_actions
+from games.microrts.workers import MicroRTSWorkers, split_ranges
+
+OPTIONS = {"map": "basesWorkers8x8", "num_selfplay_envs": 2,
+           "bots": ["WorkerRush", "LightRush", "Passive"], "max_steps": 120}
+
+
+def test_split_ranges_cover_every_env_once() -> None:
+    assert split_ranges(7, 3) == [(0, 2), (2, 5), (5, 7)]
+    assert split_ranges(2, 5) == [(0, 1), (1, 2)]
+    for n, w in [(24, 4), (5, 2), (1, 1), (9, 9)]:
+        ranges = split_ranges(n, w)
+        assert ranges[0][0] == 0 and ranges[-1][1] == n
+        assert all(a < b for a, b in ranges)
+        assert all(r[1] == s[0] for r, s in zip(ranges, ranges[1:], strict=False))
+
+
+def test_workers_play_the_same_games_as_one_process(engine_home) -> None:
+    """Same options, same actions: 3 worker processes reproduce the single-process adapter
+    step for step (observations, masks, rewards, ends, episode statistics)."""
+    single = make("microrts", num_envs=7, seed=0, **OPTIONS)
+    split = make("microrts", num_envs=7, seed=0, workers=3, **OPTIONS)
+    try:
+        assert isinstance(split, MicroRTSWorkers)
+        assert split.spec == single.spec
+        np.testing.assert_array_equal(split.players, single.players)
+        assert split.opponent_names == single.opponent_names
+        a, b = single.reset(), split.reset()
+        np.testing.assert_array_equal(a.obs, b.obs)
+        np.testing.assert_array_equal(a.action_mask, b.action_mask)
+        rng = np.random.default_rng(3)
+        episodes = 0
+        for _ in range(300):
+            actions = random_legal_actions(a.action_mask, rng)
+            a, b = single.step(actions), split.step(actions)
+            for field in ("obs", "action_mask", "state", "reward", "terminated", "truncated",
+                          "alive"):
+                np.testing.assert_array_equal(getattr(a, field), getattr(b, field), field)
+            for field in a.episodes._fields:
+                np.testing.assert_array_equal(getattr(a.episodes, field),
+                                              getattr(b.episodes, field), field)
+            done = a.terminated | a.truncated
+            if done.any():
+                np.testing.assert_array_equal(a.final_obs[done], b.final_obs[done])
+                np.testing.assert_array_equal(single.episode_reward_components(),
+                                              split.episode_reward_components())
+            episodes += len(a.episodes.env)
+        assert episodes >= 7  # every env finished at least one game (max_steps 120)
+        assert Outcome.LOSS in a.episodes.outcome or episodes
+        np.testing.assert_array_equal(single.render(5), split.render(5))
+    finally:
+        single.close()
+        split.close()
+
+
+def test_a_dead_worker_is_a_game_error_and_close_ends_the_others(engine_home) -> None:
+    game = make("microrts", num_envs=4, seed=0, workers=2, **OPTIONS)
+    try:
+        batch = game.reset()
+        os.kill(game._procs[1].pid, signal.SIGKILL)
+        game._procs[1].join(10)
+        with pytest.raises(GameError, match="worker process of envs 2..3 died"):
+            game.step(random_legal_actions(batch.action_mask, np.random.default_rng(0)))
+    finally:
+        game.close()
+    assert not any(p.is_alive() for p in game._procs)
+    with pytest.raises(GameError, match="closed"):
+        game.reset()
+
+
+def test_bad_worker_options_fail_before_spawning(engine_home) -> None:
+    with pytest.raises(GameError, match="num_selfplay_envs=9 exceeds"):
+        make("microrts", num_envs=4, workers=2, **{**OPTIONS, "num_selfplay_envs": 9})
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        make("microrts", num_envs=4, workers=0, **OPTIONS)
