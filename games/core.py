@@ -125,6 +125,9 @@ class GameSpec:
     action_space: ActionSpace
     state_shape: tuple[int, ...] | None = None  # global state for a centralized critic
     state_dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
+    state_is_obs: bool = False
+    """the global state equals each seat's observation (a fully observed game): a critic in
+    ``critic_input: auto`` mode then reads the observation and may share the actor's torso"""
     obs_kind: str = "vector"  # "vector" (features), "image" (C, H, W) or "grid" (C, H, W cells)
     zero_sum: bool = False
     render_fps: int = 30

@@ -13,7 +13,7 @@ from games.matchups import bot_names, match_setup
 from games.registry import make_game, resolve
 from league.db import LeagueDB, LeagueError, PlayerKind, default_path
 from league.report import write_report
-from league.tournament import Policy, TournamentConfig, run_tournament
+from league.tournament import Policy, RunnerFactory, TournamentConfig, run_tournament
 from selfplay.checkpoint import list_checkpoints
 from selfplay.config import family_defaults
 from selfplay.evaluate import load_agent
@@ -76,8 +76,14 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
             spec_cache.setdefault("spec", made.spec)
             return made
 
+        microrts = resolve(game).family == "microrts"
+
         def policy_factory(name: str) -> Policy:
             path = paths.get(name)
+            if path is None and microrts:  # an engine bot: plays inside Java
+                from games.microrts.league_runner import bot_policy_factory
+
+                return bot_policy_factory(name)
             if path is None:  # a bot that acts through the game's seats
                 setup = match_setup(game, name, 1, seed, map_name)
                 if setup.scripted is None:
@@ -94,22 +100,34 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                 print(f"  {done}/{total if total is not None else '?'} matches",
                       file=sys.stderr, flush=True)
 
-        runner = None
-        if resolve(game).family == "microrts" and all(p is None for p in paths.values()):
+        runner: RunnerFactory | None = None
+        if microrts and all(p is None for p in paths.values()):
             # every player is an engine bot: bot-vs-bot games inside the engine
             from games.microrts.league_runner import BotMatchRunner, bot_policy_factory
 
             map_name = map_name or "basesWorkers16x16A"
             steps = max_steps or 5000
 
-            def runner(policies: Mapping[int, Any]) -> BotMatchRunner:
+            def bot_runner(policies: Mapping[int, Any]) -> BotMatchRunner:
                 return BotMatchRunner({pid: db.player(pid).name for pid in policies},
                                       map_name=str(map_name), max_steps=steps,
                                       parallel=num_envs, seed=seed)
 
+            runner = bot_runner
             policy_factory = bot_policy_factory  # type: ignore[assignment]
-        elif max_steps is not None:
-            base_options["max_steps"] = max_steps
+        else:
+            if max_steps is not None:
+                base_options["max_steps"] = max_steps
+            if microrts and any(p is None for p in paths.values()):
+                # checkpoints against engine bots: bot envs whose bot changes per match
+                from games.microrts.league_runner import PolicyMatchRunner
+
+                options = {**base_options, **({"map": map_name} if map_name else {})}
+
+                def mixed_runner(policies: Mapping[int, Any]) -> PolicyMatchRunner:
+                    return PolicyMatchRunner(policies, options, num_envs=num_envs, seed=seed)
+
+                runner = mixed_runner
         config = TournamentConfig(games_per_pair=games_per_pair, until_sigma=until_sigma,
                                   num_envs=num_envs, seed=seed, map=map_name or "")
         summary = run_tournament(db, names, policy_factory, game_factory, config,

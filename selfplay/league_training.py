@@ -17,7 +17,9 @@ other's new snapshots (the main agent meets the exploiters' snapshots through PF
 ``max_active_opponents`` snapshot policies are loaded at a time (one forward pass each per
 step). Every ``snapshot_every`` updates the learner's weights are frozen as a snapshot; every
 ``eval_every`` updates the newest snapshot plays rating matches against the reference pool
-(earlier snapshots and scripted anchors), and its TrueSkill rating is logged.
+(earlier snapshots and scripted anchors), and its TrueSkill rating is logged. microRTS anchors
+are engine bots (``league.anchors: [WorkerRush, ...]``): their matches run in bot envs whose
+bot is swapped per match (:class:`games.microrts.league_runner.PolicyMatchRunner`).
 
 Resuming after a crash: a registered snapshot is never rewritten. The updates replayed from the
 last checkpoint reuse the snapshots the crashed process registered under the same names (their
@@ -31,12 +33,13 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from games.core import EpisodeStats, Outcome, VecGame
+from games.core import EpisodeStats, GameError, Outcome, VecGame
 from games.matchups import match_setup
 from games.options import to_mapping
 from games.registry import make_game
@@ -86,12 +89,18 @@ class LeagueHook:
         self.contested = (np.asarray(players)[:, 1] >= 0 if players is not None
                           else np.ones(trainer.spec.num_envs, bool))  # [E]
         self.anchors: list[str] = []
+        self.engine_anchors = False  # anchors that play inside the engine (microRTS bots)
         for name in config.anchors:
-            setup = match_setup(trainer.spec.name, name, 1, trainer.config.seed)
+            try:
+                setup = match_setup(trainer.spec.name, name, 1, trainer.config.seed)
+            except GameError as exc:
+                raise ConfigError(f"league.anchors: {exc}") from exc
             if setup.scripted is None:
-                raise ConfigError(f"league.anchors: {name} plays inside the {trainer.spec.name} "
-                                  "engine; rating games against engine bots are not supported "
-                                  "yet")
+                if not _is_microrts(trainer):
+                    raise ConfigError(f"league.anchors: {name} plays inside the "
+                                      f"{trainer.spec.name} engine; rating games against it "
+                                      "are not supported")
+                self.engine_anchors = True
             self.db.add_player(setup.opponent_name or name, "bot")
             self.anchors.append(setup.opponent_name or name)
         players = self.sync_pool()  # resume, or a shared database: the snapshots so far
@@ -267,6 +276,10 @@ class LeagueHook:
 
         def policy_factory(name: str) -> LeaguePolicy:
             player = self.db.player(name)
+            if player.kind == "bot" and self.engine_anchors:
+                from games.microrts.league_runner import bot_policy_factory
+
+                return bot_policy_factory(name)
             if player.kind == "bot":
                 scripted = match_setup(game_name, name, 1, trainer.config.seed).scripted
                 if scripted is None:
@@ -282,9 +295,16 @@ class LeagueHook:
         config = TournamentConfig(games_per_pair=self.config.eval_games,
                                   num_envs=self.config.eval_envs, seed=trainer.update,
                                   name=f"eval@{latest}")
+        runner = None
+        if self.engine_anchors:  # engine bots: bot envs whose bot changes per match
+            from games.microrts.league_runner import PolicyMatchRunner
+
+            def runner(policies: Mapping[int, LeaguePolicy]) -> PolicyMatchRunner:
+                return PolicyMatchRunner(policies, options, num_envs=config.num_envs,
+                                         seed=config.seed)
         try:
             run_tournament(self.db, [latest, *pool], policy_factory, game_factory, config,
-                           focus=[latest])
+                           focus=[latest], runner=runner)
         except Exception as exc:  # noqa: BLE001 - rating must never stop training
             print(f"warning: rating {latest} failed: {exc}", file=sys.stderr)
             return {}
@@ -295,6 +315,10 @@ class LeagueHook:
 
     def close(self) -> None:
         self.db.close()
+
+
+def _is_microrts(trainer: Trainer) -> bool:
+    return trainer.spec.name.lower() == "microrts"
 
 
 def attach(trainer: Trainer, run_path: Path) -> LeagueHook | None:

@@ -160,7 +160,8 @@ class ActorCritic(nn.Module):
                 kind = "mlp"
         self.kind = kind
         use_state = net.critic_input == "state" or (
-            net.critic_input == "auto" and spec.state_shape is not None)
+            net.critic_input == "auto" and spec.state_shape is not None
+            and not spec.state_is_obs)
         if use_state and spec.state_shape is None:
             raise ValueError(f"network.critic_input is 'state' but {spec.name} has no global state")
         self.critic_reads_state = use_state
@@ -195,14 +196,15 @@ class ActorCritic(nn.Module):
                 raise ValueError("network.kind 'gridnet' needs per-cell grid actions")
             self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels)
             self.actor_head = GridDecoder(net.channels, sum(self.space.nvec), self.space.grid)
-            self.critic_torso = nn.Sequential(
-                GridEncoder(critic_shape[0], net.channels), nn.Flatten())
+            if not self.shared:  # else the critic head reads the actor's encoder features
+                self.critic_torso = nn.Sequential(
+                    GridEncoder(critic_shape[0], net.channels), nn.Flatten())
             with torch.no_grad():
-                flat = self.critic_torso(torch.zeros(1, *critic_shape)).shape[1]
+                torso = self.actor_torso if self.shared else self.critic_torso
+                flat = torso(torch.zeros(1, *critic_shape)).flatten(1).shape[1]
             self.critic_head = nn.Sequential(
                 layer_init(nn.Linear(flat, net.hidden[-1])), nn.ReLU(),
                 layer_init(nn.Linear(net.hidden[-1], 1), gain=1.0))
-            self.shared = False
         else:
             raise ValueError(f"unknown network.kind {kind!r}")
         self.log_std: nn.Parameter | None = None
@@ -270,6 +272,7 @@ class ActorCritic(nn.Module):
         """Critic output ``[B]`` in the (possibly normalized) value space."""
         if self.shared:
             feats = obs_features if obs_features is not None else self.actor_torso(critic_in)
+            feats = feats.flatten(1)  # a grid encoder's feature map
         else:
             feats = self.critic_torso(critic_in)
         return cast(Tensor, self.critic_head(feats)).squeeze(-1)

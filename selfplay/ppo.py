@@ -299,40 +299,65 @@ class Trainer:
 
     @torch.inference_mode()
     def _act_torch(self, t: int, batch: Batch, learner: np.ndarray) -> np.ndarray:
-        """Act for every seat with one forward pass of the learner; fill buffer slot ``t``."""
+        """Act for the learner's live seats with one forward pass; fill buffer slot ``t``.
+
+        Seats the learner does not play this step (an opponent's, a dead one, a turn-based
+        game's idle one) skip the network: their actions are zeros, overwritten by their
+        owner's, and their buffer rows are never trained on.
+        """
         spec, agent, buf = self.spec, self.agent, self.buffer
         e, a = spec.num_envs, spec.num_seats
         n = e * a
-        on_cpu = self.device.type == "cpu"
-        obs = torch.from_numpy(batch.obs).reshape(n, *spec.obs_shape)
-        mask = (torch.from_numpy(batch.action_mask).reshape(n, *spec.action_space.mask_shape)
-                if batch.action_mask is not None else None)
-        if mask is not None and buf.mask is not None:
-            buf.mask[t].view(n, *mask.shape[1:]).copy_(mask)
-        if not on_cpu:
+        act_shape = spec.action_space.action_shape
+        rows = learner.reshape(-1)
+        pick = None if rows.all() else torch.from_numpy(np.flatnonzero(rows))
+        obs_host = torch.from_numpy(batch.obs).reshape(n, *spec.obs_shape)
+        mask_host = (torch.from_numpy(batch.action_mask).reshape(n, *spec.action_space.mask_shape)
+                     if batch.action_mask is not None else None)
+        if mask_host is not None and buf.mask is not None:
+            buf.mask[t].view(n, *mask_host.shape[1:]).copy_(mask_host)
+        state = batch.state
+        obs, mask = obs_host, mask_host
+        if pick is not None:
+            obs = obs_host[pick]
+            mask = mask_host[pick] if mask_host is not None else None
+            if state is not None and self.agent.critic_reads_state:
+                state = state.reshape(n, *state.shape[2:])[pick.numpy()]
+        if self.device.type != "cpu":
             obs = obs.to(self.device, non_blocking=True)
             mask = mask.to(self.device, non_blocking=True) if mask is not None else None
         if agent.obs_rms is not None:
-            rows = learner.reshape(-1)
-            agent.obs_rms.update(obs if rows.all() else obs[torch.from_numpy(rows).to(obs.device)])
+            agent.obs_rms.update(obs)
         obs_n = agent.normalize_obs(obs)
-        critic_in = self._critic_input(obs_n, batch.state, update=True)
+        critic_in = self._critic_input(obs_n, state, update=True)
         dist, value_n = agent.forward_all(obs_n, mask, critic_in)
         action = dist.sample(self.act_gen)
-        if on_cpu:
-            buf.obs[t].view(n, *spec.obs_shape).copy_(obs_n)
-        else:  # the raw observation is already on the host: copy only what the GPU made
-            buf.obs[t].view(n, *spec.obs_shape).copy_(
-                obs_n if agent.obs_rms is not None else torch.from_numpy(batch.obs).reshape(
-                    n, *spec.obs_shape))
-        if buf.critic_in is not None:
-            buf.critic_in[t].view(n, *critic_in.shape[1:]).copy_(critic_in)
         small = torch.stack([dist.log_prob(action), agent.from_value_space(value_n)]).cpu()
         action = action.cpu()
-        buf.actions[t].view(n, *spec.action_space.action_shape).copy_(action)
-        buf.logprobs[t].view(n).copy_(small[0])
-        buf.values[t].view(n).copy_(small[1])
-        return action.numpy().reshape(e, a, *spec.action_space.action_shape)
+        obs_buf = buf.obs[t].view(n, *spec.obs_shape)
+        if agent.obs_rms is None:  # the buffer holds the raw observation: all rows at once
+            obs_buf.copy_(obs_host)
+        elif pick is None:
+            obs_buf.copy_(obs_n)
+        else:
+            obs_buf.index_copy_(0, pick, obs_n.cpu())
+        if buf.critic_in is not None:
+            critic_buf = buf.critic_in[t].view(n, *critic_in.shape[1:])
+            if pick is None:
+                critic_buf.copy_(critic_in)
+            else:
+                critic_buf.index_copy_(0, pick, critic_in.cpu())
+        actions = buf.actions[t].view(n, *act_shape)
+        logprobs, values = buf.logprobs[t].view(n), buf.values[t].view(n)
+        if pick is None:
+            actions.copy_(action)
+            logprobs.copy_(small[0])
+            values.copy_(small[1])
+        else:
+            actions.zero_().index_copy_(0, pick, action)
+            logprobs.zero_().index_copy_(0, pick, small[0])
+            values.zero_().index_copy_(0, pick, small[1])
+        return actions.numpy().reshape(e, a, *act_shape).copy()
 
     def _opponent_actions(self, batch: Batch, actions: np.ndarray) -> np.ndarray:
         """Overwrite the actions of seats owned by other policies (one pass per policy)."""

@@ -6,11 +6,11 @@
         --bot WorkerRush --minutes 60 --games 100
 
 Training uses hyperparams/microrts.yaml with every env playing ``--bot`` (no self-play, no
-league), plus any ``--set``. It stops when the budget is spent (JVM start included), saves a
-checkpoint, and plays ``--games`` evaluation games against the bot with sides alternating
-(``selfplay play``). Reported: the training curve (win rate of the last games per update),
-the env / inference / learning split of the wall time, and the evaluation's wins, losses,
-draws and 95 % interval.
+league), plus any ``--set``. It starts no update that would end past the budget (JVM start
+included), saves a checkpoint, and plays ``--games`` evaluation games against the bot with
+sides alternating (``selfplay play``). Reported: the training curve (win rate of the last
+games per update), the env / inference / learning split of the wall time, and the
+evaluation's wins, losses, draws and 95 % interval.
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ def train_for(minutes: float, overrides: list[str], seed: int, horizon: int,
     curve: list[tuple[int, float, float | None]] = []
     split = {"env": 0.0, "inference": 0.0, "learn": 0.0}
     deadline = start + minutes * 60
+    last = 0.0  # the previous update's duration: no update is started that would overrun
     try:
-        while time.perf_counter() < deadline and trainer.update < trainer.num_updates:
+        while (time.perf_counter() + last < deadline and trainer.update < trainer.num_updates):
+            begin = time.perf_counter()
             trainer.collect()
             tick = time.perf_counter()
             metrics = trainer.learn()
@@ -55,6 +57,7 @@ def train_for(minutes: float, overrides: list[str], seed: int, horizon: int,
             sink.log(trainer.global_step, metrics)
             curve.append((trainer.global_step, round(time.perf_counter() - start, 1),
                           metrics.get("episode/win_rate")))
+            last = time.perf_counter() - begin
         checkpoint = trainer.save(final=True)
     finally:
         sink.close()

@@ -10,7 +10,8 @@ wall time between env stepping, acting (inference, masking, sampling, buffers) a
 
 Part 2 is the micro-benchmark that bounds it: the same network, with the same batch sizes and
 the rollout's real observations, timed without game, masks or buffers. Per update it runs
-``num_steps`` forward passes of actor and critic over all ``envs x seats`` rows (the rollout),
+``num_steps`` forward passes of actor and critic over the rows the learner acted for (the
+rollout),
 then ``update_epochs x num_minibatches`` forward + backward passes and optimizer steps over
 minibatches of the learner's rows. ``bound = env steps per update / that time``. The ratio
 end-to-end / bound is what env, masking, sampling, buffers and logging leave of the network's
@@ -74,12 +75,15 @@ def compute_bound(trainer: Trainer, repeats: int) -> dict[str, Any]:
     snapshot = {k: v.clone() for k, v in agent.state_dict().items()}
     opt_state = optimizer.state_dict()
 
+    acting = [torch.nonzero(buf.trained[t].reshape(-1)).squeeze(1) + t * rows
+              for t in range(t_steps)]  # the rows the learner acted for at each step
+
     def rollout() -> None:
         with torch.inference_mode():
-            for t in range(t_steps):
-                sl = slice(t * rows, (t + 1) * rows)
-                agent.dist_params(obs[sl])
-                agent.value_normalized(critic[sl])
+            for sel in acting:
+                features = agent.actor_torso(obs[sel])
+                agent.actor_head(features)
+                agent.value_normalized(critic[sel], features if agent.shared else None)
 
     def update() -> None:
         gen = torch.Generator().manual_seed(0)
@@ -87,8 +91,9 @@ def compute_bound(trainer: Trainer, repeats: int) -> dict[str, Any]:
             perm = trained[torch.randperm(learner_rows, generator=gen)]
             for start in range(0, learner_rows - minibatch + 1, minibatch):
                 mb = perm[start:start + minibatch]
-                logits = agent.dist_params(obs[mb])
-                value = agent.value_normalized(critic[mb])
+                features = agent.actor_torso(obs[mb])
+                logits = agent.actor_head(features)
+                value = agent.value_normalized(critic[mb], features if agent.shared else None)
                 loss = logits.float().mean() + value.mean()
                 optimizer.zero_grad()
                 loss.backward()

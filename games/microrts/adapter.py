@@ -435,6 +435,7 @@ class MicroRTSVecGame:
             obs_shape=(len(OBS_PLANES), height, width), obs_dtype=np.dtype(np.uint8),
             action_space=MultiDiscrete(ACTION_NVEC, grid=(height, width), gates=ACTION_GATES),
             state_shape=(len(OBS_PLANES), height, width), state_dtype=np.dtype(np.uint8),
+            state_is_obs=not opts.partial_obs,
             obs_kind="grid", zero_sum=not any(opts.reward_weights[1:]), render_fps=30)
         self._action_shape = (num_envs, num_seats, cells, len(ACTION_NVEC))
         # reward weights in the engine's component order (rewards are read in that order)
@@ -797,6 +798,48 @@ class MicroRTSVecGame:
         reward[:] = 0
         return Batch(obs, mask, state, reward, self._all_false, self._all_false, self.alive,
                      EpisodeStats.empty(), None, None)
+
+    def restart(self, envs: np.ndarray | list[int]) -> Batch:
+        """Abandon the games of ``envs`` and start new ones there (a tournament handing an env
+        its next match). The abandoned games report no statistics; other envs are untouched
+        (their observations are those of the last batch)."""
+        self._check_open()
+        envs = np.unique(np.asarray(envs, np.int64))
+        if len(envs) and not (0 <= envs[0] and envs[-1] < self.num_envs):
+            raise GameError(f"microrts: env indices must be in 0..{self.num_envs - 1}")
+        e = -1
+        try:
+            for e in envs.tolist():
+                self._reset_env(e)
+            if self.options.partial_obs:
+                self._read_state(envs)
+        except self._java_exception as exc:
+            raise self._engine_failed(f"the reset of {self._describe_env(e)}", exc) from exc
+        self._fix_reset_obs(envs)
+        rows = (envs[:, None] * self.num_seats + np.arange(self.num_seats)).ravel()
+        self._component_sums[rows] = 0.0
+        self._start[envs] = self._t
+        self._next_truncation = int(self._start.min()) + self.options.max_steps
+        self._episode_components = np.zeros((0, len(REWARD_COMPONENTS)))
+        self._flip ^= 1
+        obs, state, mask = self._outputs(self._flip)
+        reward = self._reward[self._flip]
+        reward[:] = 0
+        return Batch(obs, mask, state, reward, self._all_false, self._all_false, self.alive,
+                     EpisodeStats.empty(), None, None)
+
+    def set_bot(self, env: int, bot: str) -> str:
+        """Make ``bot`` the engine opponent of bot env ``env`` from its next game on (call
+        :meth:`restart` to start that game now); returns the bot's canonical name."""
+        self._check_open()
+        gi, kind, k = self._env_slot[env]
+        if kind != "bot":
+            raise GameError(f"microrts: env {env} is a self-play game; it has no engine bot")
+        spec = bots_mod.resolve_bot(bot)
+        self.groups[gi].client.clients[k].ai2 = bots_mod.make_bot(spec, self._utt)
+        self.env_bot[env] = spec.name
+        self.opponent_names[env] = spec.name
+        return spec.name
 
     def _outputs(self, flip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Fresh obs/state/mask into buffer set ``flip`` (engine masks computed here)."""

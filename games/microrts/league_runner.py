@@ -27,7 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from games.core import GameError, VecGame
+from games.core import GameError, Outcome, VecGame
 from games.microrts import bots as bots_mod
 from games.microrts.botmatch import _WIN_LOSS, DEFAULT_MAP, BotGame, _Arena, _map_info
 from league.db import LeagueDB, LeagueError
@@ -142,6 +142,146 @@ class BotMatchRunner:
                 arena.client.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
+
+
+class PolicyMatchRunner:
+    """A :class:`league.tournament.MatchRunner` for tournaments with network policies
+    (checkpoints, snapshots) and engine bots mixed.
+
+    One microRTS game holds ``2 * num_envs`` envs: ``num_envs`` self-play envs for policy vs
+    policy, and ``num_envs`` bot envs for policy vs engine bot, whose bot is swapped
+    (:meth:`~games.microrts.adapter.MicroRTSVecGame.set_bot`) for each match. An env taking a
+    match restarts its game, so every match starts at cycle 0; a match goes to an env whose
+    engine player matches its sides (bot envs alternate sides). Bot-vs-bot matches are played
+    after the others by a :class:`BotMatchRunner` (bots act inside Java there).
+    """
+
+    def __init__(self, policies: Mapping[int, Policy], options: Mapping[str, object],
+                 num_envs: int = 8, seed: int = 0) -> None:
+        self.bots = {pid: p.name for pid, p in policies.items() if isinstance(p, _BotPolicy)}
+        self.policies = {pid: p for pid, p in policies.items() if pid not in self.bots}
+        self.options = dict(options)
+        self.num_envs = max(2, num_envs + num_envs % 2)  # both sides in the bot envs
+        self.seed = seed
+
+    def _policy_side(self, match: MatchSpec) -> int:
+        """The engine player of the match's network policy (matches with one bot)."""
+        return match.side_a if match.a in self.policies else 1 - match.side_a
+
+    def run(self, next_match: Callable[[], MatchSpec | None],
+            on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
+        """Play until ``next_match`` returns ``None`` and every started match has ended."""
+        from collections import deque
+
+        from games.microrts.adapter import MicroRTSOptions, MicroRTSVecGame
+        from games.options import from_mapping
+
+        n = self.num_envs
+        opts = from_mapping(MicroRTSOptions, {
+            **self.options, "num_selfplay_envs": n, "bots": ["Passive"],
+            "alternate_sides": True, "workers": 1}, "game.options.")
+        game = MicroRTSVecGame(opts, num_envs=2 * n, seed=self.seed)
+        players = game.players  # [E, 2] engine player of each seat, -1: the bot's seat
+        e_num = 2 * n
+        current: list[MatchSpec | None] = [None] * e_num
+        owner = np.full((e_num, 2), -1, np.int64)  # [E, A] policy id per seat
+        started = np.zeros(e_num)
+        pending: deque[MatchSpec] = deque()
+        bot_games: list[MatchSpec] = []
+        exhausted = False
+
+        def fits(match: MatchSpec, e: int) -> bool:
+            if match.a in self.bots or match.b in self.bots:
+                return e >= n and int(players[e, 0]) == self._policy_side(match)
+            return e < n
+
+        def take(e: int) -> MatchSpec | None:
+            nonlocal exhausted
+            for i, match in enumerate(pending):
+                if fits(match, e):
+                    del pending[i]
+                    return match
+            while not exhausted and len(pending) < 4 * e_num:
+                pulled = next_match()
+                if pulled is None:
+                    exhausted = True
+                elif pulled.a in self.bots and pulled.b in self.bots:
+                    bot_games.append(pulled)
+                elif fits(pulled, e):
+                    return pulled
+                else:
+                    pending.append(pulled)
+            return None
+
+        def assign(envs: list[int]) -> list[int]:
+            """Give free ``envs`` their next matches; the envs whose game must restart."""
+            restart = []
+            for e in envs:
+                match = take(e)
+                current[e] = match
+                owner[e] = -1
+                if match is None:
+                    continue
+                if e < n:  # self-play env: seat s plays engine player players[e, s]
+                    seat_a = 0 if int(players[e, 0]) == match.side_a else 1
+                    owner[e, seat_a], owner[e, 1 - seat_a] = match.a, match.b
+                else:
+                    bot, policy = ((match.b, match.a) if match.a in self.policies
+                                   else (match.a, match.b))
+                    game.set_bot(e, self.bots[bot])
+                    owner[e, 0] = policy
+                started[e] = time.perf_counter()
+                restart.append(e)
+            return restart
+
+        try:
+            batch = game.reset(seed=self.seed)
+            first = assign(list(range(e_num)))
+            if first:
+                batch = game.restart(first)
+            while any(m is not None for m in current):
+                actions = np.zeros((e_num, 2, *game.spec.action_space.action_shape),
+                                   np.int64)  # idle seats: no-op
+                mask = batch.action_mask
+                assert mask is not None
+                for pid in np.unique(owner[owner >= 0]).tolist():
+                    sel = (owner == pid) & batch.alive
+                    if sel.any():
+                        actions[sel] = self.policies[pid].act(
+                            batch.obs[sel], mask[sel],
+                            batch.state[sel] if batch.state is not None else None)
+                batch = game.step(actions)
+                stats = batch.episodes
+                free = [e for e in range(e_num) if current[e] is None]
+                if len(stats.env):
+                    outcome = np.full((e_num, 2), int(Outcome.NONE), np.int64)
+                    outcome[stats.env, stats.seat] = stats.outcome
+                    length = np.zeros(e_num, np.int64)
+                    length[stats.env] = stats.length
+                    now = time.perf_counter()
+                    for e in np.unique(stats.env).tolist():
+                        match = current[e]
+                        if match is None:
+                            continue
+                        seat = (0 if e >= n or int(players[e, 0]) == match.side_a else 1)
+                        result = int(outcome[e, seat])
+                        result = 0 if result == int(Outcome.NONE) else result  # no winner
+                        if e >= n and match.a not in self.policies:  # seat 0 played b
+                            result = -result
+                        current[e] = None
+                        on_result(match, MatchResult(result, int(length[e]), now - started[e]))
+                        free.append(e)
+                if free and (pending or not exhausted):
+                    restart = assign(sorted(set(free)))
+                    if restart:
+                        batch = game.restart(restart)
+        finally:
+            game.close()
+        if bot_games:
+            queue = deque(bot_games)
+            BotMatchRunner(self.bots, map_name=opts.map, max_steps=opts.max_steps,
+                           parallel=n, seed=self.seed).run(
+                lambda: queue.popleft() if queue else None, on_result)
 
 
 class _BotPolicy:

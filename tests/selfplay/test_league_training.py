@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from games.core import GameError
 from games.registry import make_game
 from league.db import LeagueDB
-from selfplay.config import build_config
+from selfplay.config import ConfigError, build_config
 from selfplay.league_training import attach
 from selfplay.ppo import Trainer
 
@@ -42,7 +41,7 @@ def test_tictactoe_league_training(tmp_path: Path) -> None:
 def test_unknown_anchor_is_an_error(tmp_path: Path) -> None:
     config = build_config("tictactoe", overrides=["league.anchors=[nobody]"])
     trainer = Trainer(config, make_game("tictactoe", 2, 0))
-    with pytest.raises(GameError, match="unknown tictactoe bot 'nobody'"):
+    with pytest.raises(ConfigError, match="league.anchors: unknown tictactoe bot 'nobody'"):
         attach(trainer, tmp_path)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -105,3 +107,23 @@ def test_mirror_refuses_unsupported() -> None:
     assert not supports(agent)
     with pytest.raises(ValueError):
         NumpyActorCritic(agent)
+
+
+def test_gridnet_shares_its_encoder_when_the_state_is_the_observation() -> None:
+    """A fully observed grid game (state_is_obs): in auto mode the critic reads the obs, and
+    with shared_torso its head sits on the actor's encoder (no second encoder)."""
+    space = MultiDiscrete((6, 4, 4, 4, 4, 7, 49), grid=(8, 8),
+                          gates=(None, (1,), (2,), (3,), (4,), (4,), (5,)))
+    full = spec((27, 8, 8), space, "grid", state_shape=(27, 8, 8))
+    full = dataclasses.replace(full, state_is_obs=True)
+    shared = ActorCritic(full, NetworkConfig(shared_torso=True), NormalizeConfig())
+    separate = ActorCritic(full, NetworkConfig(), NormalizeConfig())
+    assert not shared.critic_reads_state and shared.shared
+    assert not hasattr(shared, "critic_torso") and hasattr(separate, "critic_torso")
+    assert count_parameters(shared) < count_parameters(separate)
+    obs = torch.rand(3, 27, 8, 8)
+    dist, value = shared.forward_all(obs, torch.rand(3, 64, 78) > 0.5, obs)
+    assert value.shape == (3,)
+    torch.testing.assert_close(value, shared.value_normalized(obs))
+    value.sum().backward()  # the critic's gradient reaches the shared encoder
+    assert shared.actor_torso.net[0].weight.grad is not None

@@ -461,3 +461,37 @@ def test_episode_lengths_add_up(make_game) -> None:
         assert sum(length for _, length, _ in episodes) == episodes[-1][0], e
         for _, length, cut in episodes:
             assert length == 300 if cut else 0 < length <= 300
+
+
+def test_restart_and_set_bot_start_a_new_game_in_one_env(make_game) -> None:
+    """``restart`` abandons one env's game (fresh board, its episode clock restarts) without
+    touching the others; ``set_bot`` swaps that env's engine opponent."""
+    game = make_game(2, bots=["Passive"], max_steps=300)
+    first = game.reset()
+    initial = first.obs.copy()
+    noop = np.zeros(game._action_shape, np.int64)
+    rng = np.random.default_rng(0)
+    batch = first
+    for _ in range(40):
+        batch = game.step(random_legal_actions(batch.action_mask, rng))
+    moved = batch.obs.copy()
+    assert not np.array_equal(moved[0], initial[0])  # workers moved
+    assert game.set_bot(0, "workerrush") == "WorkerRush"
+    assert game.opponent_names == ["WorkerRush", "Passive"]
+    batch = game.restart([0])
+    np.testing.assert_array_equal(batch.obs[0], initial[0])
+    np.testing.assert_array_equal(batch.obs[1], moved[1])
+    assert not batch.episodes.env.size
+    ends: dict[int, tuple[int, int]] = {}
+    for _ in range(300):
+        batch = game.step(noop)
+        for env, length, outcome in zip(batch.episodes.env, batch.episodes.length,
+                                        batch.episodes.outcome, strict=True):
+            ends.setdefault(int(env), (int(length), int(outcome)))
+        if len(ends) == 2:
+            break
+    assert ends[0][1] == Outcome.LOSS  # WorkerRush beats a player who does nothing
+    assert ends[0][0] < 300
+    assert ends[1] == (300, Outcome.DRAW)  # Passive: env 1's game ran out its clock
+    with pytest.raises(GameError, match="self-play"):
+        make_game(2, num_selfplay_envs=1, bots=["Passive"]).set_bot(0, "WorkerRush")

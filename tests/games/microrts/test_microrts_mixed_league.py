@@ -1,0 +1,55 @@
+"""Tournaments mixing a trained microRTS checkpoint with engine bots (PolicyMatchRunner)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from league.db import LeagueDB
+from selfplay.config import build_config
+from selfplay.league_commands import tournament
+from selfplay.train import run_training
+
+
+@pytest.fixture(scope="module")
+def checkpoint_run(tmp_path_factory: pytest.TempPathFactory, engine_home: Path) -> Path:
+    """A one-update microRTS run on 8x8 (a nearly random policy)."""
+    run = tmp_path_factory.mktemp("mixed") / "agent"
+    config = build_config("microrts", overrides=[
+        "game.num_envs=2", "game.options.map=basesWorkers8x8", "game.options.bots=[Passive]",
+        "game.options.num_selfplay_envs=0", "ppo.num_steps=16", "ppo.num_minibatches=1",
+        "ppo.update_epochs=1", "league.enabled=false", "log.progress=false",
+        "log.tensorboard=false", "network.channels=[8,16]", "network.hidden=[16]"],
+        total_steps=32)
+    run_training(config, run_dir=run)
+    return run
+
+
+def test_checkpoint_against_engine_bots_both_sides(tmp_path: Path, checkpoint_run: Path) -> None:
+    db_path = tmp_path / "mixed.db"
+    result = tournament("microrts", [str(checkpoint_run), "workerrush", "passive"],
+                        str(db_path), games_per_pair=2, until_sigma=None,
+                        map_name="basesWorkers8x8", num_envs=2, seed=3, quiet=True,
+                        max_steps=400)
+    assert result["played"] == 6 and not result["skipped_players"]
+    with LeagueDB(db_path, game="microrts") as db:
+        agent, rush, passive = (db.player(n).id for n in
+                                ("agent/update_0000001", "WorkerRush", "Passive"))
+        matches = db.matches()
+        pairs: dict[frozenset[int], list] = {}
+        for m in matches:
+            pairs.setdefault(frozenset((m.player_a, m.player_b)), []).append(m)
+        assert set(pairs) == {frozenset((agent, rush)), frozenset((agent, passive)),
+                              frozenset((rush, passive))}
+        for games in pairs.values():  # each pair played once from each side
+            assert sorted(m.side_a for m in games) == [0, 1]
+            assert all(0 < m.length <= 400 for m in games)
+        # WorkerRush beats a one-update policy and the passive bot: no loss for it
+        for m in pairs[frozenset((agent, rush))] + pairs[frozenset((rush, passive))]:
+            rush_result = m.outcome if m.player_a == rush else -m.outcome
+            assert rush_result >= 0, m
+        replayed = db.replay_ratings()
+        for player in db.players():
+            got, want = db.rating(player.name), replayed[player.id]
+            assert got.mu == pytest.approx(want.mu) and got.sigma == pytest.approx(want.sigma)
