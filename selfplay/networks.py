@@ -111,7 +111,9 @@ class GridEncoder(nn.Module):
         self.out_channels = c
 
     def forward(self, x: Tensor) -> Tensor:
-        return cast(Tensor, self.net(x.float()))
+        # channels-last (NHWC) activations: oneDNN/cuDNN convolve them without reordering, and
+        # the decoder's per-cell logits come out already laid out as [B, H, W, C]
+        return cast(Tensor, self.net(x.float().contiguous(memory_format=torch.channels_last)))
 
 
 class GridDecoder(nn.Module):
@@ -135,8 +137,9 @@ class GridDecoder(nn.Module):
     def forward(self, features: Tensor) -> Tensor:
         out = self.net(features)  # [B, n_out, H', W'] with H' >= H
         h, w = self.grid
-        out = out[:, :, :h, :w]
-        return out.permute(0, 2, 3, 1).reshape(out.shape[0], h * w, -1)
+        if out.shape[2:] != (h, w):
+            out = out[:, :, :h, :w]
+        return out.permute(0, 2, 3, 1).reshape(out.shape[0], h * w, -1)  # a view if NHWC
 
 
 def _flat_dim(shape: tuple[int, ...]) -> int:

@@ -53,3 +53,26 @@ def test_checkpoint_against_engine_bots_both_sides(tmp_path: Path, checkpoint_ru
         for player in db.players():
             got, want = db.rating(player.name), replayed[player.id]
             assert got.mu == pytest.approx(want.mu) and got.sigma == pytest.approx(want.sigma)
+
+
+def test_league_training_rates_snapshots_against_engine_bots(tmp_path: Path,
+                                                            engine_home: Path) -> None:
+    """A short league run with engine-bot anchors: every snapshot plays rated games against
+    WorkerRush, stored in the run's league database, and league/* reaches the metrics."""
+    import json
+
+    config = build_config("microrts", overrides=[
+        "game.num_envs=4", "game.options.map=basesWorkers8x8", "game.options.bots=[Passive]",
+        "game.options.num_selfplay_envs=2", "game.options.max_steps=150", "ppo.num_steps=32",
+        "ppo.num_minibatches=1", "ppo.update_epochs=1", "league.anchors=[WorkerRush]",
+        "league.snapshot_every=1", "league.eval_every=1", "league.eval_games=2",
+        "league.eval_envs=2", "log.progress=false", "log.tensorboard=false",
+        "network.channels=[8,16]", "network.hidden=[16]"], total_steps=4 * 32 * 2)
+    run_training(config, run_dir=tmp_path / "run")
+    with LeagueDB(tmp_path / "run" / "league.db", game="microrts") as db:
+        rush = db.player("WorkerRush").id
+        vs_rush = [m for m in db.matches() if rush in (m.player_a, m.player_b)]
+        assert len(vs_rush) == 4  # 2 snapshots x 2 games (one per side)
+        assert sorted(m.side_a for m in vs_rush) == [0, 0, 1, 1]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert all("league/mu" in row for row in rows)
