@@ -6,8 +6,10 @@
         --bot WorkerRush --minutes 60 --games 100
 
 Training uses hyperparams/microrts.yaml with every env playing ``--bot`` (no self-play, no
-league), plus any ``--set``. It starts no update that would end past the budget (JVM start
-included), saves a checkpoint, and plays ``--games`` evaluation games against the bot with
+league), plus any ``--set``. The learning rate anneals to zero as the budget runs out (the
+step horizon is re-planned after every update from the measured speed; ``--horizon`` fixes it
+instead). No update starts that would end past the budget (JVM start included). It saves a
+checkpoint, and plays ``--games`` evaluation games against the bot with
 sides alternating (``selfplay play``). Reported: the training curve (win rate of the last
 games per update), the env / inference / learning split of the wall time, and the
 evaluation's wins, losses, draws and 95 % interval.
@@ -28,12 +30,12 @@ from selfplay.tracking import MetricSink, RunDir
 from selfplay.train import build_trainer
 
 
-def train_for(minutes: float, overrides: list[str], seed: int, horizon: int,
+def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | None,
               root: Path) -> dict[str, Any]:
     """Train until ``minutes`` of wall time have passed; returns the run's record."""
     start = time.perf_counter()
     config = build_config("microrts", overrides=["log.progress=false", *overrides], seed=seed,
-                          total_steps=horizon)
+                          total_steps=horizon or 10**9)
     run = RunDir(root / f"microrts-learn-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
     run.path.mkdir(parents=True, exist_ok=True)
     run.write_config(config)
@@ -58,6 +60,9 @@ def train_for(minutes: float, overrides: list[str], seed: int, horizon: int,
             curve.append((trainer.global_step, round(time.perf_counter() - start, 1),
                           metrics.get("episode/win_rate")))
             last = time.perf_counter() - begin
+            if horizon is None:  # anneal the learning rate to zero when the budget ends
+                updates_left = max(0, int((deadline - time.perf_counter()) / last))
+                config.total_steps = (trainer.update + updates_left) * trainer.steps_per_update
         checkpoint = trainer.save(final=True)
     finally:
         sink.close()
@@ -77,8 +82,10 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--games", type=int, default=100, help="evaluation games")
     parser.add_argument("--num-envs", type=int, default=24)
-    parser.add_argument("--horizon", type=int, default=2_000_000,
-                        help="steps the learning-rate annealing is planned for")
+    parser.add_argument("--horizon", type=int, default=None,
+                        help="steps the learning-rate annealing is planned for (default: "
+                             "re-planned after every update to reach zero when the budget "
+                             "ends)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json-out", type=Path)
