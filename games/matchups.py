@@ -57,6 +57,11 @@ def bot_names(game: str) -> list[str]:
         return microrts_bots()
     if family == "boardgames":
         return sorted(_tictactoe_bots())
+    if family == "pettingzoo":
+        from games.pettingzoo.catalog import builtin_opponent_games
+        from games.pettingzoo.catalog import resolve as pz_resolve
+
+        return ["builtin"] if pz_resolve(game).name in builtin_opponent_games() else []
     return []
 
 
@@ -82,10 +87,15 @@ def match_setup(game: str, bot: str | None, num_envs: int, seed: int,
     if entry.family == "pettingzoo":
         if bot is None:  # both seats played by policies: no env against the console
             return MatchSetup({"builtin_opponent_share": 0.0}, None, "")
-        if bot.lower() == "builtin":
-            raise GameError(f"{entry.name}: the built-in opponent plays inside the emulator "
-                            "and cannot be a match opponent yet; train against it with "
-                            "game.options.builtin_opponent_share")
+        if bot.lower() == "builtin":  # the console's own player, inside the emulator
+            from games.pettingzoo.catalog import builtin_opponent_games
+            from games.pettingzoo.catalog import resolve as pz_resolve
+
+            info = pz_resolve(entry.name)
+            if info.name not in builtin_opponent_games():
+                raise GameError(f"{entry.name} has no built-in opponent; games with one: "
+                                f"{', '.join(builtin_opponent_games())}")
+            return MatchSetup({"builtin_opponent_share": 1.0}, None, "builtin")
         raise GameError(f"{entry.name} has no scripted opponents yet; play another checkpoint")
     if entry.family == "boardgames":
         if bot is None:

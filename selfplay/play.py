@@ -64,6 +64,8 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
             opponent_name = str(opponent_path)
         elif setup.scripted is not None:
             policies.append(setup.scripted)
+        elif spec.num_seats == 2:  # the opponent plays inside the engine: seat 1 never acts
+            policies.append(_IdleSeat(spec.action_space.action_shape))
         if len(policies) != spec.num_seats:
             raise RuntimeError(f"{spec.name} has {spec.num_seats} seats for "
                                f"{len(policies)} players")
@@ -79,6 +81,17 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
             "wins": wins, "losses": losses, "draws": draws,
             "win_rate": wins / len(outcomes), "ci95": [low, high],
             "video": str(video) if video is not None else None}
+
+
+class _IdleSeat:
+    """The policy of a seat that never acts (its opponent is the engine's own player)."""
+
+    def __init__(self, action_shape: tuple[int, ...]) -> None:
+        self.action_shape = action_shape
+
+    def act(self, obs: np.ndarray, mask: np.ndarray | None,
+            state: np.ndarray | None) -> np.ndarray:
+        return np.zeros((len(obs), *self.action_shape), np.int64)
 
 
 def _run(game: Any, policies: list[Policy], games: int, seed: int,

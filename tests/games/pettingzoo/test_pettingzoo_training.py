@@ -26,3 +26,20 @@ def test_train_and_resume_tiny_run(tmp_path: Path, capsys: pytest.CaptureFixture
     assert summary["global_step"] == 256
     err = capsys.readouterr().err
     assert "resuming" in err and "cannot restore" not in err
+
+
+def test_play_a_checkpoint_against_the_builtin_opponent(tmp_path: Path) -> None:
+    """`selfplay play --vs builtin`: games against the console's own Pong player; an untrained
+    policy loses them (the console scores 21 first)."""
+    from games.core import GameError
+    from selfplay.play import play
+
+    config = build_config("pettingzoo/pong_v3", overrides=[*TINY, "league.enabled=false"],
+                          total_steps=64)
+    run_training(config, run_dir=tmp_path / "run")
+    checkpoint = sorted((tmp_path / "run" / "checkpoints").glob("*.pt"))[-1]
+    result = play(checkpoint, "BuiltIn", games=1, num_envs=1)
+    assert result["opponent"] == "builtin" and result["games"] == 1
+    assert result["losses"] == 1
+    with pytest.raises(GameError, match="no scripted opponents"):
+        play(checkpoint, "workerrush", games=1)
