@@ -161,7 +161,10 @@ class LeagueConfig:
     eval_envs: int = 8
     """Games played at once in rating matches."""
     anchors: list[str] = field(default_factory=list)
-    """Scripted bots (played as seats) in the rating pool."""
+    """Scripted bots in every snapshot's rating pool (microRTS: engine bots)."""
+    freeze_anchors: bool = True
+    """Anchors keep their starting rating (the TrueSkill prior) for good: a fixed yardstick
+    across the whole run. False lets the snapshots' games move them too."""
 
 
 @dataclass

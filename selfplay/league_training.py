@@ -101,7 +101,8 @@ class LeagueHook:
                                       f"{trainer.spec.name} engine; rating games against it "
                                       "are not supported")
                 self.engine_anchors = True
-            self.db.add_player(setup.opponent_name or name, "bot")
+            self.db.add_player(setup.opponent_name or name, "bot",
+                               frozen=config.freeze_anchors)
             self.anchors.append(setup.opponent_name or name)
         players = self.sync_pool()  # resume, or a shared database: the snapshots so far
         if config.role == "main_exploiter" and not self.targets:
