@@ -587,6 +587,18 @@ class MicroRTSVecGame:
         else:
             self.groups[gi].client.clients[k].reset(self.groups[gi].learner)
 
+    def _new_games(self, envs: np.ndarray) -> None:
+        """New games in ``envs`` (Java), their unfogged state and reset-board fix-up."""
+        e = -1
+        try:
+            for e in envs.tolist():
+                self._reset_env(e)
+            if self.options.partial_obs:
+                self._read_state(envs)
+        except self._java_exception as exc:
+            raise self._engine_failed(f"the reset of {self._describe_env(e)}", exc) from exc
+        self._fix_reset_obs(envs)
+
     def _describe_env(self, e: int) -> str:
         if e < 0:
             return "an env"
@@ -807,15 +819,7 @@ class MicroRTSVecGame:
         envs = np.unique(np.asarray(envs, np.int64))
         if len(envs) and not (0 <= envs[0] and envs[-1] < self.num_envs):
             raise GameError(f"microrts: env indices must be in 0..{self.num_envs - 1}")
-        e = -1
-        try:
-            for e in envs.tolist():
-                self._reset_env(e)
-            if self.options.partial_obs:
-                self._read_state(envs)
-        except self._java_exception as exc:
-            raise self._engine_failed(f"the reset of {self._describe_env(e)}", exc) from exc
-        self._fix_reset_obs(envs)
+        self._new_games(envs)
         rows = (envs[:, None] * self.num_seats + np.arange(self.num_seats)).ravel()
         self._component_sums[rows] = 0.0
         self._start[envs] = self._t
@@ -920,15 +924,7 @@ class MicroRTSVecGame:
         num_seats = self.num_seats
         outcome = self._outcomes(envs, terminated)  # [K, A]
         final_obs, final_state = self._final_observations(envs)
-        e = -1
-        try:
-            for e in envs.tolist():
-                self._reset_env(e)
-            if self.options.partial_obs:
-                self._read_state(envs)
-        except self._java_exception as exc:
-            raise self._engine_failed(f"the reset of {self._describe_env(e)}", exc) from exc
-        self._fix_reset_obs(envs)
+        self._new_games(envs)
         live = self.alive[envs]  # [K, A]
         env_idx = np.repeat(envs, num_seats)[live.ravel()]
         seat_idx = np.tile(np.arange(num_seats), len(envs))[live.ravel()]
