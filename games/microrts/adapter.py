@@ -803,6 +803,10 @@ class MicroRTSVecGame:
         self._next_truncation = self.options.max_steps
         self._component_sums[:] = 0
         self._raw[:] = 0
+        return self._fresh_batch()
+
+    def _fresh_batch(self) -> Batch:
+        """The batch after new games began: no rewards, ends or episode statistics."""
         self._episode_components = np.zeros((0, len(REWARD_COMPONENTS)))
         self._flip ^= 1
         obs, state, mask = self._outputs(self._flip)
@@ -824,13 +828,7 @@ class MicroRTSVecGame:
         self._component_sums[rows] = 0.0
         self._start[envs] = self._t
         self._next_truncation = int(self._start.min()) + self.options.max_steps
-        self._episode_components = np.zeros((0, len(REWARD_COMPONENTS)))
-        self._flip ^= 1
-        obs, state, mask = self._outputs(self._flip)
-        reward = self._reward[self._flip]
-        reward[:] = 0
-        return Batch(obs, mask, state, reward, self._all_false, self._all_false, self.alive,
-                     EpisodeStats.empty(), None, None)
+        return self._fresh_batch()
 
     def set_bot(self, env: int, bot: str) -> str:
         """Make ``bot`` the engine opponent of bot env ``env`` from its next game on (call

@@ -236,8 +236,11 @@ def test_seeds_reproduce_sticky_actions() -> None:
         g.close()
 
 
-def test_threads_give_the_same_results() -> None:
-    games = [make("pettingzoo/pong_v3", num_envs=3, seed=0, num_threads=n) for n in (1, 2)]
+@pytest.mark.parametrize("num_envs,builtin_share", [(3, 0.0), (4, 0.5)])
+def test_threads_give_the_same_results(num_envs: int, builtin_share: float) -> None:
+    """1 and 2 stepping threads agree, also with envs against the console's own player."""
+    games = [make("pettingzoo/pong_v3", num_envs=num_envs, seed=0, num_threads=n,
+                  builtin_opponent_share=builtin_share) for n in (1, 2)]
     batches = [g.reset() for g in games]
     rng = np.random.default_rng(0)
     for _ in range(40):

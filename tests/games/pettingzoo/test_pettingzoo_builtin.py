@@ -182,18 +182,3 @@ def test_league_leaves_the_builtin_envs_alone(tmp_path: Path) -> None:
     assert len(list((tmp_path / "snapshots").glob("*.pt"))) == 4
     records = [json.loads(line) for line in run.metrics_file.read_text().splitlines()]
     assert len(records) == 4 and {"league/mu", "league/elo"} <= set(records[1])
-
-
-def test_threads_give_the_same_results_with_builtin_envs() -> None:
-    games = [make("pettingzoo/pong_v3", num_envs=4, seed=0, builtin_opponent_share=0.5,
-                  num_threads=n) for n in (1, 2)]
-    for g in games:
-        g.reset()
-    rng = np.random.default_rng(0)
-    for _ in range(40):
-        actions = _random(games[0], rng)
-        batches = [g.step(actions) for g in games]
-        np.testing.assert_array_equal(batches[0].obs, batches[1].obs)
-        np.testing.assert_array_equal(batches[0].reward, batches[1].reward)
-    for g in games:
-        g.close()
