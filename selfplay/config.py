@@ -181,9 +181,17 @@ class TrainConfig:
     """Environment steps (summed over envs) to train for."""
     torch_threads: int = 1
     """Intra-op threads for torch (1 is fastest for small networks)."""
+    acting_threads: int | None = None
+    """Intra-op threads for the rollout's acting passes (None: ``torch_threads``). One thread is
+    often fastest there: the batches are small, and an engine stepping in the same process
+    between passes leaves idle torch threads to wake up and compete for the cores."""
     device: str = "cpu"
     """Where the network runs: cpu, cuda, cuda:N, or auto (CUDA when available). Envs and the
     rollout buffer stay on the host; the update runs on this device."""
+    keep_freed_memory: bool = True
+    """Keep freed memory in the process instead of returning it to the kernel (glibc only):
+    large tensors are then reused without page faults, which makes CPU training of conv
+    networks up to 15 % faster; the process holds on to its peak memory."""
     fast_inference: bool = True
     """Act with a NumPy copy of small MLP policies in the rollout (same results, faster)."""
 
@@ -200,6 +208,8 @@ def validate(config: TrainConfig) -> None:
         (0 <= config.ppo.gae_lambda <= 1, "ppo.gae_lambda must be in [0, 1]"),
         (config.total_steps >= 1, "total_steps must be >= 1"),
         (config.torch_threads >= 1, "torch_threads must be >= 1"),
+        (config.acting_threads is None or config.acting_threads >= 1,
+         "acting_threads must be >= 1 (or null: same as torch_threads)"),
         (config.checkpoint.every_updates >= 1, "checkpoint.every_updates must be >= 1"),
         (config.checkpoint.keep >= 1, "checkpoint.keep must be >= 1"),
         (all(h >= 1 for h in config.network.hidden), "network.hidden widths must be >= 1"),

@@ -80,8 +80,20 @@ def _as_float(logits: Tensor) -> Tensor:
 
 
 def _any(mask: Tensor) -> Tensor:
-    """``mask.any(-1)``, 10x faster on CPU (bool ``any`` over a short last dim is slow)."""
-    return mask.view(torch.uint8).sum(-1, dtype=torch.int32) > 0
+    """``mask.any(-1)`` for bool ``mask``, several times faster on CPU.
+
+    Bool ``any`` over a short last dim is slow; instead each row's bytes are read as the widest
+    integers that tile it (a bool byte is 0 or 1, so a word is non-zero iff one of its bytes is)
+    and reduced with ``amax``, which needs no dtype conversion.
+    """
+    n = mask.shape[-1]
+    if n == 0:
+        return mask.new_zeros(mask.shape[:-1])
+    raw = mask.contiguous().view(torch.uint8)
+    for word, size in ((torch.int64, 8), (torch.int32, 4), (torch.int16, 2)):
+        if n % size == 0:
+            return raw.view(word).amax(-1) != 0
+    return raw.amax(-1) != 0
 
 
 def _sample_rows(

@@ -113,7 +113,7 @@ class GridEncoder(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         # channels-last (NHWC) activations: oneDNN/cuDNN convolve them without reordering, and
         # the decoder's per-cell logits come out already laid out as [B, H, W, C]
-        return cast(Tensor, self.net(x.float().contiguous(memory_format=torch.channels_last)))
+        return cast(Tensor, self.net(x.to(torch.float32, memory_format=torch.channels_last)))
 
 
 class GridDecoder(nn.Module):

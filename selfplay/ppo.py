@@ -26,6 +26,7 @@ from torch import Tensor
 
 from games.core import Batch, EpisodeStats, GameSpec, Outcome, VecGame
 from games.options import to_mapping
+from selfplay.allocator import keep_freed_memory
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from selfplay.config import TrainConfig
 from selfplay.device import resolve_device
@@ -157,6 +158,8 @@ class Trainer:
         self.spec: GameSpec = game.spec
         self.run = run
         torch.set_num_threads(config.torch_threads)
+        if config.keep_freed_memory:
+            keep_freed_memory()
         random.seed(config.seed)
         np.random.seed(config.seed % 2**32)
         torch.manual_seed(config.seed)
@@ -242,10 +245,19 @@ class Trainer:
 
     def collect(self) -> None:
         """Fill the rollout buffer with ``num_steps`` steps of every env."""
+        cfg = self.config
+        act = self._act_numpy if self.fast_policy is not None else self._act_torch
+        acting_threads = cfg.acting_threads or cfg.torch_threads
+        torch.set_num_threads(acting_threads)
+        try:
+            self._collect_steps(act)
+        finally:
+            torch.set_num_threads(cfg.torch_threads)
+
+    def _collect_steps(self, act: Callable[[int, Batch, np.ndarray], np.ndarray]) -> None:
         cfg, spec = self.config, self.spec
         e = spec.num_envs
         timer = self.timer
-        act = self._act_numpy if self.fast_policy is not None else self._act_torch
         tick = time.perf_counter()
         for t in range(cfg.ppo.num_steps):
             batch = self.batch

@@ -1,21 +1,22 @@
 """microRTS end-to-end training throughput against the network's own compute bound.
 
-    .venv/bin/python tools/bench_microrts_training.py --updates 4
+    .venv/bin/python tools/bench_microrts_training.py --rounds 5
     .venv/bin/python tools/bench_microrts_training.py --set network.channels=[32,64] --json-out X
 
-Part 1 trains the default ``selfplay train --game microrts`` configuration (16x16, 24 envs,
-default network; the league's rating games are switched off, they are not training) for
-``--updates`` updates after one warm-up update, and reports env-steps/s with the split of the
-wall time between env stepping, acting (inference, masking, sampling, buffers) and learning.
+End to end: the default ``selfplay train --game microrts`` configuration (16x16, 24 envs,
+default network; the league's rating games are switched off, they are not training), one
+collect + learn cycle at a time, with the split of its wall time between env stepping, acting
+(inference, masking, sampling, buffers) and learning.
 
-Part 2 is the micro-benchmark that bounds it: the same network, with the same batch sizes and
-the rollout's real observations, timed without game, masks or buffers. Per update it runs
-``num_steps`` forward passes of actor and critic over the rows the learner acted for (the
-rollout),
-then ``update_epochs x num_minibatches`` forward + backward passes and optimizer steps over
-minibatches of the learner's rows. ``bound = env steps per update / that time``. The ratio
-end-to-end / bound is what env, masking, sampling, buffers and logging leave of the network's
-speed (the target is >= 0.85).
+The bound: the same network, with the same batch sizes and the rollout's real observations,
+timed without game, masks or buffers. Per update it runs ``num_steps`` forward passes of actor
+and critic over the rows the learner acted for (the rollout), then ``update_epochs x
+num_minibatches`` forward + backward passes and optimizer steps over minibatches of the
+learner's rows.
+
+The two alternate for ``--rounds`` rounds after a warm-up, so both see the same machine; the
+ratio (bound time / end-to-end time per update, median over rounds) is what env, masking,
+sampling, buffers and logging leave of the network's speed (the target is >= 0.85).
 """
 
 from __future__ import annotations
@@ -37,88 +38,124 @@ from selfplay.ppo import Trainer
 from selfplay.train import build_trainer
 
 
-def end_to_end(trainer: Trainer, updates: int) -> dict[str, Any]:
-    """Env-steps/s of ``updates`` collect + learn cycles (after one warm-up update)."""
+def end_to_end_update(trainer: Trainer) -> dict[str, float]:
+    """One collect + learn cycle: its wall time and the env / acting / learning split."""
+    begin = time.perf_counter()
     trainer.collect()
+    tick = time.perf_counter()
     trainer.learn()
-    trainer.timer.pop()
+    trainer.timer.add("learn", tick)
+    seconds = time.perf_counter() - begin
     split = {"env": 0.0, "inference": 0.0, "learn": 0.0}
-    per_update = []
-    start = time.perf_counter()
-    for _ in range(updates):
-        begin = time.perf_counter()
-        trainer.collect()
-        tick = time.perf_counter()
-        trainer.learn()
-        trainer.timer.add("learn", tick)
-        per_update.append(time.perf_counter() - begin)
-        for name, seconds in trainer.timer.pop().items():
-            split[name] += seconds
-    elapsed = time.perf_counter() - start
-    steps = trainer.steps_per_update * updates
-    return {"env_steps_per_second": steps / elapsed,
-            "median_update_seconds": statistics.median(per_update),
-            "split": {k: v / elapsed for k, v in split.items()}}
+    for name, spent in trainer.timer.pop().items():
+        split[name] += spent
+    return {"seconds": seconds, **split}
 
 
-def compute_bound(trainer: Trainer, repeats: int) -> dict[str, Any]:
-    """The network's time per update with the rollout's batch sizes (no env, no masks)."""
-    agent, cfg, buf = trainer.agent, trainer.config.ppo, trainer.buffer
-    t_steps, e, a = buf.shape
-    rows = e * a
-    obs = buf.flat(buf.obs)
-    critic = buf.flat(buf.critic_in) if buf.critic_in is not None else obs
-    trained = torch.nonzero(buf.trained.reshape(-1)).squeeze(1)
-    learner_rows = len(trained)
-    minibatch = max(1, learner_rows // cfg.num_minibatches)
-    optimizer = trainer.optimizer
-    snapshot = {k: v.clone() for k, v in agent.state_dict().items()}
-    opt_state = optimizer.state_dict()
+class ComputeBound:
+    """The network's time per update with the rollout's batch sizes (no env, no masks).
 
-    acting = [torch.nonzero(buf.trained[t].reshape(-1)).squeeze(1) + t * rows
-              for t in range(t_steps)]  # the rows the learner acted for at each step
+    Built from a filled rollout buffer: its observations, and the rows the learner acted for.
+    """
 
-    def rollout() -> None:
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        cfg, buf = trainer.config.ppo, trainer.buffer
+        t_steps, e, a = buf.shape
+        self.rows = e * a
+        self.obs = buf.flat(buf.obs).clone()
+        self.critic = buf.flat(buf.critic_in).clone() if buf.critic_in is not None else self.obs
+        self.trained = torch.nonzero(buf.trained.reshape(-1)).squeeze(1)
+        self.learner_rows = len(self.trained)
+        self.minibatch = max(1, self.learner_rows // cfg.num_minibatches)
+        # the rows the learner acted for at each rollout step
+        self.acting = [torch.nonzero(buf.trained[t].reshape(-1)).squeeze(1) + t * self.rows
+                       for t in range(t_steps)]
+
+    def rollout(self) -> None:
+        agent = self.trainer.agent
         with torch.inference_mode():
-            for sel in acting:
-                features = agent.actor_torso(obs[sel])
+            for sel in self.acting:
+                features = agent.actor_torso(self.obs[sel])
                 agent.actor_head(features)
-                agent.value_normalized(critic[sel], features if agent.shared else None)
+                agent.value_normalized(self.critic[sel], features if agent.shared else None)
 
-    def update() -> None:
+    def update(self) -> None:
+        agent, cfg = self.trainer.agent, self.trainer.config.ppo
+        optimizer = self.trainer.optimizer
         gen = torch.Generator().manual_seed(0)
         for _ in range(cfg.update_epochs):
-            perm = trained[torch.randperm(learner_rows, generator=gen)]
-            for start in range(0, learner_rows - minibatch + 1, minibatch):
-                mb = perm[start:start + minibatch]
-                features = agent.actor_torso(obs[mb])
+            perm = self.trained[torch.randperm(self.learner_rows, generator=gen)]
+            for start in range(0, self.learner_rows - self.minibatch + 1, self.minibatch):
+                mb = perm[start:start + self.minibatch]
+                features = agent.actor_torso(self.obs[mb])
                 logits = agent.actor_head(features)
-                value = agent.value_normalized(critic[mb], features if agent.shared else None)
+                value = agent.value_normalized(self.critic[mb],
+                                               features if agent.shared else None)
                 loss = logits.float().mean() + value.mean()
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.clip_grad_norm(cfg.max_grad_norm)
                 optimizer.step()
 
-    times = {"rollout": [], "update": []}
-    for _ in range(repeats):
-        for name, fn in (("rollout", rollout), ("update", update)):
+    def measure(self) -> dict[str, float]:
+        """One rollout's forward passes and one update's epochs, with the trainer's threads;
+        the network and optimizer are restored afterwards."""
+        agent, optimizer, config = self.trainer.agent, self.trainer.optimizer, self.trainer.config
+        snapshot = {k: v.clone() for k, v in agent.state_dict().items()}
+        opt_state = optimizer.state_dict()
+        out = {}
+        for name, fn in (("rollout", self.rollout), ("update", self.update)):
+            torch.set_num_threads(config.torch_threads)
             start = time.perf_counter()
             fn()
-            times[name].append(time.perf_counter() - start)
-    agent.load_state_dict(snapshot)
-    optimizer.load_state_dict(opt_state)
-    seconds = {k: min(v) for k, v in times.items()}
-    total = sum(seconds.values())
-    return {"rollout_seconds": seconds["rollout"], "update_seconds": seconds["update"],
-            "env_steps_per_second": trainer.steps_per_update / total,
-            "rows_per_forward": rows, "learner_rows": learner_rows, "minibatch": minibatch}
+            out[name] = time.perf_counter() - start
+        agent.load_state_dict(snapshot)
+        optimizer.load_state_dict(opt_state)
+        return out
+
+
+def measure(trainer: Trainer, rounds: int) -> dict[str, Any]:
+    """``rounds`` alternations of one end-to-end update and one bound measurement.
+
+    Alternating puts both under the same machine conditions (a shared VM's speed drifts by
+    10-20 % over minutes); each is summarized by its median, and the ratio is the median of the
+    per-round ratios.
+    """
+    end_to_end_update(trainer)  # warm-up: JIT, allocator, first episodes
+    bound = ComputeBound(trainer)
+    bound.measure()
+    e2e_rounds, bound_rounds, ratios = [], [], []
+    for _ in range(rounds):
+        e2e = end_to_end_update(trainer)
+        net = bound.measure()
+        e2e_rounds.append(e2e)
+        bound_rounds.append(net)
+        ratios.append((net["rollout"] + net["update"]) / e2e["seconds"])
+    steps = trainer.steps_per_update
+    e2e_seconds = statistics.median(r["seconds"] for r in e2e_rounds)
+    bound_seconds = statistics.median(r["rollout"] + r["update"] for r in bound_rounds)
+    total = sum(r["seconds"] for r in e2e_rounds)
+    split = {k: sum(r[k] for r in e2e_rounds) / total for k in ("env", "inference", "learn")}
+    return {
+        "end_to_end": {"env_steps_per_second": steps / e2e_seconds,
+                       "median_update_seconds": e2e_seconds, "split": split,
+                       "rounds": e2e_rounds},
+        "compute_bound": {"env_steps_per_second": steps / bound_seconds,
+                          "rollout_seconds": statistics.median(r["rollout"]
+                                                               for r in bound_rounds),
+                          "update_seconds": statistics.median(r["update"] for r in bound_rounds),
+                          "rows_per_forward": bound.rows, "learner_rows": bound.learner_rows,
+                          "minibatch": bound.minibatch, "rounds": bound_rounds},
+        "ratio": statistics.median(ratios),
+        "ratios": ratios,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--updates", type=int, default=4, help="timed updates end to end")
-    parser.add_argument("--repeats", type=int, default=2, help="micro-benchmark repeats (min)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="alternations of one end-to-end update and one bound measurement")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
@@ -126,11 +163,10 @@ def main() -> None:
                                                  *args.set])
     trainer = build_trainer(config, None)
     try:
-        e2e = end_to_end(trainer, args.updates)
-        bound = compute_bound(trainer, args.repeats)
+        measured = measure(trainer, args.rounds)
     finally:
         trainer.game.close()
-    ratio = e2e["env_steps_per_second"] / bound["env_steps_per_second"]
+    e2e, bound, ratio = measured["end_to_end"], measured["compute_bound"], measured["ratio"]
     result = {"config": {"map": config.game.options.get("map"), "num_envs": config.game.num_envs,
                          "network": {"kind": config.network.kind,
                                      "channels": config.network.channels,
@@ -139,15 +175,18 @@ def main() -> None:
                          "num_steps": config.ppo.num_steps,
                          "update_epochs": config.ppo.update_epochs,
                          "num_minibatches": config.ppo.num_minibatches,
-                         "torch_threads": config.torch_threads, "overrides": args.set},
+                         "torch_threads": config.torch_threads,
+                         "acting_threads": config.acting_threads, "overrides": args.set},
               "end_to_end": e2e, "compute_bound": bound, "ratio": ratio,
+              "ratios": measured["ratios"],
               "machine": f"{platform.machine()} {platform.node()}",
               "cpus": len(os.sched_getaffinity(0)), "load": os.getloadavg()[0],
               "date": time.strftime("%Y-%m-%d %H:%M")}
     split = ", ".join(f"{k} {v:.0%}" for k, v in e2e["split"].items())
     print(f"end to end {e2e['env_steps_per_second']:.0f} env-steps/s ({split}); network bound "
           f"{bound['env_steps_per_second']:.0f} env-steps/s (rollout {bound['rollout_seconds']:.2f}"
-          f" s + update {bound['update_seconds']:.2f} s per update); ratio {ratio:.2f}; "
+          f" s + update {bound['update_seconds']:.2f} s per update); ratio {ratio:.2f} (median of "
+          f"{', '.join(f'{r:.2f}' for r in measured['ratios'])}); "
           f"{result['config']['parameters']:,} parameters")
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from selfplay.distributions import (
     DiagGaussian,
     MaskedCategorical,
     MaskedMultiCategorical,
+    _any,
     make_dist,
     num_params,
     param_shape,
@@ -404,3 +405,15 @@ def test_make_dist_errors_name_the_fix() -> None:
         make_dist(MultiDiscrete((6, 4, 4, 4, 4, 7, 49), grid=(16, 16)), torch.zeros(2, 77), None)
     with pytest.raises(ValueError, match=r"mask has shape \(2, 4\)"):
         make_dist(Discrete(5), torch.zeros(2, 5), torch.ones(2, 4, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("width", [0, 1, 2, 3, 4, 6, 7, 8, 16, 78])
+def test_row_any_matches_torch_any(width: int) -> None:
+    """The word-wise ``any`` agrees with ``Tensor.any`` for every row width and layout."""
+    gen = torch.Generator().manual_seed(width)
+    mask = torch.rand((40, 3, width), generator=gen) < 0.05
+    mask[0] = True
+    mask[1] = False
+    assert torch.equal(_any(mask), mask.any(-1))
+    transposed = mask.transpose(0, 1)  # rows that are not contiguous in memory
+    assert torch.equal(_any(transposed), transposed.any(-1))
