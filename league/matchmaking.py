@@ -18,8 +18,9 @@ chosen by the caller (league database player ids, or any other ids).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -105,6 +106,26 @@ class PayoffTable:
         for x, y, o in zip(np.asarray(a).tolist(), np.asarray(b).tolist(),
                            np.asarray(outcome).tolist(), strict=True):
             self.update(x, y, o)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The table as plain arrays: player ids in row order and their decayed results."""
+        n = len(self.index)
+        return {"decay": self.decay, "ids": self.ids[:n].copy(),
+                "points": self.points[:n, :n].copy(), "games": self.games[:n, :n].copy()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`: same rows, same results."""
+        ids = np.asarray(state["ids"], np.int64)
+        n = len(ids)
+        capacity = max(len(self.ids), n)
+        self.decay = float(state["decay"])
+        self.index = {int(pid): row for row, pid in enumerate(ids.tolist())}
+        self.ids = np.zeros(capacity, np.int64)
+        self.ids[:n] = ids
+        self.points = np.zeros((capacity, capacity))
+        self.games = np.zeros((capacity, capacity))
+        self.points[:n, :n] = state["points"]
+        self.games[:n, :n] = state["games"]
 
     def win_rates(self, pid: int, opponents: np.ndarray) -> np.ndarray:
         """Decayed score of ``pid`` against each of ``opponents`` ``[K]`` (½ if unplayed)."""
@@ -209,6 +230,27 @@ class Matchmaker:
     def record(self, a: int, b: int, outcome: int) -> None:
         """A finished game (``outcome`` for ``a``), for the payoff table."""
         self.payoff.update(a, b, outcome)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The pool and its payoff table (rows in order: sampling depends on it)."""
+        n = len(self.payoff)
+        return {"payoff": self.payoff.state_dict(), "kind": self.kind[:n].copy(),
+                "parent": self.parent[:n].copy(), "active": self.active[:n].copy(),
+                "roles": [[pid, role] for pid, role in self.roles.items()],
+                "main": self.main}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` into this matchmaker (its config is kept)."""
+        self.payoff.load_state_dict(state["payoff"])
+        n = len(self.payoff)
+        capacity = len(self.payoff.ids)
+        self.kind = np.zeros(capacity, np.int8)
+        self.parent = np.full(capacity, -1, np.int64)
+        self.active = np.zeros(capacity, bool)
+        self.kind[:n], self.parent[:n], self.active[:n] = (state["kind"], state["parent"],
+                                                           state["active"])
+        self.roles = {int(pid): role for pid, role in state["roles"]}
+        self.main = None if state["main"] is None else int(state["main"])
 
     # ----------------------------------------------------------------- sampling
 

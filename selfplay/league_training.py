@@ -26,7 +26,9 @@ last checkpoint reuse the snapshots the crashed process registered under the sam
 stored matches were played by those weights), and a snapshot's rating tournament, named after
 it, plays only its matches not yet stored, each recorded in one transaction: no rating match is
 lost, half-written or stored twice. Training games are not stored in the database; their payoff
-table lives in memory and, like the opponent assignment, restarts empty after a resume.
+table, the matchmaker's RNG, each env's opponent and the loaded opponents are saved in the
+trainer's checkpoints (``extra["league"]``), so a resumed run draws the same opponents as an
+uninterrupted one.
 """
 
 from __future__ import annotations
@@ -104,6 +106,9 @@ class LeagueHook:
             self.db.add_player(setup.opponent_name or name, "bot",
                                frozen=config.freeze_anchors)
             self.anchors.append(setup.opponent_name or name)
+        restored = trainer.restored_extra.get("league")
+        if restored is not None:  # a resumed checkpoint: the league continues exactly
+            self._load_state(restored)
         players = self.sync_pool()  # resume, or a shared database: the snapshots so far
         if config.role == "main_exploiter" and not self.targets:
             self.db.close()
@@ -114,14 +119,66 @@ class LeagueHook:
                               f"main agent{whose} (runs with main snapshots: "
                               f"{', '.join(runs) or 'none'}); point league.db at the main "
                               "run's league database, or fix league.target")
-        own = [p for p in players if p.kind == "snapshot" and self._own(p)
-               and p.broken is None and int(p.metadata.get("update", 0)) <= trainer.update]
-        self.latest = own[-1].id if own else None  # newest at the checkpoint resumed from
-        # the learner's payoff row is rebuilt from play: after a resume PFSP starts at p = 1/2
-        trainer.owner[:, 1] = 0  # opponents are not in the checkpoint: draw them afresh
-        self.assign(np.flatnonzero(self.contested))
+        if restored is None:
+            own = [p for p in players if p.kind == "snapshot" and self._own(p)
+                   and p.broken is None and not self._after_checkpoint(p)]
+            self.latest = own[-1].id if own else None  # newest at the checkpoint resumed from
+            trainer.owner[:, 1] = 0  # a new run (or an old checkpoint): draw opponents afresh
+            self.assign(np.flatnonzero(self.contested))
+        else:
+            self._reload_slots(restored["slots"])
         trainer.on_episodes.append(self.on_episodes)
         trainer.after_update.append(self.after_update)
+        trainer.extra_state["league"] = self.state_dict
+
+    # ----------------------------------------------------------------- checkpoints
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint holds to continue exactly: the matchmaker (pool and payoff table),
+        the sampling RNG, each env's opponent and the loaded opponent slots."""
+        return {"matchmaker": self.matchmaker.state_dict(),
+                "rng": self.rng.bit_generator.state,
+                "opponent": self.opponent.copy(),
+                "slots": [[pid, slot] for pid, slot in self.slots.items()],
+                "pooled": sorted(self.pooled), "targets": list(self.targets),
+                "latest": self.latest}
+
+    def _load_state(self, state: Mapping[str, Any]) -> None:
+        self.matchmaker.load_state_dict(state["matchmaker"])
+        self.rng.bit_generator.state = state["rng"]
+        self.opponent[:] = state["opponent"]
+        self.pooled = {int(pid) for pid in state["pooled"]}
+        self.targets = [int(pid) for pid in state["targets"]]
+        self.latest = None if state["latest"] is None else int(state["latest"])
+
+    def _reload_slots(self, slots: list[list[int]]) -> None:
+        """Load the opponents the checkpointed run had loaded, in the same LRU order. One whose
+        snapshot is now missing or corrupt is dropped; its envs play self-play until their
+        episodes end."""
+        trainer = self.trainer
+        for pid, slot in slots:
+            pid, slot = int(pid), int(slot)
+            snapshot = load_player_snapshot(self.db, pid)
+            if snapshot is None:
+                self.matchmaker.remove(pid)
+                if pid in self.targets:
+                    self.targets.remove(pid)
+                lost = trainer.owner[:, 1] == slot
+                trainer.owner[lost, 1] = 0
+                self.opponent[lost] = LEARNER
+                continue
+            agent = ActorCritic(trainer.spec, trainer.config.network, trainer.config.normalize)
+            agent.load_state_dict(snapshot.weights)
+            trainer.opponents[slot] = FrozenPolicy(agent.to(trainer.device),
+                                                   generator=trainer.act_gen)
+            self.slots[pid] = slot
+
+    def _after_checkpoint(self, player: Player) -> bool:
+        """Whether ``player`` is one of this run's snapshots taken after the checkpoint it
+        resumed from (by a process that crashed later): it rejoins the pool when the replayed
+        update re-registers it, as it first did."""
+        return (self._own(player)
+                and int(player.metadata.get("update", 0)) > self.trainer.update)
 
     # ----------------------------------------------------------------- the pool
 
@@ -140,7 +197,7 @@ class LeagueHook:
         players = self.db.players()
         for player in players:
             if (player.kind != "snapshot" or player.broken is not None
-                    or player.id in self.pooled):
+                    or player.id in self.pooled or self._after_checkpoint(player)):
                 continue
             self.pooled.add(player.id)
             if self._own(player):

@@ -177,6 +177,10 @@ class Trainer:
         self.opponents: dict[int, Policy] = {}
         self.on_episodes: list[Callable[[Trainer, EpisodeStats], None]] = []
         self.after_update: list[Callable[[Trainer], dict[str, float]]] = []
+        # state of attached components (the league) saved with each checkpoint, by name; what
+        # a resumed checkpoint held for them waits in restored_extra until they attach
+        self.extra_state: dict[str, Callable[[], Any]] = {}
+        self.restored_extra: dict[str, Any] = {}
         self.reward_scaler = (RewardScaler((e, a), config.ppo.gamma, config.normalize.clip_reward)
                               if config.normalize.reward else None)
         obs_dtype = (torch.float32 if self.agent.obs_rms is not None
@@ -549,6 +553,7 @@ class Trainer:
             "game_state": get_state() if callable(get_state) else None,
             "batch": {"obs": batch.obs, "action_mask": batch.action_mask, "state": batch.state,
                       "alive": batch.alive},
+            "extra": {name: get() for name, get in self.extra_state.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
@@ -575,6 +580,7 @@ class Trainer:
             self.reward_scaler.load_state_dict(state["reward_scaler"])
         self.episodes.load_state_dict(state["episodes"])
         self.owner[...] = state["owner"]
+        self.restored_extra = dict(state.get("extra") or {})
         if self.fast_policy is not None:
             self.fast_policy.refresh()
         set_state = getattr(self.game, "set_state", None)

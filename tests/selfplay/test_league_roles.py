@@ -40,10 +40,13 @@ def add_snapshots(db_path: Path, players: list[tuple[str, int, str]]) -> dict[st
 
 
 def hook_for(tmp_path: Path, db_path: Path, role: str, *sets: str) -> LeagueHook:
-    """The league hook of a run named ``me`` playing ``role`` in ``db_path``."""
+    """The league hook of a run named ``me`` playing ``role`` in ``db_path``, at update 2
+    (its own snapshot ``me@2`` is in the pool)."""
     config = build_config("tictactoe", overrides=[
         *QUIET, f"league.role={role}", f"league.db={db_path}", *sets], seed=0)
-    hook = attach(Trainer(config, make_game("tictactoe", 4, 0)), tmp_path / "me")
+    trainer = Trainer(config, make_game("tictactoe", 4, 0))
+    trainer.update = 2
+    hook = attach(trainer, tmp_path / "me")
     assert hook is not None
     return hook
 

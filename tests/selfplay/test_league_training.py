@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from games.registry import make_game
 from league.db import LeagueDB
-from selfplay.config import ConfigError, build_config
+from selfplay.checkpoint import load_checkpoint
+from selfplay.config import ConfigError, TrainConfig, build_config
 from selfplay.league_training import attach
 from selfplay.ppo import Trainer
+from selfplay.train import run_training
 
 
 def test_tictactoe_league_training(tmp_path: Path) -> None:
@@ -50,3 +54,38 @@ def test_league_needs_two_seats(tmp_path: Path) -> None:
     trainer = Trainer(config, make_game("CartPole-v1", 2, 0))
     with pytest.raises(ValueError, match="two-seat game"):
         attach(trainer, tmp_path)
+
+
+def test_resumed_league_run_continues_exactly(tmp_path: Path) -> None:
+    """Stopped after a snapshot the checkpoint predates, then resumed: the league draws the
+    same opponents and the learner ends bit-identical to an uninterrupted run."""
+    overrides = ["log.progress=false", "log.tensorboard=false", "league.snapshot_every=2",
+                 "league.eval_every=2", "league.eval_games=4", "league.self_play=0.3",
+                 "checkpoint.every_updates=3", "ppo.anneal_lr=false"]
+    per_update = 32 * 32
+
+    def config(updates: int) -> TrainConfig:
+        return build_config("tictactoe", overrides=overrides, seed=5,
+                            total_steps=updates * per_update)
+
+    run_training(config(8), tmp_path / "straight")
+    run_training(config(5), tmp_path / "stopped")
+    stopped = tmp_path / "stopped"
+    (stopped / "checkpoints" / "update_0000005.pt").unlink()  # lost with the crash
+    db = LeagueDB(stopped / "league.db")
+    assert "stopped@0000004" in {p.name for p in db.players()}, "no snapshot after the checkpoint"
+    db.close()
+    run_training(config(8), resume=stopped, total_steps=8 * per_update)
+
+    want = load_checkpoint(tmp_path / "straight" / "checkpoints" / "update_0000008.pt")
+    got = load_checkpoint(stopped / "checkpoints" / "update_0000008.pt")
+    for key, tensor in want["agent"].items():
+        assert torch.equal(got["agent"][key], tensor), f"{key} differs after the resume"
+    league_want, league_got = want["extra"]["league"], got["extra"]["league"]
+    assert np.array_equal(league_got["opponent"], league_want["opponent"])
+    payoff_want = league_want["matchmaker"]["payoff"]
+    payoff_got = league_got["matchmaker"]["payoff"]
+    assert np.array_equal(payoff_got["ids"], payoff_want["ids"])
+    assert np.array_equal(payoff_got["games"], payoff_want["games"])
+    assert payoff_want["games"].sum() > 0, "no training game against a snapshot was recorded"
+    assert league_got["rng"] == league_want["rng"]
