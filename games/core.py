@@ -193,6 +193,24 @@ class VecGame(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class SupportsPartSteps(Protocol):
+    """Games whose envs are stepped in separate parts (processes) that can run unattended.
+
+    ``parts`` are contiguous ``(start, stop)`` env ranges covering every env. After
+    ``step_part_async(p, actions[start:stop])`` part ``p`` steps in the background until
+    ``step_part_wait(p)`` returns its :class:`Batch` (envs numbered from 0 within the part), so a
+    trainer can compute one part's actions while the others step. Parts must be waited for
+    before the next ``step``, ``reset`` or ``step_part_async`` of the same part.
+    """
+
+    parts: list[tuple[int, int]]
+
+    def step_part_async(self, part: int, actions: np.ndarray) -> None: ...
+
+    def step_part_wait(self, part: int) -> Batch: ...
+
+
 class SupportsState(Protocol):
     """Games whose full simulator state can be captured, for exact resumption of training."""
 
@@ -212,6 +230,60 @@ class GameError(Exception):
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def slice_batch(batch: Batch, start: int, stop: int) -> Batch:
+    """Envs ``start..stop-1`` of ``batch``, numbered from 0 (their finished episodes too)."""
+    ep = batch.episodes
+    keep = (ep.env >= start) & (ep.env < stop)
+    episodes = (ep if keep.all() and start == 0 else
+                EpisodeStats(ep.env[keep] - start, ep.seat[keep], ep.ret[keep],
+                             ep.length[keep], ep.outcome[keep]))
+
+    def part(x: np.ndarray | None) -> np.ndarray | None:
+        return None if x is None else x[start:stop]
+
+    return Batch(obs=batch.obs[start:stop], action_mask=part(batch.action_mask),
+                 state=part(batch.state), reward=batch.reward[start:stop],
+                 terminated=batch.terminated[start:stop], truncated=batch.truncated[start:stop],
+                 alive=batch.alive[start:stop], episodes=episodes,
+                 final_obs=part(batch.final_obs), final_state=part(batch.final_state))
+
+
+def concat_batches(batches: list[Batch], starts: list[int]) -> Batch:
+    """Batches of consecutive env ranges (beginning at ``starts``) joined along the env axis.
+
+    A ``final_obs`` / ``final_state`` missing from some parts is filled with their
+    ``obs`` / ``state`` (rows that are read only where an episode ended).
+    """
+    episodes = [b.episodes for b in batches]
+    stats = EpisodeStats(np.concatenate([ep.env + s for ep, s in zip(episodes, starts,
+                                                                     strict=True)]),
+                         *(np.concatenate([getattr(ep, f) for ep in episodes])
+                           for f in ("seat", "ret", "length", "outcome")))
+
+    def join(parts: list[np.ndarray | None], like: list[np.ndarray | None]
+             ) -> np.ndarray | None:
+        if all(p is None for p in parts):
+            return None
+        filled = [p if p is not None else fill for p, fill in zip(parts, like, strict=True)]
+        return np.concatenate(filled)  # type: ignore[arg-type]
+
+    obs = [b.obs for b in batches]
+    states = [b.state for b in batches]
+    return Batch(
+        obs=np.concatenate(obs),
+        action_mask=join([b.action_mask for b in batches], [None] * len(batches)),
+        state=join(states, [None] * len(batches)),
+        reward=np.concatenate([b.reward for b in batches]),
+        terminated=np.concatenate([b.terminated for b in batches]),
+        truncated=np.concatenate([b.truncated for b in batches]),
+        alive=np.concatenate([b.alive for b in batches]),
+        episodes=stats,
+        final_obs=join([b.final_obs for b in batches], obs),  # type: ignore[arg-type]
+        final_state=join([b.final_state for b in batches],
+                         [s if s is not None else o for s, o in zip(states, obs, strict=True)]),
+    )
 
 
 class EpisodeTracker:

@@ -188,6 +188,11 @@ class TrainConfig:
     device: str = "cpu"
     """Where the network runs: cpu, cuda, cuda:N, or auto (CUDA when available). Envs and the
     rollout buffer stay on the host; the update runs on this device."""
+    pipeline: bool = True
+    """With a game whose envs step in several processes (microRTS ``game.options.workers``
+    >= 2), step each part while the actions of the others are computed, so env and network
+    time overlap (double-buffered sampling). Each env follows the same policy as in lockstep;
+    only the order of random draws differs."""
     keep_freed_memory: bool = True
     """Keep freed memory in the process instead of returning it to the kernel (glibc only):
     large tensors are then reused without page faults, which makes CPU training of conv

@@ -91,14 +91,17 @@ class RewardScaler:
         self.returns = np.zeros(shape, np.float64)
         self.stats = RunningMeanStd(())
 
-    def __call__(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
-        """Scale ``reward [E, A]``; ``done [E]`` ends the accumulated returns after this step."""
-        self.returns *= self.gamma
-        self.returns += reward
-        self.stats.update_np(self.returns)
+    def __call__(self, reward: np.ndarray, done: np.ndarray,
+                 envs: slice = slice(None)) -> np.ndarray:
+        """Scale ``reward [E', A]`` of the envs ``envs`` (default: all); ``done [E']`` ends
+        their accumulated returns after this step."""
+        returns = self.returns[envs]  # a view: updated in place
+        returns *= self.gamma
+        returns += reward
+        self.stats.update_np(returns)
         std = float(np.sqrt(self.stats.var.item() + 1e-8))
         scaled = np.clip(reward / std, -self.clip, self.clip).astype(np.float32)
-        self.returns[done] = 0.0
+        returns[done] = 0.0
         return scaled
 
     def state_dict(self) -> dict[str, object]:

@@ -18,13 +18,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from games.core import Batch, EpisodeStats, GameSpec, Outcome, VecGame
+from games.core import (
+    Batch,
+    EpisodeStats,
+    GameSpec,
+    Outcome,
+    SupportsPartSteps,
+    VecGame,
+    concat_batches,
+    slice_batch,
+)
 from games.options import to_mapping
 from selfplay.allocator import keep_freed_memory
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
@@ -37,6 +46,9 @@ from selfplay.normalize import RewardScaler
 from selfplay.optim import FlatAdam
 from selfplay.rollout import RolloutBuffer, torch_dtype
 from selfplay.tracking import MetricSink, Progress, RunDir
+
+# acting for one part of the envs: (step, batch, learner seats [E', A], first env) -> actions
+ActFn = Callable[[int, Batch, np.ndarray, int], np.ndarray]
 
 
 def buf_np(tensor: Tensor) -> np.ndarray:
@@ -208,6 +220,10 @@ class Trainer:
         self.update = 0
         self.batch: Batch = game.reset(seed=config.seed)
         self._stop_signal: int | None = None
+        self._pending_actions = np.zeros(0)
+        # parts of the envs step in their own processes while the others' actions are computed
+        self.pipelined = (config.pipeline and isinstance(game, SupportsPartSteps)
+                          and len(game.parts) > 1)
 
     # ----------------------------------------------------------------- derived sizes
 
@@ -254,49 +270,104 @@ class Trainer:
         acting_threads = cfg.acting_threads or cfg.torch_threads
         torch.set_num_threads(acting_threads)
         try:
-            self._collect_steps(act)
+            if self.pipelined:
+                self._collect_pipelined(act)
+            else:
+                self._collect_steps(act)
         finally:
             torch.set_num_threads(cfg.torch_threads)
 
-    def _collect_steps(self, act: Callable[[int, Batch, np.ndarray], np.ndarray]) -> None:
-        cfg, spec = self.config, self.spec
-        e = spec.num_envs
+    def _collect_steps(self, act: ActFn) -> None:
+        """Act for every env, step every env, ``num_steps`` times."""
         timer = self.timer
         tick = time.perf_counter()
-        for t in range(cfg.ppo.num_steps):
-            batch = self.batch
-            learner = (self.owner == 0) & batch.alive  # [E, A]
-            actions = act(t, batch, learner)
-            if not learner.all():
-                actions = self._opponent_actions(batch, actions)
-            self._np_trained[t] = learner
+        for t in range(self.config.ppo.num_steps):
+            self._act_part(t, self.batch, 0, act)
+            actions = self._pending_actions
             tick = timer.add("inference", tick)
             batch = self.game.step(actions)
             tick = timer.add("env", tick)
             self.batch = batch
-            self.global_step += e
-            done = batch.terminated | batch.truncated
-            reward = batch.reward
-            if self.reward_scaler is not None:
-                reward = self.reward_scaler(reward, done)
-            elif batch.truncated.any():
-                reward = reward.copy()
-            self._bootstrap_truncated(batch, reward)
-            self._np_rewards[t] = reward
-            self._np_dones[t] = done[:, None]
-            if len(batch.episodes.env):
-                self.episodes.add(batch.episodes, self.owner == 0)
-                for hook in self.on_episodes:
-                    hook(self, batch.episodes)
+            self._record_step(t, batch, 0)
             tick = timer.add("env", tick)
             if self._stop_signal is not None:
                 return
 
-    def _act_numpy(self, t: int, batch: Batch, learner: np.ndarray) -> np.ndarray:
-        """Act for every seat with the NumPy mirror of a small MLP; fill buffer slot ``t``."""
+    def _collect_pipelined(self, act: ActFn) -> None:
+        """As :meth:`_collect_steps`, but each part of the envs steps in its own process while
+        the actions of the other parts are computed (double-buffered sampling). Every env
+        follows the same policy as in lockstep; only the order of random draws differs."""
+        game = cast(SupportsPartSteps, self.game)
+        parts = game.parts
+        timer = self.timer
+        batches = [slice_batch(self.batch, a, b) for a, b in parts]
+        pending = [False] * len(parts)
+        t = 0
+        tick = time.perf_counter()
+        for t in range(self.config.ppo.num_steps):
+            for p, (start, _) in enumerate(parts):
+                if pending[p]:  # its step t - 1 ran while the other parts acted
+                    batches[p] = game.step_part_wait(p)
+                    pending[p] = False
+                    tick = timer.add("env", tick)
+                    self._record_step(t - 1, batches[p], start)
+                    tick = timer.add("env", tick)
+                self._act_part(t, batches[p], start, act)
+                tick = timer.add("inference", tick)
+                game.step_part_async(p, self._pending_actions)
+                pending[p] = True
+                tick = timer.add("env", tick)
+            if self._stop_signal is not None:
+                break
+        for p, (start, _) in enumerate(parts):
+            if pending[p]:
+                batches[p] = game.step_part_wait(p)
+                self._record_step(t, batches[p], start)
+        timer.add("env", tick)
+        self.batch = concat_batches(batches, [start for start, _ in parts])
+
+    def _act_part(self, t: int, batch: Batch, start: int, act: ActFn) -> None:
+        """Actions of envs ``start..start+len(batch)`` at step ``t`` (the learner's from
+        ``act``, which fills their buffer rows; the other seats' from their owners), left in
+        ``self._pending_actions``."""
+        owner = self.owner[start:start + batch.obs.shape[0]]
+        learner = (owner == 0) & batch.alive  # [E', A]
+        actions = act(t, batch, learner, start)
+        if not learner.all():
+            actions = self._opponent_actions(batch, actions, owner)
+        self._np_trained[t, start:start + len(learner)] = learner
+        self._pending_actions = actions
+
+    def _record_step(self, t: int, batch: Batch, start: int) -> None:
+        """Rewards, dones and finished episodes of step ``t`` for envs ``start..``."""
+        e = batch.obs.shape[0]
+        envs = slice(start, start + e)
+        self.global_step += e
+        done = batch.terminated | batch.truncated
+        reward = batch.reward
+        if self.reward_scaler is not None:
+            reward = self.reward_scaler(reward, done, envs)
+        elif batch.truncated.any():
+            reward = reward.copy()
+        self._bootstrap_truncated(batch, reward)
+        self._np_rewards[t, envs] = reward
+        self._np_dones[t, envs] = done[:, None]
+        if len(batch.episodes.env):
+            episodes = batch.episodes
+            if start:
+                episodes = episodes._replace(env=episodes.env + start)
+            self.episodes.add(episodes, self.owner == 0)
+            for hook in self.on_episodes:
+                hook(self, episodes)
+
+    def _act_numpy(self, t: int, batch: Batch, learner: np.ndarray,
+                   start: int = 0) -> np.ndarray:
+        """Act for every seat with the NumPy mirror of a small MLP; fill buffer slot ``t``
+        (rows of envs ``start..start+len(batch)``)."""
         spec, agent, fast = self.spec, self.agent, self.fast_policy
         assert fast is not None
-        e, a = spec.num_envs, spec.num_seats
+        e, a = batch.obs.shape[0], spec.num_seats
+        envs = slice(start, start + e)
         obs = batch.obs.reshape(e * a, *spec.obs_shape)
         if agent.obs_rms is not None:
             agent.obs_rms.update_np(obs if learner.all() else obs[learner.reshape(-1)])
@@ -304,26 +375,29 @@ class Trainer:
         mask = batch.action_mask
         flat_mask = mask.reshape(e * a, -1) if mask is not None else None
         action, logprob, value = fast.act(obs, flat_mask, self.rng)
-        self._np_obs[t] = obs.reshape(e, a, *spec.obs_shape)
+        self._np_obs[t, envs] = obs.reshape(e, a, *spec.obs_shape)
         if mask is not None and self._np_mask is not None:
-            self._np_mask[t] = mask
+            self._np_mask[t, envs] = mask
         actions = action.reshape(e, a, *spec.action_space.action_shape)
-        self._np_actions[t] = actions
-        self._np_logprobs[t] = logprob.reshape(e, a)
-        self._np_values[t] = value.reshape(e, a)
+        self._np_actions[t, envs] = actions
+        self._np_logprobs[t, envs] = logprob.reshape(e, a)
+        self._np_values[t, envs] = value.reshape(e, a)
         return actions
 
     @torch.inference_mode()
-    def _act_torch(self, t: int, batch: Batch, learner: np.ndarray) -> np.ndarray:
-        """Act for the learner's live seats with one forward pass; fill buffer slot ``t``.
+    def _act_torch(self, t: int, batch: Batch, learner: np.ndarray,
+                   start: int = 0) -> np.ndarray:
+        """Act for the learner's live seats with one forward pass; fill buffer slot ``t``
+        (rows of envs ``start..start+len(batch)``).
 
         Seats the learner does not play this step (an opponent's, a dead one, a turn-based
         game's idle one) skip the network: their actions are zeros, overwritten by their
         owner's, and their buffer rows are never trained on.
         """
         spec, agent, buf = self.spec, self.agent, self.buffer
-        e, a = spec.num_envs, spec.num_seats
+        e, a = batch.obs.shape[0], spec.num_seats
         n = e * a
+        envs = slice(start, start + e)
         act_shape = spec.action_space.action_shape
         rows = learner.reshape(-1)
         pick = None if rows.all() else torch.from_numpy(np.flatnonzero(rows))
@@ -331,7 +405,7 @@ class Trainer:
         mask_host = (torch.from_numpy(batch.action_mask).reshape(n, *spec.action_space.mask_shape)
                      if batch.action_mask is not None else None)
         if mask_host is not None and buf.mask is not None:
-            buf.mask[t].view(n, *mask_host.shape[1:]).copy_(mask_host)
+            buf.mask[t, envs].view(n, *mask_host.shape[1:]).copy_(mask_host)
         state = batch.state
         obs, mask = obs_host, mask_host
         if pick is not None:
@@ -350,7 +424,7 @@ class Trainer:
         action = dist.sample(self.act_gen)
         small = torch.stack([dist.log_prob(action), agent.from_value_space(value_n)]).cpu()
         action = action.cpu()
-        obs_buf = buf.obs[t].view(n, *spec.obs_shape)
+        obs_buf = buf.obs[t, envs].view(n, *spec.obs_shape)
         if agent.obs_rms is None:  # the buffer holds the raw observation: all rows at once
             obs_buf.copy_(obs_host)
         elif pick is None:
@@ -358,13 +432,13 @@ class Trainer:
         else:
             obs_buf.index_copy_(0, pick, obs_n.cpu())
         if buf.critic_in is not None:
-            critic_buf = buf.critic_in[t].view(n, *critic_in.shape[1:])
+            critic_buf = buf.critic_in[t, envs].view(n, *critic_in.shape[1:])
             if pick is None:
                 critic_buf.copy_(critic_in)
             else:
                 critic_buf.index_copy_(0, pick, critic_in.cpu())
-        actions = buf.actions[t].view(n, *act_shape)
-        logprobs, values = buf.logprobs[t].view(n), buf.values[t].view(n)
+        actions = buf.actions[t, envs].view(n, *act_shape)
+        logprobs, values = buf.logprobs[t, envs].view(n), buf.values[t, envs].view(n)
         if pick is None:
             actions.copy_(action)
             logprobs.copy_(small[0])
@@ -375,15 +449,17 @@ class Trainer:
             values.zero_().index_copy_(0, pick, small[1])
         return actions.numpy().reshape(e, a, *act_shape).copy()
 
-    def _opponent_actions(self, batch: Batch, actions: np.ndarray) -> np.ndarray:
-        """Overwrite the actions of seats owned by other policies (one pass per policy)."""
-        for owner_id in np.unique(self.owner):
+    def _opponent_actions(self, batch: Batch, actions: np.ndarray,
+                          owner: np.ndarray) -> np.ndarray:
+        """Overwrite the actions of seats owned by other policies (one pass per policy);
+        ``owner [E', A]`` are the owners of ``batch``'s seats."""
+        for owner_id in np.unique(owner):
             if owner_id == 0:
                 continue
             policy = self.opponents.get(int(owner_id))
             if policy is None:
                 raise RuntimeError(f"seat owner {owner_id} has no policy in trainer.opponents")
-            sel = (self.owner == owner_id) & batch.alive
+            sel = (owner == owner_id) & batch.alive
             if not sel.any():
                 continue
             mask = batch.action_mask[sel] if batch.action_mask is not None else None

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from games.core import Batch, EpisodeStats, GameError, GameSpec
+from games.core import Batch, GameError, GameSpec, concat_batches
 from games.microrts.adapter import (
     REWARD_COMPONENTS,
     SELFPLAY,
@@ -80,14 +80,6 @@ def _serve(conn: Connection, options: dict[str, Any], num_envs: int, envs: tuple
 
 def _describe(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, GameError) else f"{type(exc).__name__}: {exc}"
-
-
-def _join(parts: list[np.ndarray | None], like: list[np.ndarray]) -> np.ndarray | None:
-    """Concatenate per-worker arrays; a worker's None is replaced by ``like`` (unread rows)."""
-    if all(p is None for p in parts):
-        return None
-    return np.concatenate([p if p is not None else fill
-                           for p, fill in zip(parts, like, strict=True)])
 
 
 class MicroRTSWorkers:
@@ -162,30 +154,11 @@ class MicroRTSWorkers:
             raise GameError("microrts: this game was closed")
 
     def _merge(self, parts: list[tuple[Batch, np.ndarray | None]]) -> Batch:
-        batches = [b for b, _ in parts]
-        obs = [b.obs for b in batches]
-        episodes = [b.episodes for b in batches]
-        envs = np.concatenate([ep.env + start for ep, (start, _) in
-                               zip(episodes, self.ranges, strict=True)])
-        stats = EpisodeStats(envs, *(np.concatenate([getattr(ep, f) for ep in episodes])
-                                     for f in ("seat", "ret", "length", "outcome")))
         components = [c for _, c in parts if c is not None]
         self._episode_components = (np.concatenate(components) if components
                                     else np.zeros((0, 6)))
-        state = _join([b.state for b in batches], obs)
-        return Batch(
-            obs=np.concatenate(obs),
-            action_mask=_join([b.action_mask for b in batches], obs),
-            state=state,
-            reward=np.concatenate([b.reward for b in batches]),
-            terminated=np.concatenate([b.terminated for b in batches]),
-            truncated=np.concatenate([b.truncated for b in batches]),
-            alive=self.alive,
-            episodes=stats,
-            final_obs=_join([b.final_obs for b in batches], obs),
-            final_state=_join([b.final_state for b in batches],
-                              [b.state if b.state is not None else b.obs for b in batches]),
-        )
+        batch = concat_batches([b for b, _ in parts], [start for start, _ in self.ranges])
+        return batch._replace(alive=self.alive)
 
     # ------------------------------------------------------------------ VecGame
 
@@ -201,6 +174,41 @@ class MicroRTSWorkers:
                             f"{actions.shape}")
         self._send_all([("step", actions[start:stop]) for start, stop in self.ranges])
         return self._merge(self._gather())
+
+    # ------------------------------------------------------------------ SupportsPartSteps
+
+    @property
+    def parts(self) -> list[tuple[int, int]]:
+        """Each worker's env range: a part that steps while the trainer acts for the others."""
+        return list(self.ranges)
+
+    def step_part_async(self, part: int, actions: np.ndarray) -> None:
+        """Send worker ``part`` its actions ``[stop - start, A, ...]``; it steps unattended."""
+        self._check_open()
+        start, stop = self.ranges[part]
+        if actions.shape[0] != stop - start:
+            raise GameError(f"microrts: part {part} has {stop - start} envs, got actions "
+                            f"{actions.shape}")
+        try:
+            self._conns[part].send(("step", actions))
+        except OSError:
+            self._dead.add(part)
+
+    def step_part_wait(self, part: int) -> Batch:
+        """Worker ``part``'s batch (envs numbered from 0 within the part)."""
+        start, stop = self.ranges[part]
+        try:
+            if part in self._dead:
+                raise EOFError
+            status, payload = self._conns[part].recv()
+        except (EOFError, OSError):
+            self._dead.add(part)
+            status, payload = "error", f"the worker process of envs {start}..{stop - 1} died"
+        if status == "error":
+            raise GameError(payload if payload.startswith("microR") else f"microrts: {payload}")
+        batch, components = payload
+        self._episode_components = components if components is not None else np.zeros((0, 6))
+        return batch._replace(alive=self.alive[start:stop])
 
     def episode_reward_components(self) -> np.ndarray:
         """As :meth:`MicroRTSVecGame.episode_reward_components`, in ``Batch.episodes`` order."""
