@@ -12,7 +12,6 @@ the same effect by preloading jemalloc or tcmalloc).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import sys
 
@@ -35,15 +34,13 @@ def keep_freed_memory() -> bool:
     """
     if not sys.platform.startswith("linux"):
         return False
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-        libc.gnu_get_libc_version  # noqa: B018 - present only in glibc
-    except (OSError, AttributeError):
+        libc = ctypes.CDLL(None)  # the process's own symbols, the C library's included
+    except OSError:
         return False
+    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
+        return False  # not glibc (musl has no mallopt parameters of these numbers)
+    mallopt = libc.mallopt
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     ok = bool(mallopt(_M_MMAP_MAX, 0))

@@ -192,11 +192,13 @@ class TrainConfig:
     """With a game whose envs step in several processes (microRTS ``game.options.workers``
     >= 2), step each part while the actions of the others are computed, so env and network
     time overlap (double-buffered sampling). Each env follows the same policy as in lockstep;
-    only the order of random draws differs."""
+    the random draws come in another order, and running normalization statistics
+    (``normalize.obs``, ``normalize.reward``) are updated part by part."""
     keep_freed_memory: bool = True
-    """Keep freed memory in the process instead of returning it to the kernel (glibc only):
-    large tensors are then reused without page faults, which makes CPU training of conv
-    networks up to 15 % faster; the process holds on to its peak memory."""
+    """On CPU, keep freed memory in the process instead of returning it to the kernel (glibc
+    only; process-wide, for the rest of the process): large tensors are then reused without
+    page faults, which makes CPU training of conv networks up to 15 % faster; the process
+    holds on to its peak memory."""
     fast_inference: bool = True
     """Act with a NumPy copy of small MLP policies in the rollout (same results, faster)."""
 

@@ -91,7 +91,7 @@ def _any(mask: Tensor) -> Tensor:
         return mask.new_zeros(mask.shape[:-1])
     raw = mask.contiguous().view(torch.uint8)
     for word, size in ((torch.int64, 8), (torch.int32, 4), (torch.int16, 2)):
-        if n % size == 0:
+        if n % size == 0 and raw.storage_offset() % size == 0:
             return raw.view(word).amax(-1) != 0
     return raw.amax(-1) != 0
 

@@ -109,7 +109,9 @@ class LeagueHook:
         restored = trainer.restored_extra.get("league")
         if restored is not None:  # a resumed checkpoint: the league continues exactly
             self._load_state(restored)
-        players = self.sync_pool()  # resume, or a shared database: the snapshots so far
+        # a restored pool already holds the checkpoint's snapshots; snapshots registered since
+        # (by runs sharing the database) join at the next update, as they did the first time
+        players = self.db.players() if restored is not None else self.sync_pool()
         if config.role == "main_exploiter" and not self.targets:
             self.db.close()
             whose = f" of run {config.target!r}" if config.target else ""

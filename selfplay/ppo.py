@@ -10,6 +10,7 @@ given in ``opponents``. A game reaches the trainer only through :class:`games.co
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import random
 import signal
@@ -170,14 +171,14 @@ class Trainer:
         self.spec: GameSpec = game.spec
         self.run = run
         torch.set_num_threads(config.torch_threads)
-        if config.keep_freed_memory:
-            keep_freed_memory()
         random.seed(config.seed)
         np.random.seed(config.seed % 2**32)
         torch.manual_seed(config.seed)
         self.rng = np.random.default_rng(config.seed)
         self.sample_gen = torch.Generator().manual_seed(config.seed + 1)
         self.device = resolve_device(config.device)
+        if config.keep_freed_memory and self.device.type == "cpu":
+            keep_freed_memory()
         # actions are drawn on the network's device; on CPU that is sample_gen itself
         self.act_gen = (self.sample_gen if self.device.type == "cpu" else
                         torch.Generator(self.device).manual_seed(config.seed + 2))
@@ -304,21 +305,27 @@ class Trainer:
         pending = [False] * len(parts)
         t = 0
         tick = time.perf_counter()
-        for t in range(self.config.ppo.num_steps):
-            for p, (start, _) in enumerate(parts):
-                if pending[p]:  # its step t - 1 ran while the other parts acted
-                    batches[p] = game.step_part_wait(p)
-                    pending[p] = False
+        try:
+            for t in range(self.config.ppo.num_steps):
+                for p, (start, _) in enumerate(parts):
+                    if pending[p]:  # its step t - 1 ran while the other parts acted
+                        pending[p] = False
+                        batches[p] = game.step_part_wait(p)
+                        tick = timer.add("env", tick)
+                        self._record_step(t - 1, batches[p], start)
+                        tick = timer.add("env", tick)
+                    self._act_part(t, batches[p], start, act)
+                    tick = timer.add("inference", tick)
+                    game.step_part_async(p, self._pending_actions)
+                    pending[p] = True
                     tick = timer.add("env", tick)
-                    self._record_step(t - 1, batches[p], start)
-                    tick = timer.add("env", tick)
-                self._act_part(t, batches[p], start, act)
-                tick = timer.add("inference", tick)
-                game.step_part_async(p, self._pending_actions)
-                pending[p] = True
-                tick = timer.add("env", tick)
-            if self._stop_signal is not None:
-                break
+                if self._stop_signal is not None:
+                    break
+        except BaseException:
+            for part in [q for q, busy in enumerate(pending) if busy]:
+                with contextlib.suppress(Exception):  # collect steps in flight: no stale replies
+                    game.step_part_wait(part)
+            raise
         for p, (start, _) in enumerate(parts):
             if pending[p]:
                 batches[p] = game.step_part_wait(p)

@@ -417,3 +417,13 @@ def test_row_any_matches_torch_any(width: int) -> None:
     assert torch.equal(_any(mask), mask.any(-1))
     transposed = mask.transpose(0, 1)  # rows that are not contiguous in memory
     assert torch.equal(_any(transposed), transposed.any(-1))
+
+
+def test_row_any_of_a_view_with_an_odd_storage_offset() -> None:
+    """A contiguous view that starts at an odd byte still gives the right rows."""
+    base = torch.rand(1, 2 + 5 * 8) < 0.3
+    view = base[0, 2:].view(5, 8)
+    assert view.is_contiguous() and view.storage_offset() % 2 == 0
+    odd = (torch.rand(1, 1 + 5 * 8) < 0.3)[0, 1:].view(5, 8)
+    assert torch.equal(_any(odd), odd.any(-1))
+    assert torch.equal(_any(view), view.any(-1))
