@@ -160,20 +160,10 @@ class LeagueHook:
         trainer = self.trainer
         for pid, slot in slots:
             pid, slot = int(pid), int(slot)
-            snapshot = load_player_snapshot(self.db, pid)
-            if snapshot is None:
-                self.matchmaker.remove(pid)
-                if pid in self.targets:
-                    self.targets.remove(pid)
+            if not self._load_into(pid, slot):
                 lost = trainer.owner[:, 1] == slot
                 trainer.owner[lost, 1] = 0
                 self.opponent[lost] = LEARNER
-                continue
-            agent = ActorCritic(trainer.spec, trainer.config.network, trainer.config.normalize)
-            agent.load_state_dict(snapshot.weights)
-            trainer.opponents[slot] = FrozenPolicy(agent.to(trainer.device),
-                                                   generator=trainer.act_gen)
-            self.slots[pid] = slot
 
     def _after_checkpoint(self, player: Player) -> bool:
         """Whether ``player`` is one of this run's snapshots taken after the checkpoint it
@@ -239,18 +229,24 @@ class LeagueHook:
         else:
             slot = next(s for s in range(1, self.config.max_active_opponents + 1)
                         if s not in self.slots.values())
+        return slot if self._load_into(pid, slot) else 0
+
+    def _load_into(self, pid: int, slot: int) -> bool:
+        """Load snapshot ``pid`` as the policy of owner ``slot``; False (and ``pid`` dropped
+        from the pool) if its file is missing or corrupt, which the store reports."""
+        trainer = self.trainer
         snapshot = load_player_snapshot(self.db, pid)
-        if snapshot is None:  # missing or corrupt: reported by the store, dropped here
+        if snapshot is None:
             self.matchmaker.remove(pid)
             if pid in self.targets:
                 self.targets.remove(pid)
-            return 0
+            return False
         agent = ActorCritic(trainer.spec, trainer.config.network, trainer.config.normalize)
         agent.load_state_dict(snapshot.weights)
         trainer.opponents[slot] = FrozenPolicy(agent.to(trainer.device),
                                                generator=trainer.act_gen)
         self.slots[pid] = slot
-        return slot
+        return True
 
     def on_episodes(self, trainer: Trainer, stats: EpisodeStats) -> None:
         """Record the learner's finished games and pick the next opponent of those envs."""
