@@ -221,7 +221,6 @@ class Trainer:
         self.update = 0
         self.batch: Batch = game.reset(seed=config.seed)
         self._stop_signal: int | None = None
-        self._pending_actions = np.zeros(0)
         # parts of the envs step in their own processes while the others' actions are computed
         self.pipelined = (config.pipeline and isinstance(game, SupportsPartSteps)
                           and len(game.parts) > 1)
@@ -283,8 +282,7 @@ class Trainer:
         timer = self.timer
         tick = time.perf_counter()
         for t in range(self.config.ppo.num_steps):
-            self._act_part(t, self.batch, 0, act)
-            actions = self._pending_actions
+            actions = self._act_part(t, self.batch, 0, act)
             tick = timer.add("inference", tick)
             batch = self.game.step(actions)
             tick = timer.add("env", tick)
@@ -297,7 +295,8 @@ class Trainer:
     def _collect_pipelined(self, act: ActFn) -> None:
         """As :meth:`_collect_steps`, but each part of the envs steps in its own process while
         the actions of the other parts are computed (double-buffered sampling). Every env
-        follows the same policy as in lockstep; only the order of random draws differs."""
+        follows the same policy as in lockstep; random draws come in another order and running
+        normalization statistics are updated part by part."""
         game = cast(SupportsPartSteps, self.game)
         parts = game.parts
         timer = self.timer
@@ -314,9 +313,9 @@ class Trainer:
                         tick = timer.add("env", tick)
                         self._record_step(t - 1, batches[p], start)
                         tick = timer.add("env", tick)
-                    self._act_part(t, batches[p], start, act)
+                    actions = self._act_part(t, batches[p], start, act)
                     tick = timer.add("inference", tick)
-                    game.step_part_async(p, self._pending_actions)
+                    game.step_part_async(p, actions)
                     pending[p] = True
                     tick = timer.add("env", tick)
                 if self._stop_signal is not None:
@@ -333,17 +332,16 @@ class Trainer:
         timer.add("env", tick)
         self.batch = concat_batches(batches, [start for start, _ in parts])
 
-    def _act_part(self, t: int, batch: Batch, start: int, act: ActFn) -> None:
+    def _act_part(self, t: int, batch: Batch, start: int, act: ActFn) -> np.ndarray:
         """Actions of envs ``start..start+len(batch)`` at step ``t`` (the learner's from
-        ``act``, which fills their buffer rows; the other seats' from their owners), left in
-        ``self._pending_actions``."""
+        ``act``, which fills their buffer rows; the other seats' from their owners)."""
         owner = self.owner[start:start + batch.obs.shape[0]]
         learner = (owner == 0) & batch.alive  # [E', A]
         actions = act(t, batch, learner, start)
         if not learner.all():
             actions = self._opponent_actions(batch, actions, owner)
         self._np_trained[t, start:start + len(learner)] = learner
-        self._pending_actions = actions
+        return actions
 
     def _record_step(self, t: int, batch: Batch, start: int) -> None:
         """Rewards, dones and finished episodes of step ``t`` for envs ``start..``."""
