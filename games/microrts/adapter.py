@@ -51,8 +51,14 @@ winner, DRAW if both were wiped out in one cycle) or after ``max_steps`` (``trun
 DRAW by default, as in microRTS tournaments, or NONE with ``timeout_outcome="none"``). Envs reset
 themselves; ``final_obs``/``final_state`` hold the last observation of finished episodes.
 
-``seed`` is recorded only: the engine and the scripted bots are deterministic (same actions,
-same game), while the random and search bots draw from Java's unseeded generators.
+**Seeds.** The engine and the scripted bots are deterministic (same actions, same game). With a
+``seed``, :meth:`reset` reseeds the engine's static generators that bots share
+(:func:`~games.microrts.bots.seed_engine`), and every game a bot env starts reseeds that bot's
+own ``java.util.Random`` fields from ``(seed, env index in the whole layout, game number in that
+env)`` (:func:`~games.microrts.bots.seed_bot`). Random bots such as RandomBiased then replay the
+same games for the same seed, layout, worker count and actions; ``seed=None`` leaves Java's
+clock-seeded generators alone. Bots with other randomness (a fresh ``Random`` inside a method,
+a wall-clock budget) stay non-deterministic.
 
 **Errors.** A Java exception inside the engine (an out-of-range action value, a map the engine
 cannot load, a bot that crashes) surfaces as a :class:`~games.core.GameError` carrying the Java
@@ -381,6 +387,8 @@ class MicroRTSVecGame:
         num_envs = stop - start
         self.options = opts
         self.seed = seed
+        self._first_env = start  # env e here is env start + e of the layout (bot seeds)
+        self._games_started = np.zeros(num_envs, np.int64)  # per env, for bot seeds
         self.map_infos: list[MapInfo] = resolve_maps(opts.maps or [opts.map])
         self.height, self.width = self.map_infos[0].shape
         height, width, cells = self.height, self.width, self.height * self.width
@@ -587,12 +595,25 @@ class MicroRTSVecGame:
         else:
             self.groups[gi].client.clients[k].reset(self.groups[gi].learner)
 
+    def _seed_bots(self, envs: np.ndarray) -> None:
+        """Seed the bots of the games just started in ``envs`` (nothing without a seed)."""
+        if self.seed is None:
+            return
+        for e in envs.tolist():
+            gi, kind, k = self._env_slot[e]
+            if kind == "bot":
+                entropy = (self.seed, self._first_env + e, int(self._games_started[e]))
+                seed = int(np.random.SeedSequence(entropy).generate_state(1)[0])
+                bots_mod.seed_bot(self.groups[gi].client.clients[k].ai2, seed)
+        self._games_started[envs] += 1
+
     def _new_games(self, envs: np.ndarray) -> None:
         """New games in ``envs`` (Java), their unfogged state and reset-board fix-up."""
         e = -1
         try:
             for e in envs.tolist():
                 self._reset_env(e)
+            self._seed_bots(envs)
             if self.options.partial_obs:
                 self._read_state(envs)
         except self._java_exception as exc:
@@ -782,16 +803,21 @@ class MicroRTSVecGame:
         return self._raw[:, _CANON_FROM_JAVA].reshape(self.num_envs, self.num_seats, -1)
 
     def reset(self, seed: int | None = None) -> Batch:
-        """Start a new game in every env (``seed`` is recorded; the engine is deterministic).
-        Also the way out after an engine error."""
+        """Start a new game in every env (a ``seed`` replaces the bots' seed and restarts their
+        game numbering, see the module docstring). Also the way out after an engine error."""
         if self._closed:
             self._check_open()
         if seed is not None:
             self.seed = seed
+            self._games_started[:] = 0
         envs = np.arange(self.num_envs)
+        if self.seed is not None:
+            entropy = (self.seed, self._first_env, self.num_envs)
+            bots_mod.seed_engine(int(np.random.SeedSequence(entropy).generate_state(1)[0]))
         try:
             for g in self.groups:
                 g.client.reset(g.players_j)
+            self._seed_bots(envs)
             if self.options.partial_obs:
                 self._read_state(envs)
         except self._java_exception as exc:

@@ -144,31 +144,6 @@ def _play_chunk(games: list[BotGame], parallel: int) -> list[BotGameResult]:
     return _Arena(min(parallel, len(games))).play(games, None)
 
 
-def seed_bot(ai: Any, seed: int) -> int:
-    """Seed every non-static ``java.util.Random`` field of the Java bot ``ai`` (its class and
-    superclasses) with ``seed``; how many were seeded."""
-    import jpype
-
-    random_cls = jpype.JClass("java.util.Random").class_
-    modifier = jpype.JClass("java.lang.reflect.Modifier")
-    count = 0
-    cls = ai.getClass()
-    while cls is not None:
-        for f in cls.getDeclaredFields():
-            if modifier.isStatic(f.getModifiers()) or not random_cls.isAssignableFrom(f.getType()):
-                continue
-            try:
-                f.setAccessible(True)
-                generator = f.get(ai)
-            except Exception:  # a module that does not open the field: leave it
-                continue
-            if generator is not None:
-                generator.setSeed(seed)
-                count += 1
-        cls = cls.getSuperclass()
-    return count
-
-
 class _Arena:
     """``slots`` bot-vs-bot games stepped together by one Java vector client."""
 
@@ -208,8 +183,8 @@ class _Arena:
         client.ai2 = bots_mod.make_bot(bots_mod.resolve_bot(game.bot_b), self.utt)
         self._map_field.set(client, jpype.JString(str(_map_info(game.map).path)))
         client.reset(0)  # clones and resets both bots, loads the map
-        seed_bot(client.ai1, game.seed)
-        seed_bot(client.ai2, game.seed)
+        bots_mod.seed_bot(client.ai1, game.seed)
+        bots_mod.seed_bot(client.ai2, game.seed)
 
     def _idle(self, slot: int) -> None:
         """No more games for ``slot``: passive bots keep its stepping cheap."""

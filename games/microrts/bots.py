@@ -6,12 +6,14 @@ time budget of about 100 ms per game cycle, so an environment with one is ~1,000
 with a scripted rush. A fully qualified Java class name with a ``(UnitTypeTable)`` or no-argument
 constructor also works (``ai.abstraction.WorkerRush``).
 
-Bots that use randomness (RandomBiased, Random, the search bots) seed themselves inside Java:
-the environment's ``seed`` does not make them deterministic. :attr:`BotSpec.deterministic` marks
-the bots observed to play the same game every time (same map, sides and opponent): the
-scripted bots, except Mayari (wall-clock budget), CoacAI (draws from a fresh ``java.util.Random``
-in some fights) and the economy rushes (an unseeded ``Random`` field; :mod:`.botmatch` seeds
-those).
+Bots that use randomness (RandomBiased, Random, the search bots, the economy rushes) draw from
+``java.util.Random`` generators that Java seeds from the clock: their own fields
+(:func:`seed_bot` reseeds them) and static ones shared by every game in the JVM (``util.Sampler``,
+which RandomBiased samples from, the MCTS nodes, ``rts.PlayerActionGenerator``;
+:func:`seed_engine` reseeds them). :attr:`BotSpec.deterministic`
+marks the bots observed to play the same game every time without it (same map, sides and
+opponent): the scripted bots, except Mayari (wall-clock budget), CoacAI (draws from a fresh
+``java.util.Random`` in some fights) and the economy rushes (an unseeded ``Random`` field).
 """
 
 from __future__ import annotations
@@ -128,3 +130,73 @@ def make_bot(spec: BotSpec, utt: Any) -> Any:
         except TypeError as exc:
             raise GameError(f"bot {spec.name!r}: {spec.java_class} has neither a "
                             f"(UnitTypeTable) nor a () constructor") from exc
+
+
+_RANDOM_FIELDS: dict[str, list[Any]] = {}  # Java class name -> its reflected Random fields
+
+
+def _random_fields(cls: Any) -> list[Any]:
+    """The accessible, non-static ``java.util.Random`` fields of Java class ``cls`` and its
+    superclasses (reflected once per class)."""
+    name = str(cls.getName())
+    if name not in _RANDOM_FIELDS:
+        import jpype
+
+        random_cls = jpype.JClass("java.util.Random").class_
+        modifier = jpype.JClass("java.lang.reflect.Modifier")
+        found = []
+        while cls is not None:
+            for f in cls.getDeclaredFields():
+                if modifier.isStatic(f.getModifiers()) or not random_cls.isAssignableFrom(
+                        f.getType()):
+                    continue
+                try:
+                    f.setAccessible(True)
+                except Exception:  # a module that does not open the field: leave it
+                    continue
+                found.append(f)
+            cls = cls.getSuperclass()
+        _RANDOM_FIELDS[name] = found
+    return _RANDOM_FIELDS[name]
+
+
+# classes whose static java.util.Random fields bots draw from (found with javap in the jars)
+_STATIC_GENERATORS = ("util.Sampler", "rts.PlayerActionGenerator", "rts.GameState",
+                      "rts.UnitAction", "ai.mcts.MCTSNode", "ai.mcts.uct.UCTNode",
+                      "ai.mcts.uct.UCTNodeFirstPlayUrgency", "ai.mcts.uct.UCTUnitActionsNode",
+                      "ai.mcts.uct.DownsamplingUCTNode")
+
+
+def seed_engine(seed: int) -> int:
+    """Seed the engine's static ``java.util.Random`` fields (shared by every game in this JVM,
+    so games stepped together draw from them in stepping order); how many were seeded."""
+    import jpype
+
+    random_cls = jpype.JClass("java.util.Random").class_
+    modifier = jpype.JClass("java.lang.reflect.Modifier")
+    count = 0
+    for name in _STATIC_GENERATORS:
+        try:
+            cls = jpype.JClass(name).class_
+        except Exception:  # not in this engine build
+            continue
+        for f in cls.getDeclaredFields():
+            if modifier.isStatic(f.getModifiers()) and random_cls.isAssignableFrom(f.getType()):
+                f.setAccessible(True)
+                generator = f.get(None)
+                if generator is not None:
+                    generator.setSeed(seed)
+                    count += 1
+    return count
+
+
+def seed_bot(ai: Any, seed: int) -> int:
+    """Seed every non-static ``java.util.Random`` field of the Java bot ``ai`` (its class and
+    superclasses) with ``seed``; how many were seeded."""
+    count = 0
+    for f in _random_fields(ai.getClass()):
+        generator = f.get(ai)
+        if generator is not None:
+            generator.setSeed(seed)
+            count += 1
+    return count

@@ -16,7 +16,7 @@ next scheduled match (so adaptive schedules see every result before choosing the
 Sides: :attr:`league.tournament.MatchSpec.side_a` is the engine player (0 or 1) of player
 ``a``; player 0 acts first and wins same-cycle conflicts, which is why schedules alternate
 sides. A game stopped by ``max_steps`` is a draw, as in microRTS tournaments. Each match's
-``seed`` seeds the bots' ``java.util.Random`` fields (see :func:`botmatch.seed_bot`).
+``seed`` seeds the bots' ``java.util.Random`` fields (see :func:`bots.seed_bot`).
 """
 
 from __future__ import annotations

@@ -185,6 +185,35 @@ def test_same_seed_same_game(make_game) -> None:
         np.testing.assert_array_equal(term_a, term_b)
 
 
+def _random_bot_trace(seed: int | None, envs: tuple[int, int] | None = None) -> list[bytes]:
+    """Boards of 3 envs vs RandomBiased (3 games of 40 steps each) while the learner idles."""
+    from games.microrts.adapter import MicroRTSOptions
+    from games.options import from_mapping
+
+    options = from_mapping(MicroRTSOptions, {"map": "basesWorkers8x8", "bots": ["RandomBiased"],
+                                             "num_selfplay_envs": 0, "max_steps": 40}, "")
+    game = MicroRTSVecGame(options, 3, seed=seed, envs=envs)
+    try:
+        batch = game.reset()
+        trace = [batch.obs.tobytes()]
+        for _ in range(120):
+            batch = game.step(noop(game))
+            trace.append(batch.obs.tobytes())
+        return trace
+    finally:
+        game.close()
+
+
+def test_seed_makes_random_bots_replay(engine_home) -> None:
+    """With a seed, RandomBiased replays its games (also in a sub-range of envs, as in a worker
+    process); another seed or none gives other games."""
+    seeded = _random_bot_trace(5)
+    assert seeded == _random_bot_trace(5)
+    assert seeded != _random_bot_trace(6)
+    assert seeded != _random_bot_trace(None)
+    assert _random_bot_trace(5, envs=(1, 3)) == _random_bot_trace(5, envs=(1, 3))
+
+
 def test_truncation_at_max_steps(make_game) -> None:
     """Step ``max_steps`` truncates (not a loss), returns the last board in ``final_obs`` and
     the next game's first board in ``obs``; outcome DRAW by default."""
