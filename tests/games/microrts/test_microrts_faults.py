@@ -71,8 +71,6 @@ while True:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-@pytest.mark.slow  # passes alone and in tests/games, but hung past 30 s in 2 of 2 full-suite
-# runs on fresh clones (2026-11-22); kept out of `make test` until the cause is found
 def test_ctrl_c_stops_promptly_and_shuts_the_jvm_down(engine_home, tmp_path: Path) -> None:
     """SIGINT while stepping: KeyboardInterrupt in Python (not a kill from Java's handler), the
     process exits within seconds, and the JVM runs its shutdown sequence."""
