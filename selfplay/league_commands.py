@@ -31,15 +31,28 @@ def open_db(db: str | None, game: str | None, create: bool = True) -> LeagueDB:
     return LeagueDB(path, game=resolve(game).name if game else None, create=create)
 
 
+CHECKPOINT_SUFFIXES = (".pt", ".safetensors")
+
+
+def looks_like_path(spec: str) -> bool:
+    """A ``--players`` entry meant as a file or folder (bot names have no slash or suffix)."""
+    return "/" in spec or spec.startswith(".") or spec.endswith(CHECKPOINT_SUFFIXES)
+
+
 def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
-    """``(name, kind, path)`` of a ``--players`` entry: a bot, a checkpoint or a run dir."""
+    """``(name, kind, path)`` of a ``--players`` entry: a bot, a checkpoint or a run dir.
+
+    A checkpoint that is missing (a path that does not exist, a run directory without
+    checkpoints) is still a checkpoint player: the tournament reports and skips it, as it
+    does a corrupt one, and plays the others.
+    """
     path = Path(spec)
     if path.is_dir():
         found = list_checkpoints(path / "checkpoints") or list_checkpoints(path)
         if not found:
-            raise LeagueError(f"{spec} holds no checkpoint (checkpoints/update_*.pt)")
+            return f"{path.name}/no-checkpoint", "checkpoint", path.resolve() / "checkpoints"
         return f"{path.name}/{found[-1].stem}", "checkpoint", found[-1].resolve()
-    if path.is_file():
+    if path.is_file() or looks_like_path(spec):
         return str(path), "checkpoint", path.resolve()
     bots = {name.lower(): name for name in bot_names(game)}
     if spec.lower() in bots:
@@ -90,6 +103,8 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                     raise GameError(f"{game} bots play inside the engine; tournaments with "
                                     f"them are not supported yet")
                 return setup.scripted
+            if not path.is_file():
+                raise FileNotFoundError(f"checkpoint {path} not found")
             if "spec" not in spec_cache:
                 game_factory(1, seed).close()
             _, agent, _ = load_agent(path, spec_cache["spec"])

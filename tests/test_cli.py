@@ -158,6 +158,30 @@ def test_league_tournament_leaderboard_report(tmp_path: Path) -> None:
                               "random", "nobody", "--db", str(db)), "player 'nobody'")
 
 
+def test_league_tournament_skips_missing_and_corrupt_checkpoints(tmp_path: Path) -> None:
+    """Players whose checkpoint is missing or corrupt are reported and skipped; the others
+    play, and the same command runs again."""
+    db = tmp_path / "league.db"
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"not a checkpoint")
+    (tmp_path / "empty-run").mkdir()
+    args = ["league", "tournament", "--game", "tictactoe", "--players", "random",
+            str(tmp_path / "missing.pt"), "win_or_block", str(corrupt), str(tmp_path / "empty-run"),
+            "--games-per-pair", "10", "--db", str(db), "--json"]
+    for played in (10, 0):
+        proc = run(*args)
+        assert proc.returncode == 0, proc.stderr
+        result = json.loads(proc.stdout)
+        assert result["played"] == played
+        assert sorted(result["skipped_players"]) == sorted(
+            [str(tmp_path / "missing.pt"), str(corrupt), "empty-run/no-checkpoint"])
+        warnings = [line for line in proc.stderr.splitlines() if "skipping player" in line]
+        assert len(warnings) == 3, proc.stderr
+        assert any("missing.pt" in w and "not found" in w for w in warnings), warnings
+    board = json.loads(run("league", "leaderboard", "--db", str(db), "--json").stdout)
+    assert {p["name"] for p in board["players"] if p["games"]} == {"random", "win_or_block"}
+
+
 def test_league_tournament_of_microrts_engine_bots(tmp_path: Path) -> None:
     db = tmp_path / "bots.db"
     proc = run("league", "tournament", "--game", "microrts", "--players", "workerrush",
