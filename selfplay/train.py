@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from games.options import to_mapping
 from games.registry import make_game
 from selfplay.checkpoint import CheckpointError
 from selfplay.component_returns import ComponentReturns
@@ -26,15 +27,59 @@ def build_trainer(config: TrainConfig, run: RunDir | None) -> Trainer:
         raise
 
 
+# settings that do not change what a run computes: a re-run may differ in them
+_COSMETIC = (("log", "progress"),)
+
+
+def config_differences(saved: TrainConfig, new: TrainConfig) -> list[str]:
+    """Dotted keys whose values differ between two configs (cosmetic settings ignored)."""
+    def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                out.update(flat(item, f"{prefix}{key}."))
+            return out
+        return {prefix[:-1]: value}
+
+    a, b = flat(to_mapping(saved)), flat(to_mapping(new))
+    skip = {".".join(path) for path in _COSMETIC}
+    return sorted(k for k in a.keys() | b.keys() if k not in skip and a.get(k) != b.get(k))
+
+
+def _holds_checkpoints(run: RunDir) -> bool:
+    return run.checkpoints.exists() and any(run.checkpoints.iterdir())
+
+
 def run_training(config: TrainConfig, run_dir: Path | None = None,
                  resume: Path | None = None, total_steps: int | None = None) -> dict[str, Any]:
-    """Train a new run (``config``) or continue ``resume``; returns a summary."""
+    """Train a new run (``config``) or continue ``resume``; returns a summary.
+
+    A ``run_dir`` that already holds checkpoints of a run with the same config is resumed
+    (running the same command again after a crash or a kill continues the run); one with
+    another config is refused, naming the settings that differ.
+    """
+    if resume is None and run_dir is not None and _holds_checkpoints(RunDir(run_dir)):
+        run = RunDir(run_dir)
+        saved = (config_from_mapping(read_yaml(run.config_file))
+                 if run.config_file.is_file() else None)
+        differ = config_differences(saved, config) if saved is not None else ["config.yaml"]
+        if differ:
+            shown = ", ".join(differ[:6]) + (", ..." if len(differ) > 6 else "")
+            raise FileExistsError(f"{run.path} already holds a run with other settings "
+                                  f"({shown}); use --resume {run.path} to continue it with its "
+                                  "saved config, or pick another --run-dir")
+        print(f"{run.path} already holds this run (same settings): resuming it",
+              file=sys.stderr)
+        return run_training(config, resume=run.path)
     if resume is not None:
         run = RunDir(resume)
         if not run.config_file.is_file():
             raise CheckpointError(f"{run.path} is not a selfplay run directory (no config.yaml, "
                                   "no checkpoint); nothing to resume")
-        config = config_from_mapping(read_yaml(run.config_file))
+        saved_config = config_from_mapping(read_yaml(run.config_file))
+        if config is not None:  # the same settings, re-run: keep this call's cosmetic ones
+            saved_config.log.progress = config.log.progress
+        config = saved_config
         if total_steps is not None:
             config.total_steps = total_steps
         state, path = load_resumable(run)
@@ -45,7 +90,7 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
               file=sys.stderr)
     else:
         run = RunDir(run_dir) if run_dir is not None else RunDir.default_for(config)
-        if run.checkpoints.exists() and any(run.checkpoints.iterdir()):
+        if _holds_checkpoints(run):  # a default (time-stamped) directory already taken
             raise FileExistsError(f"{run.path} already holds a run; use --resume {run.path} "
                                   "to continue it or pick another --run-dir")
         run.path.mkdir(parents=True, exist_ok=True)

@@ -90,6 +90,20 @@ def test_resume_continues(trained_run: Path) -> None:
     assert "resuming" in proc.stderr
 
 
+def test_same_command_again_resumes_other_settings_refused(tmp_path: Path) -> None:
+    args = ["train", "--game", "CartPole-v1", "--total-steps", "1024", "--run-dir",
+            str(tmp_path / "run"), "--json", *QUIET]
+    assert run(*args).returncode == 0
+    again = run(*args[:4], "2048", *args[5:])
+    assert_one_line_error(again, "already holds a run with other settings (total_steps)")
+    again = run(*args, "--set", "ppo.learning_rate=0.0007")
+    assert_one_line_error(again, "other settings (ppo.learning_rate)")
+    same = run(*args)
+    assert same.returncode == 0, same.stderr
+    assert "already holds this run (same settings): resuming it" in same.stderr
+    assert json.loads(same.stdout)["global_step"] == 1024
+
+
 def test_bad_input_errors(tmp_path: Path) -> None:
     assert_one_line_error(run("train", "--game", "micrrts"), "unknown game 'micrrts'")
     assert_one_line_error(run("train", "--game", "CartPole-v1", "--set", "ppo.lr=1"),

@@ -121,10 +121,12 @@ def test_sigkill_training_run_then_resume(tmp_path: Path, moment: str) -> None:
     resumed_from = list_checkpoints(run_dir / "checkpoints")[-1].name
     assert before, "no match stored before the kill"
 
-    done = subprocess.run([*train, "--resume", str(run_dir), "--json"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    # the same command again continues the run
+    done = subprocess.run([*first, "--json"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
     note = f"(killed {moment} +{delay:.2f}s; resumed from {resumed_from})"
     assert done.returncode == 0, f"{note}\n{done.stderr}"
+    assert "already holds this run (same settings): resuming it" in done.stderr
     assert json.loads(done.stdout)["global_step"] == UPDATES * STEPS_PER_UPDATE
 
     with LeagueDB(db_path) as db:
