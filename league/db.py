@@ -98,7 +98,8 @@ class Match:
     player_b: int
     side_a: int  # seat of player a; b plays the other seat
     map: str
-    seed: int | None
+    seed: int | None  # the match's seed in its schedule (tournament.match_seed); engines that
+    # seed single games (microRTS bot-vs-bot) play it from this seed, others from the batch's
     outcome: int  # for player a: 1 win, 0 draw, -1 loss
     length: int
     duration: float

@@ -348,9 +348,11 @@ class LeagueHook:
             agent.load_state_dict(snapshot.weights)
             return FrozenPolicy(agent.to(trainer.device))
 
+        maps = options.get("maps") or options.get("map") or ""
         config = TournamentConfig(games_per_pair=self.config.eval_games,
                                   num_envs=self.config.eval_envs, seed=trainer.update,
-                                  name=f"eval@{latest}")
+                                  name=f"eval@{latest}",
+                                  map=",".join(maps) if isinstance(maps, list) else str(maps))
         runner = None
         if self.engine_anchors:  # engine bots: bot envs whose bot changes per match
             from games.microrts.league_runner import PolicyMatchRunner

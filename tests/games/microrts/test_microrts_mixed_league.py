@@ -74,6 +74,7 @@ def test_league_training_rates_snapshots_against_engine_bots(tmp_path: Path,
         vs_rush = [m for m in db.matches() if rush in (m.player_a, m.player_b)]
         assert len(vs_rush) == 4  # 2 snapshots x 2 games (one per side)
         assert sorted(m.side_a for m in vs_rush) == [0, 0, 1, 1]
+        assert {m.map for m in db.matches()} == {"basesWorkers8x8"}  # rating games' map stored
         frozen = db.player("WorkerRush")
         assert frozen.frozen and db.rating("WorkerRush").mu == 25.0  # the anchor never moves
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
