@@ -21,11 +21,14 @@ from selfplay.ppo import FrozenPolicy
 
 
 def open_db(db: str | None, game: str | None, create: bool = True) -> LeagueDB:
-    """The league database at ``db`` (default: the game's); refuses another game's."""
+    """The league database at ``db`` (default: the game's; a training run's directory means
+    its ``league.db``); refuses another game's."""
     if db is None and game is None:
         raise LeagueError("give --db FILE or --game NAME (whose default league is "
                           "runs/league/<game>.db)")
     path = Path(db) if db is not None else default_path(resolve(str(game)).name)
+    if path.is_dir():  # a training run directory
+        path = path / "league.db"
     if not create and not path.is_file():
         raise LeagueError(f"no league database at {path}; run a tournament or training first")
     return LeagueDB(path, game=resolve(game).name if game else None, create=create)

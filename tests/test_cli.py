@@ -159,7 +159,7 @@ def test_league_tournament_leaderboard_report(tmp_path: Path) -> None:
     assert json.loads(first.stdout)["played"] == 40
     again = run(*args)  # re-running resumes: nothing new to play
     assert json.loads(again.stdout)["played"] == 0
-    board = run("league", "leaderboard", "--db", str(db), "--json")
+    board = run("league", "leaderboard", "--db", str(tmp_path), "--json")  # dir: its league.db
     players = json.loads(board.stdout)["players"]
     assert [p["name"] for p in players] == ["win_or_block", "random"]
     assert {"name", "mu", "sigma", "conservative", "elo", "games", "win_rate"} <= set(players[0])
