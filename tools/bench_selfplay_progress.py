@@ -1,0 +1,153 @@
+"""Self-play progress of a microRTS run: every snapshot rated against one frozen reference pool.
+
+    .venv/bin/python tools/bench_selfplay_progress.py --run runs/bench/mrts8-league \
+        [--bots RandomBiased,WorkerRush,LightRush] [--games 8] [--calibrate-sigma 1.0] \
+        [--db FILE] [--json-out FILE]
+
+Issue 3 asks that successive snapshots' ratings against a frozen reference pool (including
+scripted bots) rise. During training each snapshot is rated against the snapshots just before
+it, whose ratings keep moving; this benchmark rates them afterwards on one fixed scale:
+
+1. the reference bots play each other on the run's map (both sides, TrueSkill-adaptive until
+   every σ < ``--calibrate-sigma``), which places them on a common scale;
+2. they become anchors: frozen at those ratings;
+3. every snapshot of the run plays only the anchors (``--games`` per bot, both sides), so its
+   rating depends on its own games against the same frozen pool and nothing else.
+
+Everything is stored in a league database (default ``RUN/progress.db``); running the command
+again resumes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from games.microrts.league_runner import PolicyMatchRunner, bot_policy_factory, bot_tournament
+from games.registry import make_game
+from league.db import LeagueDB
+from league.ratings import PlayerRating
+from league.snapshots import load_player_snapshot
+from league.tournament import Policy, TournamentConfig, run_tournament
+from selfplay.config import config_from_mapping, read_yaml
+from selfplay.networks import ActorCritic
+from selfplay.ppo import FrozenPolicy
+
+
+def calibrate(db: LeagueDB, bots: list[str], map_name: str, max_steps: int, sigma: float,
+              parallel: int) -> dict[str, Any]:
+    """The bots' ratings on ``map_name`` from games among themselves (stored under a
+    ``calibration`` tournament of ``db``)."""
+    config = TournamentConfig(until_sigma=sigma, num_envs=parallel, map=map_name,
+                              name="calibration")
+    bot_tournament(db, bots, config, max_steps=max_steps, parallel=parallel)
+    return {b.name: b for b in db.leaderboard() if b.name in bots}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", type=Path, required=True, help="a microRTS league training run")
+    parser.add_argument("--bots", default="RandomBiased,WorkerRush,LightRush")
+    parser.add_argument("--games", type=int, default=8, help="games per snapshot and bot")
+    parser.add_argument("--calibrate-sigma", type=float, default=1.0)
+    parser.add_argument("--num-envs", type=int, default=8)
+    parser.add_argument("--db", type=Path, help="default RUN/progress.db")
+    parser.add_argument("--json-out", type=Path)
+    args = parser.parse_args()
+
+    run_config = config_from_mapping(read_yaml(args.run / "config.yaml"))
+    options = dict(run_config.game.options)
+    map_name = str(options.get("map"))
+    max_steps = int(options.get("max_steps", 2000))  # type: ignore[call-overload]
+    bots = [b.strip() for b in args.bots.split(",") if b.strip()]
+    start = time.perf_counter()
+
+    # 1. calibrate the bots in a database of their own, 2. freeze them in the progress one
+    calib_db = LeagueDB(args.run / "progress-calibration.db", game="microrts")
+    try:
+        calibrated = calibrate(calib_db, bots, map_name, max_steps, args.calibrate_sigma,
+                               args.num_envs)
+    finally:
+        calib_db.close()
+    db = LeagueDB(args.db or args.run / "progress.db", game="microrts")
+    source = LeagueDB(args.run / "league.db", game="microrts", create=False)
+    try:
+        for name, standing in calibrated.items():
+            db.add_player(name, "bot", frozen=True, rating=PlayerRating(
+                standing.mu, standing.sigma, standing.elo))
+        snapshots = sorted((p for p in source.players() if p.kind == "snapshot"),
+                           key=lambda p: int(p.metadata.get("update", 0)))
+        spec_game = make_game("microrts", num_envs=1, seed=0,
+                              options={**options, "num_selfplay_envs": 0})
+        spec = spec_game.spec
+        spec_game.close()
+
+        def policy_factory(name: str) -> Policy:
+            player = db.player(name)
+            if player.kind == "bot":
+                return bot_policy_factory(name)
+            snapshot = load_player_snapshot(source, name)
+            if snapshot is None:
+                raise ValueError(f"snapshot {name} is missing or corrupt")
+            agent = ActorCritic(spec, run_config.network, run_config.normalize)
+            agent.load_state_dict(snapshot.weights)
+            return FrozenPolicy(agent)
+
+        def runner(policies: Mapping[int, Policy]) -> PolicyMatchRunner:
+            return PolicyMatchRunner(policies, options, num_envs=args.num_envs, seed=0)
+
+        rows = []
+        for snap in snapshots:
+            meta = snap.metadata
+            db.add_player(snap.name, "snapshot", path=snap.path, metadata=meta)
+            config = TournamentConfig(games_per_pair=args.games, num_envs=args.num_envs,
+                                      map=map_name, name=f"gauntlet@{snap.name}")
+            run_tournament(db, [snap.name, *calibrated], policy_factory, _no_game, config,
+                           focus=[snap.name], runner=runner)
+            rating = db.rating(snap.name)
+            wins: dict[str, list[int]] = {}
+            me = db.player(snap.name).id
+            for m in db.matches():
+                ids = {m.player_a, m.player_b}
+                if me not in ids:
+                    continue
+                other = db.player((ids - {me}).pop()).name
+                won = m.outcome if m.player_a == me else -m.outcome
+                w = wins.setdefault(other, [0, 0, 0])
+                w[0 if won > 0 else (1 if won < 0 else 2)] += 1
+            rows.append({"snapshot": snap.name, "update": meta.get("update"),
+                         "env_steps": meta.get("env_steps"), "mu": rating.mu,
+                         "sigma": rating.sigma, "conservative": rating.mu - 3 * rating.sigma,
+                         "vs": {k: {"wins": v[0], "losses": v[1], "draws": v[2]}
+                                for k, v in wins.items()}})
+            print(f"{snap.name:>28}  mu {rating.mu:6.2f}  sigma {rating.sigma:5.2f}  "
+                  + "  ".join(f"{k} {v[0]}-{v[1]}-{v[2]}" for k, v in wins.items()),
+                  flush=True)
+    finally:
+        source.close()
+        db.close()
+    result = {"run": str(args.run), "map": map_name, "games_per_bot": args.games,
+              "anchors": {n: {"mu": s.mu, "sigma": s.sigma, "games": s.games}
+                          for n, s in calibrated.items()},
+              "snapshots": rows, "seconds": time.perf_counter() - start,
+              "machine": f"{platform.machine()} {platform.node()}",
+              "date": time.strftime("%Y-%m-%d %H:%M")}
+    print("anchors: " + ", ".join(f"{n} {s.mu:.2f}±{s.sigma:.2f}" for n, s in calibrated.items()),
+          file=sys.stderr)
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(result, indent=1))
+
+
+def _no_game(num_envs: int, seed: int) -> Any:  # pragma: no cover - the runner plays
+    raise RuntimeError("the gauntlet's runner plays the games")
+
+
+if __name__ == "__main__":
+    main()
