@@ -162,6 +162,11 @@ class LeagueConfig:
     """Games played at once in rating matches."""
     anchors: list[str] = field(default_factory=list)
     """Scripted bots in every snapshot's rating pool (microRTS: engine bots)."""
+    bots: list[str] = field(default_factory=list)
+    """Scripted bots the learner trains against, picked by PFSP (games whose bots play a seat,
+    e.g. tic-tac-toe; microRTS engine bots play in the bot envs, see game.options.bots)."""
+    bot_share: float = 0.0
+    """Share of the contested envs' games against league.bots (taken from the PFSP share)."""
     freeze_anchors: bool = True
     """Anchors keep their starting rating (the TrueSkill prior) for good: a fixed yardstick
     across the whole run. False lets the snapshots' games move them too."""
@@ -221,6 +226,10 @@ def validate(config: TrainConfig) -> None:
         (config.checkpoint.keep >= 1, "checkpoint.keep must be >= 1"),
         (all(h >= 1 for h in config.network.hidden), "network.hidden widths must be >= 1"),
         (0.0 <= config.league.self_play <= 1.0, "league.self_play must be in [0, 1]"),
+        (0.0 <= config.league.bot_share <= 1.0 - config.league.self_play,
+         "league.bot_share must be in [0, 1 - league.self_play]"),
+        (config.league.bot_share == 0.0 or bool(config.league.bots),
+         "league.bot_share > 0 needs league.bots (the scripted bots to play)"),
         (config.league.max_active_opponents >= 1, "league.max_active_opponents must be >= 1"),
         (config.league.snapshot_every >= 1 and config.league.eval_every >= 1,
          "league.snapshot_every and league.eval_every must be >= 1"),

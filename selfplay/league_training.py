@@ -72,8 +72,10 @@ class LeagueHook:
         self.snapshot_dir = run_path / "snapshots"
         db_path = Path(config.db) if config.db else run_path / "league.db"
         self.db = LeagueDB(db_path, game=trainer.spec.name)
+        bot_share = config.bot_share if config.bots else 0.0
         self.matchmaker = Matchmaker(MatchmakingConfig(
-            self_play=config.self_play, pfsp=1.0 - config.self_play, bots=0.0,
+            self_play=config.self_play, pfsp=max(0.0, 1.0 - config.self_play - bot_share),
+            bots=bot_share,
             weighting=config.weighting, main_exploiter_weighting=config.weighting,
             league_exploiter_weighting=config.weighting,
             exploiter_threshold=config.exploiter_threshold))
@@ -106,6 +108,21 @@ class LeagueHook:
             self.db.add_player(setup.opponent_name or name, "bot",
                                frozen=config.freeze_anchors)
             self.anchors.append(setup.opponent_name or name)
+        self.bots: dict[int, str] = {}  # player id -> name of the scripted training opponents
+        for name in config.bots:
+            try:
+                setup = match_setup(trainer.spec.name, name, 1, trainer.config.seed)
+            except GameError as exc:
+                raise ConfigError(f"league.bots: {exc}") from exc
+            if setup.scripted is None:
+                raise ConfigError(f"league.bots: {name} plays inside the {trainer.spec.name} "
+                                  "engine, not in a seat; give engine bots their own envs "
+                                  "(game.options.bots)")
+            bot_name = setup.opponent_name or name
+            pid = self.db.add_player(bot_name, "bot", frozen=config.freeze_anchors
+                                     and bot_name in self.anchors)
+            self.bots[pid] = bot_name
+            self.matchmaker.add_bot(pid)
         restored = trainer.restored_extra.get("league")
         if restored is not None:  # a resumed checkpoint: the league continues exactly
             self._load_state(restored)
@@ -204,7 +221,8 @@ class LeagueHook:
     # ----------------------------------------------------------------- opponents
 
     def sample(self, n: int) -> np.ndarray:
-        """Matchmaker picks ``int64 [n]``: LEARNER (self-play), MAIN or a snapshot's id."""
+        """Matchmaker picks ``int64 [n]``: LEARNER (self-play), MAIN, a snapshot's or a
+        scripted bot's id."""
         return self.matchmaker.sample_opponents(n, self.rng, learner=LEARNER)
 
     def player_of(self, pick: int) -> int | None:
@@ -232,9 +250,16 @@ class LeagueHook:
         return slot if self._load_into(pid, slot) else 0
 
     def _load_into(self, pid: int, slot: int) -> bool:
-        """Load snapshot ``pid`` as the policy of owner ``slot``; False (and ``pid`` dropped
-        from the pool) if its file is missing or corrupt, which the store reports."""
+        """Load snapshot (or scripted bot) ``pid`` as the policy of owner ``slot``; False (and
+        ``pid`` dropped from the pool) if its file is missing or corrupt, which the store
+        reports."""
         trainer = self.trainer
+        if pid in self.bots:
+            setup = match_setup(trainer.spec.name, self.bots[pid], 1, trainer.config.seed)
+            assert setup.scripted is not None
+            trainer.opponents[slot] = setup.scripted
+            self.slots[pid] = slot
+            return True
         snapshot = load_player_snapshot(self.db, pid)
         if snapshot is None:
             self.matchmaker.remove(pid)

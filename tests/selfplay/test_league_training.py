@@ -42,6 +42,30 @@ def test_tictactoe_league_training(tmp_path: Path) -> None:
     db.close()
 
 
+def test_scripted_bots_in_the_training_mix(tmp_path: Path) -> None:
+    """league.bots with league.bot_share: envs are handed scripted opponents, picked by PFSP
+    from the learner's results against them."""
+    config = build_config("tictactoe", overrides=[
+        "log.progress=false", "log.tensorboard=false", "league.snapshot_every=100",
+        "league.eval_every=100", "league.self_play=0.4", "league.bots=[random, win_or_block]",
+        "league.bot_share=0.6", "league.weighting=variance"], seed=5, total_steps=32 * 32 * 6)
+    trainer = Trainer(config, make_game("tictactoe", config.game.num_envs, config.seed))
+    hook = attach(trainer, tmp_path)
+    assert hook is not None
+    shares = []
+    trainer.after_update.append(lambda t: shares.append((t.owner[:, 1] > 0).mean()) or {})
+    trainer.train()
+    hook.close()
+    assert 0.4 < float(np.mean(shares)) < 0.8  # about bot_share of the envs face a bot
+    payoff = hook.matchmaker.payoff
+    assert sorted(hook.bots.values()) == ["random", "win_or_block"]
+    ids = list(hook.bots)
+    games = [payoff.games[payoff.index[-1], payoff.index[pid]] for pid in ids]  # -1: learner
+    assert all(g > 10 for g in games), games  # the learner's results against both bots
+    with pytest.raises(ConfigError, match="league.bot_share > 0 needs league.bots"):
+        build_config("tictactoe", overrides=["league.bot_share=0.3"])
+
+
 def test_unknown_anchor_is_an_error(tmp_path: Path) -> None:
     config = build_config("tictactoe", overrides=["league.anchors=[nobody]"])
     trainer = Trainer(config, make_game("tictactoe", 2, 0))
