@@ -21,9 +21,11 @@ sides. A game stopped by ``max_steps`` is a draw, as in microRTS tournaments. Ea
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -152,8 +154,10 @@ class PolicyMatchRunner:
     policy, and ``num_envs`` bot envs for policy vs engine bot, whose bot is swapped
     (:meth:`~games.microrts.adapter.MicroRTSVecGame.set_bot`) for each match. An env taking a
     match restarts its game, so every match starts at cycle 0; a match goes to an env whose
-    engine player matches its sides (bot envs alternate sides). Bot-vs-bot matches are played
-    after the others by a :class:`BotMatchRunner` (bots act inside Java there).
+    engine player matches its sides (bot envs alternate sides). Bot-vs-bot matches are set
+    aside and played by a :class:`BotMatchRunner` (bots act inside Java there) once
+    ``num_envs`` of them are waiting or the schedule ends: the games in flight finish, the bot
+    games are played, and pulling resumes, so an adaptive schedule sees their results soon.
     """
 
     def __init__(self, policies: Mapping[int, Policy], options: Mapping[str, object],
@@ -173,22 +177,40 @@ class PolicyMatchRunner:
         """Play until ``next_match`` returns ``None`` and every started match has ended."""
         from collections import deque
 
-        from games.microrts.adapter import MicroRTSOptions, MicroRTSVecGame
+        from games.microrts.adapter import MicroRTSOptions
         from games.options import from_mapping
 
-        n = self.num_envs
         opts = from_mapping(MicroRTSOptions, {
-            **self.options, "num_selfplay_envs": n, "bots": ["Passive"],
+            **self.options, "num_selfplay_envs": self.num_envs, "bots": ["Passive"],
             "alternate_sides": True, "workers": 1}, "game.options.")
+        pending: deque[MatchSpec] = deque()  # pulled, waiting for an env that fits
+        exhausted = [False]
+        while True:
+            bot_games = self._policy_phase(opts, next_match, on_result, pending, exhausted)
+            if bot_games:
+                queue = deque(bot_games)
+                BotMatchRunner(self.bots, map_name=opts.map, max_steps=opts.max_steps,
+                               parallel=self.num_envs, seed=self.seed).run(
+                    functools.partial(_pop_or_none, queue), on_result)
+            elif exhausted[0] and not pending:
+                return
+
+    def _policy_phase(self, opts: Any, next_match: Callable[[], MatchSpec | None],
+                      on_result: Callable[[MatchSpec, MatchResult], None],
+                      pending: Any, exhausted_flag: list[bool]) -> list[MatchSpec]:
+        """Matches with a network policy until the schedule ends or ``num_envs`` bot-vs-bot
+        matches wait; returns those (``pending`` carries pulled matches to the next phase)."""
+        from games.microrts.adapter import MicroRTSVecGame
+
+        n = self.num_envs
         game = MicroRTSVecGame(opts, num_envs=2 * n, seed=self.seed)
         players = game.players  # [E, 2] engine player of each seat, -1: the bot's seat
         e_num = 2 * n
         current: list[MatchSpec | None] = [None] * e_num
         owner = np.full((e_num, 2), -1, np.int64)  # [E, A] policy id per seat
         started = np.zeros(e_num)
-        pending: deque[MatchSpec] = deque()
         bot_games: list[MatchSpec] = []
-        exhausted = False
+        exhausted = exhausted_flag[0]
 
         def fits(match: MatchSpec, e: int) -> bool:
             if match.a in self.bots or match.b in self.bots:
@@ -201,10 +223,10 @@ class PolicyMatchRunner:
                 if fits(match, e):
                     del pending[i]
                     return match
-            while not exhausted and len(pending) < 4 * e_num:
+            while not exhausted and len(pending) < 4 * e_num and len(bot_games) < n:
                 pulled = next_match()
                 if pulled is None:
-                    exhausted = True
+                    exhausted = exhausted_flag[0] = True
                 elif pulled.a in self.bots and pulled.b in self.bots:
                     bot_games.append(pulled)
                 elif fits(pulled, e):
@@ -271,17 +293,17 @@ class PolicyMatchRunner:
                         current[e] = None
                         on_result(match, MatchResult(result, int(length[e]), now - started[e]))
                         free.append(e)
-                if free and (pending or not exhausted):
+                if free and (pending or not exhausted) and len(bot_games) < n:
                     restart = assign(sorted(set(free)))
                     if restart:
                         batch = game.restart(restart)
         finally:
             game.close()
-        if bot_games:
-            queue = deque(bot_games)
-            BotMatchRunner(self.bots, map_name=opts.map, max_steps=opts.max_steps,
-                           parallel=n, seed=self.seed).run(
-                lambda: queue.popleft() if queue else None, on_result)
+        return bot_games
+
+
+def _pop_or_none(queue: Any) -> MatchSpec | None:
+    return queue.popleft() if queue else None
 
 
 class _BotPolicy:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from games.microrts.botmatch import BotGame
-from games.microrts.league_runner import BotMatchRunner, bot_tournament
+from games.microrts.league_runner import (
+    BotMatchRunner,
+    PolicyMatchRunner,
+    bot_policy_factory,
+    bot_tournament,
+)
 from league.db import LeagueDB, LeagueError
 from league.tournament import MatchResult, MatchSpec, TournamentConfig
 
@@ -82,3 +88,41 @@ def test_runner_never_pulls_after_none(engine_home) -> None:
     assert {k: (r.outcome, r.length) for k, r in results.items()} == {"a": (1, 185),
                                                                       "b": (1, 185)}
     assert all(r.duration > 0 for r in results.values())
+
+
+class _Idle:
+    """A network policy stand-in that never acts (no-op at every cell)."""
+
+    def act(self, obs, mask, state):  # type: ignore[no-untyped-def]
+        return np.zeros((len(obs), mask.shape[1], 7), np.int64)
+
+
+def test_mixed_runner_plays_bot_games_in_rounds(engine_home) -> None:
+    """Bot-vs-bot matches wait for at most ``num_envs`` of them (then they are played and
+    pulling resumes), so an adaptive schedule sees their results early; every pulled match is
+    played exactly once, policy matches too."""
+    policies = {1: _Idle(), 2: bot_policy_factory("Passive"), 3: bot_policy_factory("WorkerRush")}
+    runner = PolicyMatchRunner(policies, {"map": MAP, "max_steps": 60}, num_envs=2)
+    bot_pair = [MatchSpec(f"bb{k}", 2, 3, k % 2, 0) for k in range(5)]
+    with_policy = [MatchSpec(f"p{k}", 1, 2 + k % 2, k % 2, 0) for k in range(3)]
+    queue = [*bot_pair[:3], *with_policy, *bot_pair[3:], None]
+    pulls, pulls_at_first_result = 0, None
+    results: dict[str, MatchResult] = {}
+
+    def next_match() -> MatchSpec | None:
+        nonlocal pulls
+        pulls += 1
+        return queue.pop(0)
+
+    def on_result(match: MatchSpec, result: MatchResult) -> None:
+        nonlocal pulls_at_first_result
+        if pulls_at_first_result is None:
+            pulls_at_first_result = pulls
+        assert match.key not in results
+        results[match.key] = result
+
+    runner.run(next_match, on_result)
+    assert pulls_at_first_result == 2  # two bot games waiting: played before pulling more
+    assert sorted(results) == sorted(m.key for m in bot_pair + with_policy)
+    for k in range(5):  # WorkerRush (b) beats Passive (a) from either side within 60 cycles
+        assert results[f"bb{k}"].outcome in (-1, 0)
