@@ -1,15 +1,15 @@
 """Self-play progress of a microRTS run: every snapshot rated against one frozen reference pool.
 
     .venv/bin/python tools/bench_selfplay_progress.py --run runs/bench/mrts8-league \
-        [--bots RandomBiased,WorkerRush,LightRush] [--games 8] [--calibrate-sigma 1.0] \
+        [--bots RandomBiased,WorkerRush,LightRush] [--games 8] [--calibrate-games 20] \
         [--db FILE] [--json-out FILE]
 
 Issue 3 asks that successive snapshots' ratings against a frozen reference pool (including
 scripted bots) rise. During training each snapshot is rated against the snapshots just before
 it, whose ratings keep moving; this benchmark rates them afterwards on one fixed scale:
 
-1. the reference bots play each other on the run's map (both sides, TrueSkill-adaptive until
-   every σ < ``--calibrate-sigma``), which places them on a common scale;
+1. the reference bots play each other on the run's map (a round robin of
+   ``--calibrate-games`` per pair, both sides), which places them on a common scale;
 2. they become anchors: frozen at those ratings;
 3. every snapshot of the run plays only the anchors (``--games`` per bot, both sides), so its
    rating depends on its own games against the same frozen pool and nothing else.
@@ -40,11 +40,12 @@ from selfplay.networks import ActorCritic
 from selfplay.ppo import FrozenPolicy
 
 
-def calibrate(db: LeagueDB, bots: list[str], map_name: str, max_steps: int, sigma: float,
+def calibrate(db: LeagueDB, bots: list[str], map_name: str, max_steps: int, games: int,
               parallel: int) -> dict[str, Any]:
-    """The bots' ratings on ``map_name`` from games among themselves (stored under a
-    ``calibration`` tournament of ``db``)."""
-    config = TournamentConfig(until_sigma=sigma, num_envs=parallel, map=map_name,
+    """The bots' ratings on ``map_name`` from a round robin among themselves (``games`` per
+    pair, both sides; stored under a ``calibration`` tournament of ``db``). Not adaptive: a
+    bot that wins every game never gets its σ below TrueSkill's per-game drift."""
+    config = TournamentConfig(games_per_pair=games, num_envs=parallel, map=map_name,
                               name="calibration")
     bot_tournament(db, bots, config, max_steps=max_steps, parallel=parallel)
     return {b.name: b for b in db.leaderboard() if b.name in bots}
@@ -55,7 +56,8 @@ def main() -> None:
     parser.add_argument("--run", type=Path, required=True, help="a microRTS league training run")
     parser.add_argument("--bots", default="RandomBiased,WorkerRush,LightRush")
     parser.add_argument("--games", type=int, default=8, help="games per snapshot and bot")
-    parser.add_argument("--calibrate-sigma", type=float, default=1.0)
+    parser.add_argument("--calibrate-games", type=int, default=20,
+                        help="games per pair of bots in the calibration round robin")
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--db", type=Path, help="default RUN/progress.db")
     parser.add_argument("--json-out", type=Path)
@@ -71,7 +73,7 @@ def main() -> None:
     # 1. calibrate the bots in a database of their own, 2. freeze them in the progress one
     calib_db = LeagueDB(args.run / "progress-calibration.db", game="microrts")
     try:
-        calibrated = calibrate(calib_db, bots, map_name, max_steps, args.calibrate_sigma,
+        calibrated = calibrate(calib_db, bots, map_name, max_steps, args.calibrate_games,
                                args.num_envs)
     finally:
         calib_db.close()
