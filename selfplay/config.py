@@ -143,8 +143,9 @@ class LeagueConfig:
     self_play: float = 0.5
     """Share of games against the latest learner; the rest against past snapshots (PFSP).
     Main role only: exploiters never play themselves."""
-    weighting: Literal["hard", "variance", "linear", "linear_capped"] = "hard"
-    """PFSP weighting of this run's role over its candidate snapshots (AlphaStar)."""
+    weighting: Literal["hard", "variance", "linear", "linear_capped"] | None = None
+    """PFSP weighting of this run's role over its candidate snapshots; default AlphaStar's
+    for the role: hard (main), variance (main_exploiter), linear_capped (league_exploiter)."""
     exploiter_threshold: float = 0.1
     """main_exploiter: below this win rate against the main agent's newest snapshot, play PFSP
     over the main agent's earlier snapshots instead."""

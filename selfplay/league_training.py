@@ -73,11 +73,12 @@ class LeagueHook:
         db_path = Path(config.db) if config.db else run_path / "league.db"
         self.db = LeagueDB(db_path, game=trainer.spec.name)
         bot_share = config.bot_share if config.bots else 0.0
+        defaults = MatchmakingConfig()  # AlphaStar's weighting of each role
         self.matchmaker = Matchmaker(MatchmakingConfig(
             self_play=config.self_play, pfsp=max(0.0, 1.0 - config.self_play - bot_share),
-            bots=bot_share,
-            weighting=config.weighting, main_exploiter_weighting=config.weighting,
-            league_exploiter_weighting=config.weighting,
+            bots=bot_share, weighting=config.weighting or defaults.weighting,
+            main_exploiter_weighting=config.weighting or defaults.main_exploiter_weighting,
+            league_exploiter_weighting=config.weighting or defaults.league_exploiter_weighting,
             exploiter_threshold=config.exploiter_threshold))
         if config.role == "main_exploiter":
             self.matchmaker.add_learner(MAIN, "main")

@@ -86,7 +86,7 @@ def test_main_plays_itself_and_pfsp_over_every_snapshot(
     hook.close()
 
 
-def test_main_exploiter_plays_the_main_agents_newest_snapshot_then_pfsp_hard(
+def test_main_exploiter_plays_the_main_agents_newest_snapshot_then_pfsp_variance(
         tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
     path, ids = league
     hook = hook_for(tmp_path, path, "main_exploiter", "league.target=main")
@@ -96,10 +96,12 @@ def test_main_exploiter_plays_the_main_agents_newest_snapshot_then_pfsp_hard(
         hook.matchmaker.record(LEARNER, MAIN, -1)  # it cannot beat the main agent yet
     hook.matchmaker.record(LEARNER, ids["main@0000002"], 1)
     hook.matchmaker.record(LEARNER, ids["main@0000004"], -1)
+    hook.matchmaker.record(LEARNER, ids["main@0000004"], 1)
     freq = frequencies(hook)
-    # PFSP hard over the main agent's snapshots only: p = 1, 0, unplayed -> 0, 1, 0.25
+    # PFSP over the main agent's snapshots only, AlphaStar's variance weighting p (1 - p):
+    # p = 1, ~1/2, unplayed 1/2 -> 0, ~0.25, 0.25
     assert set(freq) == {ids["main@0000004"], ids["main@0000006"]}
-    assert freq[ids["main@0000004"]] == pytest.approx(1 / 1.25, abs=0.015)
+    assert freq[ids["main@0000004"]] == pytest.approx(0.5, abs=0.02)
     # a new snapshot of the main run (written by its process) becomes the main agent
     new = add_snapshots(path, [("main", 8, "main")])["main@0000008"]
     for _ in range(200):
@@ -131,11 +133,15 @@ def test_league_exploiter_pfsp_over_the_whole_league(
     assert LEARNER not in freq  # exploiters never play themselves
     assert set(freq) <= set(ids.values())
     assert freq.get(ids["other@0000002"], 0.0) < 0.002
-    # hard: main@6 1, four unplayed 0.25 each, other@2 ~0 -> total 2
-    assert freq[ids["main@0000006"]] == pytest.approx(1 / 2, abs=0.015)
+    # AlphaStar's linear_capped, min(1/2, 1 - p): main@6 1/2, four unplayed 1/2 each,
+    # other@2 ~0 -> total 5/2
+    assert freq[ids["main@0000006"]] == pytest.approx(0.2, abs=0.015)
     for name in ("main@0000002", "main@0000004", "lx@0000002", "me@0000002"):
-        assert freq[ids[name]] == pytest.approx(0.25 / 2, abs=0.01), name
+        assert freq[ids[name]] == pytest.approx(0.2, abs=0.015), name
     hook.close()
+    hard = hook_for(tmp_path / "hard", path, "league_exploiter", "league.weighting=hard")
+    assert hard.matchmaker.config.league_exploiter_weighting == "hard"
+    hard.close()
 
 
 def test_league_exploiter_in_an_empty_league_plays_itself(tmp_path: Path) -> None:
