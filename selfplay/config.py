@@ -227,8 +227,9 @@ def validate(config: TrainConfig) -> None:
         (config.checkpoint.keep >= 1, "checkpoint.keep must be >= 1"),
         (all(h >= 1 for h in config.network.hidden), "network.hidden widths must be >= 1"),
         (0.0 <= config.league.self_play <= 1.0, "league.self_play must be in [0, 1]"),
-        (0.0 <= config.league.bot_share <= 1.0 - config.league.self_play,
-         "league.bot_share must be in [0, 1 - league.self_play]"),
+        (config.league.bot_share >= 0.0
+         and config.league.self_play + config.league.bot_share <= 1.0 + 1e-9,
+         "league.bot_share must be >= 0 with league.self_play + league.bot_share <= 1"),
         (config.league.bot_share == 0.0 or bool(config.league.bots),
          "league.bot_share > 0 needs league.bots (the scripted bots to play)"),
         (config.league.max_active_opponents >= 1, "league.max_active_opponents must be >= 1"),

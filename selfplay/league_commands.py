@@ -106,6 +106,8 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                     raise GameError(f"{game} bots play inside the engine; tournaments with "
                                     f"them are not supported yet")
                 return setup.scripted
+            if path.name == "checkpoints":  # a run directory without checkpoints
+                raise FileNotFoundError(f"{path.parent} holds no checkpoint")
             if not path.is_file():
                 raise FileNotFoundError(f"checkpoint {path} not found")
             if "spec" not in spec_cache:
@@ -119,7 +121,10 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                       file=sys.stderr, flush=True)
 
         runner: RunnerFactory | None = None
-        if microrts and all(p is None for p in paths.values()):
+        # players that can play: bots and checkpoints whose file exists (the others are
+        # reported and skipped by the tournament)
+        playable = [p for p in paths.values() if p is None or p.is_file()]
+        if microrts and all(p is None for p in playable):
             # every player is an engine bot: bot-vs-bot games inside the engine
             from games.microrts.league_runner import BotMatchRunner, bot_policy_factory
 
@@ -136,7 +141,7 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
         else:
             if max_steps is not None:
                 base_options["max_steps"] = max_steps
-            if microrts and any(p is None for p in paths.values()):
+            if microrts and any(p is None for p in playable):
                 # checkpoints against engine bots: bot envs whose bot changes per match
                 from games.microrts.league_runner import PolicyMatchRunner
 

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from games.core import EpisodeStats, GameError, Outcome, VecGame
-from games.matchups import match_setup
+from games.matchups import ScriptedPolicy, match_setup
 from games.options import to_mapping
 from games.registry import make_game
 from league.db import LeagueDB, LeagueError, Player
@@ -109,10 +109,12 @@ class LeagueHook:
             self.db.add_player(setup.opponent_name or name, "bot",
                                frozen=config.freeze_anchors)
             self.anchors.append(setup.opponent_name or name)
-        self.bots: dict[int, str] = {}  # player id -> name of the scripted training opponents
-        for name in config.bots:
+        # scripted training opponents: player id -> (owner slot, policy); each has its own
+        # slot after the snapshots' (a bot needs no network, so it never takes theirs)
+        self.bots: dict[int, tuple[int, ScriptedPolicy]] = {}
+        for k, name in enumerate(config.bots):
             try:
-                setup = match_setup(trainer.spec.name, name, 1, trainer.config.seed)
+                setup = match_setup(trainer.spec.name, name, 1, trainer.config.seed + 31 * k)
             except GameError as exc:
                 raise ConfigError(f"league.bots: {exc}") from exc
             if setup.scripted is None:
@@ -122,7 +124,9 @@ class LeagueHook:
             bot_name = setup.opponent_name or name
             pid = self.db.add_player(bot_name, "bot", frozen=config.freeze_anchors
                                      and bot_name in self.anchors)
-            self.bots[pid] = bot_name
+            slot = config.max_active_opponents + 1 + k
+            self.bots[pid] = (slot, setup.scripted)
+            trainer.opponents[slot] = setup.scripted
             self.matchmaker.add_bot(pid)
         restored = trainer.restored_extra.get("league")
         if restored is not None:  # a resumed checkpoint: the league continues exactly
@@ -161,7 +165,9 @@ class LeagueHook:
                 "opponent": self.opponent.copy(),
                 "slots": [[pid, slot] for pid, slot in self.slots.items()],
                 "pooled": sorted(self.pooled), "targets": list(self.targets),
-                "latest": self.latest}
+                "latest": self.latest,
+                "bot_rngs": {pid: policy.rng.bit_generator.state
+                             for pid, (_, policy) in self.bots.items()}}
 
     def _load_state(self, state: Mapping[str, Any]) -> None:
         self.matchmaker.load_state_dict(state["matchmaker"])
@@ -170,6 +176,9 @@ class LeagueHook:
         self.pooled = {int(pid) for pid in state["pooled"]}
         self.targets = [int(pid) for pid in state["targets"]]
         self.latest = None if state["latest"] is None else int(state["latest"])
+        for pid, rng_state in state.get("bot_rngs", {}).items():
+            if int(pid) in self.bots:
+                self.bots[int(pid)][1].rng.bit_generator.state = rng_state
 
     def _reload_slots(self, slots: list[list[int]]) -> None:
         """Load the opponents the checkpointed run had loaded, in the same LRU order. One whose
@@ -236,6 +245,8 @@ class LeagueHook:
         """The owner slot playing ``pid``, loading it (evicting an idle one) if needed; 0 if
         no slot can be had (the env then plays self-play, whatever the role)."""
         trainer = self.trainer
+        if pid in self.bots:
+            return self.bots[pid][0]
         if pid in self.slots:
             self.slots.move_to_end(pid)
             return self.slots[pid]
@@ -251,16 +262,9 @@ class LeagueHook:
         return slot if self._load_into(pid, slot) else 0
 
     def _load_into(self, pid: int, slot: int) -> bool:
-        """Load snapshot (or scripted bot) ``pid`` as the policy of owner ``slot``; False (and
-        ``pid`` dropped from the pool) if its file is missing or corrupt, which the store
-        reports."""
+        """Load snapshot ``pid`` as the policy of owner ``slot``; False (and ``pid`` dropped
+        from the pool) if its file is missing or corrupt, which the store reports."""
         trainer = self.trainer
-        if pid in self.bots:
-            setup = match_setup(trainer.spec.name, self.bots[pid], 1, trainer.config.seed)
-            assert setup.scripted is not None
-            trainer.opponents[slot] = setup.scripted
-            self.slots[pid] = slot
-            return True
         snapshot = load_player_snapshot(self.db, pid)
         if snapshot is None:
             self.matchmaker.remove(pid)

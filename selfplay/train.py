@@ -28,7 +28,7 @@ def build_trainer(config: TrainConfig, run: RunDir | None) -> Trainer:
 
 
 # settings that do not change what a run computes: a re-run may differ in them
-_COSMETIC = (("log", "progress"),)
+_COSMETIC = (("log", "progress"), ("log", "tensorboard"))
 
 
 def config_differences(saved: TrainConfig, new: TrainConfig) -> list[str]:
@@ -60,9 +60,11 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
     """
     if resume is None and run_dir is not None and _holds_checkpoints(RunDir(run_dir)):
         run = RunDir(run_dir)
-        saved = (config_from_mapping(read_yaml(run.config_file))
-                 if run.config_file.is_file() else None)
-        differ = config_differences(saved, config) if saved is not None else ["config.yaml"]
+        if not run.config_file.is_file():
+            raise FileExistsError(f"{run.path} holds checkpoints but no config.yaml, so it "
+                                  "cannot be resumed; pick another --run-dir")
+        assert config is not None, "a new run needs its config"
+        differ = config_differences(config_from_mapping(read_yaml(run.config_file)), config)
         if differ:
             shown = ", ".join(differ[:6]) + (", ..." if len(differ) > 6 else "")
             raise FileExistsError(f"{run.path} already holds a run with other settings "

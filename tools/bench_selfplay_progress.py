@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from games.microrts.bots import resolve_bot
 from games.microrts.league_runner import PolicyMatchRunner, bot_policy_factory, bot_tournament
 from games.registry import make_game
 from league.db import LeagueDB
@@ -67,7 +68,9 @@ def main() -> None:
     options = dict(run_config.game.options)
     map_name = str(options.get("map"))
     max_steps = int(options.get("max_steps", 2000))  # type: ignore[call-overload]
-    bots = [b.strip() for b in args.bots.split(",") if b.strip()]
+    bots = [resolve_bot(b.strip()).name for b in args.bots.split(",") if b.strip()]
+    if not map_name or map_name == "None" or options.get("maps"):
+        raise SystemExit("the run must use one map (game.options.map)")
     start = time.perf_counter()
 
     # 1. calibrate the bots in a database of their own, 2. freeze them in the progress one

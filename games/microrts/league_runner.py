@@ -22,6 +22,7 @@ sides. A game stopped by ``max_steps`` is a draw, as in microRTS tournaments. Ea
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -185,25 +186,28 @@ class PolicyMatchRunner:
             "alternate_sides": True, "workers": 1}, "game.options.")
         pending: deque[MatchSpec] = deque()  # pulled, waiting for an env that fits
         exhausted = [False]
-        while True:
-            bot_games = self._policy_phase(opts, next_match, on_result, pending, exhausted)
+        for phase in itertools.count():
+            seed = self.seed + 7919 * phase  # each phase's random bots draw anew
+            bot_games = self._policy_phase(opts, next_match, on_result, pending, exhausted,
+                                           seed)
             if bot_games:
                 queue = deque(bot_games)
                 BotMatchRunner(self.bots, map_name=opts.map, max_steps=opts.max_steps,
-                               parallel=self.num_envs, seed=self.seed).run(
+                               parallel=self.num_envs, seed=seed).run(
                     functools.partial(_pop_or_none, queue), on_result)
-            elif exhausted[0] and not pending:
+            if exhausted[0] and not pending:
                 return
 
     def _policy_phase(self, opts: Any, next_match: Callable[[], MatchSpec | None],
                       on_result: Callable[[MatchSpec, MatchResult], None],
-                      pending: Any, exhausted_flag: list[bool]) -> list[MatchSpec]:
+                      pending: Any, exhausted_flag: list[bool], seed: int
+                      ) -> list[MatchSpec]:
         """Matches with a network policy until the schedule ends or ``num_envs`` bot-vs-bot
         matches wait; returns those (``pending`` carries pulled matches to the next phase)."""
         from games.microrts.adapter import MicroRTSVecGame
 
         n = self.num_envs
-        game = MicroRTSVecGame(opts, num_envs=2 * n, seed=self.seed)
+        game = MicroRTSVecGame(opts, num_envs=2 * n, seed=seed)
         players = game.players  # [E, 2] engine player of each seat, -1: the bot's seat
         e_num = 2 * n
         current: list[MatchSpec | None] = [None] * e_num
@@ -257,7 +261,7 @@ class PolicyMatchRunner:
             return restart
 
         try:
-            batch = game.reset(seed=self.seed)
+            batch = game.reset(seed=seed)
             first = assign(list(range(e_num)))
             if first:
                 batch = game.restart(first)

@@ -58,8 +58,15 @@ def test_scripted_bots_in_the_training_mix(tmp_path: Path) -> None:
     hook.close()
     assert 0.4 < float(np.mean(shares)) < 0.8  # about bot_share of the envs face a bot
     payoff = hook.matchmaker.payoff
-    assert sorted(hook.bots.values()) == ["random", "win_or_block"]
     ids = list(hook.bots)
+    slots = sorted(slot for slot, _ in hook.bots.values())
+    assert slots == [config.league.max_active_opponents + 1, config.league.max_active_opponents + 2]
+    assert not set(hook.slots.values()) & set(slots)  # snapshots never take a bot's slot
+    # a checkpoint holds each bot's generator: a restored league draws the same moves
+    saved = hook.state_dict()
+    ahead = [policy.rng.random() for _, policy in hook.bots.values()]
+    hook._load_state(saved)
+    assert [policy.rng.random() for _, policy in hook.bots.values()] == ahead
     games = [payoff.games[payoff.index[-1], payoff.index[pid]] for pid in ids]  # -1: learner
     assert all(g > 10 for g in games), games  # the learner's results against both bots
     with pytest.raises(ConfigError, match="league.bot_share > 0 needs league.bots"):
