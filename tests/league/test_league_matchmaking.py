@@ -127,19 +127,30 @@ def test_pool_errors_are_clear() -> None:
         MatchmakingConfig(self_play=0, pfsp=0, bots=0)
 
 
-def test_sampling_at_1000_players_is_fast() -> None:
+def test_matchmaking_and_rating_at_1000_players_is_fast() -> None:
+    """Issue target: matchmaking plus the rating update <= 1 ms per match with 1,000 players."""
     import time
+
+    from league.ratings import PlayerRating, RatingConfig, rate_match, score_of
 
     mm = Matchmaker()
     mm.add_learner(0)
     for pid in range(1, 1000):
         mm.add_snapshot(pid, learner=0)
+    config = RatingConfig()
+    ratings = {pid: PlayerRating(config.mu, config.sigma, config.elo_initial)
+               for pid in range(1000)}
     rng = np.random.default_rng(0)
     start = time.perf_counter()
-    for _ in range(200):
+    for k in range(200):
         opp = int(mm.sample_opponents(1, rng)[0])
-        mm.record(0, opp if opp else 1, 1)
+        opp = opp if opp else 1
+        outcome = (1, 0, -1)[k % 3]
+        mm.record(0, opp, outcome)
+        ratings[0], ratings[opp] = rate_match(ratings[0], ratings[opp], score_of(outcome),
+                                              config)
     assert (time.perf_counter() - start) / 200 < 1e-3
+    assert ratings[0] != PlayerRating(config.mu, config.sigma, config.elo_initial)
 
 
 def test_matchmaker_state_round_trip_samples_the_same() -> None:
