@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -191,3 +192,35 @@ def test_custom_runner_plugs_into_the_schedule(db: LeagueDB) -> None:
                              TournamentConfig(until_sigma=2.5), runner=lambda _: StrongerWins())
     assert summary.played > 0
     assert [s.name for s in db.leaderboard()] == list(reversed(BOTS))
+
+
+def test_sigkill_adaptive_cli_tournament_then_same_command(tmp_path: Path) -> None:
+    """``selfplay league tournament --until-sigma`` SIGKILLed mid-run, then the same command:
+    the stored matches stay whole, nothing is replayed twice, and the run ends converged."""
+    path = tmp_path / "adaptive.db"
+    command = [sys.executable, "-m", "selfplay.cli", "league", "tournament", "--game",
+               "tictactoe", "--players", "random", "win_or_block", "--until-sigma", "1.0",
+               "--db", str(path), "--json"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while stored(path) < 20 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the tournament ended before it was killed"
+    with LeagueDB(path, game="tictactoe") as league:
+        before = {m.key: m for m in league.matches()}
+        assert before
+        assert league.replay_ratings() == league.ratings()
+
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["already_stored"] == len(before)
+    with LeagueDB(path, game="tictactoe") as league:
+        after = {m.key: m for m in league.matches()}
+        assert len(after) == len(before) + result["played"]
+        assert all(after[key] == match for key, match in before.items())
+        assert league.replay_ratings() == league.ratings()
+        assert max(league.rating(n).sigma for n in ("random", "win_or_block")) < 1.0
