@@ -289,8 +289,6 @@ class Trainer:
             self.batch = batch
             self._record_step(t, batch, 0)
             tick = timer.add("env", tick)
-            if self._stop_signal is not None:
-                return
 
     def _collect_pipelined(self, act: ActFn) -> None:
         """As :meth:`_collect_steps`, but each part of the envs steps in its own process while
@@ -318,8 +316,6 @@ class Trainer:
                     game.step_part_async(p, actions)
                     pending[p] = True
                     tick = timer.add("env", tick)
-                if self._stop_signal is not None:
-                    break
         except BaseException:
             for part in [q for q, busy in enumerate(pending) if busy]:
                 with contextlib.suppress(Exception):  # collect steps in flight: no stale replies
@@ -560,7 +556,12 @@ class Trainer:
     # ----------------------------------------------------------------- the loop
 
     def train(self, sink: MetricSink | None = None, progress: Progress | None = None) -> None:
-        """Run updates until ``total_steps``; checkpoint periodically and on SIGINT/SIGTERM."""
+        """Run updates until ``total_steps``; checkpoint periodically and on SIGINT/SIGTERM.
+
+        A first signal lets the update in progress finish (its rollout is trained on, so the
+        checkpoint sits on an update boundary and a resumed run continues as an uninterrupted
+        one would), then saves and raises :class:`TrainingInterrupted`; a second one stops at
+        once (the last periodic checkpoint remains)."""
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
         def handler(signum: int, _frame: object) -> None:
@@ -568,6 +569,9 @@ class Trainer:
                 signal.signal(signum, previous[signal.Signals(signum)])
                 raise KeyboardInterrupt
             self._stop_signal = signum
+            print(f"{signal.Signals(signum).name}: finishing update {self.update + 1}, then "
+                  "saving a checkpoint (send it again to stop at once)", file=sys.stderr,
+                  flush=True)
 
         for sig in previous:
             signal.signal(sig, handler)
@@ -583,9 +587,6 @@ class Trainer:
             start = time.perf_counter()
             step0 = self.global_step
             self.collect()
-            if self._stop_signal is not None:
-                path = self.save() if self.run is not None else None
-                raise TrainingInterrupted(self._stop_signal, path)
             tick = time.perf_counter()
             metrics = self.learn()
             self.timer.add("learn", tick)
@@ -607,9 +608,13 @@ class Trainer:
                 if "episode/win_rate" in metrics:
                     info += f"  win {metrics['episode/win_rate']:.0%}"
                 progress.update(self.global_step, info)
-            if self.run is not None and (self.update % every == 0
+            stop = self._stop_signal
+            path = None
+            if self.run is not None and (self.update % every == 0 or stop is not None
                                          or self.update == self.num_updates):
-                self.save(final=self.update == self.num_updates)
+                path = self.save(final=self.update == self.num_updates)
+            if stop is not None and self.update < self.num_updates:
+                raise TrainingInterrupted(stop, path)
 
     # ----------------------------------------------------------------- checkpoints
 

@@ -73,6 +73,41 @@ def test_resume_gives_same_next_update(tmp_path: Path, game: str, overrides: lis
         assert torch.equal(got.detach(), want), "resumed update differs from uninterrupted run"
 
 
+def test_signal_mid_rollout_finishes_the_update_then_resumes_exactly(tmp_path: Path) -> None:
+    """A SIGINT arriving in the middle of update 2's rollout: the update finishes, the
+    checkpoint sits after it, and a resumed run ends with the weights of an uninterrupted one."""
+    import signal
+
+    from selfplay.checkpoint import load_checkpoint
+    from selfplay.ppo import TrainingInterrupted
+
+    sets = ["checkpoint.every_updates=100"]
+    base = make_trainer("CartPole-v1", sets, RunDir(tmp_path / "a"), total_steps=4 * 1024)
+    base.train()
+    reference = [p.detach().clone() for p in base.agent.parameters()]
+
+    first = make_trainer("CartPole-v1", sets, RunDir(tmp_path / "b"), total_steps=4 * 1024)
+    calls = 0
+
+    def interrupt_mid_rollout(trainer: Trainer, _stats: object) -> None:
+        nonlocal calls
+        calls += 1
+        if trainer.update == 1 and trainer._stop_signal is None:  # noqa: SLF001
+            signal.raise_signal(signal.SIGINT)  # as a user's Ctrl-C
+
+    first.on_episodes.append(interrupt_mid_rollout)
+    with pytest.raises(TrainingInterrupted) as stop:
+        first.train()
+    assert first.update == 2 and stop.value.checkpoint is not None
+    resumed = make_trainer("CartPole-v1", [], RunDir(tmp_path / "b"), seed=999,
+                           total_steps=4 * 1024)
+    assert resumed.load_state_dict(load_checkpoint(stop.value.checkpoint)) is True
+    resumed.train()
+    assert resumed.update == base.update > 2
+    for got, want in zip(resumed.agent.parameters(), reference, strict=True):
+        assert torch.equal(got.detach(), want), "resumed run differs from uninterrupted run"
+
+
 def test_masked_actions_never_illegal_in_rollout() -> None:
     """The learner on tic-tac-toe self-play never plays an occupied cell (illegal = loss)."""
     trainer = make_trainer("tictactoe", ["ppo.num_steps=16", "game.num_envs=32"],
