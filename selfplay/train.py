@@ -28,7 +28,7 @@ def build_trainer(config: TrainConfig, run: RunDir | None) -> Trainer:
 
 
 # settings that do not change what a run computes: a re-run may differ in them
-_COSMETIC = (("log", "progress"), ("log", "tensorboard"))
+_COSMETIC = frozenset({"log.progress", "log.tensorboard"})
 
 
 def config_differences(saved: TrainConfig, new: TrainConfig) -> list[str]:
@@ -42,8 +42,7 @@ def config_differences(saved: TrainConfig, new: TrainConfig) -> list[str]:
         return {prefix[:-1]: value}
 
     a, b = flat(to_mapping(saved)), flat(to_mapping(new))
-    skip = {".".join(path) for path in _COSMETIC}
-    return sorted(k for k in a.keys() | b.keys() if k not in skip and a.get(k) != b.get(k))
+    return sorted(k for k in a.keys() | b.keys() if k not in _COSMETIC and a.get(k) != b.get(k))
 
 
 def _holds_checkpoints(run: RunDir) -> bool:
