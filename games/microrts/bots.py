@@ -132,14 +132,14 @@ def make_bot(spec: BotSpec, utt: Any) -> Any:
                             f"(UnitTypeTable) nor a () constructor") from exc
 
 
-_RANDOM_FIELDS: dict[str, list[Any]] = {}  # Java class name -> its reflected Random fields
+_RANDOM_FIELDS: dict[tuple[str, bool], list[Any]] = {}  # (class, static) -> reflected fields
 
 
-def _random_fields(cls: Any) -> list[Any]:
-    """The accessible, non-static ``java.util.Random`` fields of Java class ``cls`` and its
+def _random_fields(cls: Any, static: bool = False) -> list[Any]:
+    """The accessible ``java.util.Random`` fields (static or not) of Java class ``cls`` and its
     superclasses (reflected once per class)."""
-    name = str(cls.getName())
-    if name not in _RANDOM_FIELDS:
+    key = (str(cls.getName()), static)
+    if key not in _RANDOM_FIELDS:
         import jpype
 
         random_cls = jpype.JClass("java.util.Random").class_
@@ -147,8 +147,8 @@ def _random_fields(cls: Any) -> list[Any]:
         found = []
         while cls is not None:
             for f in cls.getDeclaredFields():
-                if modifier.isStatic(f.getModifiers()) or not random_cls.isAssignableFrom(
-                        f.getType()):
+                if (bool(modifier.isStatic(f.getModifiers())) != static
+                        or not random_cls.isAssignableFrom(f.getType())):
                     continue
                 try:
                     f.setAccessible(True)
@@ -156,8 +156,8 @@ def _random_fields(cls: Any) -> list[Any]:
                     continue
                 found.append(f)
             cls = cls.getSuperclass()
-        _RANDOM_FIELDS[name] = found
-    return _RANDOM_FIELDS[name]
+        _RANDOM_FIELDS[key] = found
+    return _RANDOM_FIELDS[key]
 
 
 # classes whose static java.util.Random fields bots draw from (found with javap in the jars)
@@ -167,36 +167,32 @@ _STATIC_GENERATORS = ("util.Sampler", "rts.PlayerActionGenerator", "rts.GameStat
                       "ai.mcts.uct.DownsamplingUCTNode")
 
 
+def _reseed(fields: list[Any], owner: Any, seed: int) -> int:
+    count = 0
+    for f in fields:
+        generator = f.get(owner)
+        if generator is not None:
+            generator.setSeed(seed)
+            count += 1
+    return count
+
+
 def seed_engine(seed: int) -> int:
     """Seed the engine's static ``java.util.Random`` fields (shared by every game in this JVM,
     so games stepped together draw from them in stepping order); how many were seeded."""
     import jpype
 
-    random_cls = jpype.JClass("java.util.Random").class_
-    modifier = jpype.JClass("java.lang.reflect.Modifier")
     count = 0
     for name in _STATIC_GENERATORS:
         try:
             cls = jpype.JClass(name).class_
         except Exception:  # not in this engine build
             continue
-        for f in cls.getDeclaredFields():
-            if modifier.isStatic(f.getModifiers()) and random_cls.isAssignableFrom(f.getType()):
-                f.setAccessible(True)
-                generator = f.get(None)
-                if generator is not None:
-                    generator.setSeed(seed)
-                    count += 1
+        count += _reseed(_random_fields(cls, static=True), None, seed)
     return count
 
 
 def seed_bot(ai: Any, seed: int) -> int:
     """Seed every non-static ``java.util.Random`` field of the Java bot ``ai`` (its class and
     superclasses) with ``seed``; how many were seeded."""
-    count = 0
-    for f in _random_fields(ai.getClass()):
-        generator = f.get(ai)
-        if generator is not None:
-            generator.setSeed(seed)
-            count += 1
-    return count
+    return _reseed(_random_fields(ai.getClass()), ai, seed)
