@@ -123,17 +123,22 @@ def stored(path: Path) -> int:
         return 0
 
 
-def test_sigkill_mid_tournament_then_resume(tmp_path: Path) -> None:
-    path = tmp_path / "killed.db"
-    command = [sys.executable, "-c", SCRIPT, str(path), str(HERE)]
+def kill_after_matches(command: list[str], path: Path, matches: int) -> None:
+    """Run ``command`` and SIGKILL it once ``path`` holds ``matches`` matches."""
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.monotonic() + 60
-    while stored(path) < 300 and proc.poll() is None and time.monotonic() < deadline:
+    while stored(path) < matches and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL, "the tournament ended before it was killed"
+
+
+def test_sigkill_mid_tournament_then_resume(tmp_path: Path) -> None:
+    path = tmp_path / "killed.db"
+    command = [sys.executable, "-c", SCRIPT, str(path), str(HERE)]
+    kill_after_matches(command, path, 300)
     with LeagueDB(path, game="tictactoe") as league:
         partial = league.match_count()
         assert 300 <= partial < 3000
@@ -201,14 +206,7 @@ def test_sigkill_adaptive_cli_tournament_then_same_command(tmp_path: Path) -> No
     command = [sys.executable, "-m", "selfplay.cli", "league", "tournament", "--game",
                "tictactoe", "--players", "random", "win_or_block", "--until-sigma", "1.0",
                "--db", str(path), "--json"]
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    deadline = time.monotonic() + 60
-    while stored(path) < 20 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
-    assert proc.returncode == -signal.SIGKILL, "the tournament ended before it was killed"
+    kill_after_matches(command, path, 20)
     with LeagueDB(path, game="tictactoe") as league:
         before = {m.key: m for m in league.matches()}
         assert before

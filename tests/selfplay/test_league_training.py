@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,23 +14,33 @@ from games.registry import make_game
 from league.db import LeagueDB
 from selfplay.checkpoint import load_checkpoint
 from selfplay.config import ConfigError, TrainConfig, build_config
-from selfplay.league_training import attach
+from selfplay.league_training import LeagueHook, attach
 from selfplay.ppo import Trainer
 from selfplay.train import run_training
 
 
-def test_tictactoe_league_training(tmp_path: Path) -> None:
+def train_in_league(tmp_path: Path, overrides: list[str], seed: int, total_steps: int,
+                    per_update: Callable[[Trainer], Any]) -> tuple[LeagueHook, list[Any]]:
+    """Train tic-tac-toe in a league in ``tmp_path``; the hook (closed) and ``per_update`` of
+    the trainer after every update."""
     config = build_config("tictactoe", overrides=[
-        "log.progress=false", "log.tensorboard=false", "league.snapshot_every=8",
-        "league.eval_every=8", "league.eval_games=8", "league.self_play=0.3"],
-        seed=4, total_steps=32 * 32 * 32)
+        "log.progress=false", "log.tensorboard=false", *overrides], seed=seed,
+        total_steps=total_steps)
     trainer = Trainer(config, make_game("tictactoe", config.game.num_envs, config.seed))
     hook = attach(trainer, tmp_path)
     assert hook is not None
-    seen_opponents = []
-    trainer.after_update.append(lambda t: seen_opponents.append((t.owner[:, 1] > 0).sum()) or {})
+    seen: list[Any] = []
+    trainer.after_update.append(lambda t: seen.append(per_update(t)) or {})
     trainer.train()
     hook.close()
+    return hook, seen
+
+
+def test_tictactoe_league_training(tmp_path: Path) -> None:
+    _, seen_opponents = train_in_league(
+        tmp_path, ["league.snapshot_every=8", "league.eval_every=8", "league.eval_games=8",
+                   "league.self_play=0.3"], seed=4, total_steps=32 * 32 * 32,
+        per_update=lambda t: (t.owner[:, 1] > 0).sum())
     db = LeagueDB(tmp_path / "league.db")
     snapshots = [p for p in db.players() if p.kind == "snapshot"]
     assert len(snapshots) == 4
@@ -45,17 +57,12 @@ def test_tictactoe_league_training(tmp_path: Path) -> None:
 def test_scripted_bots_in_the_training_mix(tmp_path: Path) -> None:
     """league.bots with league.bot_share: envs are handed scripted opponents, picked by PFSP
     from the learner's results against them."""
-    config = build_config("tictactoe", overrides=[
-        "log.progress=false", "log.tensorboard=false", "league.snapshot_every=100",
-        "league.eval_every=100", "league.self_play=0.4", "league.bots=[random, win_or_block]",
-        "league.bot_share=0.6", "league.weighting=variance"], seed=5, total_steps=32 * 32 * 6)
-    trainer = Trainer(config, make_game("tictactoe", config.game.num_envs, config.seed))
-    hook = attach(trainer, tmp_path)
-    assert hook is not None
-    shares = []
-    trainer.after_update.append(lambda t: shares.append((t.owner[:, 1] > 0).mean()) or {})
-    trainer.train()
-    hook.close()
+    hook, shares = train_in_league(
+        tmp_path, ["league.snapshot_every=100", "league.eval_every=100", "league.self_play=0.4",
+                   "league.bots=[random, win_or_block]", "league.bot_share=0.6",
+                   "league.weighting=variance"], seed=5, total_steps=32 * 32 * 6,
+        per_update=lambda t: (t.owner[:, 1] > 0).mean())
+    config = hook.trainer.config
     assert 0.4 < float(np.mean(shares)) < 0.8  # about bot_share of the envs face a bot
     payoff = hook.matchmaker.payoff
     ids = list(hook.bots)
