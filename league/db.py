@@ -144,6 +144,22 @@ class Standing:
         return asdict(self)
 
 
+def _check_same_player(name: str, row: tuple[Any, ...], kind: str, path: str | None,
+                       frozen: bool, db_path: Path) -> None:
+    """Raise if ``name`` is registered with another kind, path or frozen flag."""
+    _, old_kind, old_path, old_frozen = row
+    differ = []
+    if old_kind != kind:
+        differ.append(f"kind {old_kind!r}, not {kind!r}")
+    if path is not None and old_path != path:  # no path given: any path matches
+        differ.append(f"path {old_path!r}, not {path!r}")
+    if bool(old_frozen) != frozen:
+        differ.append("a frozen rating" if old_frozen else "a rating that is not frozen")
+    if differ:
+        raise LeagueError(f"player {name!r} is already in {db_path} with {'; '.join(differ)}; "
+                          f"give this one another name, or use another --db")
+
+
 class LeagueDB:
     """A league database file; create it with a game name, reopen it with or without one.
 
@@ -264,7 +280,9 @@ class LeagueDB:
     def add_player(self, name: str, kind: PlayerKind, path: str | Path | None = None,
                    metadata: Mapping[str, Any] | None = None, frozen: bool = False,
                    rating: PlayerRating | None = None) -> int:
-        """Register a player (idempotent by name: an existing player's id is returned as is).
+        """Register a player; idempotent by name: registering an existing player again returns
+        its id, and :class:`LeagueError` if the kind, the path (when given) or the frozen flag
+        differ (another file under a taken name would inherit its results and stored matches).
 
         ``frozen`` players (anchors) keep ``rating`` (default: the prior) forever.
         """
@@ -274,8 +292,11 @@ class LeagueDB:
         start = rating or PlayerRating(cfg.mu, cfg.sigma, cfg.elo_initial)
         now = time.time()
         with self._write() as conn:
-            row = conn.execute("SELECT id FROM players WHERE name = ?", (name,)).fetchone()
+            row = conn.execute("SELECT id, kind, path, frozen FROM players WHERE name = ?",
+                               (name,)).fetchone()
             if row is not None:
+                _check_same_player(name, row, kind, None if path is None else str(path),
+                                   frozen, self.path)
                 return int(row[0])
             cur = conn.execute(
                 "INSERT INTO players (name, kind, path, metadata, frozen, mu0, sigma0, elo0, "

@@ -69,7 +69,8 @@ class MatchSpec:
     key: str
     a: int  # player ids
     b: int
-    side_a: int  # seat of player a
+    side_a: int  # the side player a plays: the game's own side where it maps seats to sides
+    # (microRTS: the engine player, see VecGameRunner), else the seat
     seed: int
 
 
@@ -200,7 +201,12 @@ RunnerFactory = Callable[[Mapping[int, Policy]], MatchRunner]  # policies by pla
 
 
 class VecGameRunner:
-    """Plays scheduled matches in the environments of one two-seat :class:`VecGame`."""
+    """Plays scheduled matches in the environments of one two-seat :class:`VecGame`.
+
+    A game with a ``players`` array ``[E, 2]`` names the side each seat plays (microRTS: seat 0
+    of env ``e`` is engine player ``e % 2``); player a then takes the seat that plays side
+    ``side_a``, so both sides really are played. Other games: seat ``side_a``.
+    """
 
     def __init__(self, game_factory: GameFactory, policies: Mapping[int, Policy],
                  num_envs: int, seed: int) -> None:
@@ -227,6 +233,12 @@ class VecGameRunner:
         action_shape = spec.action_space.action_shape
         dtype = np.float32 if isinstance(spec.action_space, Box) else np.int64
         owner = np.full((e_num, 2), -1, np.int64)  # [E, A] player id per seat, -1 = idle
+        # [E, A] the game's side each seat plays, where the game says (microRTS alternates the
+        # engine player of seat 0 across envs); otherwise seat s is side s
+        sides = getattr(game, "players", None)
+        if not (isinstance(sides, np.ndarray) and sides.shape == (e_num, 2)):
+            sides = np.tile(np.arange(2), (e_num, 1))
+        seat_a = np.zeros(e_num, np.int64)  # [E] the seat player a of each env's match holds
         current: list[MatchSpec | None] = [None] * e_num
         started = np.zeros(e_num)  # [E] wall-clock start of each env's match
         exhausted = False
@@ -240,7 +252,8 @@ class VecGameRunner:
                 if match is None:
                     owner[e] = -1
                 else:
-                    owner[e, match.side_a], owner[e, 1 - match.side_a] = match.a, match.b
+                    seat_a[e] = 0 if int(sides[e, 0]) == match.side_a else 1
+                    owner[e, seat_a[e]], owner[e, 1 - seat_a[e]] = match.a, match.b
                     started[e] = time.perf_counter()
 
         batch = game.reset(seed=self.seed)
@@ -273,7 +286,7 @@ class VecGameRunner:
                 match = current[e]
                 if match is None:
                     continue
-                result = int(outcome[e, match.side_a])
+                result = int(outcome[e, seat_a[e]])
                 result = 0 if result == int(Outcome.NONE) else result  # truncated: a draw
                 on_result(match, MatchResult(result, int(length[e]), now - started[e]))
             assign(ended)

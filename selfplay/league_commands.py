@@ -64,6 +64,22 @@ def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
                       f"{game} (bots: {', '.join(sorted(bots.values())) or 'none'})")
 
 
+def register_player(db: LeagueDB, name: str, kind: PlayerKind, path: Path | None) -> str:
+    """Register a ``--players`` entry; its name in the league.
+
+    A checkpoint whose short name (``run/update_N``) is taken by another file in this league
+    (say ``expA/run1`` and ``expB/run1``) is registered under its full path instead.
+    """
+    try:
+        db.add_player(name, kind, path=str(path) if path else None)
+        return name
+    except LeagueError:
+        if kind != "checkpoint" or path is None or name == str(path):
+            raise
+    db.add_player(str(path), kind, path=str(path))
+    return str(path)
+
+
 def tournament(game: str, players: Sequence[str], db_path: str | None,
                games_per_pair: int, until_sigma: float | None, map_name: str | None,
                num_envs: int, seed: int, quiet: bool = False,
@@ -78,7 +94,7 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
         paths: dict[str, Path | None] = {}
         for spec in players:
             name, kind, path = resolve_player(spec, game)
-            db.add_player(name, kind, path=str(path) if path else None)
+            name = register_player(db, name, kind, path)
             names.append(name)
             paths[name] = path
         base_options = dict(family_defaults(resolve(game).family, game)

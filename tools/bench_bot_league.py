@@ -7,11 +7,14 @@
 Issue 3: a TrueSkill-adaptive tournament (both sides, until every σ < 1.4) of the shipped bots on
 basesWorkers16x16A with games of at most 5,000 cycles should order them as MicroRTS-Py's table
 does, in μ − 3σ: CoacAI 33.4 above WorkerRush 29.1 and Droplet 29.0, above LightRush 23.4,
-above NaiveMCTS 17.9. The tournament is stored in a league database (default
-``runs/bench/bot_league.db``) under a fixed tournament id, so running the same command again
-resumes it (``--max-matches`` and ``--time-limit`` bound one run; matches already stored
-count towards nothing but the ratings). Search bots (Droplet, NaiveMCTS) think for about
-10-100 ms per cycle, and all games in flight step together, so they slow every game.
+above NaiveMCTS 17.9. By default all 13 bots of that table play (it also rated MixedBot,
+Izanagi, Tiamat, Rojo, GRojoA3N, RandomBiased, Passive and Random). The tournament is stored in
+a league database (default ``runs/bench/bot_league.db``) under a fixed tournament id, so
+running the same command again resumes it, also with more players than before
+(``--max-matches`` and ``--time-limit`` bound one run; matches already stored count towards
+nothing but the ratings). Search bots (Droplet, NaiveMCTS, MixedBot, Izanagi, Tiamat,
+GRojoA3N) think for about 100 ms per cycle, and all games in flight step together in one
+engine call, so a league with them plays about one match a minute.
 """
 
 from __future__ import annotations

@@ -116,6 +116,24 @@ def test_broken_flag(db: LeagueDB) -> None:
     assert db.player(pid).broken is None
 
 
+def test_registering_a_name_again(db: LeagueDB, tmp_path: Path) -> None:
+    """Same settings: the same id. Another file, kind or frozen flag under a taken name: an
+    error naming the difference (the newcomer would inherit the old player's results)."""
+    ckpt = str(tmp_path / "a" / "run1" / "update_0000010.pt")
+    pid = db.add_player("run1/update_0000010", "checkpoint", path=ckpt)
+    assert db.add_player("run1/update_0000010", "checkpoint", path=ckpt) == pid
+    other = str(tmp_path / "b" / "run1" / "update_0000010.pt")
+    with pytest.raises(LeagueError, match=r"already in .*path .*a/run1.*, not .*b/run1"):
+        db.add_player("run1/update_0000010", "checkpoint", path=other)
+    bot = db.add_player("WorkerRush", "bot")
+    assert db.add_player("WorkerRush", "bot") == bot
+    with pytest.raises(LeagueError, match="a rating that is not frozen.*another --db"):
+        db.add_player("WorkerRush", "bot", frozen=True)
+    with pytest.raises(LeagueError, match="kind 'bot', not 'checkpoint'"):
+        db.add_player("WorkerRush", "checkpoint", path=ckpt)
+    assert [p.name for p in db.players()] == ["run1/update_0000010", "WorkerRush"]
+
+
 def test_other_game_is_refused(tmp_path: Path) -> None:
     LeagueDB(tmp_path / "l.db", game="tictactoe").close()
     with pytest.raises(LeagueError, match="is for game 'tictactoe', not 'microrts'.*--db"):

@@ -126,3 +126,46 @@ def test_mixed_runner_plays_bot_games_in_rounds(engine_home) -> None:
     assert sorted(results) == sorted(m.key for m in bot_pair + with_policy)
     for k in range(5):  # WorkerRush (b) beats Passive (a) from either side within 60 cycles
         assert results[f"bb{k}"].outcome in (-1, 0)
+
+
+class _BaseWatcher:
+    """A no-op policy that notes the cell of its own base in every row it acts for."""
+
+    _OWN, _BASE = 11, 15  # OBS_PLANES: owner_own, type_base
+
+    def __init__(self) -> None:
+        self.base_cells: set[int] = set()
+
+    def act(self, obs: np.ndarray, mask: np.ndarray | None,
+            state: np.ndarray | None = None) -> np.ndarray:
+        own_base = (obs[:, self._OWN] & obs[:, self._BASE]).reshape(len(obs), -1)
+        self.base_cells.update(int(c) for c in own_base.argmax(1))
+        return np.zeros((len(obs), own_base.shape[1], 7), np.int64)
+
+
+def test_checkpoint_matches_play_the_engine_side_scheduled(make_game) -> None:
+    """Policy-vs-policy matches (VecGameRunner): player a of a match with ``side_a = s`` plays
+    engine player ``s``, also in envs whose seat 0 is engine player 1."""
+    from league.tournament import VecGameRunner
+
+    made = []
+
+    def factory(num_envs: int, seed: int):  # type: ignore[no-untyped-def]
+        made.append(make_game(num_envs, num_selfplay_envs=num_envs, max_steps=4))
+        return made[-1]
+
+    a, b = _BaseWatcher(), _BaseWatcher()
+    queue = [MatchSpec("m0", 1, 2, 0, 0), MatchSpec("m1", 1, 2, 1, 1)]
+    results: list[MatchSpec] = []
+    VecGameRunner(factory, {1: a, 2: b}, num_envs=2, seed=0).run(
+        lambda: queue.pop(0) if queue else None, lambda m, r: results.append(m))
+    assert [m.key for m in results] == ["m0", "m1"]
+    assert made[0].players.tolist() == [[0, 1], [1, 0]]  # env 1's seat 0 is engine player 1
+    game = factory(2, 0)  # the runner closed its game: the same layout, to find the bases
+    start = game.reset()
+    base_of = {int(game.players[e, s]): int((start.obs[e, s, 11] & start.obs[e, s, 15])
+                                            .reshape(-1).argmax())
+               for e in range(2) for s in range(2)}
+    assert base_of[0] != base_of[1]
+    assert a.base_cells == {base_of[0], base_of[1]}  # a played both engine sides
+    assert b.base_cells == {base_of[0], base_of[1]}
