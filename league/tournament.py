@@ -295,9 +295,15 @@ class VecGameRunner:
 # --------------------------------------------------------------------------- entry point
 
 
+class IncompatiblePlayer(Exception):
+    """A player whose file is fine but does not fit this process (another network, say a
+    snapshot of a run sharing the database): skipped here, not flagged as broken."""
+
+
 def build_policies(db: LeagueDB, names: Sequence[str], factory: PolicyFactory
                    ) -> tuple[dict[int, Policy], list[str]]:
-    """Policies of the players that load; the others are reported, flagged and listed."""
+    """Policies of the players that load; the others are reported, flagged (unless merely
+    :class:`IncompatiblePlayer`) and listed."""
     policies: dict[int, Policy] = {}
     skipped: list[str] = []
     for name in names:
@@ -308,7 +314,8 @@ def build_policies(db: LeagueDB, names: Sequence[str], factory: PolicyFactory
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else \
                 type(exc).__name__
             print(f"warning: skipping player {name!r}: {reason}", file=sys.stderr)
-            db.mark_broken(player.id, reason)
+            if not isinstance(exc, IncompatiblePlayer):
+                db.mark_broken(player.id, reason)
             skipped.append(name)
             continue
         if player.broken is not None:

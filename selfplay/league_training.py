@@ -47,9 +47,15 @@ from games.options import to_mapping
 from games.registry import make_game
 from league.db import LeagueDB, LeagueError, Player
 from league.matchmaking import Matchmaker, MatchmakingConfig
-from league.snapshots import load_player_snapshot, save_snapshot, snapshot_name, snapshot_run
+from league.snapshots import (
+    Snapshot,
+    load_player_snapshot,
+    save_snapshot,
+    snapshot_name,
+    snapshot_run,
+)
+from league.tournament import IncompatiblePlayer, TournamentConfig, run_tournament
 from league.tournament import Policy as LeaguePolicy
-from league.tournament import TournamentConfig, run_tournament
 from selfplay.config import ConfigError, LeagueConfig
 from selfplay.networks import ActorCritic
 from selfplay.ppo import FrozenPolicy, Trainer
@@ -87,6 +93,7 @@ class LeagueHook:
         self.slots: OrderedDict[int, int] = OrderedDict()  # player id -> owner slot (LRU)
         self.opponent = np.full(trainer.spec.num_envs, LEARNER, np.int64)  # [E] pick of seat 1
         self.pooled: set[int] = set()  # snapshot ids ever added to the matchmaker
+        self.incompatible: set[int] = set()  # snapshots of other networks (shared databases)
         self.targets: list[int] = []  # main exploiter: the main agent's snapshots, oldest first
         self.latest: int | None = None  # this run's newest snapshot
         # envs whose seat 1 is played by a policy (microRTS bot envs have the bot in the engine)
@@ -216,7 +223,8 @@ class LeagueHook:
         players = self.db.players()
         for player in players:
             if (player.kind != "snapshot" or player.broken is not None
-                    or player.id in self.pooled or self._after_checkpoint(player)):
+                    or player.id in self.pooled or player.id in self.incompatible
+                    or self._after_checkpoint(player)):
                 continue
             self.pooled.add(player.id)
             if self._own(player):
@@ -266,17 +274,38 @@ class LeagueHook:
         from the pool) if its file is missing or corrupt, which the store reports."""
         trainer = self.trainer
         snapshot = load_player_snapshot(self.db, pid)
-        if snapshot is None:
+        try:
+            agent = None if snapshot is None else self._agent_of(pid, snapshot)
+        except IncompatiblePlayer:
+            agent = None
+        if agent is None:
             self.matchmaker.remove(pid)
             if pid in self.targets:
                 self.targets.remove(pid)
             return False
-        agent = ActorCritic(trainer.spec, trainer.config.network, trainer.config.normalize)
-        agent.load_state_dict(snapshot.weights)
         trainer.opponents[slot] = FrozenPolicy(agent.to(trainer.device),
                                                generator=trainer.act_gen)
         self.slots[pid] = slot
         return True
+
+    def _agent_of(self, pid: int, snapshot: Snapshot) -> ActorCritic:
+        """This run's network with ``snapshot``'s weights; :class:`IncompatiblePlayer` (and the
+        snapshot kept out of this run's pool, once reported) if they do not fit it: a run
+        sharing the database with another network."""
+        trainer = self.trainer
+        agent = ActorCritic(trainer.spec, trainer.config.network, trainer.config.normalize)
+        try:
+            agent.load_state_dict(snapshot.weights)
+        except (RuntimeError, KeyError, ValueError) as exc:
+            if pid not in self.incompatible:
+                self.incompatible.add(pid)
+                name = self.db.player(pid).name
+                print(f"warning: snapshot {name} does not fit this run's network; it stays "
+                      f"out of this run's pool ({str(exc).splitlines()[0][:160]})",
+                      file=sys.stderr)
+            raise IncompatiblePlayer(f"does not fit this run's network: "
+                                     f"{str(exc).splitlines()[0][:160]}") from exc
+        return agent
 
     def on_episodes(self, trainer: Trainer, stats: EpisodeStats) -> None:
         """Record the learner's finished games and pick the next opponent of those envs."""
@@ -347,7 +376,8 @@ class LeagueHook:
         latest = self.db.player(self.latest).name
         # registered before it: a replay after a resume meets the pool the crashed run met
         snapshots = [p.name for p in self.db.players()
-                     if p.kind == "snapshot" and p.broken is None and p.id < self.latest]
+                     if p.kind == "snapshot" and p.broken is None and p.id < self.latest
+                     and p.id not in self.incompatible]
         pool = snapshots[-self.config.eval_pool:] + self.anchors
         if not pool:
             return {}
@@ -374,9 +404,7 @@ class LeagueHook:
             snapshot = load_player_snapshot(self.db, player.id)
             if snapshot is None:
                 raise ValueError(f"snapshot {name} is missing or corrupt")
-            agent = ActorCritic(trainer.spec, trainer.config.network, trainer.config.normalize)
-            agent.load_state_dict(snapshot.weights)
-            return FrozenPolicy(agent.to(trainer.device))
+            return FrozenPolicy(self._agent_of(player.id, snapshot).to(trainer.device))
 
         maps = options.get("maps") or options.get("map") or ""
         config = TournamentConfig(games_per_pair=self.config.eval_games,

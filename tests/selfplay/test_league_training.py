@@ -80,6 +80,29 @@ def test_scripted_bots_in_the_training_mix(tmp_path: Path) -> None:
         build_config("tictactoe", overrides=["league.bot_share=0.3"])
 
 
+def test_shared_database_with_another_network(tmp_path: Path, capsys) -> None:
+    """Two runs share one league database; the second has another network. It trains
+    without loading the first run's snapshots (reported once), and does not flag them."""
+    shared = tmp_path / "shared.db"
+    common = ["league.snapshot_every=4", "league.eval_every=4", "league.eval_games=4",
+              "league.self_play=0.2", f"league.db={shared}"]
+    train_in_league(tmp_path / "a", [*common, "network.hidden=[32]"], seed=1,
+                    total_steps=32 * 32 * 8, per_update=lambda t: None)
+    with LeagueDB(shared) as db:
+        first_run = {p.id for p in db.players() if p.kind == "snapshot"}
+    assert len(first_run) == 2
+    capsys.readouterr()
+    hook, _ = train_in_league(tmp_path / "b", [*common, "network.hidden=[16, 16]"], seed=2,
+                              total_steps=32 * 32 * 12, per_update=lambda t: None)
+    err = capsys.readouterr().err
+    assert hook.incompatible == first_run  # tried (as opponents or in rating games), left out
+    assert err.count("does not fit this run's network") == len(first_run)  # once each
+    with LeagueDB(shared) as db:
+        assert all(p.broken is None for p in db.players())
+        ours = [p for p in db.players() if p.kind == "snapshot" and p.id not in first_run]
+        assert len(ours) == 3 and all(db.rating(p.name).sigma < 25 / 3 for p in ours)
+
+
 def test_unknown_anchor_is_an_error(tmp_path: Path) -> None:
     config = build_config("tictactoe", overrides=["league.anchors=[nobody]"])
     trainer = Trainer(config, make_game("tictactoe", 2, 0))
