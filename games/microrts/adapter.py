@@ -79,6 +79,7 @@ that observation; rewards are one scatter per group; the engine's done flags are
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -138,7 +139,8 @@ class MicroRTSOptions:
     map: str = "basesWorkers16x16"
     """shipped map name (e.g. basesWorkers8x8) or a path to an XML map"""
     maps: list[str] = field(default_factory=list)
-    """several maps of one size, cycled over envs (overrides ``map``)"""
+    """several maps of one size spread over the envs, each played from both sides (see
+    :func:`env_layout`; overrides ``map``)"""
     bots: list[str] = field(default_factory=lambda: ["WorkerRush"])
     """opponents of the bot envs (see games.microrts.bots), cycled over them"""
     num_selfplay_envs: int = 0
@@ -333,15 +335,24 @@ def _byte_view(buffer: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class EnvLayout:
-    """Who plays each env: ``players [E, A]`` (engine player of each seat, -1 = no seat) and
-    ``bots [E]`` (the bot of a bot env, None for a self-play game)."""
+    """Who plays each env where: ``players [E, A]`` (engine player of each seat, -1 = no seat),
+    ``bots [E]`` (the bot of a bot env, None for a self-play game) and ``maps [E]`` (index into
+    the options' maps)."""
 
     players: np.ndarray
     bots: list[bots_mod.BotSpec | None]
+    maps: list[int]
 
 
 def env_layout(opts: MicroRTSOptions, num_envs: int) -> EnvLayout:
-    """Envs ``0..S-1`` self-play, then bot envs cycling over ``opts.bots`` (see module docs)."""
+    """Envs ``0..S-1`` self-play, then bot envs cycling over ``opts.bots`` (see module docs).
+
+    With several maps and ``alternate_sides``, both envs of a side pair share a map, so every
+    map is played from both sides (cycling maps env by env would tie map ``k`` to side
+    ``k % 2``). Side pair ``p`` of the bot envs plays bot ``p % len(bots)`` on map
+    ``(p + p // lcm(len(bots), len(maps))) % len(maps)``: the maps cycle with the pairs, shifted
+    by one after each common cycle, so every bot meets every map once there are enough envs.
+    """
     if num_envs < 1:
         raise GameError(f"microrts: num_envs must be >= 1, got {num_envs}")
     if opts.num_selfplay_envs > num_envs:
@@ -355,16 +366,21 @@ def env_layout(opts: MicroRTSOptions, num_envs: int) -> EnvLayout:
                         f"bots or set num_selfplay_envs={num_envs}")
     players = np.full((num_envs, 2 if num_sp else 1), -1, np.int64)
     bots: list[bots_mod.BotSpec | None] = [None] * num_envs
+    num_maps = max(1, len(opts.maps))
+    pair = 2 if opts.alternate_sides else 1  # envs that differ only by side
+    maps = [0] * num_envs
     for i in range(num_sp):
         side = i % 2 if opts.alternate_sides else 0
         players[i] = (side, 1 - side)
+        maps[i] = (i // pair) % num_maps
     for j in range(num_bot):
         e = num_sp + j
         side = j % 2 if opts.alternate_sides else 0
         players[e, 0] = side
-        bots[e] = bot_specs[(j // 2) % len(bot_specs) if opts.alternate_sides
-                            else j % len(bot_specs)]
-    return EnvLayout(players, bots)
+        bots[e] = bot_specs[(j // pair) % len(bot_specs)]
+        step = j // pair
+        maps[e] = (step + step // math.lcm(len(bot_specs), num_maps)) % num_maps
+    return EnvLayout(players, bots, maps)
 
 
 class MicroRTSVecGame:
@@ -396,7 +412,7 @@ class MicroRTSVecGame:
         self.num_envs, self.num_seats = num_envs, num_seats
 
         # --- who plays what where
-        self.env_map = [self.map_infos[e % len(self.map_infos)] for e in range(start, stop)]
+        self.env_map = [self.map_infos[k] for k in layout.maps[start:stop]]
         self.players = layout.players[start:stop].copy()  # [E, A]
         self.env_bot: list[str | None] = [
             spec.name if spec is not None else None for spec in layout.bots[start:stop]]

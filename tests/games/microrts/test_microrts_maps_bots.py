@@ -89,13 +89,40 @@ def test_user_map_path_plays(tmp_path: Path, engine_home: Path, make_game) -> No
 def test_several_maps_cycle_over_envs(make_game) -> None:
     game = make_game(4, maps=["basesWorkers8x8", "basesWorkers8x8Obstacle"], bots=["Passive"])
     batch = game.reset()
-    assert [m.name for m in game.env_map] == ["basesWorkers8x8", "basesWorkers8x8Obstacle"] * 2
-    assert batch.obs[:, 0, OBS_WALL].sum(axis=(1, 2)).tolist() == [0, 8, 0, 8]
+    plain, obstacle = "basesWorkers8x8", "basesWorkers8x8Obstacle"
+    # side pairs share a map: each map is played from both sides
+    assert [m.name for m in game.env_map] == [plain, plain, obstacle, obstacle]
+    assert game.players[:, 0].tolist() == [0, 1, 0, 1]
+    assert batch.obs[:, 0, OBS_WALL].sum(axis=(1, 2)).tolist() == [0, 0, 8, 8]
     for _ in range(3):
         batch = game.step(np.zeros((4, 1, 64, 7), np.int64))
     # terrain is the engine's, not only our plane: units never stand on walls
     units = batch.obs[:, 0, 14:21].sum(1)
     assert not (units.astype(bool) & batch.obs[:, 0, OBS_WALL].astype(bool)).any()
+
+
+@pytest.mark.parametrize("num_sp, num_envs, bot_names", [
+    (0, 16, ["WorkerRush", "LightRush", "Passive", "RandomBiased"]),
+    (8, 24, ["WorkerRush", "LightRush", "RandomBiased", "CoacAI"]),  # the default layout
+    (4, 10, ["WorkerRush", "Passive", "LightRush"]),
+])
+def test_layout_plays_every_map_from_both_sides(num_sp: int, num_envs: int,
+                                                bot_names: list[str]) -> None:
+    """No map is tied to a side, in self-play or against each bot (no JVM needed)."""
+    from games.microrts.adapter import MicroRTSOptions, env_layout
+
+    opts = MicroRTSOptions(maps=["basesWorkers8x8", "basesWorkers8x8Obstacle"], bots=bot_names,
+                           num_selfplay_envs=num_sp)
+    layout = env_layout(opts, num_envs)
+    seat0 = layout.players[:, 0]
+    for group in (range(num_sp), range(num_sp, num_envs)):
+        for k in (0, 1) if len(group) else ():
+            assert {int(seat0[e]) for e in group if layout.maps[e] == k} == {0, 1}, (group, k)
+    bot_envs = range(num_sp, num_envs)
+    for name in {layout.bots[e].name for e in bot_envs}:  # type: ignore[union-attr]
+        envs = [e for e in bot_envs if layout.bots[e].name == name]  # type: ignore[union-attr]
+        for k in {layout.maps[e] for e in envs}:  # each map a bot meets, from both sides
+            assert {int(seat0[e]) for e in envs if layout.maps[e] == k} == {0, 1}
 
 
 # --------------------------------------------------------------------------- bots
