@@ -150,7 +150,7 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
             def bot_runner(policies: Mapping[int, Any]) -> BotMatchRunner:
                 return BotMatchRunner({pid: db.player(pid).name for pid in policies},
                                       map_name=str(map_name), max_steps=steps,
-                                      parallel=num_envs, seed=seed)
+                                      parallel=num_envs)
 
             runner = bot_runner
             policy_factory = bot_policy_factory  # type: ignore[assignment]

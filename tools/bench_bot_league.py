@@ -104,8 +104,8 @@ def main() -> None:
 
         def runner(policies: Mapping[int, Policy]) -> _Deadline:
             by_id = {pid: db.player(pid).name for pid in policies}
-            return _Deadline(BotMatchRunner(by_id, args.map, args.max_steps, args.parallel,
-                                            0), args.time_limit)
+            return _Deadline(BotMatchRunner(by_id, args.map, args.max_steps, args.parallel),
+                             args.time_limit)
 
         def progress(done: int, total: int | None) -> None:
             if not args.json and done % 10 == 0:

@@ -48,11 +48,12 @@ class BotMatchRunner:
     """A :class:`league.tournament.MatchRunner` whose players are microRTS engine bots.
 
     ``players`` maps league player ids to bot names (any spelling
-    :func:`games.microrts.bots.resolve_bot` accepts). ``seed`` is added to every match's seed.
+    :func:`games.microrts.bots.resolve_bot` accepts). Each game is seeded with its match's
+    seed, the one the league database stores, so a stored game can be played again.
     """
 
     def __init__(self, players: Mapping[int, str], map_name: str = DEFAULT_MAP,
-                 max_steps: int = 5000, parallel: int = 16, seed: int = 0) -> None:
+                 max_steps: int = 5000, parallel: int = 16) -> None:
         if parallel < 1:
             raise LeagueError(f"parallel must be >= 1, got {parallel}")
         if max_steps < 1:
@@ -61,7 +62,7 @@ class BotMatchRunner:
         self.players = {int(pid): bots_mod.resolve_bot(name).name
                         for pid, name in players.items()}
         self.map_name = _map_info(map_name).name
-        self.max_steps, self.parallel, self.seed = max_steps, parallel, seed
+        self.max_steps, self.parallel = max_steps, parallel
 
     def game_for(self, match: MatchSpec) -> BotGame:
         """The bot-vs-bot game of ``match`` (``bot_a`` is engine player 0)."""
@@ -71,7 +72,7 @@ class BotMatchRunner:
                                   f"(bots: {self.players})")
         first, second = (match.a, match.b) if match.side_a == 0 else (match.b, match.a)
         return BotGame(self.players[first], self.players[second], self.map_name,
-                       self.max_steps, (match.seed + self.seed) & 0x7FFFFFFF)
+                       self.max_steps, match.seed & 0x7FFFFFFF)
 
     def run(self, next_match: Callable[[], MatchSpec | None],
             on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
@@ -193,7 +194,7 @@ class PolicyMatchRunner:
             if bot_games:
                 queue = deque(bot_games)
                 BotMatchRunner(self.bots, map_name=opts.map, max_steps=opts.max_steps,
-                               parallel=self.num_envs, seed=seed).run(
+                               parallel=self.num_envs).run(
                     functools.partial(_pop_or_none, queue), on_result)
             if exhausted[0] and not pending:
                 return
@@ -342,8 +343,7 @@ def bot_tournament(db: LeagueDB, bots: Sequence[str], config: TournamentConfig,
 
     def runner(policies: Mapping[int, Policy]) -> BotMatchRunner:
         by_id = {pid: getattr(p, "name", db.player(pid).name) for pid, p in policies.items()}
-        return BotMatchRunner(by_id, map_name, max_steps,
-                              parallel or config.num_envs, config.seed)
+        return BotMatchRunner(by_id, map_name, max_steps, parallel or config.num_envs)
 
     def no_game(num_envs: int, seed: int) -> VecGame:  # pragma: no cover - unused
         raise LeagueError("bot tournaments need no VecGame")
