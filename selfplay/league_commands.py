@@ -142,7 +142,7 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
         playable = [p for p in paths.values() if p is None or p.is_file()]
         if microrts and all(p is None for p in playable):
             # every player is an engine bot: bot-vs-bot games inside the engine
-            from games.microrts.league_runner import BotMatchRunner, bot_policy_factory
+            from games.microrts.league_runner import BotMatchRunner
 
             map_name = map_name or "basesWorkers16x16A"
             steps = max_steps or 5000
@@ -152,8 +152,7 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                                       map_name=str(map_name), max_steps=steps,
                                       parallel=num_envs)
 
-            runner = bot_runner
-            policy_factory = bot_policy_factory  # type: ignore[assignment]
+            runner = bot_runner  # policy_factory hands bots through, reports missing files
         else:
             if max_steps is not None:
                 base_options["max_steps"] = max_steps

@@ -79,3 +79,16 @@ def test_league_training_rates_snapshots_against_engine_bots(tmp_path: Path,
         assert frozen.frozen and db.rating("WorkerRush").mu == 25.0  # the anchor never moves
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     assert all("league/mu" in row for row in rows)
+
+
+def test_missing_checkpoint_beside_engine_bots_is_reported_as_missing(tmp_path: Path,
+                                                                      engine_home: Path,
+                                                                      capsys) -> None:
+    missing = tmp_path / "gone.pt"
+    result = tournament("microrts", ["workerrush", "passive", str(missing)],
+                        str(tmp_path / "l.db"), games_per_pair=2, until_sigma=None,
+                        map_name="basesWorkers8x8", num_envs=2, seed=0, quiet=True,
+                        max_steps=300)
+    assert result["played"] == 2 and result["skipped_players"] == [str(missing)]
+    err = capsys.readouterr().err
+    assert f"checkpoint {missing} not found" in err, err
