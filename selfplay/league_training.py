@@ -33,6 +33,7 @@ uninterrupted one.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -94,6 +95,9 @@ class LeagueHook:
         self.opponent = np.full(trainer.spec.num_envs, LEARNER, np.int64)  # [E] pick of seat 1
         self.pooled: set[int] = set()  # snapshot ids ever added to the matchmaker
         self.incompatible: set[int] = set()  # snapshots of other networks (shared databases)
+        # snapshots dropped because their file could not be read -> the file's mtime then
+        # (None: missing); they rejoin once the file changes or another process reads it
+        self.dropped: dict[int, float | None] = {}
         self.targets: list[int] = []  # main exploiter: the main agent's snapshots, oldest first
         self.latest: int | None = None  # this run's newest snapshot
         # envs whose seat 1 is played by a policy (microRTS bot envs have the bot in the engine)
@@ -222,19 +226,36 @@ class LeagueHook:
         theirs while this one trains); returns every player."""
         players = self.db.players()
         for player in players:
+            if player.id in self.dropped:
+                self._retry_dropped(player)
+                continue
             if (player.kind != "snapshot" or player.broken is not None
                     or player.id in self.pooled or player.id in self.incompatible
                     or self._after_checkpoint(player)):
                 continue
             self.pooled.add(player.id)
-            if self._own(player):
-                self.matchmaker.add_snapshot(player.id, LEARNER)
-            elif self.role == "main_exploiter" and self._is_target(player):
-                self.matchmaker.add_snapshot(player.id, MAIN)
-                self.targets.append(player.id)
-            else:
-                self.matchmaker.add_snapshot(player.id, None)
+            self._add_to_pool(player)
         return players
+
+    def _add_to_pool(self, player: Player) -> None:
+        if self._own(player):
+            self.matchmaker.add_snapshot(player.id, LEARNER)
+        elif self.role == "main_exploiter" and self._is_target(player):
+            self.matchmaker.add_snapshot(player.id, MAIN)
+            self.targets.append(player.id)
+        else:
+            self.matchmaker.add_snapshot(player.id, None)
+
+    def _retry_dropped(self, player: Player) -> None:
+        """Bring back a snapshot dropped for an unreadable file, once the file has changed (or
+        another process has read it and cleared its flag) and it loads again."""
+        if player.broken is not None and _mtime(player.path) == self.dropped[player.id]:
+            return
+        if load_player_snapshot(self.db, player.id) is None:  # still unreadable: flagged
+            self.dropped[player.id] = _mtime(player.path)
+            return
+        del self.dropped[player.id]
+        self._add_to_pool(player)
 
     # ----------------------------------------------------------------- opponents
 
@@ -274,6 +295,8 @@ class LeagueHook:
         from the pool) if its file is missing or corrupt, which the store reports."""
         trainer = self.trainer
         snapshot = load_player_snapshot(self.db, pid)
+        if snapshot is None:
+            self.dropped[pid] = _mtime(self.db.player(pid).path)
         try:
             agent = None if snapshot is None else self._agent_of(pid, snapshot)
         except IncompatiblePlayer:
@@ -435,6 +458,14 @@ class LeagueHook:
 
 def _is_microrts(trainer: Trainer) -> bool:
     return trainer.spec.name.lower() == "microrts"
+
+
+def _mtime(path: str | None) -> float | None:
+    """A file's modification time, None if it is missing."""
+    try:
+        return os.stat(path).st_mtime if path else None
+    except OSError:
+        return None
 
 
 def attach(trainer: Trainer, run_path: Path) -> LeagueHook | None:

@@ -103,6 +103,37 @@ def test_shared_database_with_another_network(tmp_path: Path, capsys) -> None:
         assert len(ours) == 3 and all(db.rating(p.name).sigma < 25 / 3 for p in ours)
 
 
+def test_unreadable_snapshot_rejoins_when_its_file_is_back(tmp_path: Path, capsys) -> None:
+    """A snapshot whose file cannot be read is dropped from the pool and flagged; once the
+    file is back it loads again, loses the flag and rejoins the pool."""
+    config = build_config("tictactoe", overrides=[
+        "log.progress=false", "log.tensorboard=false", "league.snapshot_every=2",
+        "league.eval_every=100"], seed=3, total_steps=32 * 32 * 4)
+    trainer = Trainer(config, make_game("tictactoe", config.game.num_envs, config.seed))
+    hook = attach(trainer, tmp_path)
+    assert hook is not None
+    try:
+        trainer.train()
+        first = next(p for p in hook.db.players() if p.kind == "snapshot")
+        row = hook.matchmaker.payoff.index[first.id]
+        path = Path(str(first.path))
+        away = path.with_suffix(".away")
+        path.rename(away)
+        assert not hook._load_into(first.id, 1)
+        assert hook.db.player(first.id).broken is not None and not hook.matchmaker.active[row]
+        hook.sync_pool()  # still missing: still out, no second load attempt
+        assert first.id in hook.dropped and not hook.matchmaker.active[row]
+        away.rename(path)
+        hook.sync_pool()
+        assert first.id not in hook.dropped and hook.matchmaker.active[row]
+        assert hook.db.player(first.id).broken is None
+        assert hook._load_into(first.id, 1)
+        assert capsys.readouterr().err.count(f"skipping player {first.name!r}") == 1
+    finally:
+        hook.close()
+        trainer.game.close()
+
+
 def test_unknown_anchor_is_an_error(tmp_path: Path) -> None:
     config = build_config("tictactoe", overrides=["league.anchors=[nobody]"])
     trainer = Trainer(config, make_game("tictactoe", 2, 0))
