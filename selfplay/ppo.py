@@ -9,6 +9,7 @@ given in ``opponents``. A game reaches the trainer only through :class:`games.co
 
 from __future__ import annotations
 
+import ast
 import collections
 import contextlib
 import math
@@ -139,9 +140,10 @@ class EpisodeLog:
                 "outcomes": list(self.outcomes), "count": self.count}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.returns.extend(state["returns"])
-        self.lengths.extend(state["lengths"])
-        self.outcomes.extend(state["outcomes"])
+        for window, saved in ((self.returns, state["returns"]), (self.lengths, state["lengths"]),
+                              (self.outcomes, state["outcomes"])):
+            window.clear()
+            window.extend(saved)
         self.count = int(state["count"])
 
 
@@ -562,6 +564,7 @@ class Trainer:
         checkpoint sits on an update boundary and a resumed run continues as an uninterrupted
         one would), then saves and raises :class:`TrainingInterrupted`; a second one stops at
         once (the last periodic checkpoint remains)."""
+        self._stop_signal = None  # a trainer stopped by a signal may train again
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
         def handler(signum: int, _frame: object) -> None:
@@ -662,6 +665,8 @@ class Trainer:
                 and state["rng"].get("act_device") == self.device.type):
             self.act_gen.set_state(state["rng"]["act"])
         self.rng.bit_generator.state = state["rng"]["numpy"]
+        if state["rng"].get("python"):  # a repr of plain ints and tuples: no code runs
+            random.setstate(ast.literal_eval(state["rng"]["python"]))
         if self.reward_scaler is not None and state.get("reward_scaler") is not None:
             self.reward_scaler.load_state_dict(state["reward_scaler"])
         self.episodes.load_state_dict(state["episodes"])

@@ -8,7 +8,7 @@ from typing import Any
 
 from games.options import to_mapping
 from games.registry import make_game
-from selfplay.checkpoint import CheckpointError
+from selfplay.checkpoint import CheckpointError, list_checkpoints
 from selfplay.component_returns import ComponentReturns
 from selfplay.config import TrainConfig, config_from_mapping, read_yaml
 from selfplay.league_training import attach, describe
@@ -46,7 +46,9 @@ def config_differences(saved: TrainConfig, new: TrainConfig) -> list[str]:
 
 
 def _holds_checkpoints(run: RunDir) -> bool:
-    return run.checkpoints.exists() and any(run.checkpoints.iterdir())
+    """Whether ``run`` holds a finished checkpoint (a temporary file left by a save that was
+    killed half-way does not count)."""
+    return bool(list_checkpoints(run.checkpoints))
 
 
 def run_training(config: TrainConfig, run_dir: Path | None = None,

@@ -104,6 +104,19 @@ def test_same_command_again_resumes_other_settings_refused(tmp_path: Path) -> No
     assert json.loads(same.stdout)["global_step"] == 1024
 
 
+def test_run_dir_with_only_a_half_written_checkpoint_starts_afresh(tmp_path: Path) -> None:
+    """A run killed while writing its first checkpoint leaves a temporary file; the same
+    command then starts the run (nothing to resume), instead of failing."""
+    ckpts = tmp_path / "run" / "checkpoints"
+    ckpts.mkdir(parents=True)
+    (ckpts / ".update_0000001.pt.x1y2.tmp").write_bytes(b"half a checkpoint")
+    args = ["train", "--game", "CartPole-v1", "--total-steps", "1024", "--run-dir",
+            str(tmp_path / "run"), "--json", *QUIET]
+    done = run(*args)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["global_step"] == 1024
+
+
 def test_bad_input_errors(tmp_path: Path) -> None:
     assert_one_line_error(run("train", "--game", "micrrts"), "unknown game 'micrrts'")
     assert_one_line_error(run("train", "--game", "CartPole-v1", "--set", "ppo.lr=1"),

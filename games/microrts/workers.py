@@ -46,8 +46,14 @@ def split_ranges(num_envs: int, workers: int) -> list[tuple[int, int]]:
 
 def _serve(conn: Connection, options: dict[str, Any], num_envs: int, envs: tuple[int, int],
            seed: int | None, name: str) -> None:
-    """A worker process: build its envs, then answer commands until ``close``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """A worker process: build its envs, then answer commands until ``close``.
+
+    Ctrl-C, SIGTERM and SIGHUP sent to the whole process group are the trainer's to handle (it
+    finishes the update, saves and closes the workers), so the worker ignores them; set before
+    the JVM starts, which then leaves them alone.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     try:
         opts = from_mapping(MicroRTSOptions, {**options, "workers": 1}, "game.options.")
         game = MicroRTSVecGame(opts, num_envs, seed=seed, name=name, envs=envs)

@@ -106,6 +106,31 @@ def test_signal_mid_rollout_finishes_the_update_then_resumes_exactly(tmp_path: P
     assert resumed.update == base.update > 2
     for got, want in zip(resumed.agent.parameters(), reference, strict=True):
         assert torch.equal(got.detach(), want), "resumed run differs from uninterrupted run"
+    first.on_episodes.clear()
+    first.train()  # the interrupted trainer itself may go on: to the same weights
+    assert first.update == base.update
+    for got, want in zip(first.agent.parameters(), reference, strict=True):
+        assert torch.equal(got.detach(), want), "continued trainer differs"
+
+
+def test_loading_a_checkpoint_restores_python_random_and_replaces_episode_log(
+        tmp_path: Path) -> None:
+    import random
+
+    from selfplay.checkpoint import load_checkpoint
+
+    trainer = make_trainer("CartPole-v1", [], RunDir(tmp_path / "a"), total_steps=2 * 1024)
+    trainer.train()
+    random.seed(11)
+    path = trainer.save()
+    expected = random.random()
+    episodes = trainer.episodes.state_dict()
+    assert episodes["returns"]
+    state = load_checkpoint(path)
+    trainer.load_state_dict(state)
+    trainer.load_state_dict(state)  # twice: the episode window is replaced, not extended
+    assert random.random() == expected
+    assert trainer.episodes.state_dict() == episodes
 
 
 def test_masked_actions_never_illegal_in_rollout() -> None:

@@ -80,6 +80,26 @@ def test_a_dead_worker_is_a_game_error_and_close_ends_the_others(engine_home) ->
         game.reset()
 
 
+def test_workers_leave_ctrl_c_and_sigterm_to_the_trainer(engine_home, tmp_path,
+                                                        monkeypatch) -> None:
+    """A signal to the whole process group (Ctrl-C, a scheduler's SIGTERM) must not kill the
+    workers: the trainer finishes its update on them, saves, then closes them."""
+    monkeypatch.chdir(tmp_path)  # a JVM that crashes on the signal writes hs_err files here
+    game = make("microrts", num_envs=4, seed=0, workers=2, **OPTIONS)
+    try:
+        batch = game.reset()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            for proc in game._procs:
+                os.kill(proc.pid, sig)
+        rng = np.random.default_rng(0)
+        for _ in range(5):
+            batch = game.step(random_legal_actions(batch.action_mask, rng))
+        assert all(p.is_alive() for p in game._procs)
+    finally:
+        game.close()
+    assert not list(tmp_path.glob("hs_err_pid*.log"))
+
+
 def test_bad_worker_options_fail_before_spawning(engine_home) -> None:
     with pytest.raises(GameError, match="num_selfplay_envs=9 exceeds"):
         make("microrts", num_envs=4, workers=2, **{**OPTIONS, "num_selfplay_envs": 9})
