@@ -405,6 +405,7 @@ class MicroRTSVecGame:
         self.seed = seed
         self._first_env = start  # env e here is env start + e of the layout (bot seeds)
         self._games_started = np.zeros(num_envs, np.int64)  # per env, for bot seeds
+        self._pending_bots: dict[int, tuple[str, Any]] = {}  # env -> (name, Java bot), set_bot
         self.map_infos: list[MapInfo] = resolve_maps(opts.maps or [opts.map])
         self.height, self.width = self.map_infos[0].shape
         height, width, cells = self.height, self.width, self.height * self.width
@@ -626,6 +627,7 @@ class MicroRTSVecGame:
     def _new_games(self, envs: np.ndarray) -> None:
         """New games in ``envs`` (Java), their unfogged state and reset-board fix-up."""
         e = -1
+        self._install_pending_bots(envs)
         try:
             for e in envs.tolist():
                 self._reset_env(e)
@@ -830,6 +832,7 @@ class MicroRTSVecGame:
         if self.seed is not None:
             entropy = (self.seed, self._first_env, self.num_envs)
             bots_mod.seed_engine(int(np.random.SeedSequence(entropy).generate_state(1)[0]))
+        self._install_pending_bots(envs)
         try:
             for g in self.groups:
                 g.client.reset(g.players_j)
@@ -874,16 +877,25 @@ class MicroRTSVecGame:
 
     def set_bot(self, env: int, bot: str) -> str:
         """Make ``bot`` the engine opponent of bot env ``env`` from its next game on (call
-        :meth:`restart` to start that game now); returns the bot's canonical name."""
+        :meth:`restart` to start that game now); returns the bot's canonical name. The game
+        in progress goes on against its bot, and is reported against it."""
         self._check_open()
         gi, kind, k = self._env_slot[env]
         if kind != "bot":
             raise GameError(f"microrts: env {env} is a self-play game; it has no engine bot")
         spec = bots_mod.resolve_bot(bot)
-        self.groups[gi].client.clients[k].ai2 = bots_mod.make_bot(spec, self._utt)
-        self.env_bot[env] = spec.name
-        self.opponent_names[env] = spec.name
+        self._pending_bots[env] = (spec.name, bots_mod.make_bot(spec, self._utt))
         return spec.name
+
+    def _install_pending_bots(self, envs: np.ndarray) -> None:
+        """Hand ``envs`` about to start a game the bots :meth:`set_bot` chose for them."""
+        for e in envs.tolist():
+            pending = self._pending_bots.pop(e, None)
+            if pending is not None:
+                gi, _, k = self._env_slot[e]
+                self.groups[gi].client.clients[k].ai2 = pending[1]
+                self.env_bot[e] = pending[0]
+                self.opponent_names[e] = pending[0]
 
     def _outputs(self, flip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Fresh obs/state/mask into buffer set ``flip`` (engine masks computed here)."""

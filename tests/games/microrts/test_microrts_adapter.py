@@ -506,11 +506,14 @@ def test_restart_and_set_bot_start_a_new_game_in_one_env(make_game) -> None:
     moved = batch.obs.copy()
     assert not np.array_equal(moved[0], initial[0])  # workers moved
     assert game.set_bot(0, "workerrush") == "WorkerRush"
-    assert game.opponent_names == ["WorkerRush", "Passive"]
+    assert game.opponent_names == ["Passive", "Passive"]  # from env 0's next game on
     batch = game.restart([0])
+    assert game.opponent_names == ["WorkerRush", "Passive"]
     np.testing.assert_array_equal(batch.obs[0], initial[0])
     np.testing.assert_array_equal(batch.obs[1], moved[1])
     assert not batch.episodes.env.size
+    # without restart, env 1's game in progress goes on against Passive
+    assert game.set_bot(1, "WorkerRush") == "WorkerRush"
     ends: dict[int, tuple[int, int]] = {}
     for _ in range(300):
         batch = game.step(noop)
@@ -522,5 +525,6 @@ def test_restart_and_set_bot_start_a_new_game_in_one_env(make_game) -> None:
     assert ends[0][1] == Outcome.LOSS  # WorkerRush beats a player who does nothing
     assert ends[0][0] < 300
     assert ends[1] == (300, Outcome.DRAW)  # Passive: env 1's game ran out its clock
+    assert game.opponent_names == ["WorkerRush", "WorkerRush"]  # env 1's next game
     with pytest.raises(GameError, match="self-play"):
         make_game(2, num_selfplay_envs=1, bots=["Passive"]).set_bot(0, "WorkerRush")
