@@ -81,8 +81,9 @@ class RunningMeanStd(nn.Module):
 class RewardScaler:
     """Divides rewards by the running std of a discounted return per ``[E, A]`` stream.
 
-    The same scheme as gymnasium's ``NormalizeReward``: returns accumulate ``G = gamma G + r``
-    and reset at episode ends; rewards are scaled (not centered) and clipped.
+    The same scheme as Stable-Baselines3's ``VecNormalize`` (and gym's old ``NormalizeReward``):
+    returns accumulate ``G = gamma G + r`` and reset after an episode's last step; rewards are
+    scaled (not centered) and clipped.
     """
 
     def __init__(self, shape: tuple[int, ...], gamma: float, clip: float) -> None:
@@ -92,13 +93,17 @@ class RewardScaler:
         self.stats = RunningMeanStd(())
 
     def __call__(self, reward: np.ndarray, done: np.ndarray,
-                 envs: slice = slice(None)) -> np.ndarray:
+                 envs: slice = slice(None), learner: np.ndarray | None = None) -> np.ndarray:
         """Scale ``reward [E', A]`` of the envs ``envs`` (default: all); ``done [E']`` ends
-        their accumulated returns after this step."""
+        their accumulated returns after this step. Only the streams of ``learner`` (bool
+        ``[E', A]``: the seats the learner played; default all) feed the statistics, so dead
+        seats and opponents' returns do not set the learner's scale."""
         returns = self.returns[envs]  # a view: updated in place
         returns *= self.gamma
         returns += reward
-        self.stats.update_np(returns)
+        sample = returns if learner is None else returns[learner]
+        if sample.size:
+            self.stats.update_np(sample)
         std = float(np.sqrt(self.stats.var.item() + 1e-8))
         scaled = np.clip(reward / std, -self.clip, self.clip).astype(np.float32)
         returns[done] = 0.0

@@ -349,7 +349,7 @@ class Trainer:
         done = batch.terminated | batch.truncated
         reward = batch.reward
         if self.reward_scaler is not None:
-            reward = self.reward_scaler(reward, done, envs)
+            reward = self.reward_scaler(reward, done, envs, self._np_trained[t, envs])
         elif batch.truncated.any():
             reward = reward.copy()
         self._bootstrap_truncated(batch, reward)
