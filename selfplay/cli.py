@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -25,8 +26,33 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from selfplay.checkpoint import CheckpointError
     from selfplay.config import ConfigError
 
-    return (UserError, GameError, OptionError, ConfigError, CheckpointError, FileExistsError,
-            LeagueError)
+    # OSError: a path that is a directory, unwritable or missing; UnicodeDecodeError: a
+    # config file that is not text
+    return (UserError, GameError, OptionError, ConfigError, CheckpointError, OSError,
+            UnicodeDecodeError, LeagueError)
+
+
+VIDEO_SUFFIXES = (".mp4", ".gif")
+
+
+def _video_path(value: str | None) -> Path | None:
+    """``--video``: checked before any game is played (a bad path would lose the results)."""
+    if not value:
+        return None
+    path = Path(value)
+    if path.is_dir():
+        raise UserError(f"--video {value} is a directory; give a file name")
+    if path.suffix.lower() not in VIDEO_SUFFIXES:
+        raise UserError(f"--video {value}: use a {' or '.join(VIDEO_SUFFIXES)} file name")
+    if path.parent.exists() and not os.access(path.parent, os.W_OK):
+        raise UserError(f"--video {value}: cannot write to {path.parent}")
+    return path
+
+
+def _seed(value: int | None) -> int | None:
+    if value is not None and not 0 <= value < 2**63:
+        raise UserError(f"--seed must be in 0..2**63-1, got {value}")
+    return value
 
 
 def _emit(result: dict[str, Any], as_json: bool, human: str) -> None:
@@ -78,8 +104,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.episodes < 1:
         raise UserError("--episodes must be >= 1")
-    result = evaluate(args.checkpoint, args.episodes, Path(args.video) if args.video else None,
-                      deterministic=args.deterministic, seed=args.seed)
+    result = evaluate(args.checkpoint, args.episodes, _video_path(args.video),
+                      deterministic=args.deterministic, seed=_seed(args.seed))
     human = (f"{result['game']}: mean return {result['mean_return']:.2f} "
              f"± {result['std_return']:.2f} over {result['episodes']} episodes")
     if result["video"]:
@@ -94,7 +120,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     if args.games < 1:
         raise UserError("--games must be >= 1")
     result = play(args.checkpoint, args.vs, args.games, args.map,
-                  Path(args.video) if args.video else None, seed=args.seed,
+                  _video_path(args.video), seed=_seed(args.seed),
                   deterministic=args.deterministic)
     low, high = result["ci95"]
     human = (f"{result['game']} vs {result['opponent']}: {result['wins']} wins, "
@@ -110,6 +136,8 @@ def cmd_league(args: argparse.Namespace) -> int:
     if args.league_command == "tournament":
         if args.games_per_pair < 1:
             raise UserError("--games-per-pair must be >= 1")
+        if args.until_sigma is not None and args.until_sigma <= 0:
+            raise UserError("--until-sigma must be > 0 (TrueSkill's sigma levels off near 1)")
         result = lc.tournament(args.game, args.players, args.db, args.games_per_pair,
                                args.until_sigma, args.map, args.num_envs, args.seed,
                                quiet=args.json, max_steps=args.max_steps)

@@ -226,6 +226,10 @@ def validate(config: TrainConfig) -> None:
         (config.checkpoint.every_updates >= 1, "checkpoint.every_updates must be >= 1"),
         (config.checkpoint.keep >= 1, "checkpoint.keep must be >= 1"),
         (all(h >= 1 for h in config.network.hidden), "network.hidden widths must be >= 1"),
+        (config.ppo.clip_coef > 0, "ppo.clip_coef must be > 0"),
+        (config.ppo.max_grad_norm > 0, "ppo.max_grad_norm must be > 0"),
+        (config.seed >= 0, "seed must be >= 0"),
+        (config.log.return_window >= 1, "log.return_window must be >= 1"),
         (0.0 <= config.league.self_play <= 1.0, "league.self_play must be in [0, 1]"),
         (config.league.bot_share >= 0.0
          and config.league.self_play + config.league.bot_share <= 1.0 + 1e-9,
@@ -277,12 +281,31 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """``base`` updated recursively by ``override`` (mappings merge, other values replace)."""
+# top-level keys that hold a section (a mapping); a YAML file or --set may not replace one with
+# a scalar or an empty value (an empty `ppo:` would silently drop the game's tuned settings)
+SECTIONS = ("game", "ppo", "network", "normalize", "log", "checkpoint", "league")
+
+
+def check_sections(layer: dict[str, Any]) -> None:
+    """:class:`ConfigError` if ``layer`` gives a section anything but a mapping."""
+    for key in SECTIONS:
+        if key in layer and not isinstance(layer[key], dict):
+            value = layer[key]
+            shown = "an empty value" if value is None else f"{type(value).__name__} {value!r}"
+            raise ConfigError(f"{key} must be a mapping of settings (e.g. {key}.x: ...), got "
+                              f"{shown}; remove the empty section or fill it in")
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any],
+               path: str = "") -> dict[str, Any]:
+    """``base`` updated recursively by ``override`` (mappings merge, other values replace);
+    a section replaced by anything but a mapping is a :class:`ConfigError`."""
+    if not path:
+        check_sections(override)
     out = copy.deepcopy(base)
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "options":
-            out[key] = deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value, f"{path}{key}.")
         elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = {**out[key], **copy.deepcopy(value)}
         else:
@@ -355,6 +378,8 @@ def build_config(game: str | None = None, config_file: str | Path | None = None,
 
     user = load_user_file(Path(config_file)) if config_file is not None else {}
     sets = parse_set(overrides or [])
+    check_sections(user)
+    check_sections(sets)
     name = game or sets.get("game", {}).get("name") or user.get("game", {}).get("name")
     if name is None:
         name = GameConfig.name

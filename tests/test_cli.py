@@ -129,6 +129,37 @@ def test_bad_input_errors(tmp_path: Path) -> None:
     assert_one_line_error(run("train", "--resume", str(tmp_path)), "nothing to resume")
 
 
+def test_more_bad_input_errors(tmp_path: Path) -> None:
+    """Inputs that once gave tracebacks, or were silently accepted and went wrong."""
+    empty = tmp_path / "empty-section.yaml"
+    empty.write_text("ppo:\n  # learning_rate: 3e-4\n")  # would drop the tuned settings
+    assert_one_line_error(run("train", "--game", "CartPole-v1", "--config", str(empty)),
+                          "ppo must be a mapping of settings")
+    assert_one_line_error(run("train", "--set", "game=3"), "game must be a mapping")
+    assert_one_line_error(run("train", "--game", "CartPole-v1", "--set",
+                              "ppo.max_grad_norm=-1"), "ppo.max_grad_norm must be > 0")
+    assert_one_line_error(run("train", "--game", "CartPole-v1", "--seed", "-1"),
+                          "seed must be >= 0")
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00bad")
+    assert_one_line_error(run("train", "--game", "CartPole-v1", "--config", str(binary)),
+                          "error:")
+    ckpt = tmp_path / "c.pt"
+    ckpt.write_bytes(b"x")
+    assert_one_line_error(run("eval", "--checkpoint", str(ckpt), "--video",
+                              str(tmp_path / "v.xyz")), "use a .mp4 or .gif file name")
+    assert_one_line_error(run("eval", "--checkpoint", str(ckpt), "--video", str(tmp_path)),
+                          "is a directory")
+    assert_one_line_error(run("league", "tournament", "--game", "tictactoe", "--players",
+                              "random", "win_or_block", "--until-sigma", "-1", "--db",
+                              str(tmp_path / "l.db")), "--until-sigma must be > 0")
+    assert run("league", "tournament", "--game", "tictactoe", "--players", "random",
+               "win_or_block", "--games-per-pair", "2", "--db",
+               str(tmp_path / "l.db")).returncode == 0
+    assert_one_line_error(run("league", "report", "--db", str(tmp_path / "l.db"), "--out",
+                              str(tmp_path)), "error:")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_checkpoints_then_exits(tmp_path: Path, sig: signal.Signals) -> None:
     run_dir = tmp_path / "run"
