@@ -46,16 +46,21 @@ def load_agent(path: str | Path, spec: GameSpec | None = None,
 
 def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
                  video: Path | None = None, max_steps: int = 10_000_000) -> list[float]:
-    """Play until ``episodes`` finished episodes of seat 0; the policy plays every seat."""
+    """Returns of ``episodes`` finished episodes of seat 0; the policy plays every seat.
+
+    Each env contributes a fixed share (``episodes`` split evenly over the envs, in env
+    order), not whichever episodes end first: those would be the short ones, and biased.
+    """
     spec = game.spec
     e, a = spec.num_envs, spec.num_seats
     batch = game.reset(seed=seed)
-    returns: list[float] = []
+    quota = np.full(e, episodes // e, np.int64) + (np.arange(e) < episodes % e)  # [E]
+    per_env: list[list[float]] = [[] for _ in range(e)]
     frames: list[np.ndarray] = []
     render = getattr(game, "render", None) if video is not None else None
     recording = render is not None
     steps = 0
-    while len(returns) < episodes and steps < max_steps:
+    while any(len(r) < q for r, q in zip(per_env, quota, strict=True)) and steps < max_steps:
         if recording and render is not None:
             frames.append(render(0))
         mask = (batch.action_mask.reshape(e * a, *batch.action_mask.shape[2:])
@@ -67,12 +72,14 @@ def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
         steps += 1
         stats = batch.episodes
         seat0 = stats.seat == 0
-        returns.extend(stats.ret[seat0].tolist())
+        for env, ret in zip(stats.env[seat0].tolist(), stats.ret[seat0].tolist(), strict=True):
+            if len(per_env[env]) < quota[env]:
+                per_env[env].append(ret)
         if recording and (stats.env[seat0] == 0).any():
             recording = False  # one full episode of env 0 is in the video
     if video is not None:
         write_video(video, frames, spec.render_fps)
-    return returns[:episodes]
+    return [ret for env_returns in per_env for ret in env_returns]
 
 
 def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
