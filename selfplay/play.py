@@ -34,9 +34,11 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
          deterministic: bool = False) -> dict[str, Any]:
     """Play ``games`` games of ``checkpoint`` against ``vs`` (a bot name or a checkpoint path).
 
-    Sides alternate between games (the games' own convention: seat 0 is player 0 in even envs
-    and player 1 in odd ones). Each env plays a fixed quota of games, so short games are not
-    over-counted. Returns wins / losses / draws of ``checkpoint`` with a 95 % interval.
+    Sides alternate between envs: by the game's own convention where it has one (microRTS:
+    seat 0 is player 0 in even envs and player 1 in odd ones), otherwise the two players swap
+    seats in odd envs (PettingZoo Atari, board games). Each env plays a fixed quota of games,
+    so short games are not over-counted. Returns wins / losses / draws of ``checkpoint`` with
+    a 95 % interval.
     """
     if games < 1:
         raise ValueError("games must be >= 1")
@@ -94,11 +96,29 @@ class _IdleSeat:
         return np.zeros((len(obs), *self.action_shape), np.int64)
 
 
+def _checkpoint_seats(game: Any, policies: list[Policy]) -> np.ndarray:
+    """``int [E]``: the seat the checkpoint (policy 0) plays in each env. Games that alternate
+    sides themselves (microRTS: seat 0 is engine player ``e % 2``) keep seat 0; in the others
+    (PettingZoo Atari, board games) the two players swap seats in odd envs."""
+    e = game.spec.num_envs
+    sides = getattr(game, "players", None)
+    alternates = isinstance(sides, np.ndarray) and len(np.unique(sides[:, 0])) > 1
+    both_act = len(policies) == 2 and not isinstance(policies[1], _IdleSeat)
+    if alternates or not both_act:
+        return np.zeros(e, np.int64)
+    return np.arange(e) % 2
+
+
 def _run(game: Any, policies: list[Policy], games: int, seed: int,
          video: Path | None) -> np.ndarray:
-    """Outcomes of seat 0 over ``games`` games, a fixed quota per env."""
+    """Outcomes of the checkpoint (policy 0) over ``games`` games, a fixed quota per env,
+    with sides alternating between envs."""
     spec = game.spec
     e = spec.num_envs
+    envs = np.arange(e)
+    seat_of = [_checkpoint_seats(game, policies)]  # [policy] -> int [E]
+    if len(policies) == 2:
+        seat_of.append(1 - seat_of[0])
     quota = np.full(e, games // e) + (np.arange(e) < games % e)
     played = np.zeros(e, np.int64)
     outcomes: list[int] = []
@@ -110,15 +130,15 @@ def _run(game: Any, policies: list[Policy], games: int, seed: int,
     while (played < quota).any():
         if recording:
             frames.append(game.render(0))
-        for seat, policy in enumerate(policies):
-            mask = batch.action_mask[:, seat] if batch.action_mask is not None else None
-            state = batch.state[:, seat] if batch.state is not None else None
-            actions[:, seat] = policy.act(batch.obs[:, seat], mask, state)
+        for policy, seat in zip(policies, seat_of, strict=True):
+            mask = batch.action_mask[envs, seat] if batch.action_mask is not None else None
+            state = batch.state[envs, seat] if batch.state is not None else None
+            actions[envs, seat] = policy.act(batch.obs[envs, seat], mask, state)
         batch = game.step(actions)
         ep = batch.episodes
         for env, seat, outcome in zip(ep.env.tolist(), ep.seat.tolist(), ep.outcome.tolist(),
                                       strict=True):
-            if seat != 0:
+            if seat != seat_of[0][env]:
                 continue
             if env == 0:
                 recording = False

@@ -80,3 +80,38 @@ def test_play_microrts_against_engine_bot(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["opponent"] == "WorkerRush" and result["games"] == 2
+
+
+def test_play_against_itself_swaps_seats(tmp_path: Path) -> None:
+    """Tic-tac-toe where seat 0 always moves first, the same deterministic policy on both
+    sides: every game is the same game, so with seats swapped in odd envs the checkpoint wins
+    exactly as often as it loses (without the swap it would always win, or always lose)."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([*SELFPLAY, "train", "--game", "tictactoe", "--total-steps", "2048",
+                           "--run-dir", str(run_dir), "--no-progress", "--set",
+                           "log.tensorboard=false", "--set", "league.enabled=false", "--set",
+                           "game.options.first_player=seat0"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    ckpt = sorted((run_dir / "checkpoints").glob("update_*.pt"))[-1]
+    result = play(ckpt, str(ckpt), games=8, seed=0, deterministic=True)
+    assert result["games"] == 8
+    assert result["wins"] == result["losses"] == 4 or result["draws"] == 8, result
+
+
+def test_checkpoint_seats_follow_the_games_own_sides() -> None:
+    """Games without their own side convention swap seats in odd envs; microRTS, whose seat
+    0 already alternates engine players, keeps seat 0."""
+    from games.microrts import make as make_microrts
+    from games.registry import make_game
+    from selfplay.play import _checkpoint_seats
+
+    two = [object(), object()]
+    ttt = make_game("tictactoe", num_envs=4, seed=0)
+    assert _checkpoint_seats(ttt, two).tolist() == [0, 1, 0, 1]  # type: ignore[arg-type]
+    mrts = make_microrts("microrts", num_envs=4, seed=0, map="basesWorkers8x8",
+                         num_selfplay_envs=4)
+    try:
+        assert _checkpoint_seats(mrts, two).tolist() == [0, 0, 0, 0]  # type: ignore[arg-type]
+    finally:
+        mrts.close()
