@@ -14,8 +14,8 @@ from games.registry import make_game, resolve
 from league.db import LeagueDB, LeagueError, PlayerKind, default_path
 from league.report import write_report
 from league.tournament import Policy, RunnerFactory, TournamentConfig, run_tournament
-from selfplay.checkpoint import list_checkpoints
-from selfplay.config import family_defaults
+from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
+from selfplay.config import config_from_mapping, family_defaults
 from selfplay.evaluate import load_agent
 from selfplay.ppo import FrozenPolicy
 
@@ -128,7 +128,11 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                 raise FileNotFoundError(f"checkpoint {path} not found")
             if "spec" not in spec_cache:
                 game_factory(1, seed).close()
-            _, agent, _ = load_agent(path, spec_cache["spec"])
+            state = load_checkpoint(path)
+            other = config_from_mapping(state["config"]).game.name
+            if other != game:
+                raise CheckpointError(f"{path} plays {other}, not {game}")
+            _, agent, _ = load_agent(path, spec_cache["spec"], state)
             return FrozenPolicy(agent)
 
         def progress(done: int, total: int | None) -> None:

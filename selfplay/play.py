@@ -12,7 +12,7 @@ import torch
 from games.core import Box, Outcome
 from games.matchups import match_setup
 from games.registry import make_game
-from selfplay.checkpoint import CheckpointError, load_checkpoint
+from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
 from selfplay.config import config_from_mapping
 from selfplay.evaluate import load_agent, write_video
 from selfplay.ppo import FrozenPolicy, Policy
@@ -44,7 +44,7 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
         raise ValueError("games must be >= 1")
     state = load_checkpoint(checkpoint)
     config = config_from_mapping(state["config"])
-    opponent_path = Path(vs) if Path(vs).is_file() else None
+    opponent_path = _opponent_checkpoint(vs)
     envs = num_envs or min(games, 16)
     setup = match_setup(config.game.name, None if opponent_path else vs, envs, seed, map_name)
     options = {**config.game.options, **setup.options}
@@ -83,6 +83,22 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
             "wins": wins, "losses": losses, "draws": draws,
             "win_rate": wins / len(outcomes), "ci95": [low, high],
             "video": str(video) if video is not None else None}
+
+
+def _opponent_checkpoint(vs: str) -> Path | None:
+    """``--vs`` as a checkpoint file (a run directory means its latest checkpoint); None for
+    a bot name."""
+    path = Path(vs)
+    if path.is_dir():
+        found = list_checkpoints(path / "checkpoints") or list_checkpoints(path)
+        if not found:
+            raise CheckpointError(f"--vs {vs}: the directory holds no checkpoint")
+        return found[-1]
+    if path.is_file():
+        return path
+    if "/" in vs or vs.endswith((".pt", ".safetensors")):
+        raise CheckpointError(f"--vs {vs}: no such checkpoint")
+    return None
 
 
 class _IdleSeat:

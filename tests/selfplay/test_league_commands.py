@@ -39,3 +39,20 @@ def test_a_bot_name_taken_by_a_checkpoint_is_an_error(tmp_path: Path) -> None:
         db.add_player("random", "checkpoint", path=str(tmp_path / "random.pt"))
         with pytest.raises(LeagueError, match="kind 'checkpoint', not 'bot'"):
             register_player(db, *resolve_player("random", "tictactoe"))
+
+
+def test_checkpoint_of_another_game_is_skipped_with_that_reason(tmp_path: Path,
+                                                               capsys) -> None:
+    from selfplay.config import build_config
+    from selfplay.league_commands import tournament
+    from selfplay.train import run_training
+
+    run = tmp_path / "cartpole"
+    run_training(build_config("CartPole-v1", overrides=["log.progress=false",
+                                                        "log.tensorboard=false"],
+                              total_steps=1024), run_dir=run)
+    result = tournament("tictactoe", ["random", "win_or_block", str(run)],
+                        str(tmp_path / "l.db"), games_per_pair=2, until_sigma=None,
+                        map_name=None, num_envs=2, seed=0, quiet=True)
+    assert result["played"] == 2 and len(result["skipped_players"]) == 1
+    assert "plays CartPole-v1, not tictactoe" in capsys.readouterr().err

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from games.core import GameError
+from selfplay.checkpoint import CheckpointError
 from selfplay.play import play, wilson_interval
 
 SELFPLAY = [sys.executable, "-m", "selfplay.cli"]
@@ -59,6 +60,11 @@ def test_play_errors(tictactoe_checkpoint: Path) -> None:
                           timeout=60)
     assert proc.returncode == 2 and "has no maps" in proc.stderr
     assert "Traceback" not in proc.stderr
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        play(tictactoe_checkpoint, "/nowhere/gone.pt", games=2)
+    run_dir = tictactoe_checkpoint.parent.parent  # a run directory: its latest checkpoint
+    assert play(tictactoe_checkpoint, str(run_dir), games=2)["opponent"] == \
+        str(tictactoe_checkpoint)
 
 
 def test_play_microrts_against_engine_bot(tmp_path: Path) -> None:
