@@ -77,9 +77,18 @@ def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
                 per_env[env].append(ret)
         if recording and (stats.env[seat0] == 0).any():
             recording = False  # one full episode of env 0 is in the video
+            add_final_frame(game, frames)
     if video is not None:
         write_video(video, frames, spec.render_fps)
     return [ret for env_returns in per_env for ret in env_returns]
+
+
+def add_final_frame(game: Any, frames: list[np.ndarray]) -> None:
+    """Append the last position of env 0's finished episode, where the game can draw it (the
+    frames grabbed before each step stop one move short of the end)."""
+    render_final = getattr(game, "render_final", None)
+    if callable(render_final):
+        frames.append(render_final(0))
 
 
 def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:

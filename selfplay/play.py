@@ -14,7 +14,7 @@ from games.matchups import match_setup
 from games.registry import make_game
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
 from selfplay.config import config_from_mapping
-from selfplay.evaluate import load_agent, write_video
+from selfplay.evaluate import add_final_frame, load_agent, write_video
 from selfplay.ppo import FrozenPolicy, Policy
 
 
@@ -156,8 +156,9 @@ def _run(game: Any, policies: list[Policy], games: int, seed: int,
                                       strict=True):
             if seat != seat_of[0][env]:
                 continue
-            if env == 0:
+            if env == 0 and recording:
                 recording = False
+                add_final_frame(game, frames)
             if played[env] < quota[env]:
                 played[env] += 1
                 outcomes.append(outcome)
