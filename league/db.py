@@ -178,6 +178,8 @@ class LeagueDB:
                 raise LeagueError(f"{self.path} does not exist; creating a league database "
                                   f"needs a game name")
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        elif not create and self.path.is_file() and self.path.stat().st_size == 0:
+            raise LeagueError(f"{self.path} is an empty file, not a league database")
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -96,8 +97,14 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
         if _holds_checkpoints(run):  # a default (time-stamped) directory already taken
             raise FileExistsError(f"{run.path} already holds a run; use --resume {run.path} "
                                   "to continue it or pick another --run-dir")
+        created = not run.path.exists()
         run.path.mkdir(parents=True, exist_ok=True)
-        trainer = build_trainer(config, run)
+        try:
+            trainer = build_trainer(config, run)
+        except BaseException:
+            if created:  # a bad game option, say: leave no empty run behind
+                shutil.rmtree(run.path, ignore_errors=True)
+            raise
     run.write_config(config)
     league = attach(trainer, run.path)
     names = getattr(trainer.game, "opponent_names", None)

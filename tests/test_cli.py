@@ -150,6 +150,11 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
                               str(tmp_path / "v.xyz")), "use a .mp4 or .gif file name")
     assert_one_line_error(run("eval", "--checkpoint", str(ckpt), "--video", str(tmp_path)),
                           "is a directory")
+    bad_option = tmp_path / "bad-option-run"
+    assert_one_line_error(run("train", "--game", "tictactoe", "--set",
+                              "game.options.no_such_option=1", "--run-dir", str(bad_option)),
+                          "no_such_option")
+    assert not bad_option.exists()  # no empty run left behind
     assert_one_line_error(run("league", "tournament", "--game", "tictactoe", "--players",
                               "random", "win_or_block", "--until-sigma", "-1", "--db",
                               str(tmp_path / "l.db")), "--until-sigma must be > 0")

@@ -134,6 +134,15 @@ def test_registering_a_name_again(db: LeagueDB, tmp_path: Path) -> None:
     assert [p.name for p in db.players()] == ["run1/update_0000010", "WorkerRush"]
 
 
+def test_reading_an_empty_file_leaves_it_alone(tmp_path: Path) -> None:
+    """Opening for reading (create=False) does not turn an empty file into a database."""
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with pytest.raises(LeagueError, match="empty file, not a league database"):
+        LeagueDB(empty, game="tictactoe", create=False)
+    assert empty.stat().st_size == 0
+
+
 def test_other_game_is_refused(tmp_path: Path) -> None:
     LeagueDB(tmp_path / "l.db", game="tictactoe").close()
     with pytest.raises(LeagueError, match="is for game 'tictactoe', not 'microrts'.*--db"):
