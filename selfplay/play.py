@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,10 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[f
 
 def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None = None,
          video: Path | None = None, seed: int = 0, num_envs: int | None = None,
-         deterministic: bool = False) -> dict[str, Any]:
-    """Play ``games`` games of ``checkpoint`` against ``vs`` (a bot name or a checkpoint path).
+         deterministic: bool = False,
+         progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Play ``games`` games of ``checkpoint`` against ``vs`` (a bot name or a checkpoint path);
+    ``progress(finished, games)`` is called as games finish.
 
     Sides alternate between envs: by the game's own convention where it has one (microRTS:
     seat 0 is player 0 in even envs and player 1 in odd ones), otherwise the two players swap
@@ -71,7 +74,7 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
         if len(policies) != spec.num_seats:
             raise RuntimeError(f"{spec.name} has {spec.num_seats} seats for "
                                f"{len(policies)} players")
-        outcomes = _run(game, policies, games, seed, video)
+        outcomes = _run(game, policies, games, seed, video, progress)
     finally:
         game.close()
     wins = int((outcomes == Outcome.WIN).sum())
@@ -125,8 +128,8 @@ def _checkpoint_seats(game: Any, policies: list[Policy]) -> np.ndarray:
     return np.arange(e) % 2
 
 
-def _run(game: Any, policies: list[Policy], games: int, seed: int,
-         video: Path | None) -> np.ndarray:
+def _run(game: Any, policies: list[Policy], games: int, seed: int, video: Path | None,
+         progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Outcomes of the checkpoint (policy 0) over ``games`` games, a fixed quota per env,
     with sides alternating between envs."""
     spec = game.spec
@@ -162,6 +165,8 @@ def _run(game: Any, policies: list[Policy], games: int, seed: int,
             if played[env] < quota[env]:
                 played[env] += 1
                 outcomes.append(outcome)
+                if progress is not None:
+                    progress(len(outcomes), games)
     if video is not None:
         write_video(video, frames, spec.render_fps)
     return np.asarray(outcomes, np.int8)

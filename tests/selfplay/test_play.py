@@ -33,8 +33,11 @@ def test_wilson_interval_reference_values() -> None:
 
 
 def test_play_against_bot_counts_every_game(tictactoe_checkpoint: Path) -> None:
-    result = play(tictactoe_checkpoint, "WIN_OR_BLOCK", games=37, seed=3)
+    seen: list[tuple[int, int]] = []
+    result = play(tictactoe_checkpoint, "WIN_OR_BLOCK", games=37, seed=3,
+                  progress=lambda done, total: seen.append((done, total)))
     assert result["games"] == 37
+    assert seen == [(k, 37) for k in range(1, 38)]  # every finished game is reported
     assert result["wins"] + result["losses"] + result["draws"] == 37
     assert result["opponent"] == "win_or_block"
     low, high = result["ci95"]
@@ -49,6 +52,12 @@ def test_play_against_checkpoint_cli(tictactoe_checkpoint: Path, tmp_path: Path)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert {"wins", "losses", "draws", "games", "win_rate", "ci95"} <= set(result)
+    assert "games" not in proc.stderr  # --json: no progress lines
+    human = subprocess.run([*SELFPLAY, "play", "--checkpoint", str(tictactoe_checkpoint),
+                            "--vs", "random", "--games", "20"], capture_output=True, text=True,
+                           timeout=120)
+    assert human.returncode == 0, human.stderr
+    assert "1/20 games" in human.stderr and "20/20 games" in human.stderr
     assert result["games"] == 20 and video.stat().st_size > 0
 
 
