@@ -106,6 +106,20 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return from_safe(data)  # type: ignore[no-any-return]
 
 
+CHECKPOINT_SUFFIXES = (".pt", ".safetensors")
+
+
+def looks_like_path(spec: str) -> bool:
+    """A command-line entry meant as a file or folder (bot names have no slash or suffix)."""
+    return "/" in spec or spec.startswith(".") or spec.endswith(CHECKPOINT_SUFFIXES)
+
+
+def run_checkpoints(run: Path) -> list[Path]:
+    """The checkpoints of a run directory (``run/checkpoints`` or ``run`` itself), oldest
+    first."""
+    return list_checkpoints(run / "checkpoints") or list_checkpoints(run)
+
+
 def list_checkpoints(directory: Path) -> list[Path]:
     """Checkpoints in ``directory``, oldest first (by update number in the name)."""
     if not directory.is_dir():

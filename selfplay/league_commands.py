@@ -14,7 +14,7 @@ from games.registry import make_game, resolve
 from league.db import LeagueDB, LeagueError, PlayerKind, default_path
 from league.report import write_report
 from league.tournament import Policy, RunnerFactory, TournamentConfig, run_tournament
-from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
+from selfplay.checkpoint import CheckpointError, load_checkpoint, looks_like_path, run_checkpoints
 from selfplay.config import config_from_mapping, family_defaults
 from selfplay.evaluate import load_agent
 from selfplay.ppo import FrozenPolicy
@@ -34,12 +34,6 @@ def open_db(db: str | None, game: str | None, create: bool = True) -> LeagueDB:
     return LeagueDB(path, game=resolve(game).name if game else None, create=create)
 
 
-CHECKPOINT_SUFFIXES = (".pt", ".safetensors")
-
-
-def looks_like_path(spec: str) -> bool:
-    """A ``--players`` entry meant as a file or folder (bot names have no slash or suffix)."""
-    return "/" in spec or spec.startswith(".") or spec.endswith(CHECKPOINT_SUFFIXES)
 
 
 def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
@@ -51,7 +45,7 @@ def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
     """
     path = Path(spec)
     if path.is_dir():
-        found = list_checkpoints(path / "checkpoints") or list_checkpoints(path)
+        found = run_checkpoints(path)
         if not found:
             return f"{path.name}/no-checkpoint", "checkpoint", path.resolve() / "checkpoints"
         return f"{path.name}/{found[-1].stem}", "checkpoint", found[-1].resolve()

@@ -13,7 +13,12 @@ import torch
 from games.core import Box, Outcome
 from games.matchups import match_setup
 from games.registry import make_game
-from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
+from selfplay.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    looks_like_path,
+    run_checkpoints,
+)
 from selfplay.config import config_from_mapping
 from selfplay.evaluate import add_final_frame, load_agent, write_video
 from selfplay.ppo import FrozenPolicy, Policy
@@ -93,13 +98,13 @@ def _opponent_checkpoint(vs: str) -> Path | None:
     a bot name."""
     path = Path(vs)
     if path.is_dir():
-        found = list_checkpoints(path / "checkpoints") or list_checkpoints(path)
+        found = run_checkpoints(path)
         if not found:
             raise CheckpointError(f"--vs {vs}: the directory holds no checkpoint")
         return found[-1]
     if path.is_file():
         return path
-    if "/" in vs or vs.endswith((".pt", ".safetensors")):
+    if looks_like_path(vs):
         raise CheckpointError(f"--vs {vs}: no such checkpoint")
     return None
 
