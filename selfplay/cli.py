@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -283,6 +284,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread so that ``finally`` blocks and context
+    managers run (engine processes stopped, files closed) as they do for Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_on_termination() -> dict[int, Any]:
+    """Turn SIGTERM and SIGHUP into :class:`Terminated` where their action is the default
+    (an ignored SIGHUP, as under ``nohup``, stays ignored); returns the handlers replaced.
+    ``selfplay train`` installs its own checkpoint-then-stop handlers while it trains."""
+    def handler(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    replaced: dict[int, Any] = {}
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) is signal.SIG_DFL:
+            replaced[sig] = signal.signal(sig, handler)
+    return replaced
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -290,14 +314,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     errors = _user_errors()
+    in_main = threading.current_thread() is threading.main_thread()
+    replaced = _raise_on_termination() if in_main else {}
     try:
         return int(args.func(args))
     except errors as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Terminated as stop:
+        print(f"interrupted by {signal.Signals(stop.signum).name}", file=sys.stderr)
+        return 128 + stop.signum
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        for sig, previous in replaced.items():
+            signal.signal(sig, previous)
 
 
 if __name__ == "__main__":

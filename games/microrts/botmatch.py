@@ -29,6 +29,7 @@ of theirs takes minutes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -120,7 +121,8 @@ def play_bot_games(games: Sequence[BotGame], parallel: int = 32, processes: int 
     chunks = [games[c::num_chunks] for c in range(num_chunks)]
     results: list[BotGameResult | None] = [None] * len(games)
     done = 0
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"))
+    try:
         futures = {pool.submit(_play_chunk, chunk, parallel): c for c, chunk in enumerate(chunks)}
         for future in as_completed(futures):
             c = futures[future]
@@ -129,8 +131,26 @@ def play_bot_games(games: Sequence[BotGame], parallel: int = 32, processes: int 
             done += len(chunks[c])
             if progress is not None:
                 progress(done, len(games))
+    except BaseException:  # an engine error, Ctrl-C or SIGTERM: stop the workers' games now
+        _stop_pool(pool)
+        raise
+    pool.shutdown()
     assert all(r is not None for r in results)
     return [r for r in results if r is not None]
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued chunks and terminate the workers (a chunk can run for minutes;
+    ``shutdown(wait=True)`` would wait for it). The executor has no public way to reach its
+    processes before Python 3.14, hence ``_processes``."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.terminate()
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.join(timeout=10)
 
 
 @functools.lru_cache(maxsize=64)

@@ -310,7 +310,10 @@ _GC_OPTION = re.compile(r"^-XX:[+-]Use\w*GC$")
 
 
 def jvm_args(java: JavaRuntime) -> list[str]:
-    """JVM options: headless AWT; native access for JPype on Java >= 22 (silences warnings);
+    """JVM options: headless AWT; ``-Xrs``, so that SIGTERM and SIGHUP stay with Python (with the
+    JVM's own handlers a SIGTERM ran Java's shutdown while Python carried on, and the next engine
+    call failed with an ``InterruptedException`` or hung); native access for JPype on Java >= 22
+    (silences warnings);
     the serial garbage collector unless the user picks another; then the user's own options
     from ``$SELFPLAY_JAVA_OPTIONS`` (shell-style words, e.g. ``-Xmx4g``).
 
@@ -319,7 +322,7 @@ def jvm_args(java: JavaRuntime) -> list[str]:
     torch's. Measured on 2 cores in training, the engine's share of an update fell from 9-10 %
     to 5-6 % (BENCHMARKS.md).
     """
-    args = ["-Djava.awt.headless=true"]
+    args = ["-Djava.awt.headless=true", "-Xrs"]
     if java.version >= 22:
         args.append("--enable-native-access=ALL-UNNAMED")
     words = user_jvm_options()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -95,3 +96,90 @@ def test_ctrl_c_stops_promptly_and_shuts_the_jvm_down(engine_home, tmp_path: Pat
     assert "KeyboardInterrupt" in err, err
     assert proc.returncode in (-signal.SIGINT, 128 + signal.SIGINT, 1), proc.returncode
     assert not marker.exists(), "the JVM did not run its shutdown sequence"
+
+
+def _matches_stored(path: Path) -> int:
+    import sqlite3
+
+    if not path.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM matches").fetchone()[0])
+    except sqlite3.Error:  # the schema is still being written
+        return 0
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_ends_a_microrts_tournament_cleanly(engine_home, tmp_path: Path) -> None:
+    """SIGTERM to ``selfplay league tournament`` between engine games: Python, not Java's
+    handler, gets it (the JVM runs with -Xrs), so the command stops within seconds with status
+    143 and one line, and the stored matches are whole: the ratings equal their replay. Before,
+    Java's shutdown ran under Python and the next engine call failed as an "engine error" (or
+    hung)."""
+    from league.db import LeagueDB
+
+    path = tmp_path / "league.db"
+    command = [sys.executable, "-m", "selfplay.cli", "league", "tournament", "--game",
+               "microrts", "--players", "WorkerRush", "RandomBiased", "--games-per-pair", "2000",
+               "--map", "basesWorkers8x8", "--num-envs", "4", "--db", str(path)]
+    proc = subprocess.Popen(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _matches_stored(path) < 8 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()[1]
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert elapsed < 10, f"took {elapsed:.1f} s to stop"
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1] == "interrupted by SIGTERM", err
+    assert "Traceback" not in err and "engine error" not in err, err
+    with LeagueDB(path, game="microrts") as league:
+        assert 8 <= league.match_count() < 4000
+        assert league.replay_ratings() == league.ratings()
+
+
+def test_sigterm_stops_bot_game_worker_processes(engine_home) -> None:
+    """An interrupt while bot games run in worker processes terminates the workers at once
+    instead of waiting for their games (chunks of games can run for minutes)."""
+    import threading
+
+    from games.microrts.botmatch import BotGame, play_bot_games
+
+    games = [BotGame("Passive", "Passive", "basesWorkers8x8", max_steps=10**6, seed=s)
+             for s in range(4)]
+    before = set(_children())
+    timer = threading.Timer(8.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            play_bot_games(games, parallel=2, processes=2)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < 25
+    deadline = time.monotonic() + 5
+    while set(_children()) - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = set(_children()) - before
+    assert not left, subprocess.run(["ps", "-o", "pid,args", "-p", ",".join(map(str, left))],
+                                    capture_output=True, text=True).stdout
+
+
+def _children() -> list[int]:
+    """PIDs of this process's live children, aside from multiprocessing's resource tracker
+    (it serves every spawn of the process and stays) and the ``ps`` that lists them."""
+    ps = subprocess.Popen(["ps", "-ww", "-o", "pid=,stat=,args=", "--ppid", str(os.getpid())],
+                          stdout=subprocess.PIPE, text=True)
+    out, _ = ps.communicate()
+    rows = [line.split(None, 2) for line in out.splitlines()]
+    return [int(pid) for pid, stat, args in rows if int(pid) != ps.pid
+            and not stat.startswith("Z") and "resource_tracker" not in args]
