@@ -120,12 +120,13 @@ def cmd_play(args: argparse.Namespace) -> int:
 
     if args.games < 1:
         raise UserError("--games must be >= 1")
+
     def progress(done: int, total: int) -> None:  # long games (Atari) show they are alive
         if not args.json and (done == 1 or done % 10 == 0 or done == total):
             print(f"  {done}/{total} games", file=sys.stderr, flush=True)
 
     result = play(args.checkpoint, args.vs, args.games, args.map,
-                  _video_path(args.video), seed=_seed(args.seed),
+                  _video_path(args.video), seed=_seed(args.seed) or 0,
                   deterministic=args.deterministic, progress=progress)
     low, high = result["ci95"]
     human = (f"{result['game']} vs {result['opponent']}: {result['wins']} wins, "
