@@ -161,6 +161,10 @@ class LeagueConfig:
     """Most recent earlier snapshots in the rating pool."""
     eval_envs: int = 8
     """Games played at once in rating matches."""
+    eval_process: bool = True
+    """Play the rating matches in a rater process beside training (spawned, its own engine),
+    so training does not wait for them; their rating is logged when they finish, with
+    league/rated_update. False plays them in the training process between updates."""
     anchors: list[str] = field(default_factory=list)
     """Scripted bots in every snapshot's rating pool (microRTS: engine bots)."""
     bots: list[str] = field(default_factory=list)

@@ -42,10 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from games.core import EpisodeStats, GameError, Outcome, VecGame
+from games.core import EpisodeStats, GameError, Outcome
 from games.matchups import ScriptedPolicy, match_setup
 from games.options import to_mapping
-from games.registry import make_game
 from league.db import LeagueDB, LeagueError, Player
 from league.matchmaking import Matchmaker, MatchmakingConfig
 from league.snapshots import (
@@ -55,9 +54,9 @@ from league.snapshots import (
     snapshot_name,
     snapshot_run,
 )
-from league.tournament import IncompatiblePlayer, TournamentConfig, run_tournament
-from league.tournament import Policy as LeaguePolicy
+from league.tournament import IncompatiblePlayer
 from selfplay.config import ConfigError, LeagueConfig
+from selfplay.league_rating import BackgroundRater, RatingJob, load_agent, rate_snapshot
 from selfplay.networks import ActorCritic
 from selfplay.ppo import FrozenPolicy, Trainer
 
@@ -95,6 +94,7 @@ class LeagueHook:
         self.opponent = np.full(trainer.spec.num_envs, LEARNER, np.int64)  # [E] pick of seat 1
         self.pooled: set[int] = set()  # snapshot ids ever added to the matchmaker
         self.incompatible: set[int] = set()  # snapshots of other networks (shared databases)
+        self.compatible: set[int] = set()  # other runs' snapshots known to fit this network
         # snapshots dropped because their file could not be read -> the file's mtime then
         # (None: missing); they rejoin once the file changes or another process reads it
         self.dropped: dict[int, float | None] = {}
@@ -162,6 +162,9 @@ class LeagueHook:
             self.assign(np.flatnonzero(self.contested))
         else:
             self._reload_slots(restored["slots"])
+        self.rater = BackgroundRater() if config.eval_process else None
+        if self.rater is not None:
+            self._resubmit_unfinished()
         trainer.on_episodes.append(self.on_episodes)
         trainer.after_update.append(self.after_update)
         trainer.extra_state["league"] = self.state_dict
@@ -316,19 +319,16 @@ class LeagueHook:
         snapshot kept out of this run's pool, once reported) if they do not fit it: a run
         sharing the database with another network."""
         trainer = self.trainer
-        agent = ActorCritic(trainer.spec, trainer.config.network, trainer.config.normalize)
         try:
-            agent.load_state_dict(snapshot.weights)
-        except (RuntimeError, KeyError, ValueError) as exc:
+            return load_agent(trainer.spec, trainer.config.network, trainer.config.normalize,
+                              snapshot)
+        except IncompatiblePlayer as exc:
             if pid not in self.incompatible:
                 self.incompatible.add(pid)
                 name = self.db.player(pid).name
-                print(f"warning: snapshot {name} does not fit this run's network; it stays "
-                      f"out of this run's pool ({str(exc).splitlines()[0][:160]})",
+                print(f"warning: snapshot {name} {exc}; it stays out of this run's pool",
                       file=sys.stderr)
-            raise IncompatiblePlayer(f"does not fit this run's network: "
-                                     f"{str(exc).splitlines()[0][:160]}") from exc
-        return agent
+            raise
 
     def on_episodes(self, trainer: Trainer, stats: EpisodeStats) -> None:
         """Record the learner's finished games and pick the next opponent of those envs."""
@@ -360,6 +360,8 @@ class LeagueHook:
             self.latest = self.snapshot(trainer)
         if self.latest is not None and trainer.update % self.config.eval_every == 0:
             metrics.update(self.rate_latest())
+        if self.rater is not None:
+            metrics.update(self.rater.collect())
         metrics["league/opponent_share_selfplay"] = float((trainer.owner[:, 1] == 0).mean())
         if self.role == "main_exploiter":
             metrics["league/win_rate_vs_main"] = float(
@@ -393,66 +395,91 @@ class LeagueHook:
             self.matchmaker.add_snapshot(pid, LEARNER)
         return pid
 
-    def rate_latest(self) -> dict[str, float]:
-        """Rating matches of the newest snapshot against earlier ones and the anchors."""
-        assert self.latest is not None
-        latest = self.db.player(self.latest).name
-        # registered before it: a replay after a resume meets the pool the crashed run met
-        snapshots = [p.name for p in self.db.players()
-                     if p.kind == "snapshot" and p.broken is None and p.id < self.latest
-                     and p.id not in self.incompatible]
+    def rating_job(self, pid: int) -> RatingJob | None:
+        """The rating tournament of snapshot ``pid``: against the last ``eval_pool`` snapshots
+        registered before it (a replay after a resume meets the pool the crashed run met) and
+        the anchors; ``None`` if that pool is empty."""
+        earlier = [p for p in self.db.players()
+                   if p.kind == "snapshot" and p.broken is None and p.id < pid]
+        snapshots = [p.name for p in earlier if self._fits(p)]
         pool = snapshots[-self.config.eval_pool:] + self.anchors
         if not pool:
-            return {}
+            return None
         trainer = self.trainer
-        game_name = trainer.spec.name
-        options = dict(trainer.config.game.options)
+        player = self.db.player(pid)
+        return RatingJob(db_path=str(self.db.path), spec=trainer.spec,
+                         options=dict(trainer.config.game.options),
+                         network=trainer.config.network, normalize=trainer.config.normalize,
+                         latest=player.name, pool=tuple(pool),
+                         games_per_pair=self.config.eval_games, num_envs=self.config.eval_envs,
+                         seed=int(player.metadata.get("update", trainer.update)),
+                         run_seed=trainer.config.seed, device=str(trainer.device),
+                         engine_anchors=self.engine_anchors, snapshots=len(snapshots) + 1)
 
-        def game_factory(envs: int, seed: int) -> VecGame:
-            setup = match_setup(game_name, None, envs, seed)
-            return make_game(game_name, num_envs=envs, seed=seed,
-                             options={**options, **setup.options})
-
-        def policy_factory(name: str) -> LeaguePolicy:
-            player = self.db.player(name)
-            if player.kind == "bot" and self.engine_anchors:
-                from games.microrts.league_runner import bot_policy_factory
-
-                return bot_policy_factory(name)
-            if player.kind == "bot":
-                scripted = match_setup(game_name, name, 1, trainer.config.seed).scripted
-                if scripted is None:
-                    raise ValueError(f"bot {name} plays inside the engine")
-                return scripted
-            snapshot = load_player_snapshot(self.db, player.id)
-            if snapshot is None:
-                raise ValueError(f"snapshot {name} is missing or corrupt")
-            return FrozenPolicy(self._agent_of(player.id, snapshot).to(trainer.device))
-
-        maps = options.get("maps") or options.get("map") or ""
-        config = TournamentConfig(games_per_pair=self.config.eval_games,
-                                  num_envs=self.config.eval_envs, seed=trainer.update,
-                                  name=f"eval@{latest}",
-                                  map=",".join(maps) if isinstance(maps, list) else str(maps))
-        runner = None
-        if self.engine_anchors:  # engine bots: bot envs whose bot changes per match
-            from games.microrts.league_runner import PolicyMatchRunner
-
-            def runner(policies: Mapping[int, LeaguePolicy]) -> PolicyMatchRunner:
-                return PolicyMatchRunner(policies, options, num_envs=config.num_envs,
-                                         seed=config.seed)
+    def _fits(self, player: Player) -> bool:
+        """Whether ``player``'s snapshot fits this run's network. Another run's snapshot is
+        loaded once to find out (reported once if it does not fit), here rather than in the
+        rater process, which would leave it in every later pool; an unreadable file counts as
+        fitting: the rating tournament reports and flags it."""
+        if player.id in self.incompatible:
+            return False
+        if self._own(player) or player.id in self.compatible:
+            return True
+        snapshot = load_player_snapshot(self.db, player.id)
+        if snapshot is None:
+            return True
         try:
-            run_tournament(self.db, [latest, *pool], policy_factory, game_factory, config,
-                           focus=[latest], runner=runner)
-        except Exception as exc:  # noqa: BLE001 - rating must never stop training
-            print(f"warning: rating {latest} failed: {exc}", file=sys.stderr)
+            self._agent_of(player.id, snapshot)
+        except IncompatiblePlayer:
+            return False
+        self.compatible.add(player.id)
+        return True
+
+    def rate_latest(self) -> dict[str, float]:
+        """Rating matches of the newest snapshot against earlier ones and the anchors: played
+        now, or handed to the rater process (``league.eval_process``; its result is logged at
+        a later update, with ``league/rated_update``)."""
+        assert self.latest is not None
+        job = self.rating_job(self.latest)
+        if job is None:
             return {}
-        rating = self.db.rating(latest)
-        return {"league/mu": rating.mu, "league/sigma": rating.sigma,
-                "league/conservative": rating.mu - 3 * rating.sigma, "league/elo": rating.elo,
-                "league/snapshots": float(len(snapshots) + 1)}
+        if self.rater is not None:
+            self.rater.submit(job)
+            return {}
+        try:
+            return rate_snapshot(job, self.db, self._agent_of)
+        except Exception as exc:  # noqa: BLE001 - rating must never stop training
+            print(f"warning: rating {job.latest} failed: {exc}", file=sys.stderr)
+            return {}
+
+    def _resubmit_unfinished(self) -> None:
+        """Hand the rater the tournaments of this run's snapshots (up to the checkpoint
+        resumed from) that the previous process's rater did not finish; each plays only its
+        matches not yet stored."""
+        assert self.rater is not None
+        for player in self.db.players():
+            update = int(player.metadata.get("update", 0))
+            if (player.kind != "snapshot" or not self._own(player) or player.broken is not None
+                    or self._after_checkpoint(player) or update % self.config.eval_every):
+                continue
+            job = self.rating_job(player.id)
+            if job is None:
+                continue
+            stored = len(self.db.match_keys(f"eval@{player.name}/"))
+            if stored < len(job.pool) * job.games_per_pair:
+                self.rater.submit(job)
+
+    def finish(self) -> dict[str, float]:
+        """At the end of training: wait for the rater's tournaments; the newest rating."""
+        if self.rater is None or not self.rater.pending:
+            return {}
+        print(f"waiting for {self.rater.pending} snapshot rating tournament(s)",
+              file=sys.stderr, flush=True)
+        return self.rater.collect(wait=True)
 
     def close(self) -> None:
+        if self.rater is not None:
+            self.rater.close()
         self.db.close()
 
 

@@ -124,7 +124,9 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
     league_info: dict[str, Any] = {}
     try:
         trainer.train(sink, progress)
-        league_info = describe(league)
+        if league is not None:  # the rater's last tournaments: every snapshot ends up rated
+            league_info.update(league.finish())
+        league_info.update(describe(league))
     finally:
         progress.close()
         sink.close()

@@ -32,6 +32,7 @@ def train_in_league(tmp_path: Path, overrides: list[str], seed: int, total_steps
     seen: list[Any] = []
     trainer.after_update.append(lambda t: seen.append(per_update(t)) or {})
     trainer.train()
+    hook.finish()  # the rater process's last tournaments
     hook.close()
     return hook, seen
 
@@ -52,6 +53,46 @@ def test_tictactoe_league_training(tmp_path: Path) -> None:
     assert db.rating(snapshots[-1].name).mu > db.rating("random").mu
     assert db.replay_ratings() == db.ratings()
     db.close()
+
+
+def test_rater_process_plays_the_same_tournaments_and_leaves_training_alone(
+        tmp_path: Path) -> None:
+    """Rating in a rater process (league.eval_process) versus between updates, same seed:
+    training is bit for bit the same (rating games draw on no generator of training's), the
+    same rating tournaments are scheduled (same matches, sides and seeds, each stored once),
+    and the rater's results reach the metrics, tagged with the snapshot's update."""
+    import json
+
+    runs = {}
+    for rater in (False, True):
+        config = build_config("tictactoe", overrides=[
+            "log.progress=false", "log.tensorboard=false", "league.snapshot_every=2",
+            "league.eval_every=2", "league.eval_games=4", "league.eval_pool=2",
+            "league.anchors=[random, win_or_block]", f"league.eval_process={rater}",
+            "game.num_envs=8", "ppo.num_steps=16"], seed=6, total_steps=8 * 16 * 10)
+        run_dir = tmp_path / f"rater_{rater}" / "run"
+        summary = run_training(config, run_dir=run_dir)
+        checkpoint = load_checkpoint(sorted((run_dir / "checkpoints").glob("*.pt"))[-1])
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
+        with LeagueDB(run_dir / "league.db") as db:
+            matches = {m.key: (db.player(m.player_a).name, db.player(m.player_b).name,
+                               m.side_a, m.seed) for m in db.matches()}
+            assert db.replay_ratings() == db.ratings()
+            names = [p.name for p in db.players() if p.kind == "snapshot"]
+        runs[rater] = (checkpoint, rows, matches, summary, names)
+    (inline_ckpt, inline_rows, inline_matches, _, names), (ckpt, rows, matches, summary, _) = \
+        runs[False], runs[True]
+    for key, value in inline_ckpt["agent"].items():
+        assert torch.equal(value, ckpt["agent"][key]), key
+    assert [r["loss/policy_loss"] for r in rows] == [r["loss/policy_loss"] for r in inline_rows]
+    assert len(names) == 5 and matches == inline_matches
+    assert len(matches) == sum(4 * (min(2, i) + 2) for i in range(5))
+    assert all("league/mu" in row for row in inline_rows[1::2])
+    rated = [int(r["league/rated_update"]) for r in rows if "league/rated_update" in r]
+    rated += [int(summary["league/rated_update"])] if "league/rated_update" in summary else []
+    assert rated and rated == sorted(set(rated)) and set(rated) <= {2, 4, 6, 8, 10}
+    assert all(int(r["league/rated_update"]) * 8 * 16 <= r["step"] for r in rows
+               if "league/rated_update" in r)
 
 
 def test_scripted_bots_in_the_training_mix(tmp_path: Path) -> None:

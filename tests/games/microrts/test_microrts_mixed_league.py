@@ -55,20 +55,23 @@ def test_checkpoint_against_engine_bots_both_sides(tmp_path: Path, checkpoint_ru
             assert got.mu == pytest.approx(want.mu) and got.sigma == pytest.approx(want.sigma)
 
 
-def test_league_training_rates_snapshots_against_engine_bots(tmp_path: Path,
-                                                            engine_home: Path) -> None:
+@pytest.mark.parametrize("rater", [False, True], ids=["between-updates", "rater-process"])
+def test_league_training_rates_snapshots_against_engine_bots(tmp_path: Path, engine_home: Path,
+                                                            rater: bool) -> None:
     """A short league run with engine-bot anchors: every snapshot plays rated games against
-    WorkerRush, stored in the run's league database, and league/* reaches the metrics."""
+    WorkerRush, stored in the run's league database, and league/* reaches the metrics (every
+    update's when rated between updates; with a rater process, when its tournaments finish,
+    the last ones in the run's summary)."""
     import json
 
-    config = build_config("microrts", overrides=[
+    config = build_config("microrts", overrides=[f"league.eval_process={rater}",
         "game.num_envs=4", "game.options.map=basesWorkers8x8", "game.options.bots=[Passive]",
         "game.options.num_selfplay_envs=2", "game.options.max_steps=150", "ppo.num_steps=32",
         "ppo.num_minibatches=1", "ppo.update_epochs=1", "league.anchors=[WorkerRush]",
         "league.snapshot_every=1", "league.eval_every=1", "league.eval_games=2",
         "league.eval_envs=2", "log.progress=false", "log.tensorboard=false",
         "network.channels=[8,16]", "network.hidden=[16]"], total_steps=4 * 32 * 2)
-    run_training(config, run_dir=tmp_path / "run")
+    summary = run_training(config, run_dir=tmp_path / "run")
     with LeagueDB(tmp_path / "run" / "league.db", game="microrts") as db:
         rush = db.player("WorkerRush").id
         vs_rush = [m for m in db.matches() if rush in (m.player_a, m.player_b)]
@@ -78,7 +81,12 @@ def test_league_training_rates_snapshots_against_engine_bots(tmp_path: Path,
         frozen = db.player("WorkerRush")
         assert frozen.frozen and db.rating("WorkerRush").mu == 25.0  # the anchor never moves
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
-    assert all("league/mu" in row for row in rows)
+    if not rater:
+        assert all("league/mu" in row for row in rows)
+    else:
+        rated = [row["league/rated_update"] for row in rows if "league/mu" in row]
+        rated += [summary["league/rated_update"]] if "league/mu" in summary else []
+        assert rated and set(rated) <= {1.0, 2.0}
 
 
 def test_missing_checkpoint_beside_engine_bots_is_reported_as_missing(tmp_path: Path,

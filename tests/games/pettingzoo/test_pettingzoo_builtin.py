@@ -158,6 +158,7 @@ def test_league_leaves_the_builtin_envs_alone(tmp_path: Path) -> None:
         "ppo.num_minibatches=2", "ppo.update_epochs=1", "log.progress=false",
         "log.tensorboard=false", "league.snapshot_every=1", "league.eval_every=2",
         "league.eval_games=1", "league.eval_pool=1", "league.eval_envs=2",
+        "league.eval_process=false",  # rated between updates: league/* in update 2's row
         "league.self_play=0.0"], total_steps=4 * 16 * 4)
     game = make(config.game.name, config.game.num_envs, config.seed, **config.game.options)
     assert game.opponent_names == ["selfplay", "selfplay", "selfplay", "builtin"]

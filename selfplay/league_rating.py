@@ -1,0 +1,219 @@
+"""Rating games of a training run's snapshots: in the training process, or in a rater process.
+
+A :class:`RatingJob` says everything a snapshot's rating tournament needs (the league database,
+the game and its options, the network config, the snapshot and its reference pool, the seed),
+so it runs the same wherever it runs: :func:`rate_snapshot` plays it and returns the snapshot's
+rating as metrics. :class:`BackgroundRater` plays the jobs one after another in one spawned
+process (its own engine, e.g. its own JVM for microRTS) while training goes on, so training no
+longer waits for rating games (``league.eval_process``). Each match is stored in one transaction
+under the tournament's key, so a rater killed with its trainer loses at most the games in
+flight; the resumed run submits the unfinished tournaments again and they play only what is
+missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from typing import Any
+
+from games.core import GameSpec, VecGame
+from games.matchups import match_setup
+from games.registry import make_game
+from league.db import LeagueDB
+from league.snapshots import Snapshot, load_player_snapshot
+from league.tournament import IncompatiblePlayer, TournamentConfig, run_tournament
+from league.tournament import Policy as LeaguePolicy
+from selfplay.config import NetworkConfig, NormalizeConfig
+from selfplay.networks import ActorCritic
+
+AgentOf = Callable[[int, Snapshot], ActorCritic]  # (player id, snapshot) -> loaded network
+
+
+@dataclass(frozen=True)
+class RatingJob:
+    """One snapshot's rating tournament against its reference pool (picklable)."""
+
+    db_path: str
+    spec: GameSpec
+    options: Mapping[str, Any]
+    """the training game's options (map, max steps, ...): rating games are played alike"""
+    network: NetworkConfig
+    normalize: NormalizeConfig
+    latest: str
+    """the snapshot rated"""
+    pool: tuple[str, ...]
+    """earlier snapshots and anchors it plays"""
+    games_per_pair: int
+    num_envs: int
+    seed: int
+    """the update of the snapshot: seed of the tournament's games"""
+    run_seed: int
+    """the run's seed (scripted bots' generators)"""
+    device: str = "cpu"
+    engine_anchors: bool = False
+    """anchors are microRTS engine bots (bot envs whose bot changes per match)"""
+    snapshots: int = 1
+    """snapshots in the league up to this one (logged as league/snapshots)"""
+
+
+def rating_metrics(db: LeagueDB, name: str, snapshots: int) -> dict[str, float]:
+    rating = db.rating(name)
+    return {"league/mu": rating.mu, "league/sigma": rating.sigma,
+            "league/conservative": rating.mu - 3 * rating.sigma, "league/elo": rating.elo,
+            "league/snapshots": float(snapshots)}
+
+
+def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf) -> dict[str, float]:
+    """Play (or finish) ``job``'s tournament, storing every match in ``db``; the snapshot's
+    rating afterwards as metrics (``league/mu``, ``league/sigma``, ...)."""
+    from selfplay.ppo import FrozenPolicy
+
+    game_name = job.spec.name
+    options = dict(job.options)
+
+    def game_factory(envs: int, seed: int) -> VecGame:
+        setup = match_setup(game_name, None, envs, seed)
+        return make_game(game_name, num_envs=envs, seed=seed,
+                         options={**options, **setup.options})
+
+    def policy_factory(name: str) -> LeaguePolicy:
+        player = db.player(name)
+        if player.kind == "bot" and job.engine_anchors:
+            from games.microrts.league_runner import bot_policy_factory
+
+            return bot_policy_factory(name)
+        if player.kind == "bot":
+            scripted = match_setup(game_name, name, 1, job.run_seed).scripted
+            if scripted is None:
+                raise ValueError(f"bot {name} plays inside the engine")
+            return scripted
+        snapshot = load_player_snapshot(db, player.id)
+        if snapshot is None:
+            raise ValueError(f"snapshot {name} is missing or corrupt")
+        return FrozenPolicy(agent_of(player.id, snapshot).to(job.device))
+
+    maps = options.get("maps") or options.get("map") or ""
+    config = TournamentConfig(games_per_pair=job.games_per_pair, num_envs=job.num_envs,
+                              seed=job.seed, name=f"eval@{job.latest}",
+                              map=",".join(maps) if isinstance(maps, list) else str(maps))
+    runner = None
+    if job.engine_anchors:
+        from games.microrts.league_runner import PolicyMatchRunner
+
+        def runner(policies: Mapping[int, LeaguePolicy]) -> PolicyMatchRunner:
+            return PolicyMatchRunner(policies, options, num_envs=config.num_envs,
+                                     seed=config.seed)
+    run_tournament(db, [job.latest, *job.pool], policy_factory, game_factory, config,
+                   focus=[job.latest], runner=runner)
+    return rating_metrics(db, job.latest, job.snapshots)
+
+
+def load_agent(spec: GameSpec, network: NetworkConfig, normalize: NormalizeConfig,
+               snapshot: Snapshot) -> ActorCritic:
+    """The run's network with ``snapshot``'s weights; :class:`IncompatiblePlayer` if they do
+    not fit it (a snapshot of another network in a shared database)."""
+    agent = ActorCritic(spec, network, normalize)
+    try:
+        agent.load_state_dict(snapshot.weights)
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise IncompatiblePlayer(f"does not fit this run's network: "
+                                 f"{str(exc).splitlines()[0][:160]}") from exc
+    return agent
+
+
+# --------------------------------------------------------------------------- rater process
+
+
+def _rater_init() -> None:
+    """The rater leaves Ctrl-C and SIGTERM to the trainer, which stops it (a terminal's Ctrl-C
+    reaches the whole process group), and ends as soon as the trainer is gone (killed with
+    SIGKILL, say) rather than finishing its tournament; one torch thread, beside training's."""
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True,
+                     name="rater-watchdog").start()
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _rate_in_rater(job: RatingJob) -> dict[str, float]:
+    """Rater-process entry point: one job, with its own connection to the database."""
+    def agent_of(_pid: int, snapshot: Snapshot) -> ActorCritic:
+        return load_agent(job.spec, job.network, job.normalize, snapshot)
+
+    with LeagueDB(job.db_path, game=job.spec.name, create=False) as db:
+        metrics = rate_snapshot(job, db, agent_of)
+    return {**metrics, "league/rated_update": float(job.seed)}
+
+
+class BackgroundRater:
+    """Rating jobs played one at a time by a spawned rater process, beside training."""
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+        self._pending: list[tuple[RatingJob, Future[dict[str, float]]]] = []
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def submit(self, job: RatingJob) -> None:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"),
+                                             initializer=_rater_init)
+        self._pending.append((job, self._pool.submit(_rate_in_rater, job)))
+
+    def collect(self, wait: bool = False) -> dict[str, float]:
+        """Metrics of the newest finished job (``{}`` if none finished); a failed job is
+        reported on stderr and never stops training. ``wait``: finish every job first."""
+        metrics: dict[str, float] = {}
+        still: list[tuple[RatingJob, Future[dict[str, float]]]] = []
+        for job, future in self._pending:
+            if not (wait or future.done()):
+                still.append((job, future))
+                continue
+            try:
+                metrics = future.result()
+            except Exception as exc:  # noqa: BLE001 - rating must never stop training
+                print(f"warning: rating {job.latest} failed: {_one_line(exc)}", file=sys.stderr)
+        self._pending = still
+        return metrics
+
+    def close(self) -> None:
+        """Stop at once: queued jobs are dropped and the rater is terminated (the matches it
+        stored stay; a resumed run plays the rest)."""
+        pool, self._pool = self._pool, None
+        self._pending = []
+        if pool is None:
+            return
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            with contextlib.suppress(Exception):
+                process.terminate()
+        for process in processes:
+            with contextlib.suppress(Exception):
+                process.join(timeout=10)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
