@@ -204,6 +204,11 @@ class TrainConfig:
     time overlap (double-buffered sampling). Each env follows the same policy as in lockstep;
     the random draws come in another order, and running normalization statistics
     (``normalize.obs``, ``normalize.reward``) are updated part by part."""
+    pipeline_groups: int = 2
+    """Pipelined collection: the worker processes are split into this many groups of
+    neighbours, and the trainer acts for a group's envs with one forward pass while the other
+    groups step. 2 is double buffering; more groups overlap more but cost one forward pass
+    each per step, which on a GPU (fixed cost per pass) outweighs the overlap."""
     keep_freed_memory: bool = True
     """On CPU, keep freed memory in the process instead of returning it to the kernel (glibc
     only; process-wide, for the rest of the process): large tensors are then reused without
@@ -241,6 +246,7 @@ def validate(config: TrainConfig) -> None:
         (config.league.bot_share == 0.0 or bool(config.league.bots),
          "league.bot_share > 0 needs league.bots (the scripted bots to play)"),
         (config.league.max_active_opponents >= 1, "league.max_active_opponents must be >= 1"),
+        (config.pipeline_groups >= 1, "pipeline_groups must be >= 1"),
         (config.league.snapshot_every >= 1 and config.league.eval_every >= 1,
          "league.snapshot_every and league.eval_every must be >= 1"),
         (0.0 <= config.league.exploiter_threshold <= 1.0,

@@ -53,6 +53,14 @@ from selfplay.tracking import MetricSink, Progress, RunDir
 ActFn = Callable[[int, Batch, np.ndarray, int], np.ndarray]
 
 
+def group_parts(num_parts: int, groups: int) -> list[list[int]]:
+    """``num_parts`` part indices split into ``groups`` runs of neighbours (sizes differ by at
+    most one; fewer groups if there are fewer parts)."""
+    groups = max(1, min(groups, num_parts))
+    edges = np.linspace(0, num_parts, groups + 1).round().astype(int)
+    return [list(range(a, b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
 def buf_np(tensor: Tensor) -> np.ndarray:
     """A NumPy view sharing memory with a CPU tensor."""
     return tensor.numpy()
@@ -293,12 +301,14 @@ class Trainer:
             tick = timer.add("env", tick)
 
     def _collect_pipelined(self, act: ActFn) -> None:
-        """As :meth:`_collect_steps`, but each part of the envs steps in its own process while
-        the actions of the other parts are computed (double-buffered sampling). Every env
+        """As :meth:`_collect_steps`, but the envs' parts (worker processes) are split into
+        ``pipeline_groups`` groups, and each group steps while the actions of the others are
+        computed, one forward pass per group (double-buffered sampling with 2). Every env
         follows the same policy as in lockstep; random draws come in another order and running
-        normalization statistics are updated part by part."""
+        normalization statistics are updated group by group."""
         game = cast(SupportsPartSteps, self.game)
         parts = game.parts
+        groups = group_parts(len(parts), self.config.pipeline_groups)
         timer = self.timer
         batches = [slice_batch(self.batch, a, b) for a, b in parts]
         pending = [False] * len(parts)
@@ -306,17 +316,24 @@ class Trainer:
         tick = time.perf_counter()
         try:
             for t in range(self.config.ppo.num_steps):
-                for p, (start, _) in enumerate(parts):
-                    if pending[p]:  # its step t - 1 ran while the other parts acted
-                        pending[p] = False
-                        batches[p] = game.step_part_wait(p)
-                        tick = timer.add("env", tick)
-                        self._record_step(t - 1, batches[p], start)
-                        tick = timer.add("env", tick)
-                    actions = self._act_part(t, batches[p], start, act)
+                for group in groups:
+                    for p in group:
+                        if pending[p]:  # its step t - 1 ran while the other groups acted
+                            pending[p] = False
+                            batches[p] = game.step_part_wait(p)
+                            tick = timer.add("env", tick)
+                            self._record_step(t - 1, batches[p], parts[p][0])
+                            tick = timer.add("env", tick)
+                    start = parts[group[0]][0]
+                    joined = (batches[group[0]] if len(group) == 1 else concat_batches(
+                        [batches[p] for p in group], [parts[p][0] - start for p in group]))
+                    tick = timer.add("env", tick)
+                    actions = self._act_part(t, joined, start, act)
                     tick = timer.add("inference", tick)
-                    game.step_part_async(p, actions)
-                    pending[p] = True
+                    for p in group:
+                        a, b = parts[p]
+                        game.step_part_async(p, actions[a - start:b - start])
+                        pending[p] = True
                     tick = timer.add("env", tick)
         except BaseException:
             for part in [q for q, busy in enumerate(pending) if busy]:
