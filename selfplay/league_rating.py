@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Any
@@ -165,50 +166,89 @@ def _rate_in_rater(job: RatingJob) -> dict[str, float]:
 
 
 class BackgroundRater:
-    """Rating jobs played one at a time by a spawned rater process, beside training."""
+    """Rating jobs played one at a time by a spawned rater process, beside training.
+
+    A rater that dies (a JVM crash, the OOM killer) is replaced, and the jobs it held are
+    handed to the new one once (each plays only the matches not yet stored)."""
 
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
-        self._pending: list[tuple[RatingJob, Future[dict[str, float]]]] = []
+        self._pending: list[tuple[RatingJob, Future[dict[str, float]], int]] = []
 
     @property
     def pending(self) -> int:
         return len(self._pending)
 
-    def submit(self, job: RatingJob) -> None:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"),
-                                             initializer=_rater_init)
-        self._pending.append((job, self._pool.submit(_rate_in_rater, job)))
+    def submit(self, job: RatingJob, tries: int = 0) -> None:
+        """Queue ``job`` (``tries``: how often it was handed to a rater that died)."""
+        for attempt in (0, 1):
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"),
+                                                 initializer=_rater_init)
+            try:
+                self._pending.append((job, self._pool.submit(_rate_in_rater, job), tries))
+                return
+            except BrokenProcessPool:
+                if attempt:
+                    raise
+                self._replace_dead_rater()
 
     def collect(self, wait: bool = False) -> dict[str, float]:
         """Metrics of the newest finished job (``{}`` if none finished); a failed job is
         reported on stderr and never stops training. ``wait``: finish every job first."""
         metrics: dict[str, float] = {}
-        still: list[tuple[RatingJob, Future[dict[str, float]]]] = []
-        for job, future in self._pending:
-            if not (wait or future.done()):
-                still.append((job, future))
-                continue
-            try:
-                metrics = future.result()
-            except Exception as exc:  # noqa: BLE001 - rating must never stop training
-                print(f"warning: rating {job.latest} failed: {_one_line(exc)}", file=sys.stderr)
-        self._pending = still
-        return metrics
+        while True:
+            retry: list[tuple[RatingJob, int]] = []
+            still: list[tuple[RatingJob, Future[dict[str, float]], int]] = []
+            for job, future, tries in self._pending:
+                if not (wait or future.done()):
+                    still.append((job, future, tries))
+                    continue
+                try:
+                    metrics = future.result()
+                except BrokenProcessPool:
+                    if tries == 0:
+                        retry.append((job, tries + 1))
+                    else:
+                        print(f"warning: rating {job.latest} failed: the rater process died "
+                              "twice during it", file=sys.stderr)
+                except Exception as exc:  # noqa: BLE001 - rating must never stop training
+                    print(f"warning: rating {job.latest} failed: {_one_line(exc)}",
+                          file=sys.stderr)
+            self._pending = still
+            if not retry:
+                return metrics
+            self._replace_dead_rater()
+            for job, tries in retry:
+                self.submit(job, tries)
+            if not wait:
+                return metrics
+
+    def _replace_dead_rater(self) -> None:
+        print("warning: the rater process died; starting another", file=sys.stderr)
+        alive = self._pending
+        self._pending = []
+        self._stop_pool()
+        for job, _, tries in alive:  # queued behind the dead one: hand them over too
+            self.submit(job, tries)
 
     def close(self) -> None:
-        """Stop at once: queued jobs are dropped and the rater is terminated (the matches it
-        stored stay; a resumed run plays the rest)."""
-        pool, self._pool = self._pool, None
+        """Stop at once: queued jobs are dropped and the rater is killed (the matches it
+        stored stay, each whole; a resumed run plays the rest)."""
         self._pending = []
+        self._stop_pool()
+
+    def _stop_pool(self) -> None:
+        """Kill the rater (SIGKILL: it ignores SIGTERM, which is the trainer's to handle) and
+        forget its executor, whose queue is dropped."""
+        pool, self._pool = self._pool, None
         if pool is None:
             return
         processes = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             with contextlib.suppress(Exception):
-                process.terminate()
+                process.kill()
         for process in processes:
             with contextlib.suppress(Exception):
                 process.join(timeout=10)

@@ -457,10 +457,16 @@ class LeagueHook:
         resumed from) that the previous process's rater did not finish; each plays only its
         matches not yet stored."""
         assert self.rater is not None
-        for player in self.db.players():
-            update = int(player.metadata.get("update", 0))
-            if (player.kind != "snapshot" or not self._own(player) or player.broken is not None
-                    or self._after_checkpoint(player) or update % self.config.eval_every):
+        own = [p for p in self.db.players() if p.kind == "snapshot" and self._own(p)
+               and p.broken is None and not self._after_checkpoint(p)]
+        every = self.config.eval_every
+        rated: set[int] = set()  # the snapshot that was the newest at each rating update
+        for update in range(every, self.trainer.update + 1, every):
+            newest = [p.id for p in own if int(p.metadata.get("update", 0)) <= update]
+            if newest:
+                rated.add(max(newest))
+        for player in own:
+            if player.id not in rated:
                 continue
             job = self.rating_job(player.id)
             if job is None:

@@ -107,20 +107,25 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
             raise
     run.write_config(config)
     league = attach(trainer, run.path)
-    names = getattr(trainer.game, "opponent_names", None)
-    if names is not None:  # games mixing opponents: win rate per opponent in the logs
-        per_opponent = OpponentWinRates(list(names))
-        trainer.on_episodes.append(lambda _t, stats: per_opponent.add(stats))
-        trainer.after_update.append(lambda _t: per_opponent.metrics())
-    component_names = getattr(trainer.game, "reward_component_names", None)
-    if component_names is not None:  # reward terms logged one by one (reward/<component>)
-        components = ComponentReturns(list(component_names), config.log.return_window)
-        trainer.on_episodes.append(lambda t, stats: components.add(
-            stats, t.game.episode_reward_components()))  # type: ignore[attr-defined]
-        trainer.after_update.append(lambda _t: components.metrics())
-    sink = MetricSink(run, config, resume=resume is not None)
-    progress = Progress(trainer.num_updates * trainer.steps_per_update, trainer.global_step,
-                        config.log.progress, config.game.name)
+    try:
+        names = getattr(trainer.game, "opponent_names", None)
+        if names is not None:  # games mixing opponents: win rate per opponent in the logs
+            per_opponent = OpponentWinRates(list(names))
+            trainer.on_episodes.append(lambda _t, stats: per_opponent.add(stats))
+            trainer.after_update.append(lambda _t: per_opponent.metrics())
+        component_names = getattr(trainer.game, "reward_component_names", None)
+        if component_names is not None:  # reward terms logged one by one (reward/<component>)
+            components = ComponentReturns(list(component_names), config.log.return_window)
+            trainer.on_episodes.append(lambda t, stats: components.add(
+                stats, t.game.episode_reward_components()))  # type: ignore[attr-defined]
+            trainer.after_update.append(lambda _t: components.metrics())
+        sink = MetricSink(run, config, resume=resume is not None)
+        progress = Progress(trainer.num_updates * trainer.steps_per_update, trainer.global_step,
+                            config.log.progress, config.game.name)
+    except BaseException:  # the rater process (resubmitted tournaments) stops with us
+        if league is not None:
+            league.close()
+        raise
     league_info: dict[str, Any] = {}
     try:
         trainer.train(sink, progress)

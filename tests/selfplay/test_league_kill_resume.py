@@ -153,3 +153,40 @@ def test_sigkill_training_run_then_resume(tmp_path: Path, moment: str) -> None:
         for match in after.values():  # the replayed schedule is the same schedule
             update = int(match.key.split("/")[0].rsplit("@", 1)[1])
             assert match.seed == match_seed(update, match.key), f"{note} {match.key}"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stop_signal_while_the_rater_plays_ends_promptly(tmp_path: Path,
+                                                         sig: signal.Signals) -> None:
+    """Ctrl-C or SIGTERM while the rater process is deep in a long rating tournament: the
+    trainer saves its checkpoint and exits within seconds (the rater ignores the signal, the
+    trainer kills it), and nothing writes to the database afterwards."""
+    run_dir = tmp_path / "ttt"
+    db_path = run_dir / "league.db"
+    command = [sys.executable, "-m", "selfplay.cli", "train", "--game", "tictactoe",
+               "--run-dir", str(run_dir), "--total-steps", str(10**7), "--no-progress",
+               "--set", "league.snapshot_every=1", "--set", "league.eval_every=1",
+               "--set", "league.eval_games=100000", "--set", "log.tensorboard=false"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while count_matches(db_path) < 50 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()[1]
+        start = time.monotonic()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + sig, err
+    assert f"interrupted by {sig.name}; checkpoint saved" in err, err
+    assert elapsed < 15, f"took {elapsed:.1f} s to stop"
+    stored = count_matches(db_path)
+    time.sleep(2)
+    assert count_matches(db_path) == stored, "a rater still plays after its trainer stopped"
+    with LeagueDB(db_path) as db:
+        assert_whole(db)

@@ -222,3 +222,43 @@ def test_resumed_league_run_continues_exactly(tmp_path: Path) -> None:
     assert np.array_equal(payoff_got["games"], payoff_want["games"])
     assert payoff_want["games"].sum() > 0, "no training game against a snapshot was recorded"
     assert league_got["rng"] == league_want["rng"]
+
+
+def test_a_dead_rater_is_replaced_and_its_job_played(tmp_path: Path, capsys) -> None:
+    """The rater process killed (as by the OOM killer) while it holds a job: the next
+    collect starts another, which plays the job; training is never stopped by it."""
+    import os
+    import signal
+    import time
+
+    config = build_config("tictactoe", overrides=[
+        "log.progress=false", "log.tensorboard=false", "league.snapshot_every=1",
+        "league.eval_every=100", "league.eval_games=400", "league.eval_pool=1",
+        "league.eval_envs=4", "league.eval_process=true"], seed=2, total_steps=32 * 32 * 2)
+    trainer = Trainer(config, make_game("tictactoe", config.game.num_envs, config.seed))
+    hook = attach(trainer, tmp_path)
+    assert hook is not None and hook.rater is not None
+    try:
+        trainer.train()
+        assert hook.latest is not None
+        job = hook.rating_job(hook.latest)
+        assert job is not None and len(job.pool) == 3  # a snapshot and the two anchors
+        total = 3 * 400
+        hook.rater.submit(job)
+        pool = hook.rater._pool  # noqa: SLF001 - killing the rater is the point
+        assert pool is not None
+        deadline = time.monotonic() + 60
+        while not hook.db.match_keys(f"eval@{job.latest}/") and time.monotonic() < deadline:
+            time.sleep(0.05)  # the rater has started playing the job
+        pids = list(pool._processes)  # noqa: SLF001
+        assert len(pids) == 1
+        os.kill(pids[0], signal.SIGKILL)
+        partial = len(hook.db.match_keys(f"eval@{job.latest}/"))
+        assert 0 < partial < total
+        metrics = hook.rater.collect(wait=True)
+        assert "league/mu" in metrics
+        assert len(hook.db.match_keys(f"eval@{job.latest}/")) == total  # finished, none twice
+        assert hook.db.replay_ratings() == hook.db.ratings()
+        assert "the rater process died; starting another" in capsys.readouterr().err
+    finally:
+        hook.close()
