@@ -575,14 +575,19 @@ class Trainer:
     # ----------------------------------------------------------------- the loop
 
     def train(self, sink: MetricSink | None = None, progress: Progress | None = None) -> None:
-        """Run updates until ``total_steps``; checkpoint periodically and on SIGINT/SIGTERM.
+        """Run updates until ``total_steps``; checkpoint periodically and on SIGINT, SIGTERM
+        or SIGHUP (a closed terminal; not where SIGHUP is ignored, as under ``nohup``).
 
         A first signal lets the update in progress finish (its rollout is trained on, so the
         checkpoint sits on an update boundary and a resumed run continues as an uninterrupted
         one would), then saves and raises :class:`TrainingInterrupted`; a second one stops at
         once (the last periodic checkpoint remains)."""
         self._stop_signal = None  # a trainer stopped by a signal may train again
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        signals = [signal.SIGINT, signal.SIGTERM]
+        hangup = getattr(signal, "SIGHUP", None)
+        if hangup is not None and signal.getsignal(hangup) is not signal.SIG_IGN:
+            signals.append(hangup)
+        previous = {sig: signal.getsignal(sig) for sig in signals}
 
         def handler(signum: int, _frame: object) -> None:
             if self._stop_signal is not None:  # second signal: stop now

@@ -165,7 +165,7 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
                               str(tmp_path)), "error:")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_signal_checkpoints_then_exits(tmp_path: Path, sig: signal.Signals) -> None:
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([*SELFPLAY, "train", "--game", "CartPole-v1", "--total-steps",
