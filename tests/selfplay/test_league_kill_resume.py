@@ -190,3 +190,40 @@ def test_stop_signal_while_the_rater_plays_ends_promptly(tmp_path: Path,
     assert count_matches(db_path) == stored, "a rater still plays after its trainer stopped"
     with LeagueDB(db_path) as db:
         assert_whole(db)
+
+
+def test_sigkill_with_rating_less_often_than_snapshots(tmp_path: Path) -> None:
+    """snapshot_every=2, eval_every=3: each rating update rates the newest snapshot (@2 at
+    update 3, @6 at 6, @8 at 9, ...). Killed while the rater plays, the same command again
+    completes exactly those tournaments: the resumed run hands the rater the snapshots that
+    were rated, not those whose own update is a multiple of eval_every."""
+    updates, snap, every = 18, 2, 3
+    run_dir = tmp_path / "ttt"
+    db_path = run_dir / "league.db"
+    command = [sys.executable, "-m", "selfplay.cli", "train", "--game", "tictactoe",
+               "--run-dir", str(run_dir), "--seed", "5", "--total-steps",
+               str(updates * STEPS_PER_UPDATE), "--no-progress"]
+    for item in [*SETTINGS, f"league.snapshot_every={snap}", f"league.eval_every={every}",
+                 "league.eval_games=40"]:
+        command += ["--set", item]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 45
+    while proc.poll() is None and time.monotonic() < deadline and count_matches(db_path) < 150:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, f"the run ended before the kill:\n{err}"
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    with LeagueDB(db_path) as db:
+        assert_whole(db)
+        snapshots = sorted((p for p in db.players() if p.kind == "snapshot"),
+                           key=lambda p: p.id)
+        updates_of = [int(p.name.rsplit("@", 1)[1]) for p in snapshots]
+        assert updates_of == list(range(snap, updates + 1, snap))
+        rated = {max(u for u in updates_of if u <= e) for e in range(every, updates + 1, every)}
+        by_tournament = Counter(m.key.split("/")[0] for m in db.matches())
+        expected = {f"eval@{snapshot_name('ttt', u)}": 40 * (min(EVAL_POOL, i) + len(ANCHORS))
+                    for i, u in enumerate(updates_of) if u in rated}
+        assert dict(by_tournament) == expected
