@@ -48,6 +48,7 @@ ENV_HOME = "SELFPLAY_MICRORTS_HOME"  # where the engine files live
 ENV_SDIST = "SELFPLAY_MICRORTS_SDIST"  # a pre-downloaded sdist (offline machines)
 ENV_JAVA = "SELFPLAY_JAVA_HOME"
 ENV_JAVA_OPTIONS = "SELFPLAY_JAVA_OPTIONS"  # extra JVM options, e.g. "-Xmx4g -XX:+UseSerialGC"
+ENV_JAVA_STDERR = "SELFPLAY_JAVA_STDERR"  # "1": keep Java's System.err (bots' debug output)
 
 
 def engine_home() -> Path:
@@ -350,7 +351,11 @@ def start_jvm(quiet: bool = True) -> JavaRuntime:
 
     Java's ``tests`` package is importable as ``ts`` (``from ts import ...``) so that it does not
     shadow a Python ``tests`` package; other classes are best reached with ``jpype.JClass``.
-    Java's ``System.out`` is discarded (the engine prints map paths and reward lists).
+    Java's ``System.out`` is discarded (the engine prints map paths and reward lists), and so
+    is ``System.err`` unless ``$SELFPLAY_JAVA_STDERR`` is ``1``: bots print stack traces there
+    for moves the engine refuses and carries on (hundreds of lines a game for some). Java
+    exceptions that reach Python are raised as :class:`GameError` with their message either
+    way.
     """
     global _RUNTIME
     with _JVM_LOCK:
@@ -379,6 +384,8 @@ def start_jvm(quiet: bool = True) -> JavaRuntime:
         stream = jpype.JClass("java.io.PrintStream")
         null_out = jpype.JClass("java.io.OutputStream").nullOutputStream()
         system.setOut(stream(null_out))
+        if os.environ.get(ENV_JAVA_STDERR, "").strip() != "1":
+            system.setErr(stream(null_out))
         _RUNTIME = java
         return java
 

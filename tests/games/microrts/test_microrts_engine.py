@@ -202,6 +202,28 @@ def test_bad_java_options_are_one_line_errors(engine_home: Path, options: str,
     assert len(proc.stdout.strip().splitlines()) == 1
 
 
+_JAVA_CHATTER = (
+    "from games.microrts.engine import start_jvm\nstart_jvm()\nimport jpype\n"
+    "system = jpype.JClass('java.lang.System')\n"
+    "system.out.println('java-stdout-line')\nsystem.err.println('java-stderr-line')\n"
+    "jpype.JClass('java.lang.Exception')('dummy').printStackTrace()\n"
+    "print('python-line', flush=True)\n")
+
+
+@pytest.mark.parametrize("keep", ["", "1"], ids=["silenced", "kept"])
+def test_java_console_output_is_silenced(engine_home: Path, keep: str) -> None:
+    """System.out always, System.err (bots' stack traces) unless SELFPLAY_JAVA_STDERR=1;
+    Python's own output is untouched."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), engine.ENV_JAVA_STDERR: keep}
+    proc = _run(_JAVA_CHATTER, env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "python-line"
+    if keep:
+        assert "java-stderr-line" in proc.stderr and "java.lang.Exception: dummy" in proc.stderr
+    else:
+        assert "java-stderr-line" not in proc.stderr and "dummy" not in proc.stderr, proc.stderr
+
+
 def test_import_does_not_start_the_jvm(tmp_path: Path) -> None:
     code = ("import jpype\nimport games.microrts\n"
             "from games.microrts import adapter, botmatch, bots, maps\n"
