@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from selfplay.interrupts import Terminated
+
 PLANNED = {
     "bc": "behaviour-cloning pretraining from replays (planned; not in this version)",
 }
@@ -283,15 +285,6 @@ def build_parser() -> argparse.ArgumentParser:
     games.add_argument("--json", action="store_true")
     games.set_defaults(func=cmd_games)
     return parser
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised in the main thread so that ``finally`` blocks and context
-    managers run (engine processes stopped, files closed) as they do for Ctrl-C."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 def _raise_on_termination() -> dict[int, Any]:

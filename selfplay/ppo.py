@@ -42,6 +42,7 @@ from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoi
 from selfplay.config import TrainConfig
 from selfplay.device import resolve_device
 from selfplay.inference import NumpyActorCritic, supports
+from selfplay.interrupts import Terminated
 from selfplay.losses import explained_variance, gae, ppo_loss
 from selfplay.networks import ActorCritic
 from selfplay.normalize import RewardScaler
@@ -592,7 +593,7 @@ class Trainer:
         def handler(signum: int, _frame: object) -> None:
             if self._stop_signal is not None:  # second signal: stop now
                 signal.signal(signum, previous[signal.Signals(signum)])
-                raise KeyboardInterrupt
+                raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
             self._stop_signal = signum
             print(f"{signal.Signals(signum).name}: finishing update {self.update + 1}, then "
                   "saving a checkpoint (send it again to stop at once)", file=sys.stderr,

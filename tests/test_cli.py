@@ -254,3 +254,34 @@ def test_league_tournament_of_microrts_engine_bots(tmp_path: Path) -> None:
     result = json.loads(proc.stdout)
     assert result["played"] == 6
     assert [p["name"] for p in result["players"]][-1] == "Passive"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_second_signal_stops_at_once_with_its_status(tmp_path: Path,
+                                                     sig: signal.Signals) -> None:
+    """A second signal during the update the first one lets finish stops at once: exit status
+    128 + the signal (130 for Ctrl-C, 143 for SIGTERM, as a job scheduler expects), one line."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([*SELFPLAY, "train", "--game", "CartPole-v1", "--total-steps",
+                             "100000000", "--run-dir", str(run_dir), "--set", "ppo.num_steps=20000",
+                             *QUIET], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.time() + 60
+        while not (run_dir / "config.yaml").exists():  # written just before training starts
+            assert time.time() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        time.sleep(1.5)  # inside the first update (20,000 steps of every env)
+        proc.send_signal(sig)
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "finishing update" in line, line
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + sig, err
+    assert "Traceback" not in err, err
+    assert not (run_dir / "checkpoints").exists() or not list((run_dir / "checkpoints").iterdir())
