@@ -13,7 +13,6 @@ missing.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -28,6 +27,7 @@ from typing import Any
 
 from games.core import GameSpec, VecGame
 from games.matchups import match_setup
+from games.pools import stop_process_pool
 from games.registry import make_game
 from league.db import LeagueDB
 from league.snapshots import Snapshot, load_player_snapshot
@@ -242,16 +242,8 @@ class BackgroundRater:
         """Kill the rater (SIGKILL: it ignores SIGTERM, which is the trainer's to handle) and
         forget its executor, whose queue is dropped."""
         pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        processes = list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            with contextlib.suppress(Exception):
-                process.kill()
-        for process in processes:
-            with contextlib.suppress(Exception):
-                process.join(timeout=10)
+        if pool is not None:
+            stop_process_pool(pool, kill=True)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -29,7 +29,6 @@ of theirs takes minutes.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import os
@@ -45,6 +44,7 @@ from games.core import GameError, Outcome
 from games.microrts import bots as bots_mod
 from games.microrts import engine
 from games.microrts.maps import MapInfo, resolve_map
+from games.pools import stop_process_pool
 
 DEFAULT_MAP = "basesWorkers16x16A"
 _BIG_STEPS = 2**31 - 1  # the Java client's own step limit, never reached: we truncate here
@@ -132,25 +132,11 @@ def play_bot_games(games: Sequence[BotGame], parallel: int = 32, processes: int 
             if progress is not None:
                 progress(done, len(games))
     except BaseException:  # an engine error, Ctrl-C or SIGTERM: stop the workers' games now
-        _stop_pool(pool)
+        stop_process_pool(pool)
         raise
     pool.shutdown()
     assert all(r is not None for r in results)
     return [r for r in results if r is not None]
-
-
-def _stop_pool(pool: ProcessPoolExecutor) -> None:
-    """Cancel the queued chunks and terminate the workers (a chunk can run for minutes;
-    ``shutdown(wait=True)`` would wait for it). The executor has no public way to reach its
-    processes before Python 3.14, hence ``_processes``."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        with contextlib.suppress(Exception):
-            process.terminate()
-    for process in processes:
-        with contextlib.suppress(Exception):
-            process.join(timeout=10)
 
 
 @functools.lru_cache(maxsize=64)
