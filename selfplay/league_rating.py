@@ -118,7 +118,7 @@ def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf) -> dict[str, 
     return rating_metrics(db, job.latest, job.snapshots)
 
 
-def load_agent(spec: GameSpec, network: NetworkConfig, normalize: NormalizeConfig,
+def snapshot_agent(spec: GameSpec, network: NetworkConfig, normalize: NormalizeConfig,
                snapshot: Snapshot) -> ActorCritic:
     """The run's network with ``snapshot``'s weights; :class:`IncompatiblePlayer` if they do
     not fit it (a snapshot of another network in a shared database)."""
@@ -158,7 +158,7 @@ def _exit_with_parent(parent: int) -> None:
 def _rate_in_rater(job: RatingJob) -> dict[str, float]:
     """Rater-process entry point: one job, with its own connection to the database."""
     def agent_of(_pid: int, snapshot: Snapshot) -> ActorCritic:
-        return load_agent(job.spec, job.network, job.normalize, snapshot)
+        return snapshot_agent(job.spec, job.network, job.normalize, snapshot)
 
     with LeagueDB(job.db_path, game=job.spec.name, create=False) as db:
         metrics = rate_snapshot(job, db, agent_of)

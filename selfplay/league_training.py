@@ -56,7 +56,7 @@ from league.snapshots import (
 )
 from league.tournament import IncompatiblePlayer
 from selfplay.config import ConfigError, LeagueConfig
-from selfplay.league_rating import BackgroundRater, RatingJob, load_agent, rate_snapshot
+from selfplay.league_rating import BackgroundRater, RatingJob, rate_snapshot, snapshot_agent
 from selfplay.networks import ActorCritic
 from selfplay.ppo import FrozenPolicy, Trainer
 
@@ -320,7 +320,7 @@ class LeagueHook:
         sharing the database with another network."""
         trainer = self.trainer
         try:
-            return load_agent(trainer.spec, trainer.config.network, trainer.config.normalize,
+            return snapshot_agent(trainer.spec, trainer.config.network, trainer.config.normalize,
                               snapshot)
         except IncompatiblePlayer as exc:
             if pid not in self.incompatible:
