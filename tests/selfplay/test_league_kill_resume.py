@@ -30,10 +30,11 @@ from selfplay.checkpoint import list_checkpoints
 
 ROOT = Path(__file__).resolve().parents[2]
 UPDATES = 40
-STEPS_PER_UPDATE = 8 * 16  # game.num_envs * ppo.num_steps
+STEPS_PER_UPDATE = 8 * 64  # game.num_envs * ppo.num_steps (updates long enough that the
+# rater process, started at the first rating, stores matches well before training ends)
 SNAPSHOT_EVERY = 2  # == eval_every: each snapshot is rated in the update that made it
 EVAL_GAMES, EVAL_POOL, ANCHORS = 2, 2, ("random", "win_or_block")
-SETTINGS = ["game.num_envs=8", "ppo.num_steps=16", f"league.snapshot_every={SNAPSHOT_EVERY}",
+SETTINGS = ["game.num_envs=8", "ppo.num_steps=64", f"league.snapshot_every={SNAPSHOT_EVERY}",
             f"league.eval_every={SNAPSHOT_EVERY}", f"league.eval_games={EVAL_GAMES}",
             f"league.eval_pool={EVAL_POOL}", "league.eval_envs=4",
             "checkpoint.every_updates=3", "checkpoint.keep=2", "log.tensorboard=false"]
