@@ -67,6 +67,7 @@ class RatingJob:
 
 
 def rating_metrics(db: LeagueDB, name: str, snapshots: int) -> dict[str, float]:
+    """``name``'s stored rating as training metrics (``league/*``)."""
     rating = db.rating(name)
     return {"league/mu": rating.mu, "league/sigma": rating.sigma,
             "league/conservative": rating.mu - 3 * rating.sigma, "league/elo": rating.elo,
