@@ -1,8 +1,9 @@
-"""Stopping a process pool at once, whatever its workers are doing."""
+"""Worker processes: leaving stop signals to their parent, stopping a pool at once."""
 
 from __future__ import annotations
 
 import contextlib
+import signal
 from concurrent.futures import ProcessPoolExecutor
 
 
@@ -22,3 +23,13 @@ def stop_process_pool(pool: ProcessPoolExecutor, kill: bool = False) -> None:
     for process in processes:
         with contextlib.suppress(Exception):
             process.join(timeout=10)
+
+
+def ignore_stop_signals() -> None:
+    """In a worker process: ignore Ctrl-C, SIGTERM and SIGHUP, which a terminal or a job
+    scheduler sends to the whole process group; they are the parent's to handle (it stops
+    its workers itself). Call it before a JVM starts, which then leaves them alone."""
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)

@@ -14,7 +14,6 @@ missing.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -27,7 +26,7 @@ from typing import Any
 
 from games.core import GameSpec, VecGame
 from games.matchups import match_setup
-from games.pools import stop_process_pool
+from games.pools import ignore_stop_signals, stop_process_pool
 from games.registry import make_game
 from league.db import LeagueDB
 from league.snapshots import Snapshot, load_player_snapshot
@@ -139,10 +138,7 @@ def _rater_init() -> None:
     """The rater leaves Ctrl-C and SIGTERM to the trainer, which stops it (a terminal's Ctrl-C
     reaches the whole process group), and ends as soon as the trainer is gone (killed with
     SIGKILL, say) rather than finishing its tournament; one torch thread, beside training's."""
-    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-        sig = getattr(signal, name, None)
-        if sig is not None:
-            signal.signal(sig, signal.SIG_IGN)
+    ignore_stop_signals()
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True,
                      name="rater-watchdog").start()
     import torch

@@ -16,7 +16,6 @@ message; a worker that dies is reported as such.
 from __future__ import annotations
 
 import multiprocessing as mp
-import signal
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
@@ -32,6 +31,7 @@ from games.microrts.adapter import (
     env_layout,
 )
 from games.options import from_mapping, to_mapping
+from games.pools import ignore_stop_signals
 
 _JOIN_SECONDS = 10.0
 
@@ -52,8 +52,7 @@ def _serve(conn: Connection, options: dict[str, Any], num_envs: int, envs: tuple
     finishes the update, saves and closes the workers), so the worker ignores them; set before
     the JVM starts, which then leaves them alone.
     """
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
+    ignore_stop_signals()
     try:
         opts = from_mapping(MicroRTSOptions, {**options, "workers": 1}, "game.options.")
         game = MicroRTSVecGame(opts, num_envs, seed=seed, name=name, envs=envs)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from proc_helpers import count_matches
 from ttt_players import BOTS, BotPolicy, game_factory, policy_factory
 
 from league.db import LeagueDB, LeagueError
@@ -115,20 +115,12 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def stored(path: Path) -> int:
-    try:
-        with sqlite3.connect(path, timeout=10) as conn:
-            return int(conn.execute("SELECT count(*) FROM matches").fetchone()[0])
-    except sqlite3.OperationalError:  # not created yet
-        return 0
-
-
 def kill_after_matches(command: list[str], path: Path, matches: int) -> None:
     """Run ``command`` and SIGKILL it once ``path`` holds ``matches`` matches."""
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.monotonic() + 60
-    while stored(path) < matches and proc.poll() is None and time.monotonic() < deadline:
+    while count_matches(path) < matches and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)

@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from proc_helpers import count_matches, signal_when
 
 from league.db import LeagueDB
 from league.snapshots import load_snapshot, snapshot_name
@@ -38,16 +39,6 @@ SETTINGS = ["game.num_envs=8", "ppo.num_steps=64", f"league.snapshot_every={SNAP
             f"league.eval_every={SNAPSHOT_EVERY}", f"league.eval_games={EVAL_GAMES}",
             f"league.eval_pool={EVAL_POOL}", "league.eval_envs=4",
             "checkpoint.every_updates=3", "checkpoint.keep=2", "log.tensorboard=false"]
-
-
-def count_matches(path: Path) -> int:
-    if not path.exists():
-        return 0
-    try:
-        with sqlite3.connect(path, timeout=10) as conn:
-            return int(conn.execute("SELECT count(*) FROM matches").fetchone()[0])
-    except sqlite3.OperationalError:  # schema not created yet
-        return 0
 
 
 def newer_snapshot_than_checkpoint(run_dir: Path) -> bool:
@@ -170,19 +161,7 @@ def test_stop_signal_while_the_rater_plays_ends_promptly(tmp_path: Path,
                "--set", "league.eval_games=100000", "--set", "log.tensorboard=false"]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while count_matches(db_path) < 50 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert proc.poll() is None, proc.communicate()[1]
-        start = time.monotonic()
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
-        elapsed = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    err, elapsed = signal_when(proc, lambda: count_matches(db_path) >= 50, sig, timeout=60)
     assert proc.returncode == 128 + sig, err
     assert f"interrupted by {sig.name}; checkpoint saved" in err, err
     assert elapsed < 15, f"took {elapsed:.1f} s to stop"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from proc_helpers import count_matches, signal_when
 
 from games.core import GameError
 
@@ -79,35 +79,19 @@ def test_ctrl_c_stops_promptly_and_shuts_the_jvm_down(engine_home, tmp_path: Pat
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", _STEP_FOREVER, str(marker)], cwd=REPO,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+
+    def stepping() -> bool:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "stepping", proc.stderr.read()  # type: ignore
         assert marker.exists()
         time.sleep(0.5)
-        start = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-        elapsed = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        return True
+
+    err, elapsed = signal_when(proc, stepping, signal.SIGINT)
     assert elapsed < 10, f"took {elapsed:.1f} s to stop"
     assert "KeyboardInterrupt" in err, err
     assert proc.returncode in (-signal.SIGINT, 128 + signal.SIGINT, 1), proc.returncode
     assert not marker.exists(), "the JVM did not run its shutdown sequence"
-
-
-def _matches_stored(path: Path) -> int:
-    import sqlite3
-
-    if not path.exists():
-        return 0
-    try:
-        with contextlib.closing(sqlite3.connect(path)) as conn:
-            return int(conn.execute("SELECT COUNT(*) FROM matches").fetchone()[0])
-    except sqlite3.Error:  # the schema is still being written
-        return 0
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -125,19 +109,7 @@ def test_sigterm_ends_a_microrts_tournament_cleanly(engine_home, tmp_path: Path)
                "--map", "basesWorkers8x8", "--num-envs", "4", "--db", str(path)]
     proc = subprocess.Popen(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while _matches_stored(path) < 8 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert proc.poll() is None, proc.communicate()[1]
-        start = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-        elapsed = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    err, elapsed = signal_when(proc, lambda: count_matches(path) >= 8, signal.SIGTERM, wait=120)
     assert elapsed < 10, f"took {elapsed:.1f} s to stop"
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.strip().splitlines()[-1] == "interrupted by SIGTERM", err
