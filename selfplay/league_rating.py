@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Any
 
+import numpy as np
+import torch
+
 from games.core import GameSpec, VecGame
 from games.matchups import match_setup
 from games.pools import ignore_stop_signals, stop_process_pool
@@ -100,7 +103,11 @@ def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf) -> dict[str, 
         snapshot = load_player_snapshot(db, player.id)
         if snapshot is None:
             raise ValueError(f"snapshot {name} is missing or corrupt")
-        return FrozenPolicy(agent_of(player.id, snapshot).to(job.device))
+        # its own generator, seeded by the run, the tournament and the player: the same games
+        # whether the tournament runs in the trainer or in a rater process
+        seed = np.random.SeedSequence([job.run_seed, job.seed, player.id]).generate_state(1)[0]
+        generator = torch.Generator(device=job.device).manual_seed(int(seed))
+        return FrozenPolicy(agent_of(player.id, snapshot).to(job.device), generator=generator)
 
     maps = options.get("maps") or options.get("map") or ""
     config = TournamentConfig(games_per_pair=job.games_per_pair, num_envs=job.num_envs,
