@@ -250,17 +250,21 @@ def slice_batch(batch: Batch, start: int, stop: int) -> Batch:
                  final_obs=part(batch.final_obs), final_state=part(batch.final_state))
 
 
+def concat_episodes(episodes: list[EpisodeStats], starts: list[int]) -> EpisodeStats:
+    """Episodes of consecutive env ranges (beginning at ``starts``), env indices made global."""
+    return EpisodeStats(np.concatenate([ep.env + s for ep, s in zip(episodes, starts,
+                                                                    strict=True)]),
+                        *(np.concatenate([getattr(ep, f) for ep in episodes])
+                          for f in ("seat", "ret", "length", "outcome")))
+
+
 def concat_batches(batches: list[Batch], starts: list[int]) -> Batch:
     """Batches of consecutive env ranges (beginning at ``starts``) joined along the env axis.
 
     A ``final_obs`` / ``final_state`` missing from some parts is filled with their
     ``obs`` / ``state`` (rows that are read only where an episode ended).
     """
-    episodes = [b.episodes for b in batches]
-    stats = EpisodeStats(np.concatenate([ep.env + s for ep, s in zip(episodes, starts,
-                                                                     strict=True)]),
-                         *(np.concatenate([getattr(ep, f) for ep in episodes])
-                           for f in ("seat", "ret", "length", "outcome")))
+    stats = concat_episodes([b.episodes for b in batches], starts)
 
     def join(parts: list[np.ndarray | None], like: list[np.ndarray | None]
              ) -> np.ndarray | None:

@@ -192,9 +192,9 @@ class TrainConfig:
     torch_threads: int = 1
     """Intra-op threads for torch (1 is fastest for small networks)."""
     acting_threads: int | None = None
-    """Intra-op threads for the rollout's acting passes (None: ``torch_threads``). One thread is
-    often fastest there: the batches are small, and an engine stepping in the same process
-    between passes leaves idle torch threads to wake up and compete for the cores."""
+    """Intra-op threads for the rollout's acting passes (None: ``torch_threads``). One thread can
+    be fastest where the batches are tiny or another busy thread (a JVM compiling an engine's
+    code) shares the cores: torch's threads wait for each other at every operator."""
     device: str = "cpu"
     """Where the network runs: cpu, cuda, cuda:N, or auto (CUDA when available). Envs and the
     rollout buffer stay on the host; the update runs on this device."""

@@ -115,14 +115,47 @@ class ComputeBound:
         return out
 
 
-def measure(trainer: Trainer, rounds: int) -> dict[str, Any]:
+def thread_cpu_seconds(prefixes: tuple[str, ...]) -> float | None:
+    """CPU seconds so far of this process's threads whose names start with ``prefixes`` (the
+    JVM names its JIT compilers "C1 CompilerThread0", "C2 CompilerThread0"); None off Linux."""
+    tasks = Path("/proc/self/task")
+    if not tasks.is_dir():
+        return None
+    ticks = 0
+    for task in tasks.iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        if name.startswith(prefixes):
+            fields = stat[stat.rindex(")") + 2:].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime + stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def jit_seconds() -> float | None:
+    return thread_cpu_seconds(("C1 Compiler", "C2 Compiler"))
+
+
+def warm_up(trainer: Trainer, collects: int) -> None:
+    """``collects`` rollouts without learning, then one full update: the JVM compiles the
+    engine's and bots' hot code (its compiler thread takes a core for about 4,000 steps of
+    the default envs, longer than a short benchmark), torch allocates its buffers."""
+    for _ in range(collects):
+        trainer.collect()
+    end_to_end_update(trainer)
+
+
+def measure(trainer: Trainer, rounds: int, warmup_collects: int) -> dict[str, Any]:
     """``rounds`` alternations of one end-to-end update and one bound measurement.
 
     Alternating puts both under the same machine conditions (a shared VM's speed drifts by
     10-20 % over minutes); each is summarized by its median, and the ratio is the median of the
     per-round ratios.
     """
-    end_to_end_update(trainer)  # warm-up: JIT, allocator, first episodes
+    warm_up(trainer, warmup_collects)
+    jit_before = jit_seconds()
     bound = ComputeBound(trainer)
     bound.measure()
     e2e_rounds, bound_rounds, ratios = [], [], []
@@ -132,6 +165,7 @@ def measure(trainer: Trainer, rounds: int) -> dict[str, Any]:
         e2e_rounds.append(e2e)
         bound_rounds.append(net)
         ratios.append((net["rollout"] + net["update"]) / e2e["seconds"])
+    jit_after = jit_seconds()
     steps = trainer.steps_per_update
     e2e_seconds = statistics.median(r["seconds"] for r in e2e_rounds)
     bound_seconds = statistics.median(r["rollout"] + r["update"] for r in bound_rounds)
@@ -149,6 +183,8 @@ def measure(trainer: Trainer, rounds: int) -> dict[str, Any]:
                           "minibatch": bound.minibatch, "rounds": bound_rounds},
         "ratio": statistics.median(ratios),
         "ratios": ratios,
+        "jit_cpu_seconds_during_rounds": (None if jit_before is None or jit_after is None
+                                          else jit_after - jit_before),
     }
 
 
@@ -156,6 +192,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5,
                         help="alternations of one end-to-end update and one bound measurement")
+    parser.add_argument("--warmup-collects", type=int, default=16,
+                        help="rollouts without learning before measuring (JVM JIT warm-up)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
@@ -163,7 +201,7 @@ def main() -> None:
                                                  *args.set])
     trainer = build_trainer(config, None)
     try:
-        measured = measure(trainer, args.rounds)
+        measured = measure(trainer, args.rounds, args.warmup_collects)
     finally:
         trainer.game.close()
     e2e, bound, ratio = measured["end_to_end"], measured["compute_bound"], measured["ratio"]
@@ -178,7 +216,8 @@ def main() -> None:
                          "torch_threads": config.torch_threads,
                          "acting_threads": config.acting_threads, "overrides": args.set},
               "end_to_end": e2e, "compute_bound": bound, "ratio": ratio,
-              "ratios": measured["ratios"],
+              "ratios": measured["ratios"], "warmup_collects": args.warmup_collects,
+              "jit_cpu_seconds_during_rounds": measured["jit_cpu_seconds_during_rounds"],
               "machine": f"{platform.machine()} {platform.node()}",
               "cpus": len(os.sched_getaffinity(0)), "load": os.getloadavg()[0],
               "date": time.strftime("%Y-%m-%d %H:%M")}
@@ -187,7 +226,8 @@ def main() -> None:
           f"{bound['env_steps_per_second']:.0f} env-steps/s (rollout {bound['rollout_seconds']:.2f}"
           f" s + update {bound['update_seconds']:.2f} s per update); ratio {ratio:.2f} (median of "
           f"{', '.join(f'{r:.2f}' for r in measured['ratios'])}); "
-          f"{result['config']['parameters']:,} parameters")
+          f"{result['config']['parameters']:,} parameters; JVM JIT compilers "
+          f"{measured['jit_cpu_seconds_during_rounds']} CPU s during the rounds")
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(result, indent=1))

@@ -8,6 +8,11 @@ not survive a fork). Every worker builds its range of the same layout
 whatever the number of workers. A step sends each worker its slice of the actions, all
 workers step at once, and their batches are joined along the env axis.
 
+The fixed-shape arrays travel through shared memory (:mod:`games.shared_arrays`), not the pipes:
+actions in, observations, masks, rewards and ends out, each output double-buffered like the
+adapter's own (a batch stays valid until the step after next). The pipes carry commands and the
+few variable-size things: finished episodes and their reward components.
+
 Workers ignore SIGINT (Ctrl-C reaches the whole process group; the trainer handles it and
 closes the workers). A worker's engine error comes back as :class:`GameError` with the Java
 message; a worker that dies is reported as such.
@@ -18,11 +23,18 @@ from __future__ import annotations
 import multiprocessing as mp
 from dataclasses import replace
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from games.core import Batch, GameError, GameSpec, concat_batches
+from games.core import (
+    Batch,
+    EpisodeStats,
+    GameError,
+    GameSpec,
+    concat_batches,
+    concat_episodes,
+)
 from games.microrts.adapter import (
     REWARD_COMPONENTS,
     SELFPLAY,
@@ -32,6 +44,7 @@ from games.microrts.adapter import (
 )
 from games.options import from_mapping, to_mapping
 from games.pools import ignore_stop_signals
+from games.shared_arrays import ArraySpec, SharedArrays
 
 _JOIN_SECONDS = 10.0
 
@@ -42,6 +55,71 @@ def split_ranges(num_envs: int, workers: int) -> list[tuple[int, int]]:
     workers = max(1, min(workers, num_envs))
     edges = np.linspace(0, num_envs, workers + 1).round().astype(int)
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def shared_layout(spec: GameSpec, num_envs: int) -> tuple[ArraySpec, ...]:
+    """The shared arrays of ``num_envs`` envs: ``actions`` (int32), and for each buffer set
+    ``f`` in 0, 1: ``obs{f}``, ``final_obs{f}``, ``mask{f}``, ``reward{f}``, ``terminated{f}``,
+    ``truncated{f}`` (plus ``state{f}`` and ``final_state{f}`` when the state is not the
+    observation)."""
+    e, a = num_envs, spec.num_seats
+    obs = (e, a, *spec.obs_shape)
+    obs_dtype = np.dtype(spec.obs_dtype).name
+    specs = [ArraySpec("actions", (e, a, *spec.action_space.action_shape), "int32")]
+    for f in (0, 1):
+        specs += [ArraySpec(f"obs{f}", obs, obs_dtype), ArraySpec(f"final_obs{f}", obs, obs_dtype),
+                  ArraySpec(f"mask{f}", (e, a, *spec.action_space.mask_shape), "bool"),
+                  ArraySpec(f"reward{f}", (e, a), "float32"),
+                  ArraySpec(f"terminated{f}", (e,), "bool"),
+                  ArraySpec(f"truncated{f}", (e,), "bool")]
+        if spec.state_shape is not None and not spec.state_is_obs:
+            state = (e, a, *spec.state_shape)
+            state_dtype = np.dtype(spec.state_dtype).name
+            specs += [ArraySpec(f"state{f}", state, state_dtype),
+                      ArraySpec(f"final_state{f}", state, state_dtype)]
+    return tuple(specs)
+
+
+class _Reply(NamedTuple):
+    """A worker's answer to a step or reset; its arrays are in the shared buffer set ``flip``."""
+
+    flip: int
+    episodes: EpisodeStats  # the seat-episodes that ended, envs numbered within the worker
+    components: np.ndarray | None  # their reward components
+    has_final: bool  # final observations were written for the envs that ended
+    state_kind: str  # "obs": the state is the observation, "own": its own array, "none"
+
+
+class _Publisher:
+    """A worker's side of the shared arrays: writes each batch into the next buffer set."""
+
+    def __init__(self, arrays: SharedArrays, envs: tuple[int, int]) -> None:
+        self.arrays = arrays
+        self.rows = slice(*envs)
+        self.start = envs[0]
+        self.flip = 1
+
+    def actions(self) -> np.ndarray:
+        return self.arrays["actions"][self.rows]
+
+    def publish(self, batch: Batch, components: np.ndarray | None) -> _Reply:
+        self.flip ^= 1
+        f, arrays, rows = self.flip, self.arrays, self.rows
+        assert batch.action_mask is not None, "microRTS batches carry action masks"
+        for name, value in (("obs", batch.obs), ("mask", batch.action_mask),
+                            ("reward", batch.reward), ("terminated", batch.terminated),
+                            ("truncated", batch.truncated)):
+            np.copyto(arrays[f"{name}{f}"][rows], value)
+        state, final_obs, final_state = batch.state, batch.final_obs, batch.final_state
+        state_kind = "none" if state is None else "obs" if state is batch.obs else "own"
+        if state is not None and state_kind == "own":
+            np.copyto(arrays[f"state{f}"][rows], state)
+        if final_obs is not None:
+            ended = self.start + np.flatnonzero(batch.terminated | batch.truncated)
+            arrays[f"final_obs{f}"][ended] = final_obs[ended - self.start]
+            if final_state is not None and state_kind == "own":
+                arrays[f"final_state{f}"][ended] = final_state[ended - self.start]
+        return _Reply(f, batch.episodes, components, final_obs is not None, state_kind)
 
 
 def _serve(conn: Connection, options: dict[str, Any], num_envs: int, envs: tuple[int, int],
@@ -60,15 +138,21 @@ def _serve(conn: Connection, options: dict[str, Any], num_envs: int, envs: tuple
         conn.send(("error", _describe(exc)))
         return
     conn.send(("ready", game.spec))
+    publisher: _Publisher | None = None
     try:
         while True:
             command, arg = conn.recv()
             try:
-                if command == "step":
-                    batch = game.step(arg)
-                    conn.send(("ok", (batch, game.episode_reward_components())))
+                if command == "attach":
+                    publisher = _Publisher(SharedArrays.attach(*arg), envs)
+                    conn.send(("ok", None))
+                elif command == "step":
+                    assert publisher is not None, "step before attach"
+                    batch = game.step(publisher.actions())
+                    conn.send(("ok", publisher.publish(batch, game.episode_reward_components())))
                 elif command == "reset":
-                    conn.send(("ok", (game.reset(arg), None)))
+                    assert publisher is not None, "reset before attach"
+                    conn.send(("ok", publisher.publish(game.reset(arg), None)))
                 elif command == "render":
                     conn.send(("ok", game.render(arg)))
                 elif command == "close":
@@ -120,10 +204,19 @@ class MicroRTSWorkers:
             self._procs.append(proc)
         try:
             specs: list[GameSpec] = self._gather()
+            self.spec = replace(specs[0], num_envs=num_envs)
+            arrays = shared_layout(self.spec, num_envs)
+            self._arrays = SharedArrays.create(arrays, prefix="selfplay-microrts-")
+            try:
+                self._send_all([("attach", (arrays, self._arrays.path))] * len(self._conns))
+                self._gather()
+            finally:
+                self._arrays.unlink()  # mapped by every worker now; freed when all exit
         except BaseException:
             self.close()
             raise
-        self.spec = replace(specs[0], num_envs=num_envs)
+        self._action_shape = (num_envs, self.spec.num_seats,
+                              *self.spec.action_space.action_shape)
 
     # ------------------------------------------------------------------ messaging
 
@@ -158,12 +251,45 @@ class MicroRTSWorkers:
         if self._closed:
             raise GameError("microrts: this game was closed")
 
-    def _merge(self, parts: list[tuple[Batch, np.ndarray | None]]) -> Batch:
-        components = [c for _, c in parts if c is not None]
+    def _view(self, reply: _Reply, start: int, stop: int, has_final: bool) -> Batch:
+        """Envs ``start..stop-1`` of the buffer set ``reply`` names, as a batch with the
+        reply's episodes."""
+        flip, state_kind = reply.flip, reply.state_kind
+        arrays, rows = self._arrays, slice(start, stop)
+        obs = arrays[f"obs{flip}"][rows]
+        final_obs = arrays[f"final_obs{flip}"][rows] if has_final else None
+        state = final_state = None
+        if state_kind == "obs":
+            state, final_state = obs, final_obs
+        elif state_kind == "own":
+            state = arrays[f"state{flip}"][rows]
+            final_state = arrays[f"final_state{flip}"][rows] if has_final else None
+        return Batch(obs, arrays[f"mask{flip}"][rows], state, arrays[f"reward{flip}"][rows],
+                     arrays[f"terminated{flip}"][rows], arrays[f"truncated{flip}"][rows],
+                     self.alive[rows], reply.episodes, final_obs, final_state)
+
+    def _merge(self, replies: list[_Reply]) -> Batch:
+        """Every worker's reply as one batch: views of the whole shared arrays when all wrote
+        the same buffer set (they step together), else their parts joined."""
+        components = [r.components for r in replies if r.components is not None]
         self._episode_components = (np.concatenate(components) if components
                                     else np.zeros((0, 6)))
-        batch = concat_batches([b for b, _ in parts], [start for start, _ in self.ranges])
-        return batch._replace(alive=self.alive)
+        starts = [start for start, _ in self.ranges]
+        if len({(r.flip, r.state_kind) for r in replies}) == 1:
+            whole = self._view(replies[0], 0, self.num_envs, any(r.has_final for r in replies))
+            return whole._replace(episodes=concat_episodes([r.episodes for r in replies],
+                                                           starts))
+        parts = [self._view(r, a, b, r.has_final)
+                 for r, (a, b) in zip(replies, self.ranges, strict=True)]
+        return concat_batches(parts, starts)
+
+    def _write_actions(self, actions: np.ndarray, start: int, stop: int) -> None:
+        """Envs ``start..stop-1``'s actions into the shared array the workers read."""
+        shape = (stop - start, *self._action_shape[1:])
+        if actions.shape != shape or actions.dtype.kind not in "iu":
+            raise GameError(f"microrts: actions must be integers of shape {shape}, got "
+                            f"{actions.dtype} {actions.shape}")
+        np.copyto(self._arrays["actions"][start:stop], actions, casting="unsafe")
 
     # ------------------------------------------------------------------ VecGame
 
@@ -174,10 +300,8 @@ class MicroRTSWorkers:
 
     def step(self, actions: np.ndarray) -> Batch:
         self._check_open()
-        if actions.shape[0] != self.num_envs:
-            raise GameError(f"microrts: actions must have {self.num_envs} envs, got "
-                            f"{actions.shape}")
-        self._send_all([("step", actions[start:stop]) for start, stop in self.ranges])
+        self._write_actions(actions, 0, self.num_envs)
+        self._send_all([("step", None)] * len(self._conns))
         return self._merge(self._gather())
 
     # ------------------------------------------------------------------ SupportsPartSteps
@@ -188,14 +312,12 @@ class MicroRTSWorkers:
         return list(self.ranges)
 
     def step_part_async(self, part: int, actions: np.ndarray) -> None:
-        """Send worker ``part`` its actions ``[stop - start, A, ...]``; it steps unattended."""
+        """Give worker ``part`` its actions ``[stop - start, A, ...]``; it steps unattended."""
         self._check_open()
         start, stop = self.ranges[part]
-        if actions.shape[0] != stop - start:
-            raise GameError(f"microrts: part {part} has {stop - start} envs, got actions "
-                            f"{actions.shape}")
+        self._write_actions(actions, start, stop)
         try:
-            self._conns[part].send(("step", actions))
+            self._conns[part].send(("step", None))
         except OSError:
             self._dead.add(part)
 
@@ -211,9 +333,10 @@ class MicroRTSWorkers:
             status, payload = "error", f"the worker process of envs {start}..{stop - 1} died"
         if status == "error":
             raise GameError(payload if payload.startswith("microR") else f"microrts: {payload}")
-        batch, components = payload
-        self._episode_components = components if components is not None else np.zeros((0, 6))
-        return batch._replace(alive=self.alive[start:stop])
+        reply: _Reply = payload
+        self._episode_components = (reply.components if reply.components is not None
+                                    else np.zeros((0, 6)))
+        return self._view(reply, start, stop, reply.has_final)
 
     def episode_reward_components(self) -> np.ndarray:
         """As :meth:`MicroRTSVecGame.episode_reward_components`, in ``Batch.episodes`` order."""

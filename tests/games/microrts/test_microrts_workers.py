@@ -65,6 +65,36 @@ def test_workers_play_the_same_games_as_one_process(engine_home) -> None:
         split.close()
 
 
+def test_batches_come_through_shared_memory(engine_home) -> None:
+    """The workers write their arrays into shared memory whose path is already gone (nothing
+    is left behind, even after a SIGKILL); a batch stays valid until the step after next, like
+    the in-process adapter's; bad actions are refused before they reach a worker."""
+    game = make("microrts", num_envs=4, seed=0, workers=2, **OPTIONS)
+    try:
+        assert not game._arrays.path.exists()
+        rng = np.random.default_rng(1)
+        first = game.step(random_legal_actions(game.reset().action_mask, rng))
+        kept = first.obs.copy(), first.action_mask.copy()
+        second = game.step(random_legal_actions(first.action_mask, rng))
+        np.testing.assert_array_equal(first.obs, kept[0])
+        np.testing.assert_array_equal(first.action_mask, kept[1])
+        assert not np.shares_memory(first.obs, second.obs)
+        part = game.parts[1]
+        game.step_part_async(1, random_legal_actions(second.action_mask[part[0]:part[1]], rng))
+        game.step_part_wait(1)
+        game.step_part_async(0, random_legal_actions(second.action_mask[:part[0]], rng))
+        game.step_part_wait(0)
+        actions = random_legal_actions(second.action_mask, rng)
+        with pytest.raises(GameError, match="actions must be integers of shape"):
+            game.step(actions.astype(np.float32))
+        with pytest.raises(GameError, match="actions must be integers of shape"):
+            game.step(actions[:3])
+        with pytest.raises(GameError, match="actions must be integers of shape"):
+            game.step_part_async(0, actions)
+    finally:
+        game.close()
+
+
 def test_a_dead_worker_is_a_game_error_and_close_ends_the_others(engine_home) -> None:
     game = make("microrts", num_envs=4, seed=0, workers=2, **OPTIONS)
     try:
