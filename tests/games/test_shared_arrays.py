@@ -60,3 +60,16 @@ def test_a_different_layout_or_duplicate_names_are_refused() -> None:
         SharedArrays.create((SPECS[0], SPECS[0]))
     with pytest.raises(FileNotFoundError):
         SharedArrays.attach(SPECS, arrays.path)
+
+
+def test_create_falls_back_to_the_next_folder(tmp_path: Path) -> None:
+    """A folder that cannot take the file (missing here; full or read-only elsewhere) is
+    skipped; when none can, the error names each folder and why."""
+    arrays = SharedArrays.create(SPECS, folders=[str(tmp_path / "missing"), str(tmp_path)])
+    try:
+        assert arrays.path.parent == tmp_path
+        assert arrays.path.stat().st_size >= sum(s.nbytes for s in SPECS)
+    finally:
+        arrays.unlink()
+    with pytest.raises(OSError, match=r"no room for .* MiB of shared arrays \(.*missing"):
+        SharedArrays.create(SPECS, folders=[str(tmp_path / "missing")])
