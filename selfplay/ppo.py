@@ -546,8 +546,10 @@ class Trainer:
             perm = torch.randperm(size, generator=self.sample_gen).to(self.device)
             for start in range(0, size - minibatch + 1, minibatch):
                 mb = perm[start:start + minibatch]
+                mb_obs = b_obs[mb]
                 dist, new_value = agent.forward_all(
-                    b_obs[mb], b_mask[mb] if b_mask is not None else None, b_critic[mb])
+                    mb_obs, b_mask[mb] if b_mask is not None else None,
+                    mb_obs if b_critic is b_obs else b_critic[mb])
                 mb_actions = b_actions[mb]
                 new_logprob = dist.log_prob(mb_actions)
                 loss, info = ppo_loss(new_logprob, b_logprobs[mb], b_adv[mb], new_value,

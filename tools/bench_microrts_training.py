@@ -76,9 +76,11 @@ class ComputeBound:
         agent = self.trainer.agent
         with torch.inference_mode():
             for sel in self.acting:
-                features = agent.actor_torso(self.obs[sel])
+                obs = self.obs[sel]
+                features = agent.actor_torso(obs)
                 agent.actor_head(features)
-                agent.value_normalized(self.critic[sel], features if agent.shared else None)
+                agent.value_normalized(obs if self.critic is self.obs else self.critic[sel],
+                                       features if agent.shared else None)
 
     def update(self) -> None:
         agent, cfg = self.trainer.agent, self.trainer.config.ppo
@@ -88,9 +90,10 @@ class ComputeBound:
             perm = self.trained[torch.randperm(self.learner_rows, generator=gen)]
             for start in range(0, self.learner_rows - self.minibatch + 1, self.minibatch):
                 mb = perm[start:start + self.minibatch]
-                features = agent.actor_torso(self.obs[mb])
+                obs = self.obs[mb]
+                features = agent.actor_torso(obs)
                 logits = agent.actor_head(features)
-                value = agent.value_normalized(self.critic[mb],
+                value = agent.value_normalized(obs if self.critic is self.obs else self.critic[mb],
                                                features if agent.shared else None)
                 loss = logits.float().mean() + value.mean()
                 optimizer.zero_grad()
