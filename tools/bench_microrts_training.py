@@ -14,7 +14,10 @@ and critic over the rows the learner acted for (the rollout), then ``update_epoc
 num_minibatches`` forward + backward passes and optimizer steps over minibatches of the
 learner's rows.
 
-The two alternate for ``--rounds`` rounds after a warm-up, so both see the same machine; the
+The two alternate for ``--rounds`` rounds after a warm-up (``--warmup-collects`` rollouts, then one
+update: the JVM's JIT compiler takes a core for the first ~16 updates' worth of engine steps, and
+two torch threads beside a busy compiler thread run slower than one), so both see the same
+machine; the JIT compilers' CPU time during the rounds is reported. The
 ratio (bound time / end-to-end time per update, median over rounds) is what env, masking,
 sampling, buffers and logging leave of the network's speed (the target is >= 0.85).
 """
@@ -191,6 +194,10 @@ def measure(trainer: Trainer, rounds: int, warmup_collects: int) -> dict[str, An
     }
 
 
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f} s"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5,
@@ -229,8 +236,8 @@ def main() -> None:
           f"{bound['env_steps_per_second']:.0f} env-steps/s (rollout {bound['rollout_seconds']:.2f}"
           f" s + update {bound['update_seconds']:.2f} s per update); ratio {ratio:.2f} (median of "
           f"{', '.join(f'{r:.2f}' for r in measured['ratios'])}); "
-          f"{result['config']['parameters']:,} parameters; JVM JIT compilers "
-          f"{measured['jit_cpu_seconds_during_rounds']} CPU s during the rounds")
+          f"{result['config']['parameters']:,} parameters; JVM JIT compilers: "
+          f"{_seconds(measured['jit_cpu_seconds_during_rounds'])} CPU during the rounds")
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(result, indent=1))
