@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from games.core import Box, Discrete, GameSpec, MultiDiscrete
 from selfplay.config import NetworkConfig, NormalizeConfig
-from selfplay.distributions import ActionDist, make_dist
+from selfplay.distributions import ActionDist, CompactGridMask, make_dist
 from selfplay.normalize import RunningMeanStd
 
 
@@ -285,7 +285,7 @@ class ActorCritic(nn.Module):
         v = self.value_normalized(critic_in)
         return self.value_rms.denormalize(v).float() if self.value_rms is not None else v
 
-    def forward_all(self, obs: Tensor, mask: Tensor | None,
+    def forward_all(self, obs: Tensor, mask: Tensor | CompactGridMask | None,
                     critic_in: Tensor) -> tuple[ActionDist, Tensor]:
         """Distribution and normalized value in one pass (shares the torso when configured)."""
         features = self.actor_torso(obs)

@@ -30,6 +30,7 @@ from games.core import (
     Batch,
     EpisodeStats,
     GameSpec,
+    MultiDiscrete,
     Outcome,
     SupportsPartSteps,
     VecGame,
@@ -41,6 +42,7 @@ from selfplay.allocator import keep_freed_memory
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from selfplay.config import TrainConfig
 from selfplay.device import resolve_device
+from selfplay.distributions import GridMaskIndex
 from selfplay.inference import NumpyActorCritic, supports
 from selfplay.interrupts import Terminated
 from selfplay.losses import explained_variance, gae, ppo_loss
@@ -540,6 +542,9 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         minibatch = max(1, size // cfg.num_minibatches)
+        space = agent.space
+        grid_masks = (GridMaskIndex(b_mask, space.cells) if b_mask is not None
+                      and isinstance(space, MultiDiscrete) and space.cells is not None else None)
         stats: dict[str, list[float]] = collections.defaultdict(list)
         stop = False
         for _epoch in range(cfg.update_epochs):
@@ -547,9 +552,10 @@ class Trainer:
             for start in range(0, size - minibatch + 1, minibatch):
                 mb = perm[start:start + minibatch]
                 mb_obs = b_obs[mb]
+                mb_mask = (grid_masks.select(mb) if grid_masks is not None
+                           else b_mask[mb] if b_mask is not None else None)
                 dist, new_value = agent.forward_all(
-                    mb_obs, b_mask[mb] if b_mask is not None else None,
-                    mb_obs if b_critic is b_obs else b_critic[mb])
+                    mb_obs, mb_mask, mb_obs if b_critic is b_obs else b_critic[mb])
                 mb_actions = b_actions[mb]
                 new_logprob = dist.log_prob(mb_actions)
                 loss, info = ppo_loss(new_logprob, b_logprobs[mb], b_adv[mb], new_value,

@@ -11,6 +11,7 @@ import torch
 from games.core import Box, Discrete, MultiDiscrete
 from selfplay.distributions import (
     DiagGaussian,
+    GridMaskIndex,
     MaskedCategorical,
     MaskedMultiCategorical,
     _any,
@@ -252,6 +253,32 @@ def test_grid_compact_equals_dense() -> None:
     torch.testing.assert_close(compact.entropy(actions), dense.entropy(actions))
     torch.testing.assert_close(compact.entropy(), dense.entropy())
     torch.testing.assert_close(compact.mode(), dense.mode())
+
+
+def test_a_minibatch_of_a_grid_mask_index_equals_its_dense_masks() -> None:
+    """A rollout's masks indexed once, a minibatch's rows selected in random order: exactly the
+    dense minibatch's distribution (same values, gradients and samples for a seeded
+    generator); a mismatched batch is refused."""
+    logits, mask, gen = _grid_case(batch=30, cells=16, seed=21)
+    space = MultiDiscrete(NVEC, cells=16, gates=(None, (1, 2), (2,)))
+    index = GridMaskIndex(mask, cells=16)
+    for rows in (torch.randperm(30, generator=gen)[:11], torch.arange(30), torch.tensor([4])):
+        params = logits[rows].clone().requires_grad_(True)
+        dense = make_dist(space, params, mask[rows])
+        picked = make_dist(space, params, index.select(rows))
+        actions = dense.sample(_gen(5))
+        assert torch.equal(picked.sample(_gen(5)), actions)
+        assert torch.equal(picked.log_prob(actions), dense.log_prob(actions))
+        assert torch.equal(picked.entropy(actions), dense.entropy(actions))
+        assert torch.equal(picked.entropy(), dense.entropy())
+        assert torch.equal(picked.mode(), dense.mode())
+        grad_dense, = torch.autograd.grad(dense.log_prob(actions).sum(), params)
+        grad_picked, = torch.autograd.grad(picked.log_prob(actions).sum(), params)
+        assert torch.equal(grad_picked, grad_dense)
+    with pytest.raises(ValueError, match="CompactGridMask of 3 rows"):
+        make_dist(space, logits[:4], index.select(torch.arange(3)))
+    with pytest.raises(ValueError, match="needs a grid action space"):
+        make_dist(MultiDiscrete(NVEC), logits[:3, 0], index.select(torch.arange(3)))
 
 
 def test_grid_gradients_finite_and_zero_on_illegal_logits() -> None:
