@@ -126,9 +126,6 @@ class SharedArrays:
     def __getitem__(self, name: str) -> np.ndarray:
         return self._arrays[name]
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._arrays
-
     def unlink(self) -> None:
         """Remove the path; the memory stays until every process has unmapped it."""
         try:

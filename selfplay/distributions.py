@@ -264,7 +264,7 @@ class MaskedMultiCategorical:
         # rows (cells) with at least one legal value; None = every row is kept
         self.rows: Tensor | None = None
         flat_mask: Tensor | None
-        rows: Tensor | None
+        rows: Tensor | None = None  # the mask rows kept (flat_mask holds only those)
         if isinstance(mask, CompactGridMask):
             if cells is None or mask.batch != self.batch:
                 raise ValueError(f"a CompactGridMask of {mask.batch} rows needs grid logits "
@@ -274,14 +274,12 @@ class MaskedMultiCategorical:
             flat_mask = None if mask is None else _as_bool(mask).reshape(self.num_rows, total)
             if compact is None:
                 compact = cells is not None
-            rows = (_any(flat_mask).nonzero()[:, 0]  # [M]
-                    if compact and flat_mask is not None else None)
+            if compact and flat_mask is not None:
+                rows = _any(flat_mask).nonzero()[:, 0]  # [M]
+                flat_mask = flat_mask[rows]
         if rows is not None and rows.numel() < self.num_rows:
             self.rows = rows
             flat = flat[rows]
-            if not isinstance(mask, CompactGridMask):
-                assert flat_mask is not None
-                flat_mask = flat_mask[rows]
             self._row_batch = torch.div(rows, per, rounding_mode="floor")  # [M]
 
         self.gate_table = (
