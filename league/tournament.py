@@ -2,9 +2,14 @@
 
 Two schedules: *round-robin* (every pair plays ``games_per_pair`` games, sides alternating)
 and *TrueSkill-adaptive* (repeatedly the pairing of highest match quality involving a player
-whose σ is still ≥ ``until_sigma``). A runner plays many games at once, one per environment:
-seats are grouped by the player that owns them and each player's policy acts once per step
-for all its seats; when an environment's game ends its result is recorded at once
+whose σ is still ≥ ``until_sigma``), which may open with a round robin
+(``opening_games_per_pair``), as MicroRTS-Py's league does: adaptive pairings alone mostly pit
+close players against each other, so a player's record against the rest of the field, which
+separates players who split their games with each other, is barely sampled.
+
+A runner plays many games at once, one per environment: seats are grouped by the player that
+owns them and each player's policy acts once per step for all its seats; when an
+environment's game ends its result is recorded at once
 (:meth:`league.db.LeagueDB.record_match`) and the environment takes the next scheduled match.
 
 Every match has an idempotency key ``<tournament>/<id_a>-<id_b>/<k>``, so re-running the same
@@ -47,6 +52,8 @@ class TournamentConfig:
     """round-robin: games per pair of players, sides alternating"""
     until_sigma: float | None = None
     """adaptive mode: play until every (non-frozen) player's σ is below this"""
+    opening_games_per_pair: int = 0
+    """adaptive mode: first a round robin of this many games per pair, then adaptive pairings"""
     num_envs: int = 16
     """games played at once"""
     seed: int = 0
@@ -61,6 +68,8 @@ class TournamentConfig:
     @property
     def tournament_id(self) -> str:
         mode = "rr" if self.until_sigma is None else "ts"
+        if self.until_sigma is not None and self.opening_games_per_pair:
+            mode = f"rr{self.opening_games_per_pair}+ts"
         return self.name or f"{mode}:s{self.seed}:{self.map}"
 
 
@@ -110,13 +119,14 @@ class RoundRobin:
     """Every pair ``games_per_pair`` times (game ``k`` puts the lower id on seat ``k % 2``)."""
 
     def __init__(self, ids: Sequence[int], config: TournamentConfig, stored: set[str],
-                 focus: set[int] | None = None) -> None:
+                 focus: set[int] | None = None, games_per_pair: int | None = None) -> None:
         tid = config.tournament_id
         pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]
                  if focus is None or a in focus or b in focus]
         self.pending: list[MatchSpec] = []
         self.already_stored = 0
-        for k in range(config.games_per_pair):
+        games = config.games_per_pair if games_per_pair is None else games_per_pair
+        for k in range(games):
             for a, b in pairs:
                 key = match_key(tid, a, b, k)
                 if key in stored:
@@ -137,10 +147,12 @@ class Adaptive:
     """The best-quality pairing involving a player whose σ is still ≥ ``until_sigma``."""
 
     def __init__(self, db: LeagueDB, ids: Sequence[int], config: TournamentConfig,
-                 stored: set[str], focus: set[int] | None = None) -> None:
+                 stored: set[str], focus: set[int] | None = None, first_k: int = 0) -> None:
         assert config.until_sigma is not None
         self.db, self.config, self.ids = db, config, list(ids)
         self.stored = stored
+        self.first_k = first_k  # game numbers below this belong to an opening round robin
+        self.mine: set[str] = set()  # keys of the matches this schedule handed out
         # players whose σ must shrink: not frozen, and in ``focus`` when one is given
         self.rated = np.array([not db.player(p).frozen and (focus is None or p in focus)
                                for p in ids], bool)  # [N]
@@ -170,7 +182,7 @@ class Adaptive:
         i, j = np.unravel_index(int(np.argmax(score)), score.shape)
         a, b = sorted((self.ids[i], self.ids[j]))
         tid = cfg.tournament_id
-        k = self.next_k.get((a, b), 0)
+        k = self.next_k.get((a, b), self.first_k)
         while match_key(tid, a, b, k) in self.stored:  # skip games stored by earlier runs
             k += 1
         self.next_k[(a, b)] = k + 1
@@ -178,13 +190,35 @@ class Adaptive:
         self.inflight[i, j] += 1
         self.inflight[j, i] += 1
         self.dispatched += 1
+        self.mine.add(key)
         return MatchSpec(key, a, b, k % 2, match_seed(cfg.seed, key))
 
     def done(self, spec: MatchSpec) -> None:
-        i, j = self.index[spec.a], self.index[spec.b]
-        self.inflight[i, j] -= 1
-        self.inflight[j, i] -= 1
+        if spec.key in self.mine:
+            self.mine.discard(spec.key)
+            i, j = self.index[spec.a], self.index[spec.b]
+            self.inflight[i, j] -= 1
+            self.inflight[j, i] -= 1
         self._refresh()
+
+
+class OpeningThenAdaptive:
+    """A round robin of ``config.opening_games_per_pair`` games per pair, then
+    :class:`Adaptive` pairings (which start once every opening match has been handed out)."""
+
+    def __init__(self, db: LeagueDB, ids: Sequence[int], config: TournamentConfig,
+                 stored: set[str], focus: set[int] | None = None) -> None:
+        opening = config.opening_games_per_pair
+        self.opening = RoundRobin(ids, config, stored, focus, games_per_pair=opening)
+        self.adaptive = Adaptive(db, ids, config, stored, focus, first_k=opening)
+        self.already_stored = len(stored)
+        self.total: int | None = None
+
+    def next(self) -> MatchSpec | None:
+        return self.opening.next() or self.adaptive.next()
+
+    def done(self, spec: MatchSpec) -> None:
+        self.adaptive.done(spec)
 
 
 # --------------------------------------------------------------------------- runner
@@ -345,9 +379,15 @@ def run_tournament(db: LeagueDB, players: Sequence[str], policy_factory: PolicyF
     tid = config.tournament_id
     stored = db.match_keys(tid + "/")
     focus_ids = None if focus is None else {db.player(name).id for name in focus}
-    schedule: RoundRobin | Adaptive = (RoundRobin(ids, config, stored, focus_ids)
-                                       if config.until_sigma is None
-                                       else Adaptive(db, ids, config, stored, focus_ids))
+    if config.opening_games_per_pair < 0:
+        raise LeagueError("opening_games_per_pair must be >= 0")
+    schedule: RoundRobin | Adaptive | OpeningThenAdaptive
+    if config.until_sigma is None:
+        schedule = RoundRobin(ids, config, stored, focus_ids)
+    elif config.opening_games_per_pair:
+        schedule = OpeningThenAdaptive(db, ids, config, stored, focus_ids)
+    else:
+        schedule = Adaptive(db, ids, config, stored, focus_ids)
     summary = TournamentSummary(tid, already_stored=schedule.already_stored,
                                 skipped_players=skipped)
 

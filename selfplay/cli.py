@@ -142,13 +142,17 @@ def cmd_league(args: argparse.Namespace) -> int:
     from selfplay import league_commands as lc
 
     if args.league_command == "tournament":
-        if args.games_per_pair < 1:
+        if args.games_per_pair is not None and args.games_per_pair < 1:
             raise UserError("--games-per-pair must be >= 1")
         if args.until_sigma is not None and args.until_sigma <= 0:
             raise UserError("--until-sigma must be > 0 (TrueSkill's sigma levels off near 1)")
-        result = lc.tournament(args.game, args.players, args.db, args.games_per_pair,
+        adaptive = args.until_sigma is not None
+        result = lc.tournament(args.game, args.players, args.db,
+                               10 if args.games_per_pair is None else args.games_per_pair,
                                args.until_sigma, args.map, args.num_envs, args.seed,
-                               quiet=args.json, max_steps=args.max_steps)
+                               quiet=args.json, max_steps=args.max_steps,
+                               opening_games_per_pair=(args.games_per_pair or 0) if adaptive
+                               else 0)
         human = (f"tournament {result['tournament']}: {result['played']} new matches "
                  f"({result['already_stored']} already stored)\n"
                  + lc.format_leaderboard(result["players"]))
@@ -249,10 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--game", required=True)
     tour.add_argument("--players", nargs="+", required=True,
                       help="checkpoints, run directories or bot names")
-    mode = tour.add_mutually_exclusive_group()
-    mode.add_argument("--games-per-pair", type=int, default=10,
-                      help="round-robin: games per pair, sides alternating (default 10)")
-    mode.add_argument("--until-sigma", type=float, help="adaptive: play the best-quality "
+    tour.add_argument("--games-per-pair", type=int,
+                      help="round-robin: games per pair, sides alternating (default 10); "
+                      "with --until-sigma, the round robin that opens the adaptive tournament "
+                      "(MicroRTS-Py's league protocol)")
+    tour.add_argument("--until-sigma", type=float, help="adaptive: play the best-quality "
                       "pairings until every sigma is below this")
     tour.add_argument("--map", help="map (microRTS)")
     tour.add_argument("--num-envs", type=int, default=16, help="games played at once")

@@ -161,6 +161,13 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
     assert run("league", "tournament", "--game", "tictactoe", "--players", "random",
                "win_or_block", "--games-per-pair", "2", "--db",
                str(tmp_path / "l.db")).returncode == 0
+    opened = run("league", "tournament", "--game", "tictactoe", "--players", "random",
+                 "win_or_block", "--games-per-pair", "4", "--until-sigma", "6", "--db",
+                 str(tmp_path / "o.db"), "--json")  # a round robin opens the adaptive one
+    assert opened.returncode == 0, opened.stderr
+    result = json.loads(opened.stdout)
+    assert result["tournament"].startswith("rr4+ts:") and result["played"] >= 4
+    assert all(p["sigma"] < 6 for p in result["players"])
     assert_one_line_error(run("league", "report", "--db", str(tmp_path / "l.db"), "--out",
                               str(tmp_path)), "error:")
 

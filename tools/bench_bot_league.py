@@ -1,26 +1,40 @@
 """Reproduce MicroRTS-Py's published league table: a TrueSkill tournament of engine bots.
 
     .venv/bin/python tools/bench_bot_league.py [--players CoacAI,WorkerRush,...]
-        [--map basesWorkers16x16A] [--max-steps 5000] [--until-sigma 1.4]
-        [--max-matches N] [--time-limit S] [--parallel 8] [--db FILE] [--json]
+        [--map basesWorkers16x16A] [--max-steps 5000] [--games-per-pair 10]
+        [--until-sigma 1.4] [--max-matches N] [--time-limit S] [--processes P | --parallel N]
+        [--db FILE] [--json]
 
-Issue 3: a TrueSkill-adaptive tournament (both sides, until every σ < 1.4) of the shipped bots on
+Issue 3: a TrueSkill tournament (both sides, until every σ < 1.4) of the shipped bots on
 basesWorkers16x16A with games of at most 5,000 cycles should order them as MicroRTS-Py's table
 does, in μ − 3σ: CoacAI 33.4 above WorkerRush 29.1 and Droplet 29.0, above LightRush 23.4,
 above NaiveMCTS 17.9. By default all 13 bots of that table play (it also rated MixedBot,
-Izanagi, Tiamat, Rojo, GRojoA3N, RandomBiased, Passive and Random). The tournament is stored in
-a league database (default ``runs/bench/bot_league.db``) under a fixed tournament id, so
-running the same command again resumes it, also with more players than before
-(``--max-matches`` and ``--time-limit`` bound one run; matches already stored count towards
-nothing but the ratings). Search bots (Droplet, NaiveMCTS, MixedBot, Izanagi, Tiamat,
-GRojoA3N) think for about 100 ms per cycle, and all games in flight step together in one
-engine call, so a league with them plays about one match a minute.
+Izanagi, Tiamat, Rojo, GRojoA3N, RandomBiased, Passive and Random).
+
+The protocol is MicroRTS-Py's (``experiments/league.py``, whose match list ships as
+``league.db``): a round robin of ``--games-per-pair`` games per pair (10: 5 per side) opens the
+tournament, then TrueSkill-adaptive pairings (the best match quality involving a player whose
+σ is still ≥ ``--until-sigma``) run until every σ is below it (``--games-per-pair 0``: adaptive
+only). The opening matters: CoacAI, WorkerRush and Droplet split their games with each other,
+and what separates them is their record against the rest of the field (Rojo and GRojoA3N beat
+the rushes; CoacAI beats nearly everyone), which adaptive pairings alone barely sample.
+
+Search bots (NaiveMCTS, Rojo, GRojoA3N, Tiamat, ...) think for about 100 ms of wall-clock time
+per cycle, so their strength depends on the CPU they get: by default each of ``--processes``
+(the number of cores) worker processes plays one game at a time, and nothing else should run
+meanwhile. ``--parallel N`` instead steps N games together in one process (fast for scripted
+bots, but a search bot then shares a core with other games' bots).
+
+The tournament is stored in a league database (default ``runs/bench/bot_league_mrtspy.db``)
+under a fixed tournament id, so running the same command again resumes it
+(``--max-matches`` and ``--time-limit`` bound one run).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -82,21 +96,33 @@ def main() -> None:
     parser.add_argument("--map", default="basesWorkers16x16A")
     parser.add_argument("--max-steps", type=int, default=5000)
     parser.add_argument("--until-sigma", type=float, default=1.4)
+    parser.add_argument("--games-per-pair", type=int, default=10,
+                        help="the opening round robin's games per pair (0: adaptive only)")
     parser.add_argument("--max-matches", type=int, default=100_000,
-                        help="stop this run after this many new matches")
+                        help="stop this run's adaptive pairings after this many new matches")
     parser.add_argument("--time-limit", type=float, default=None,
                         help="stop scheduling new matches after this many seconds")
-    parser.add_argument("--parallel", type=int, default=8, help="games played at once")
+    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1,
+                        help="worker processes, one game each at a time (default: cores)")
+    parser.add_argument("--parallel", type=int, default=None,
+                        help="instead: games stepped together in this process")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--db", default="runs/bench/bot_league.db")
+    parser.add_argument("--db", default="runs/bench/bot_league_mrtspy.db")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
 
     names = [bots_mod.resolve_bot(n).name for n in args.players.split(",") if n.strip()]
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
-    config = TournamentConfig(until_sigma=args.until_sigma, num_envs=args.parallel,
+    if args.games_per_pair < 0:
+        parser.error("--games-per-pair must be >= 0")
+    processes = 1 if args.parallel else max(1, args.processes)
+    parallel = args.parallel or 1
+    opening = f":rr{args.games_per_pair}" if args.games_per_pair else ""
+    config = TournamentConfig(until_sigma=args.until_sigma, num_envs=parallel,
+                              opening_games_per_pair=args.games_per_pair,
                               seed=args.seed, map=args.map, max_matches=args.max_matches,
-                              name=f"botleague:{args.map}:{args.max_steps}:s{args.seed}")
+                              name=f"botleague:{args.map}:{args.max_steps}:s{args.seed}"
+                                   f"{opening}")
     start = time.perf_counter()
     with LeagueDB(args.db, game="microrts") as db:
         for name in names:
@@ -104,8 +130,8 @@ def main() -> None:
 
         def runner(policies: Mapping[int, Policy]) -> _Deadline:
             by_id = {pid: db.player(pid).name for pid in policies}
-            return _Deadline(BotMatchRunner(by_id, args.map, args.max_steps, args.parallel),
-                             args.time_limit)
+            return _Deadline(BotMatchRunner(by_id, args.map, args.max_steps, parallel,
+                                            processes), args.time_limit)
 
         def progress(done: int, total: int | None) -> None:
             if not args.json and done % 10 == 0:
@@ -131,6 +157,8 @@ def main() -> None:
     result = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "map": args.map, "max_steps": args.max_steps, "until_sigma": args.until_sigma,
+        "opening_games_per_pair": args.games_per_pair, "processes": processes,
+        "parallel": parallel,
         "players": names, "excluded": [n for n in TARGET_ORDER if n not in names],
         "tournament": tid, "db": args.db,
         "matches_this_run": summary.played, "matches_stored": len(stored),

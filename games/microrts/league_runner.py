@@ -13,6 +13,12 @@ next scheduled match (so adaptive schedules see every result before choosing the
 ...                              TournamentConfig(games_per_pair=2, map="basesWorkers8x8"),
 ...                              max_steps=500)
 
+Search bots (NaiveMCTS, Rojo, GRojoA3N, Tiamat, ...) think for a fixed wall-clock time per
+cycle, so their strength depends on the CPU they get: ``parallel`` games in one process step
+one after the other on one core (fair), but beside other busy processes they get less.
+``processes=N`` plays one game at a time in each of N spawned worker processes (one JVM each),
+a whole core per game as in microRTS competitions when N is at most the number of cores.
+
 Sides: :attr:`league.tournament.MatchSpec.side_a` is the engine player (0 or 1) of player
 ``a``; player 0 acts first and wins same-cycle conflicts, which is why schedules alternate
 sides. A game stopped by ``max_steps`` is a draw, as in microRTS tournaments. Each match's
@@ -25,14 +31,24 @@ import functools
 import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import replace
+from multiprocessing import get_context
 from typing import Any
 
 import numpy as np
 
 from games.core import GameError, Outcome, VecGame
 from games.microrts import bots as bots_mod
-from games.microrts.botmatch import _WIN_LOSS, DEFAULT_MAP, BotGame, _Arena, _map_info
+from games.microrts.botmatch import (
+    _WIN_LOSS,
+    DEFAULT_MAP,
+    BotGame,
+    BotGameResult,
+    _Arena,
+    _map_info,
+)
+from games.pools import ignore_stop_signals, stop_process_pool
 from league.db import LeagueDB, LeagueError
 from league.tournament import (
     MatchResult,
@@ -53,16 +69,21 @@ class BotMatchRunner:
     """
 
     def __init__(self, players: Mapping[int, str], map_name: str = DEFAULT_MAP,
-                 max_steps: int = 5000, parallel: int = 16) -> None:
+                 max_steps: int = 5000, parallel: int = 16, processes: int = 1) -> None:
         if parallel < 1:
             raise LeagueError(f"parallel must be >= 1, got {parallel}")
+        if processes < 1:
+            raise LeagueError(f"processes must be >= 1, got {processes}")
+        if processes > 1 and parallel > 1:
+            raise LeagueError(f"with processes={processes} each worker process plays one game "
+                              f"at a time: parallel must be 1, got {parallel}")
         if max_steps < 1:
             raise LeagueError(f"max_steps must be >= 1, got {max_steps}")
         # fail fast (unknown bot or map) before the JVM starts
         self.players = {int(pid): bots_mod.resolve_bot(name).name
                         for pid, name in players.items()}
         self.map_name = _map_info(map_name).name
-        self.max_steps, self.parallel = max_steps, parallel
+        self.max_steps, self.parallel, self.processes = max_steps, parallel, processes
 
     def game_for(self, match: MatchSpec) -> BotGame:
         """The bot-vs-bot game of ``match`` (``bot_a`` is engine player 0)."""
@@ -91,6 +112,9 @@ class BotMatchRunner:
             exhausted = match is None
             return match
 
+        if self.processes > 1:
+            self._run_in_processes(pull, on_result)
+            return
         first: list[MatchSpec] = []
         while len(first) < self.parallel:
             match = pull()
@@ -146,6 +170,44 @@ class BotMatchRunner:
                 arena.client.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
+
+
+    def _run_in_processes(self, pull: Callable[[], MatchSpec | None],
+                          on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
+        """One game at a time in each of ``processes`` spawned workers; results are reported
+        (in this process) as games end, and each freed worker takes the next match."""
+        pool = ProcessPoolExecutor(self.processes, mp_context=get_context("spawn"),
+                                   initializer=ignore_stop_signals)
+        inflight: dict[Future[BotGameResult], tuple[MatchSpec, float]] = {}
+        try:
+            while True:
+                while len(inflight) < self.processes and (match := pull()) is not None:
+                    future = pool.submit(_play_in_worker, self.game_for(match))
+                    inflight[future] = (match, time.perf_counter())
+                if not inflight:
+                    break
+                finished, _ = wait(inflight, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    match, started = inflight.pop(future)
+                    res = future.result()  # a worker's GameError surfaces here
+                    outcome = 0 if res.winner < 0 else (1 if res.winner == match.side_a else -1)
+                    on_result(match, MatchResult(outcome, res.length,
+                                                 time.perf_counter() - started))
+        except BaseException:  # an engine error, Ctrl-C or SIGTERM: end the games in flight
+            stop_process_pool(pool, kill=True)
+            raise
+        pool.shutdown()
+
+
+_worker_arena: _Arena | None = None
+
+
+def _play_in_worker(game: BotGame) -> BotGameResult:
+    """Worker-process entry point: ``game`` in this process's one-slot arena (made once)."""
+    global _worker_arena
+    if _worker_arena is None:
+        _worker_arena = _Arena(1)
+    return _worker_arena.play([game], None)[0]
 
 
 class PolicyMatchRunner:
@@ -330,10 +392,11 @@ def bot_policy_factory(name: str) -> Policy:
 def bot_tournament(db: LeagueDB, bots: Sequence[str], config: TournamentConfig,
                    max_steps: int = 5000, parallel: int | None = None,
                    progress: Callable[[int, int | None], None] | None = None,
-                   ) -> TournamentSummary:
+                   processes: int = 1) -> TournamentSummary:
     """Register ``bots`` (as league players of kind ``bot``, canonical names) and play (or
     finish) their tournament on ``config.map`` (default basesWorkers16x16A), ``parallel``
-    (default ``config.num_envs``) games at once."""
+    (default ``config.num_envs``) games at once in this process, or with ``processes`` > 1
+    one game at a time in each of that many worker processes."""
     names = [bots_mod.resolve_bot(b).name for b in bots]
     map_name = config.map or DEFAULT_MAP
     if config.map != map_name:
@@ -343,6 +406,8 @@ def bot_tournament(db: LeagueDB, bots: Sequence[str], config: TournamentConfig,
 
     def runner(policies: Mapping[int, Policy]) -> BotMatchRunner:
         by_id = {pid: getattr(p, "name", db.player(pid).name) for pid, p in policies.items()}
+        if processes > 1:
+            return BotMatchRunner(by_id, map_name, max_steps, 1, processes)
         return BotMatchRunner(by_id, map_name, max_steps, parallel or config.num_envs)
 
     def no_game(num_envs: int, seed: int) -> VecGame:  # pragma: no cover - unused

@@ -191,6 +191,46 @@ def test_custom_runner_plugs_into_the_schedule(db: LeagueDB) -> None:
     assert [s.name for s in db.leaderboard()] == list(reversed(BOTS))
 
 
+def test_adaptive_tournament_can_open_with_a_round_robin(db: LeagueDB) -> None:
+    """MicroRTS-Py's league protocol: every pair first plays the opening games (both sides),
+    then adaptive pairings with game numbers after the opening's, until every σ is small; the
+    opening's matches come first, in flight together, without clashing keys."""
+    ids = {db.player(name).id: name for name in BOTS}
+    strength = {pid: rank for rank, pid in enumerate(ids)}
+    order: list[MatchSpec] = []
+
+    class InFlight:  # four games in flight, finished oldest first: adaptive picks overlap
+        def run(self, next_match: Callable[[], MatchSpec | None],
+                on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
+            flight: list[MatchSpec] = []
+            while True:
+                while len(flight) < 4 and (match := next_match()) is not None:
+                    flight.append(match)
+                    order.append(match)
+                if not flight:
+                    return
+                match = flight.pop(0)
+                on_result(match, MatchResult(1 if strength[match.a] > strength[match.b]
+                                             else -1, 10, 0.0))
+
+    cfg = TournamentConfig(until_sigma=2.5, opening_games_per_pair=4)
+    summary = run_tournament(db, list(BOTS), policy_factory, game_factory, cfg,
+                             runner=lambda _: InFlight())
+    assert cfg.tournament_id.startswith("rr4+ts:")
+    assert summary.played == len(order) > 12
+    opening = order[:12]
+    assert Counter((m.a, m.b) for m in opening) == {pair: 4 for pair in
+                                                    Counter((m.a, m.b) for m in opening)}
+    assert Counter((m.a, m.b, m.side_a) for m in opening).most_common()[-1][1] == 2
+    later = [int(m.key.rsplit("/", 1)[1]) for m in order[12:]]
+    assert min(later) == 4 and len({m.key for m in order}) == len(order)
+    assert all(s.sigma < 2.5 for s in db.leaderboard())
+    assert [s.name for s in db.leaderboard()] == list(reversed(BOTS))
+    again = run_tournament(db, list(BOTS), policy_factory, game_factory, cfg,
+                           runner=lambda _: InFlight())
+    assert again.played == 0 and again.already_stored == summary.played
+
+
 def test_sigkill_adaptive_cli_tournament_then_same_command(tmp_path: Path) -> None:
     """``selfplay league tournament --until-sigma`` SIGKILLed mid-run, then the same command:
     the stored matches stay whole, nothing is replayed twice, and the run ends converged."""

@@ -60,6 +60,21 @@ def test_round_robin_of_scripted_bots(engine_home, tmp_path: Path) -> None:
         assert ids == {name: db.player(name).id for name in BOTS}
 
 
+def test_worker_processes_play_the_same_games(engine_home, tmp_path: Path) -> None:
+    """processes=2 (one game per spawned worker, a core each for search bots) stores the same
+    results as the in-process arena: scripted bots play the same game for a match's seed."""
+    config = TournamentConfig(games_per_pair=2, map=MAP, num_envs=4)
+    stored = []
+    for processes in (1, 2):
+        with LeagueDB(tmp_path / f"league{processes}.db", game="microrts") as db:
+            summary = bot_tournament(db, BOTS, config, max_steps=500, processes=processes)
+            assert summary.played == 6
+            stored.append(sorted((m.key, m.side_a, m.outcome, m.length) for m in db.matches()))
+    assert stored[0] == stored[1]
+    with pytest.raises(LeagueError, match="parallel must be 1"):
+        BotMatchRunner({1: "WorkerRush", 2: "Passive"}, MAP, parallel=4, processes=2)
+
+
 def test_adaptive_tournament_stops_at_max_matches(engine_home, tmp_path: Path) -> None:
     """TrueSkill-adaptive mode: the runner keeps pulling as results arrive, and stops at the
     schedule's first ``None`` (here: ``max_matches``)."""
