@@ -146,13 +146,15 @@ def cmd_league(args: argparse.Namespace) -> int:
             raise UserError("--games-per-pair must be >= 1")
         if args.until_sigma is not None and args.until_sigma <= 0:
             raise UserError("--until-sigma must be > 0 (TrueSkill's sigma levels off near 1)")
+        if args.processes < 1:
+            raise UserError("--processes must be >= 1")
         adaptive = args.until_sigma is not None
         result = lc.tournament(args.game, args.players, args.db,
                                10 if args.games_per_pair is None else args.games_per_pair,
                                args.until_sigma, args.map, args.num_envs, args.seed,
                                quiet=args.json, max_steps=args.max_steps,
                                opening_games_per_pair=(args.games_per_pair or 0) if adaptive
-                               else 0)
+                               else 0, processes=args.processes)
         human = (f"tournament {result['tournament']}: {result['played']} new matches "
                  f"({result['already_stored']} already stored)\n"
                  + lc.format_leaderboard(result["players"]))
@@ -261,6 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "pairings until every sigma is below this")
     tour.add_argument("--map", help="map (microRTS)")
     tour.add_argument("--num-envs", type=int, default=16, help="games played at once")
+    tour.add_argument("--processes", type=int, default=1,
+                      help="microRTS engine bots only: worker processes, one game each at a "
+                      "time (search bots then think on a whole core; default 1: --num-envs "
+                      "games in this process)")
     tour.add_argument("--max-steps", type=int, help="game length limit (microRTS cycles; "
                       "default: the game's, 5000 for bot-only microRTS tournaments)")
     tour.add_argument("--seed", type=int, default=0)

@@ -78,9 +78,10 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                games_per_pair: int, until_sigma: float | None, map_name: str | None,
                num_envs: int, seed: int, quiet: bool = False,
                max_steps: int | None = None,
-               opening_games_per_pair: int = 0) -> dict[str, Any]:
+               opening_games_per_pair: int = 0, processes: int = 1) -> dict[str, Any]:
     """Register ``players`` and play (or finish) their tournament; returns a summary.
-    With ``until_sigma``, ``opening_games_per_pair`` > 0 opens it with a round robin."""
+    With ``until_sigma``, ``opening_games_per_pair`` > 0 opens it with a round robin.
+    ``processes`` > 1 (microRTS engine bots only) plays one game per worker process."""
     game = resolve(game).name
     if len(players) < 2:
         raise LeagueError("a tournament needs at least two --players")
@@ -150,10 +151,14 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
             def bot_runner(policies: Mapping[int, Any]) -> BotMatchRunner:
                 return BotMatchRunner({pid: db.player(pid).name for pid in policies},
                                       map_name=str(map_name), max_steps=steps,
-                                      parallel=num_envs)
+                                      parallel=num_envs if processes == 1 else 1,
+                                      processes=processes)
 
             runner = bot_runner  # policy_factory hands bots through, reports missing files
         else:
+            if processes > 1:
+                raise LeagueError("--processes applies to tournaments of microRTS engine bots "
+                                  "only")
             if max_steps is not None:
                 base_options["max_steps"] = max_steps
             if microrts and any(p is None for p in playable):

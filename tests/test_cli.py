@@ -161,6 +161,9 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
     assert run("league", "tournament", "--game", "tictactoe", "--players", "random",
                "win_or_block", "--games-per-pair", "2", "--db",
                str(tmp_path / "l.db")).returncode == 0
+    assert_one_line_error(run("league", "tournament", "--game", "tictactoe", "--players",
+                              "random", "win_or_block", "--processes", "2", "--db",
+                              str(tmp_path / "p.db")), "microRTS engine bots only")
     opened = run("league", "tournament", "--game", "tictactoe", "--players", "random",
                  "win_or_block", "--games-per-pair", "4", "--until-sigma", "6", "--db",
                  str(tmp_path / "o.db"), "--json")  # a round robin opens the adaptive one
@@ -256,7 +259,7 @@ def test_league_tournament_of_microrts_engine_bots(tmp_path: Path) -> None:
     db = tmp_path / "bots.db"
     proc = run("league", "tournament", "--game", "microrts", "--players", "workerrush",
                "LightRush", "passive", "--map", "basesWorkers8x8", "--max-steps", "500",
-               "--games-per-pair", "2", "--num-envs", "6", "--db", str(db), "--json")
+               "--games-per-pair", "2", "--processes", "2", "--db", str(db), "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["played"] == 6
