@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 
 
@@ -33,3 +36,25 @@ def ignore_stop_signals() -> None:
         sig = getattr(signal, name, None)
         if sig is not None:
             signal.signal(sig, signal.SIG_IGN)
+
+
+def exit_with_parent(poll_seconds: float = 0.5) -> None:
+    """In a worker process: end it at once when its parent is gone (killed with SIGKILL, or by
+    a signal it had no handler for), instead of finishing minutes of work nobody will read.
+    A daemon thread polls the parent's pid."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watchdog").start()
+
+
+def detached_worker_init() -> None:
+    """A pool initializer for long-running workers: stop signals are the parent's to handle
+    (:func:`ignore_stop_signals`), and the worker ends with its parent
+    (:func:`exit_with_parent`)."""
+    ignore_stop_signals()
+    exit_with_parent()

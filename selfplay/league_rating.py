@@ -13,10 +13,7 @@ missing.
 
 from __future__ import annotations
 
-import os
 import sys
-import threading
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -29,7 +26,7 @@ import torch
 
 from games.core import GameSpec, VecGame
 from games.matchups import match_setup
-from games.pools import ignore_stop_signals, stop_process_pool
+from games.pools import detached_worker_init, stop_process_pool
 from games.registry import make_game
 from league.db import LeagueDB
 from league.snapshots import Snapshot, load_player_snapshot
@@ -145,18 +142,10 @@ def _rater_init() -> None:
     """The rater leaves Ctrl-C and SIGTERM to the trainer, which stops it (a terminal's Ctrl-C
     reaches the whole process group), and ends as soon as the trainer is gone (killed with
     SIGKILL, say) rather than finishing its tournament; one torch thread, beside training's."""
-    ignore_stop_signals()
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True,
-                     name="rater-watchdog").start()
+    detached_worker_init()
     import torch
 
     torch.set_num_threads(1)
-
-
-def _exit_with_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os._exit(1)
 
 
 def _rate_in_rater(job: RatingJob) -> dict[str, float]:

@@ -48,7 +48,7 @@ from games.microrts.botmatch import (
     _Arena,
     _map_info,
 )
-from games.pools import ignore_stop_signals, stop_process_pool
+from games.pools import detached_worker_init, stop_process_pool
 from league.db import LeagueDB, LeagueError
 from league.tournament import (
     MatchResult,
@@ -177,7 +177,7 @@ class BotMatchRunner:
         """One game at a time in each of ``processes`` spawned workers; results are reported
         (in this process) as games end, and each freed worker takes the next match."""
         pool = ProcessPoolExecutor(self.processes, mp_context=get_context("spawn"),
-                                   initializer=ignore_stop_signals)
+                                   initializer=detached_worker_init)
         inflight: dict[Future[BotGameResult], tuple[MatchSpec, float]] = {}
         try:
             while True:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +79,58 @@ def test_worker_processes_play_the_same_games(engine_home, tmp_path: Path) -> No
     assert stored[0] == stored[1]
     with pytest.raises(LeagueError, match="parallel must be 1"):
         BotMatchRunner({1: "WorkerRush", 2: "Passive"}, MAP, parallel=4, processes=2)
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+def _running(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status  # a zombie has ended
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_worker_processes_end_when_their_parent_is_killed(engine_home, tmp_path: Path) -> None:
+    """SIGKILL the tournament process while its workers are mid-game (two passive bots, a game
+    that would last hours): the workers, which ignore stop signals, end on their own."""
+    script = textwrap.dedent(f"""
+        from games.microrts.league_runner import bot_tournament
+        from league.db import LeagueDB
+        from league.tournament import TournamentConfig
+        if __name__ == "__main__":
+            with LeagueDB({str(tmp_path / "l.db")!r}, game="microrts") as db:
+                bot_tournament(db, ["Passive", "ai.PassiveAI"],
+                               TournamentConfig(games_per_pair=4, map="basesWorkers8x8"),
+                               max_steps=10**8, processes=2)
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])})
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(_children(proc.pid)) < 2 and proc.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(3)  # the workers start their JVMs and their games
+        workers[:] = _children(proc.pid)
+        assert proc.poll() is None and len(workers) >= 2, proc.communicate()[1]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while any(_running(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_running(w) for w in workers)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for w in workers or _children(proc.pid):
+            if _running(w):
+                os.kill(w, signal.SIGKILL)
 
 
 def test_adaptive_tournament_stops_at_max_matches(engine_home, tmp_path: Path) -> None:
