@@ -54,6 +54,12 @@ class TournamentConfig:
     """adaptive mode: play until every (non-frozen) player's σ is below this"""
     opening_games_per_pair: int = 0
     """adaptive mode: first a round robin of this many games per pair, then adaptive pairings"""
+    min_quality: float = 0.0
+    """adaptive mode: skip pairings of lower TrueSkill match quality. Below 0.05 the favourite
+    wins about 99 % of games: such a game teaches TrueSkill almost nothing, while every game
+    adds its drift τ to σ, so a player whose only pairings are that lopsided (the weakest bot
+    of a field) never gets its σ below ``until_sigma``; with a floor it is left as it is and
+    the tournament ends"""
     num_envs: int = 16
     """games played at once"""
     seed: int = 0
@@ -177,7 +183,11 @@ class Adaptive:
             return None
         allowed = need[:, None] | need[None, :]  # [N, N]
         np.fill_diagonal(allowed, False)
-        score = quality_matrix(self.mu, self.sigma, self.db.config) / (1.0 + self.inflight)
+        quality = quality_matrix(self.mu, self.sigma, self.db.config)  # [N, N]
+        allowed &= quality >= cfg.min_quality
+        if not allowed.any():
+            return None
+        score = quality / (1.0 + self.inflight)
         score[~allowed] = -1.0
         i, j = np.unravel_index(int(np.argmax(score)), score.shape)
         a, b = sorted((self.ids[i], self.ids[j]))
@@ -381,6 +391,8 @@ def run_tournament(db: LeagueDB, players: Sequence[str], policy_factory: PolicyF
     focus_ids = None if focus is None else {db.player(name).id for name in focus}
     if config.opening_games_per_pair < 0:
         raise LeagueError("opening_games_per_pair must be >= 0")
+    if not 0.0 <= config.min_quality < 1.0:
+        raise LeagueError(f"min_quality must be in [0, 1), got {config.min_quality}")
     schedule: RoundRobin | Adaptive | OpeningThenAdaptive
     if config.until_sigma is None:
         schedule = RoundRobin(ids, config, stored, focus_ids)

@@ -148,13 +148,16 @@ def cmd_league(args: argparse.Namespace) -> int:
             raise UserError("--until-sigma must be > 0 (TrueSkill's sigma levels off near 1)")
         if args.processes < 1:
             raise UserError("--processes must be >= 1")
+        if not 0.0 <= args.min_quality < 1.0:
+            raise UserError("--min-quality must be in [0, 1)")
         adaptive = args.until_sigma is not None
         result = lc.tournament(args.game, args.players, args.db,
                                10 if args.games_per_pair is None else args.games_per_pair,
                                args.until_sigma, args.map, args.num_envs, args.seed,
                                quiet=args.json, max_steps=args.max_steps,
                                opening_games_per_pair=(args.games_per_pair or 0) if adaptive
-                               else 0, processes=args.processes)
+                               else 0, processes=args.processes,
+                               min_quality=args.min_quality)
         human = (f"tournament {result['tournament']}: {result['played']} new matches "
                  f"({result['already_stored']} already stored)\n"
                  + lc.format_leaderboard(result["players"]))
@@ -261,6 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "(MicroRTS-Py's league protocol)")
     tour.add_argument("--until-sigma", type=float, help="adaptive: play the best-quality "
                       "pairings until every sigma is below this")
+    tour.add_argument("--min-quality", type=float, default=0.0,
+                      help="adaptive: skip pairings of lower TrueSkill match quality (0.05: the "
+                      "favourite wins ~99%%; the weakest bot's sigma stalls on such games)")
     tour.add_argument("--map", help="map (microRTS)")
     tour.add_argument("--num-envs", type=int, default=16, help="games played at once")
     tour.add_argument("--processes", type=int, default=1,

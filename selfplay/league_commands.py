@@ -78,7 +78,8 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                games_per_pair: int, until_sigma: float | None, map_name: str | None,
                num_envs: int, seed: int, quiet: bool = False,
                max_steps: int | None = None,
-               opening_games_per_pair: int = 0, processes: int = 1) -> dict[str, Any]:
+               opening_games_per_pair: int = 0, processes: int = 1,
+               min_quality: float = 0.0) -> dict[str, Any]:
     """Register ``players`` and play (or finish) their tournament; returns a summary.
     With ``until_sigma``, ``opening_games_per_pair`` > 0 opens it with a round robin.
     ``processes`` > 1 (microRTS engine bots only) plays one game per worker process."""
@@ -173,6 +174,7 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                 runner = mixed_runner
         config = TournamentConfig(games_per_pair=games_per_pair, until_sigma=until_sigma,
                                   opening_games_per_pair=opening_games_per_pair,
+                                  min_quality=min_quality,
                                   num_envs=num_envs, seed=seed, map=map_name or "")
         summary = run_tournament(db, names, policy_factory, game_factory, config,
                                  progress=progress, runner=runner)

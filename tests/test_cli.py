@@ -164,6 +164,9 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
     assert_one_line_error(run("league", "tournament", "--game", "tictactoe", "--players",
                               "random", "win_or_block", "--processes", "2", "--db",
                               str(tmp_path / "p.db")), "microRTS engine bots only")
+    assert_one_line_error(run("league", "tournament", "--game", "tictactoe", "--players",
+                              "random", "win_or_block", "--until-sigma", "2", "--min-quality",
+                              "1.5", "--db", str(tmp_path / "q.db")), "--min-quality")
     opened = run("league", "tournament", "--game", "tictactoe", "--players", "random",
                  "win_or_block", "--games-per-pair", "4", "--until-sigma", "6", "--db",
                  str(tmp_path / "o.db"), "--json")  # a round robin opens the adaptive one

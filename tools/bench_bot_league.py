@@ -144,6 +144,9 @@ def main() -> None:
     parser.add_argument("--map", default="basesWorkers16x16A")
     parser.add_argument("--max-steps", type=int, default=5000)
     parser.add_argument("--until-sigma", type=float, default=1.4)
+    parser.add_argument("--min-quality", type=float, default=0.05,
+                        help="skip adaptive pairings of lower match quality (the weakest bot "
+                        "loses every game, which never brings its sigma below 1.4)")
     parser.add_argument("--games-per-pair", type=int, default=10,
                         help="the opening round robin's games per pair (0: adaptive only)")
     parser.add_argument("--max-matches", type=int, default=100_000,
@@ -168,6 +171,7 @@ def main() -> None:
     opening = f":rr{args.games_per_pair}" if args.games_per_pair else ""
     config = TournamentConfig(until_sigma=args.until_sigma, num_envs=parallel,
                               opening_games_per_pair=args.games_per_pair,
+                              min_quality=args.min_quality,
                               seed=args.seed, map=args.map, max_matches=args.max_matches,
                               name=f"botleague:{args.map}:{args.max_steps}:s{args.seed}"
                                    f"{opening}")
@@ -217,6 +221,8 @@ def main() -> None:
         "mean_game_cycles": round(sum(m.length for m in stored) / max(len(stored), 1), 1),
         "seconds_this_run": round(elapsed, 1),
         "converged": bool(board) and max_sigma < args.until_sigma,
+        "min_quality": args.min_quality,
+        "stalled": [s.name for s in board if s.sigma >= args.until_sigma],
         "max_sigma": round(max_sigma, 3),
         "order_matches_published": published_order_ok([s.name for s in board], conservative),
         "order_matches_published_all": published_order_ok([s.name for s in board],
@@ -251,7 +257,10 @@ def main() -> None:
           f"(max σ {max_sigma:.2f}); order agrees with the published table: "
           f"{result['order_matches_published']} ({', '.join(TARGET_ORDER)}), "
           f"{result['order_matches_published_all']} (every published bot)"
-          + (f"; excluded: {', '.join(result['excluded'])}" if result["excluded"] else ""))
+          + (f"; excluded: {', '.join(result['excluded'])}" if result["excluded"] else "")
+          + (f"; left with σ ≥ {args.until_sigma} (only pairings of match quality < "
+             f"{args.min_quality} remain): {', '.join(result['stalled'])}"
+             if result["stalled"] else ""))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from proc_helpers import count_matches
 from ttt_players import BOTS, BotPolicy, game_factory, policy_factory
 
 from league.db import LeagueDB, LeagueError
+from league.ratings import quality_matrix, win_probability
 from league.tournament import MatchResult, MatchSpec, TournamentConfig, run_tournament
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,6 +190,47 @@ def test_custom_runner_plugs_into_the_schedule(db: LeagueDB) -> None:
                              TournamentConfig(until_sigma=2.5), runner=lambda _: StrongerWins())
     assert summary.played > 0
     assert [s.name for s in db.leaderboard()] == list(reversed(BOTS))
+
+
+def test_min_quality_ends_a_tournament_whose_sigmas_stall(db: LeagueDB) -> None:
+    """Players that always beat (or lose to) everyone keep σ near 2: every game is almost
+    certain, so it teaches less than TrueSkill's per-game drift adds. Without a quality floor
+    the tournament runs to ``max_matches``; with one it ends once only lopsided pairings are
+    left, and those are what it refused."""
+    strength = {db.player(name).id: rank for rank, name in enumerate(BOTS)}
+
+    class StrongerWins:
+        def run(self, next_match: Callable[[], MatchSpec | None],
+                on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
+            while (match := next_match()) is not None:
+                won = strength[match.a] > strength[match.b]
+                on_result(match, MatchResult(1 if won else -1, 10, 0.0))
+
+    floor = TournamentConfig(until_sigma=1.2, min_quality=0.05, max_matches=600)
+    summary = run_tournament(db, list(BOTS), policy_factory, game_factory, floor,
+                             runner=lambda _: StrongerWins())
+    assert 0 < summary.played < 600
+    ratings = db.ratings()
+    ids = sorted(ratings)
+    mu = np.array([ratings[i].mu for i in ids])
+    sigma = np.array([ratings[i].sigma for i in ids])
+    quality = quality_matrix(mu, sigma, db.config)
+    np.fill_diagonal(quality, 0.0)
+    stalled = sigma >= 1.2
+    assert stalled.any() and (quality[stalled] < 0.05).all()
+    for a in range(len(ids)):  # below the floor the favourite wins about 99 % of games
+        for b in range(len(ids)):
+            if a != b and quality[a, b] < 0.05:
+                p = win_probability(ratings[ids[a]], ratings[ids[b]], db.config)
+                assert min(p, 1 - p) < 0.015
+    unbounded = TournamentConfig(until_sigma=1.2, max_matches=300, name="no-floor")
+    again = run_tournament(db, list(BOTS), policy_factory, game_factory, unbounded,
+                           runner=lambda _: StrongerWins())
+    assert again.played == 300  # never converges on its own
+    with pytest.raises(LeagueError, match="min_quality"):
+        run_tournament(db, list(BOTS), policy_factory, game_factory,
+                       TournamentConfig(until_sigma=1.2, min_quality=1.5),
+                       runner=lambda _: StrongerWins())
 
 
 def test_adaptive_tournament_can_open_with_a_round_robin(db: LeagueDB) -> None:
