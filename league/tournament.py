@@ -67,7 +67,8 @@ class TournamentConfig:
     map: str = ""
     """map name recorded with each match (the game factory is expected to use it)"""
     max_matches: int = 100_000
-    """adaptive mode: stop after this many new matches even if some σ is still large"""
+    """adaptive mode: stop after this many new matches (the opening's included) even if some
+    σ is still large"""
     name: str = ""
     """tournament id used in the match keys (default: derived from mode, seed and map)"""
 
@@ -223,9 +224,16 @@ class OpeningThenAdaptive:
         self.adaptive = Adaptive(db, ids, config, stored, focus, first_k=opening)
         self.already_stored = len(stored)
         self.total: int | None = None
+        self.max_matches = config.max_matches
+        self.dispatched = 0
 
     def next(self) -> MatchSpec | None:
-        return self.opening.next() or self.adaptive.next()
+        """The opening's next match, then adaptive ones; ``max_matches`` bounds both."""
+        if self.dispatched >= self.max_matches:
+            return None
+        match = self.opening.next() or self.adaptive.next()
+        self.dispatched += match is not None
+        return match
 
     def done(self, spec: MatchSpec) -> None:
         self.adaptive.done(spec)
@@ -384,15 +392,15 @@ def run_tournament(db: LeagueDB, players: Sequence[str], policy_factory: PolicyF
         raise LeagueError("each player may appear only once in a tournament")
     if config.num_envs < 1 or config.games_per_pair < 0:
         raise LeagueError("num_envs must be >= 1 and games_per_pair >= 0")
+    if config.opening_games_per_pair < 0:
+        raise LeagueError("opening_games_per_pair must be >= 0")
+    if not 0.0 <= config.min_quality < 1.0:
+        raise LeagueError(f"min_quality must be in [0, 1), got {config.min_quality}")
     policies, skipped = build_policies(db, players, policy_factory)
     ids = sorted(policies)
     tid = config.tournament_id
     stored = db.match_keys(tid + "/")
     focus_ids = None if focus is None else {db.player(name).id for name in focus}
-    if config.opening_games_per_pair < 0:
-        raise LeagueError("opening_games_per_pair must be >= 0")
-    if not 0.0 <= config.min_quality < 1.0:
-        raise LeagueError(f"min_quality must be in [0, 1), got {config.min_quality}")
     schedule: RoundRobin | Adaptive | OpeningThenAdaptive
     if config.until_sigma is None:
         schedule = RoundRobin(ids, config, stored, focus_ids)

@@ -258,11 +258,12 @@ def test_league_tournament_skips_missing_and_corrupt_checkpoints(tmp_path: Path)
     assert {p["name"] for p in board["players"] if p["games"]} == {"random", "win_or_block"}
 
 
-def test_league_tournament_of_microrts_engine_bots(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", [["--num-envs", "6"], ["--processes", "2"]])
+def test_league_tournament_of_microrts_engine_bots(tmp_path: Path, where: list[str]) -> None:
     db = tmp_path / "bots.db"
     proc = run("league", "tournament", "--game", "microrts", "--players", "workerrush",
                "LightRush", "passive", "--map", "basesWorkers8x8", "--max-steps", "500",
-               "--games-per-pair", "2", "--processes", "2", "--db", str(db), "--json")
+               "--games-per-pair", "2", *where, "--db", str(db), "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["played"] == 6

@@ -27,7 +27,9 @@ bots, but a search bot then shares a core with other games' bots).
 
 The tournament is stored in a league database (default ``runs/bench/bot_league_mrtspy.db``)
 under a fixed tournament id, so running the same command again resumes it
-(``--max-matches`` and ``--time-limit`` bound one run).
+(``--max-matches``, which counts the opening too, and ``--time-limit`` bound one run). The
+opening's games per pair are part of the tournament id: changing them starts another
+tournament in the same database, whose ratings then count both.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ PUBLISHED = {"CoacAI": 33.4, "WorkerRush": 29.1, "Droplet": 29.0, "MixedBot": 28
              "GRojoA3N": 20.2, "NaiveMCTS": 17.9, "RandomBiased": 12.8, "Passive": -0.4,
              "Random": -0.5}
 # MicroRTS-Py's published match list (league.db beside league.csv; 780 games, 5 per ordered
-# pair): the row bot as engine player 0 against each column bot (PUBLISHED's order) as player 1,
+# pair): the row bot as engine player 0 against each column bot (the rows' order) as player 1,
 # "wins-draws-losses" of the row bot
 _PUBLISHED_GAMES = {
     "CoacAI": "x 0-0-5 1-0-4 5-0-0 5-0-0 5-0-0 5-0-0 5-0-0 5-0-0 5-0-0 5-0-0 5-0-0 5-0-0",
@@ -76,7 +78,7 @@ _PUBLISHED_GAMES = {
 
 def published_score(a: str, b: str) -> float:
     """Bot ``a``'s score against ``b`` (win 1, draw ½) over both sides in the published list."""
-    cols = list(PUBLISHED)
+    cols = list(_PUBLISHED_GAMES)
     first = [int(x) for x in _PUBLISHED_GAMES[a].split()[cols.index(b)].split("-")]
     second = [int(x) for x in _PUBLISHED_GAMES[b].split()[cols.index(a)].split("-")]
     wins, draws = first[0] + second[2], first[1] + second[1]
@@ -150,10 +152,10 @@ def main() -> None:
     parser.add_argument("--games-per-pair", type=int, default=10,
                         help="the opening round robin's games per pair (0: adaptive only)")
     parser.add_argument("--max-matches", type=int, default=100_000,
-                        help="stop this run's adaptive pairings after this many new matches")
+                        help="stop this run after this many new matches")
     parser.add_argument("--time-limit", type=float, default=None,
                         help="stop scheduling new matches after this many seconds")
-    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1,
+    parser.add_argument("--processes", type=int, default=len(os.sched_getaffinity(0)),
                         help="worker processes, one game each at a time (default: cores)")
     parser.add_argument("--parallel", type=int, default=None,
                         help="instead: games stepped together in this process")

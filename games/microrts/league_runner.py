@@ -178,21 +178,19 @@ class BotMatchRunner:
         (in this process) as games end, and each freed worker takes the next match."""
         pool = ProcessPoolExecutor(self.processes, mp_context=get_context("spawn"),
                                    initializer=detached_worker_init)
-        inflight: dict[Future[BotGameResult], tuple[MatchSpec, float]] = {}
+        inflight: dict[Future[tuple[BotGameResult, float]], MatchSpec] = {}
         try:
             while True:
                 while len(inflight) < self.processes and (match := pull()) is not None:
-                    future = pool.submit(_play_in_worker, self.game_for(match))
-                    inflight[future] = (match, time.perf_counter())
+                    inflight[pool.submit(_play_in_worker, self.game_for(match))] = match
                 if not inflight:
                     break
                 finished, _ = wait(inflight, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    match, started = inflight.pop(future)
-                    res = future.result()  # a worker's GameError surfaces here
+                    match = inflight.pop(future)
+                    res, seconds = future.result()  # a worker's GameError surfaces here
                     outcome = 0 if res.winner < 0 else (1 if res.winner == match.side_a else -1)
-                    on_result(match, MatchResult(outcome, res.length,
-                                                 time.perf_counter() - started))
+                    on_result(match, MatchResult(outcome, res.length, seconds))
         except BaseException:  # an engine error, Ctrl-C or SIGTERM: end the games in flight
             stop_process_pool(pool, kill=True)
             raise
@@ -202,12 +200,15 @@ class BotMatchRunner:
 _worker_arena: _Arena | None = None
 
 
-def _play_in_worker(game: BotGame) -> BotGameResult:
-    """Worker-process entry point: ``game`` in this process's one-slot arena (made once)."""
+def _play_in_worker(game: BotGame) -> tuple[BotGameResult, float]:
+    """Worker-process entry point: ``game`` in this process's one-slot arena (made once, its
+    JVM start not timed), and the seconds the game took."""
     global _worker_arena
     if _worker_arena is None:
         _worker_arena = _Arena(1)
-    return _worker_arena.play([game], None)[0]
+    start = time.perf_counter()
+    result = _worker_arena.play([game], None)[0]
+    return result, time.perf_counter() - start
 
 
 class PolicyMatchRunner:

@@ -271,6 +271,11 @@ def test_adaptive_tournament_can_open_with_a_round_robin(db: LeagueDB) -> None:
     again = run_tournament(db, list(BOTS), policy_factory, game_factory, cfg,
                            runner=lambda _: InFlight())
     assert again.played == 0 and again.already_stored == summary.played
+    capped = run_tournament(db, list(BOTS), policy_factory, game_factory,
+                            TournamentConfig(until_sigma=2.5, opening_games_per_pair=4,
+                                             max_matches=5, name="capped"),
+                            runner=lambda _: InFlight())
+    assert capped.played == 5  # max_matches bounds the opening too
 
 
 def test_sigkill_adaptive_cli_tournament_then_same_command(tmp_path: Path) -> None:

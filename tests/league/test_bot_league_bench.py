@@ -1,0 +1,58 @@
+"""tools/bench_bot_league.py's copy of MicroRTS-Py's published match list reads right."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+
+from bench_bot_league import (  # noqa: E402
+    _PUBLISHED_GAMES,
+    PUBLISHED,
+    pair_scores,
+    published_order_ok,
+    published_score,
+)
+
+
+def test_published_games_table_is_square_with_the_diagonal_empty() -> None:
+    bots = list(_PUBLISHED_GAMES)
+    assert set(bots) == set(PUBLISHED)
+    for row, bot in enumerate(bots):
+        cells = _PUBLISHED_GAMES[bot].split()
+        assert len(cells) == len(bots) and cells[row] == "x"
+        assert all(sum(map(int, c.split("-"))) == 5 for i, c in enumerate(cells) if i != row)
+
+
+def test_published_scores_over_both_sides() -> None:
+    bots = list(_PUBLISHED_GAMES)
+    for a in bots:  # every pair's scores are complementary
+        for b in bots:
+            if a != b:
+                assert abs(published_score(a, b) + published_score(b, a) - 1.0) < 1e-9
+    assert published_score("CoacAI", "WorkerRush") == 0.5  # player 1 won all 10
+    assert published_score("CoacAI", "Droplet") == 0.6
+    assert published_score("Droplet", "Rojo") == 0.0
+    assert published_score("Random", "Passive") == 0.5  # 10 draws
+    # wins over the whole field reproduce the published totals (CoacAI 109 of 120)
+    assert abs(sum(published_score("CoacAI", b) for b in bots if b != "CoacAI") * 10 - 109) < 1e-9
+
+
+def test_pair_scores_orient_each_pair_and_count_draws() -> None:
+    names = {1: "WorkerRush", 2: "CoacAI"}
+    matches = [SimpleNamespace(player_a=1, player_b=2, outcome=1),
+               SimpleNamespace(player_a=2, player_b=1, outcome=0),
+               SimpleNamespace(player_a=2, player_b=1, outcome=-1)]
+    (row,) = pair_scores(matches, names)
+    assert (row["a"], row["b"], row["games"]) == ("CoacAI", "WorkerRush", 3)
+    assert abs(row["score"] - 0.5 / 3) < 1e-3 and row["published_score"] == 0.5
+
+
+def test_order_check_ignores_published_ties() -> None:
+    ours = {"CoacAI": 27.0, "Droplet": 26.9, "WorkerRush": 27.5, "LightRush": 20.0,
+            "NaiveMCTS": 16.0}
+    assert not published_order_ok(list(ours), ours)  # WorkerRush above CoacAI
+    ours["WorkerRush"] = 26.0  # below Droplet: a published tie (29.1 vs 29.0)
+    assert published_order_ok(list(ours), ours)
