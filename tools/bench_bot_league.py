@@ -45,9 +45,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from games.microrts import bots as bots_mod
 from games.microrts.league_runner import BotMatchRunner, bot_policy_factory
 from league.db import LeagueDB
+from league.ratings import quality_matrix
 from league.tournament import MatchResult, MatchSpec, Policy, TournamentConfig, run_tournament
 
 # MicroRTS-Py's published league (TrueSkill μ − 3σ, experiments/gym-microrts-static-files/
@@ -202,6 +205,13 @@ def main() -> None:
         tid = config.tournament_id
         stored = [m for m in db.matches() if m.key.startswith(tid + "/")]
         names_by_id = {db.player(n).id: n for n in names}
+        quality = quality_matrix(np.array([b.mu for b in board]),
+                                 np.array([b.sigma for b in board]), db.config)  # [N, N]
+    np.fill_diagonal(quality, 0.0)
+    # players whose σ is still large although a pairing above the quality floor is left: the
+    # run stopped early (--max-matches, --time-limit), not because only lopsided games remain
+    unfinished = [b.name for b, q in zip(board, quality, strict=True)
+                  if b.sigma >= args.until_sigma and q.max(initial=0.0) >= args.min_quality]
     pairs = pair_scores([m for m in stored if m.player_a in names_by_id
                          and m.player_b in names_by_id], names_by_id)
     by_name = {s.name: s for s in board}
@@ -224,7 +234,9 @@ def main() -> None:
         "seconds_this_run": round(elapsed, 1),
         "converged": bool(board) and max_sigma < args.until_sigma,
         "min_quality": args.min_quality,
-        "stalled": [s.name for s in board if s.sigma >= args.until_sigma],
+        "stalled": [s.name for s in board
+                    if s.sigma >= args.until_sigma and s.name not in unfinished],
+        "unfinished": unfinished,
         "max_sigma": round(max_sigma, 3),
         "order_matches_published": published_order_ok([s.name for s in board], conservative),
         "order_matches_published_all": published_order_ok([s.name for s in board],
@@ -262,7 +274,9 @@ def main() -> None:
           + (f"; excluded: {', '.join(result['excluded'])}" if result["excluded"] else "")
           + (f"; left with σ ≥ {args.until_sigma} (only pairings of match quality < "
              f"{args.min_quality} remain): {', '.join(result['stalled'])}"
-             if result["stalled"] else ""))
+             if result["stalled"] else "")
+          + (f"; stopped early, pairings still to play for: {', '.join(unfinished)}"
+             if unfinished else ""))
 
 
 if __name__ == "__main__":
