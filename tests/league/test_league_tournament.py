@@ -175,16 +175,28 @@ def test_gauntlet_plays_only_the_focus_player(db: LeagueDB) -> None:
     assert gauntlet and all(wob in (m.player_a, m.player_b) for m in gauntlet)
 
 
+class _StrongerWins:
+    """A runner without a game: of two players, the one later in ``BOTS`` always wins."""
+
+    def __init__(self, strength: dict[int, int]) -> None:
+        self.strength = strength
+
+    def run(self, next_match: Callable[[], MatchSpec | None],
+            on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
+        while (match := next_match()) is not None:
+            won = self.strength[match.a] > self.strength[match.b]
+            on_result(match, MatchResult(1 if won else -1, 10, 0.0))
+
+
+def stronger_wins(db: LeagueDB) -> Callable[[], _StrongerWins]:
+    """A factory of :class:`_StrongerWins` runners for ``db``'s players."""
+    strength = {db.player(name).id: rank for rank, name in enumerate(BOTS)}
+    return lambda: _StrongerWins(strength)
+
+
 def test_custom_runner_plugs_into_the_schedule(db: LeagueDB) -> None:
     """Engines whose bots are not seats bring their own runner; results flow the same way."""
-    strength = {db.player(name).id: rank for rank, name in enumerate(BOTS)}
-
-    class StrongerWins:
-        def run(self, next_match: Callable[[], MatchSpec | None],
-                on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
-            while (match := next_match()) is not None:
-                won = strength[match.a] > strength[match.b]
-                on_result(match, MatchResult(1 if won else -1, 10, 0.0))
+    StrongerWins = stronger_wins(db)
 
     summary = run_tournament(db, list(BOTS), policy_factory, game_factory,
                              TournamentConfig(until_sigma=2.5), runner=lambda _: StrongerWins())
@@ -197,14 +209,7 @@ def test_min_quality_ends_a_tournament_whose_sigmas_stall(db: LeagueDB) -> None:
     certain, so it teaches less than TrueSkill's per-game drift adds. Without a quality floor
     the tournament runs to ``max_matches``; with one it ends once only lopsided pairings are
     left, and those are what it refused."""
-    strength = {db.player(name).id: rank for rank, name in enumerate(BOTS)}
-
-    class StrongerWins:
-        def run(self, next_match: Callable[[], MatchSpec | None],
-                on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
-            while (match := next_match()) is not None:
-                won = strength[match.a] > strength[match.b]
-                on_result(match, MatchResult(1 if won else -1, 10, 0.0))
+    StrongerWins = stronger_wins(db)
 
     floor = TournamentConfig(until_sigma=1.2, min_quality=0.05, max_matches=600)
     summary = run_tournament(db, list(BOTS), policy_factory, game_factory, floor,
