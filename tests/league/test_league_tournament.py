@@ -18,7 +18,7 @@ from proc_helpers import count_matches
 from ttt_players import BOTS, BotPolicy, game_factory, policy_factory
 
 from league.db import LeagueDB, LeagueError
-from league.ratings import quality_matrix, win_probability
+from league.ratings import Rating, quality_matrix, win_probability
 from league.tournament import MatchResult, MatchSpec, TournamentConfig, run_tournament
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -226,7 +226,7 @@ def test_min_quality_ends_a_tournament_whose_sigmas_stall(db: LeagueDB) -> None:
     for a in range(len(ids)):  # below the floor the favourite wins about 99 % of games
         for b in range(len(ids)):
             if a != b and quality[a, b] < 0.05:
-                p = win_probability(ratings[ids[a]], ratings[ids[b]], db.config)
+                p = win_probability(Rating(mu[a], sigma[a]), Rating(mu[b], sigma[b]), db.config)
                 assert min(p, 1 - p) < 0.015
     unbounded = TournamentConfig(until_sigma=1.2, max_matches=300, name="no-floor")
     again = run_tournament(db, list(BOTS), policy_factory, game_factory, unbounded,
