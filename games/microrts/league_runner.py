@@ -157,8 +157,8 @@ class BotMatchRunner:
                     done, played = current[slot], current_game[slot]
                     assert done is not None and played is not None
                     res = arena._result(slot, played, bool(over[slot]))
-                    outcome = 0 if res.winner < 0 else (1 if res.winner == done.side_a else -1)
-                    on_result(done, MatchResult(outcome, res.length, now - started[slot]))
+                    on_result(done, MatchResult(_outcome(res, done), res.length,
+                                                now - started[slot]))
                     start(slot, pull())
         except jpype.JException as exc:
             from games.microrts import engine
@@ -170,7 +170,6 @@ class BotMatchRunner:
                 arena.client.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
-
 
     def _run_in_processes(self, pull: Callable[[], MatchSpec | None],
                           on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
@@ -189,12 +188,18 @@ class BotMatchRunner:
                 for future in finished:
                     match = inflight.pop(future)
                     res, seconds = future.result()  # a worker's GameError surfaces here
-                    outcome = 0 if res.winner < 0 else (1 if res.winner == match.side_a else -1)
-                    on_result(match, MatchResult(outcome, res.length, seconds))
+                    on_result(match, MatchResult(_outcome(res, match), res.length, seconds))
         except BaseException:  # an engine error, Ctrl-C or SIGTERM: end the games in flight
             stop_process_pool(pool, kill=True)
             raise
         pool.shutdown()
+
+
+def _outcome(result: BotGameResult, match: MatchSpec) -> int:
+    """The game's result for the match's player a: 1 win, 0 draw, -1 loss."""
+    if result.winner < 0:
+        return 0
+    return 1 if result.winner == match.side_a else -1
 
 
 _worker_arena: _Arena | None = None
