@@ -68,10 +68,13 @@ CREATE TABLE rating_history (
 """
 
 
+LEAGUE_DIR = Path("runs") / "league"  # the games' default databases, relative to the cwd
+
+
 def default_path(game: str) -> Path:
     """Where a game's league database lives unless ``--db`` says otherwise."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in game)
-    return Path("runs") / "league" / f"{safe}.db"
+    return LEAGUE_DIR / f"{safe}.db"
 
 
 class LeagueError(Exception):
@@ -231,8 +234,12 @@ class LeagueDB:
                               f"not {game!r}; pick another file with --db")
         stored = RatingConfig(**json.loads(meta["rating_config"]))
         if config is not None and config != stored:
-            raise LeagueError(f"league database {self.path} was created with rating "
-                              f"parameters {stored}, not {config}")
+            want, have = asdict(config), asdict(stored)
+            differ = ", ".join(f"{key} {have[key]:g} (this run asks for {want[key]:g})"
+                               for key in have if have[key] != want[key])
+            raise LeagueError(f"league database {self.path} was created with {differ}; rating "
+                              f"parameters are fixed when a database is created: use its "
+                              f"values or another database")
         return stored_game, stored
 
     def _set_wal(self, timeout: float) -> None:

@@ -13,8 +13,12 @@ environment's game ends its result is recorded at once
 (:meth:`league.db.LeagueDB.record_match`) and the environment takes the next scheduled match.
 
 Every match has an idempotency key ``<tournament>/<id_a>-<id_b>/<k>``, so re-running the same
-command after a crash plays only what is missing: no match is lost or stored twice. Players
-whose policy cannot be built (missing or corrupt file) are reported, flagged and skipped.
+command after a crash plays only what is missing: no match is lost or stored twice. The
+tournament id names the schedule, the seed, the map and any other game setting that changes
+what a match plays (:attr:`TournamentConfig.settings`, e.g. the game length), so a re-run with
+other settings starts another tournament rather than counting the stored games as its own.
+Players whose policy cannot be built (missing or corrupt file) are reported, flagged and
+skipped.
 """
 
 from __future__ import annotations
@@ -69,15 +73,23 @@ class TournamentConfig:
     max_matches: int = 100_000
     """adaptive mode: stop after this many new matches (the opening's included) even if some
     σ is still large"""
+    settings: str = ""
+    """game settings other than the map that change what a match plays, e.g.
+    ``max_steps=2000`` (empty: the game's defaults); part of the default tournament id, so
+    games played with other settings are never taken for this tournament's"""
     name: str = ""
-    """tournament id used in the match keys (default: derived from mode, seed and map)"""
+    """tournament id used in the match keys (default: derived from mode, seed, map and
+    settings; a name given here must itself tell apart tournaments of other settings)"""
 
     @property
     def tournament_id(self) -> str:
+        if self.name:
+            return self.name
         mode = "rr" if self.until_sigma is None else "ts"
         if self.until_sigma is not None and self.opening_games_per_pair:
             mode = f"rr{self.opening_games_per_pair}+ts"
-        return self.name or f"{mode}:s{self.seed}:{self.map}"
+        # no settings: the id of earlier versions, so their databases resume
+        return f"{mode}:s{self.seed}:{self.map}" + (f":{self.settings}" if self.settings else "")
 
 
 @dataclass(frozen=True)

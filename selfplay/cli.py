@@ -150,6 +150,8 @@ def cmd_league(args: argparse.Namespace) -> int:
             raise UserError("--processes must be >= 1")
         if not 0.0 <= args.min_quality < 1.0:
             raise UserError("--min-quality must be in [0, 1)")
+        if args.elo_k is not None and not args.elo_k > 0:
+            raise UserError(f"--elo-k must be > 0, got {args.elo_k}")
         adaptive = args.until_sigma is not None
         result = lc.tournament(args.game, args.players, args.db,
                                10 if args.games_per_pair is None else args.games_per_pair,
@@ -157,7 +159,7 @@ def cmd_league(args: argparse.Namespace) -> int:
                                quiet=args.json, max_steps=args.max_steps,
                                opening_games_per_pair=(args.games_per_pair or 0) if adaptive
                                else 0, processes=args.processes,
-                               min_quality=args.min_quality)
+                               min_quality=args.min_quality, elo_k=args.elo_k)
         human = (f"tournament {result['tournament']}: {result['played']} new matches "
                  f"({result['already_stored']} already stored)\n"
                  + lc.format_leaderboard(result["players"]))
@@ -276,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--max-steps", type=int, help="game length limit (microRTS cycles; "
                       "default: the game's, 5000 for bot-only microRTS tournaments)")
     tour.add_argument("--seed", type=int, default=0)
+    tour.add_argument("--elo-k", type=float, help="Elo K-factor of a new database (default "
+                      "32); an existing database keeps the K it was created with, and "
+                      "refuses another")
     board = league_sub.add_parser("leaderboard", help="rank, player, mu, sigma, mu-3sigma, "
                                   "Elo, games, win rate")
     board.add_argument("--game")
@@ -284,7 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--game")
     rep.add_argument("--out", required=True)
     for p in (tour, board, rep):
-        p.add_argument("--db", help="league database (default runs/league/<game>.db)")
+        p.add_argument("--db", help="league database (default runs/league/<game>.db"
+                       + ("" if p is tour else "; with no --game either, the only database in "
+                          "runs/league/") + ")")
         p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     league.set_defaults(func=cmd_league)
 

@@ -175,6 +175,9 @@ class LeagueConfig:
     freeze_anchors: bool = True
     """Anchors keep their starting rating (the TrueSkill prior) for good: a fixed yardstick
     across the whole run. False lets the snapshots' games move them too."""
+    elo_k: float | None = None
+    """Elo K-factor of a league database this run creates (None: 32). A database keeps the K
+    it was created with; a run asking another K of an existing one is refused."""
 
 
 @dataclass
@@ -251,6 +254,8 @@ def validate(config: TrainConfig) -> None:
          "league.snapshot_every and league.eval_every must be >= 1"),
         (0.0 <= config.league.exploiter_threshold <= 1.0,
          "league.exploiter_threshold must be in [0, 1]"),
+        (config.league.elo_k is None or config.league.elo_k > 0,
+         f"league.elo_k must be > 0 (or null: 32), got {config.league.elo_k}"),
         (config.league.target is None or config.league.role == "main_exploiter",
          f"league.target is only used with league.role=main_exploiter (league.role is "
          f"{config.league.role}); remove league.target or set the role"),

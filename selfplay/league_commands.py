@@ -11,7 +11,8 @@ from typing import Any
 from games.core import GameError, VecGame
 from games.matchups import bot_names, match_setup
 from games.registry import make_game, resolve
-from league.db import LeagueDB, LeagueError, PlayerKind, default_path
+from league.db import LEAGUE_DIR, LeagueDB, LeagueError, PlayerKind, default_path
+from league.ratings import RatingConfig
 from league.report import write_report
 from league.tournament import Policy, RunnerFactory, TournamentConfig, run_tournament
 from selfplay.checkpoint import CheckpointError, load_checkpoint, looks_like_path, run_checkpoints
@@ -19,21 +20,40 @@ from selfplay.config import config_from_mapping, family_defaults
 from selfplay.evaluate import load_agent
 from selfplay.ppo import FrozenPolicy
 
+BOT_MAX_STEPS = 5000  # game length of bot-only microRTS tournaments (MicroRTS-Py's league)
 
-def open_db(db: str | None, game: str | None, create: bool = True) -> LeagueDB:
+
+def open_db(db: str | None, game: str | None, create: bool = True,
+            elo_k: float | None = None) -> LeagueDB:
     """The league database at ``db`` (default: the game's; a training run's directory means
-    its ``league.db``); refuses another game's."""
+    its ``league.db``; with neither, the only one in ``runs/league/``); refuses another game's.
+    ``elo_k`` is the Elo K of a new database; an existing one must have been created with it."""
     if db is None and game is None:
-        raise LeagueError("give --db FILE or --game NAME (whose default league is "
-                          "runs/league/<game>.db)")
-    path = Path(db) if db is not None else default_path(resolve(str(game)).name)
+        path = only_league_db()
+    else:
+        path = Path(db) if db is not None else default_path(resolve(str(game)).name)
     if path.is_dir():  # a training run directory
         path = path / "league.db"
     if not create and not path.is_file():
         raise LeagueError(f"no league database at {path}; run a tournament or training first")
-    return LeagueDB(path, game=resolve(game).name if game else None, create=create)
+    config = None if elo_k is None else RatingConfig(elo_k=elo_k)
+    return LeagueDB(path, game=resolve(game).name if game else None, config=config,
+                    create=create)
 
 
+def only_league_db(folder: Path = LEAGUE_DIR) -> Path:
+    """The league database when neither ``--db`` nor ``--game`` is given: the only
+    ``*.db`` file in ``folder`` (``runs/league``, relative to the working directory)."""
+    found = sorted(folder.glob("*.db")) if folder.is_dir() else []
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise LeagueError(f"no league database in {folder}/ (a tournament makes one: selfplay "
+                          f"league tournament --game NAME --players ...); or give --db FILE "
+                          f"(a training run's directory means its league.db)")
+    raise LeagueError(f"{len(found)} league databases in {folder}/ "
+                      f"({', '.join(p.name for p in found)}); pick one with --game NAME or "
+                      f"--db FILE")
 
 
 def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
@@ -79,14 +99,15 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                num_envs: int, seed: int, quiet: bool = False,
                max_steps: int | None = None,
                opening_games_per_pair: int = 0, processes: int = 1,
-               min_quality: float = 0.0) -> dict[str, Any]:
+               min_quality: float = 0.0, elo_k: float | None = None) -> dict[str, Any]:
     """Register ``players`` and play (or finish) their tournament; returns a summary.
     With ``until_sigma``, ``opening_games_per_pair`` > 0 opens it with a round robin.
-    ``processes`` > 1 (microRTS engine bots only) plays one game per worker process."""
+    ``processes`` > 1 (microRTS engine bots only) plays one game per worker process.
+    ``elo_k``: the Elo K of a new database (an existing one must have been made with it)."""
     game = resolve(game).name
     if len(players) < 2:
         raise LeagueError("a tournament needs at least two --players")
-    db = open_db(db_path, game)
+    db = open_db(db_path, game, elo_k=elo_k)
     try:
         names = []
         paths: dict[str, Path | None] = {}
@@ -147,7 +168,8 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
             from games.microrts.league_runner import BotMatchRunner
 
             map_name = map_name or "basesWorkers16x16A"
-            steps = max_steps or 5000
+            steps = max_steps or BOT_MAX_STEPS
+            default_steps: object = BOT_MAX_STEPS
 
             def bot_runner(policies: Mapping[int, Any]) -> BotMatchRunner:
                 return BotMatchRunner({pid: db.player(pid).name for pid in policies},
@@ -160,6 +182,7 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
             if processes > 1:
                 raise LeagueError("--processes applies to tournaments of microRTS engine bots "
                                   "only")
+            default_steps = base_options.get("max_steps")
             if max_steps is not None:
                 base_options["max_steps"] = max_steps
             if microrts and any(p is None for p in playable):
@@ -175,7 +198,8 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
         config = TournamentConfig(games_per_pair=games_per_pair, until_sigma=until_sigma,
                                   opening_games_per_pair=opening_games_per_pair,
                                   min_quality=min_quality,
-                                  num_envs=num_envs, seed=seed, map=map_name or "")
+                                  num_envs=num_envs, seed=seed, map=map_name or "",
+                                  settings=tournament_settings(max_steps, default_steps))
         summary = run_tournament(db, names, policy_factory, game_factory, config,
                                  progress=progress, runner=runner)
         board = [s.to_json() for s in db.leaderboard() if s.name in set(names)]
@@ -183,6 +207,15 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                 "players": board}
     finally:
         db.close()
+
+
+def tournament_settings(max_steps: int | None, default_steps: object) -> str:
+    """:attr:`TournamentConfig.settings` of a ``league tournament``: its game length when that
+    is not the game's default (games of another length are another tournament; the default
+    keeps the id that databases made before game lengths were part of it resume under)."""
+    if max_steps is None or max_steps == default_steps:
+        return ""
+    return f"max_steps={max_steps}"
 
 
 def leaderboard(db_path: str | None, game: str | None) -> dict[str, Any]:

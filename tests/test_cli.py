@@ -270,6 +270,77 @@ def test_league_tournament_of_microrts_engine_bots(tmp_path: Path, where: list[s
     assert [p["name"] for p in result["players"]][-1] == "Passive"
 
 
+def test_league_tournament_elo_k(tmp_path: Path) -> None:
+    """``--elo-k`` sets the K of a new database; an existing one keeps its own and refuses
+    another, naming both values."""
+    from league.db import LeagueDB
+
+    db = tmp_path / "k.db"
+    args = ["league", "tournament", "--game", "tictactoe", "--players", "random", "win_or_block",
+            "--games-per-pair", "2", "--db", str(db), "--json"]
+    assert_one_line_error(run(*args, "--elo-k", "0"), "--elo-k must be > 0, got 0")
+    assert not db.exists()
+    first = run(*args, "--elo-k", "16")
+    assert first.returncode == 0, first.stderr
+    with LeagueDB(db) as league:
+        assert league.config.elo_k == 16
+        assert league.replay_ratings() == league.ratings()
+    assert_one_line_error(run(*args, "--elo-k", "32"), "elo_k 16 (this run asks for 32)")
+    again = run(*args)  # no --elo-k: the database's own K, the tournament resumes
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["played"] == 0
+
+
+def test_league_leaderboard_and_report_without_db_or_game(tmp_path: Path) -> None:
+    """No --db and no --game: the only database in runs/league/ (of the working directory);
+    none or several is a one-line error saying what to do."""
+    from league.db import LeagueDB
+
+    def here(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*SELFPLAY, *args], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path)
+
+    assert_one_line_error(here("league", "leaderboard"), "no league database in runs/league/")
+    assert_one_line_error(here("league", "report", "--out", "r.html"),
+                          "selfplay league tournament --game NAME")
+    made = here("league", "tournament", "--game", "tictactoe", "--players", "random",
+                "win_or_block", "--games-per-pair", "4", "--json")  # runs/league/tictactoe.db
+    assert made.returncode == 0, made.stderr
+    board = here("league", "leaderboard", "--json")
+    assert board.returncode == 0, board.stderr
+    assert json.loads(board.stdout)["matches"] == 4
+    assert here("league", "report", "--out", "r.html").returncode == 0
+    assert "win_or_block" in (tmp_path / "r.html").read_text()
+    LeagueDB(tmp_path / "runs" / "league" / "microrts.db", game="microrts").close()
+    assert_one_line_error(here("league", "leaderboard"),
+                          "2 league databases in runs/league/ (microrts.db, tictactoe.db); "
+                          "pick one with --game NAME or --db FILE")
+    picked = here("league", "leaderboard", "--game", "tictactoe", "--json")
+    assert json.loads(picked.stdout)["matches"] == 4
+
+
+def test_league_tournament_with_another_max_steps_is_another_tournament(tmp_path: Path) -> None:
+    """Games of another length are not counted as played: ``--max-steps`` other than the
+    default is part of the tournament id; the same command still resumes."""
+    db = tmp_path / "steps.db"
+
+    def tournament(*steps: str) -> dict[str, object]:
+        proc = run("league", "tournament", "--game", "microrts", "--players", "workerrush",
+                   "passive", "--map", "basesWorkers8x8", "--games-per-pair", "1", *steps,
+                   "--num-envs", "1", "--db", str(db), "--json")
+        assert proc.returncode == 0, proc.stderr
+        result: dict[str, object] = json.loads(proc.stdout)
+        return result
+
+    short = tournament("--max-steps", "300")
+    assert short["played"] == 1 and str(short["tournament"]).endswith(":max_steps=300")
+    assert tournament("--max-steps", "300")["played"] == 0  # same command: resumed
+    assert tournament("--max-steps", "200")["played"] == 1  # another length: new games
+    default = tournament()  # the default length keeps the id of earlier versions
+    assert default["played"] == 1 and default["tournament"] == "rr:s0:basesWorkers8x8"
+    assert tournament("--max-steps", "5000")["played"] == 0  # the default, spelled out
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_second_signal_stops_at_once_with_its_status(tmp_path: Path,
                                                      sig: signal.Signals) -> None:

@@ -173,7 +173,8 @@ def test_foreign_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(LeagueError, match="needs a game name"):
         LeagueDB(tmp_path / "absent.db")
     LeagueDB(tmp_path / "cfg.db", game="g", config=RatingConfig(elo_k=16)).close()
-    with pytest.raises(LeagueError, match="rating parameters"):
+    with pytest.raises(LeagueError, match=r"created with elo_k 16 \(this run asks for 32\); "
+                       "rating parameters are fixed"):
         LeagueDB(tmp_path / "cfg.db", game="g", config=RatingConfig(elo_k=32))
     with LeagueDB(tmp_path / "cfg.db", game="g") as reopened:
         assert reopened.config.elo_k == 16

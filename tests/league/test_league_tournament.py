@@ -306,3 +306,18 @@ def test_sigkill_adaptive_cli_tournament_then_same_command(tmp_path: Path) -> No
         assert all(after[key] == match for key, match in before.items())
         assert league.replay_ratings() == league.ratings()
         assert max(league.rating(n).sigma for n in ("random", "win_or_block")) < 1.0
+
+
+def test_other_game_settings_are_another_tournament(db: LeagueDB) -> None:
+    """Matches played with other game settings (say another game length) are not taken for
+    this tournament's: their keys differ; the same settings resume."""
+    plain = TournamentConfig(games_per_pair=2, num_envs=4)
+    longer = TournamentConfig(games_per_pair=2, num_envs=4, settings="max_steps=9")
+    assert plain.tournament_id == "rr:s0:"  # no settings: the id earlier versions stored
+    assert longer.tournament_id == "rr:s0::max_steps=9"
+    first = run_tournament(db, list(BOTS), policy_factory, game_factory, plain)
+    other = run_tournament(db, list(BOTS), policy_factory, game_factory, longer)
+    assert first.played == other.played == 6 and other.already_stored == 0
+    again = run_tournament(db, list(BOTS), policy_factory, game_factory, longer)
+    assert again.played == 0 and again.already_stored == 6
+    assert len({m.key for m in db.matches()}) == 12

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from league.db import LeagueDB, LeagueError
-from selfplay.league_commands import register_player, resolve_player
+from selfplay.league_commands import register_player, resolve_player, tournament_settings
 
 
 def _run_with_checkpoint(root: Path) -> Path:
@@ -56,3 +56,10 @@ def test_checkpoint_of_another_game_is_skipped_with_that_reason(tmp_path: Path,
                         map_name=None, num_envs=2, seed=0, quiet=True)
     assert result["played"] == 2 and len(result["skipped_players"]) == 1
     assert "plays CartPole-v1, not tictactoe" in capsys.readouterr().err
+
+
+def test_tournament_settings_name_a_game_length_other_than_the_default() -> None:
+    assert tournament_settings(None, 2000) == ""  # the game's default: the id of old databases
+    assert tournament_settings(2000, 2000) == ""  # the same games, spelled out
+    assert tournament_settings(300, 2000) == "max_steps=300"
+    assert tournament_settings(300, None) == "max_steps=300"  # a game without a default

@@ -1,0 +1,44 @@
+"""``league.elo_k``: the Elo K of the league database a training run creates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from league.db import LeagueDB, LeagueError
+from selfplay.config import ConfigError, TrainConfig, build_config
+from selfplay.train import run_training
+
+
+def tiny_league_config(*overrides: str) -> TrainConfig:
+    return build_config("tictactoe", overrides=[
+        "log.progress=false", "log.tensorboard=false", "league.enabled=true",
+        "league.snapshot_every=1", "league.eval_every=1", "league.eval_games=2",
+        "league.eval_process=false", "game.num_envs=8", "ppo.num_steps=16", *overrides],
+        seed=3, total_steps=8 * 16 * 2)
+
+
+@pytest.mark.parametrize("value", ["0", "-4"])
+def test_elo_k_must_be_positive(value: str) -> None:
+    with pytest.raises(ConfigError, match=rf"league\.elo_k must be > 0.*got {value}"):
+        tiny_league_config(f"league.elo_k={value}")
+
+
+def test_training_creates_its_league_with_elo_k_and_refuses_another(tmp_path: Path) -> None:
+    run_training(tiny_league_config("league.elo_k=16"), run_dir=tmp_path / "a")
+    shared = tmp_path / "a" / "league.db"
+    with LeagueDB(shared) as db:
+        assert db.config.elo_k == 16
+        assert db.match_count() > 0 and db.replay_ratings() == db.ratings()
+    # another run sharing that database with another K is refused, naming both values
+    with pytest.raises(LeagueError, match=r"elo_k 16 \(this run asks for 8\)"):
+        run_training(tiny_league_config("league.elo_k=8", f"league.db={shared}",
+                                        "league.role=league_exploiter"),
+                     run_dir=tmp_path / "b")
+    # without league.elo_k a run joins it with its K; a new database gets the default, 32
+    run_training(tiny_league_config(f"league.db={shared}", "league.role=league_exploiter"),
+                 run_dir=tmp_path / "c")
+    run_training(tiny_league_config(), run_dir=tmp_path / "d")
+    with LeagueDB(shared) as joined, LeagueDB(tmp_path / "d" / "league.db") as fresh:
+        assert joined.config.elo_k == 16 and fresh.config.elo_k == 32
