@@ -28,10 +28,12 @@ $(VENV)/.stamp-train: pyproject.toml | $(PY)
 
 $(VENV)/.stamp-dev: pyproject.toml $(VENV)/.stamp-train
 	$(PIP) install -e ".[all]"
-	@# headless Chromium renders the league report in a test (Debian package; skipped without)
+	@# headless Chromium renders the league report in a test (Debian package; skipped without,
+	@# failed without when SELFPLAY_REQUIRE_CHROMIUM=1, as in .ci/run)
 	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
 		(apt-get update -qq && apt-get install -y -qq chromium >/dev/null) ; } || \
-		echo "warning: chromium not installed; the report render test will be skipped"
+		echo "warning: chromium not installed; the report render test will be skipped" \
+			"(or fail, with SELFPLAY_REQUIRE_CHROMIUM=1)"
 	@touch $@
 
 install: $(VENV)/.stamp-train

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -54,9 +55,31 @@ def chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "
-                    "(Debian: apt-get install -y chromium)")
+def need_chromium(path: str | None) -> str:
+    """``path``, or skip the test: a failure instead when SELFPLAY_REQUIRE_CHROMIUM=1 (set by
+    .ci/run, so CI cannot pass without rendering the report)."""
+    if path is not None:
+        return path
+    missing = "chromium is not installed (Debian: apt-get install -y chromium)"
+    if os.environ.get("SELFPLAY_REQUIRE_CHROMIUM") == "1":
+        pytest.fail(f"{missing}; SELFPLAY_REQUIRE_CHROMIUM=1 requires it")
+    pytest.skip(missing)
+
+
+def test_missing_chromium_fails_when_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SELFPLAY_REQUIRE_CHROMIUM", "1")
+    with pytest.raises(pytest.fail.Exception, match="SELFPLAY_REQUIRE_CHROMIUM=1"):
+        need_chromium(None)
+    monkeypatch.delenv("SELFPLAY_REQUIRE_CHROMIUM")
+    with pytest.raises(pytest.skip.Exception, match="chromium is not installed"):
+        need_chromium(None)
+    assert need_chromium("/usr/bin/chromium") == "/usr/bin/chromium"
+    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    assert "SELFPLAY_REQUIRE_CHROMIUM=1 make test" in ci  # CI renders the report
+
+
 def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> None:
+    need_chromium(CHROMIUM)
     dom = chromium("--dump-dom", report.as_uri(), tmp=tmp_path)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'data-rendered="yes"' in dom.stdout  # the inline script ran
