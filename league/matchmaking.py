@@ -233,6 +233,7 @@ class Matchmaker:
 
     def state_dict(self) -> dict[str, Any]:
         """The pool and its payoff table (rows in order: sampling depends on it)."""
+        self._sync()  # rows the table added on its own (results against outside players)
         n = len(self.payoff)
         return {"payoff": self.payoff.state_dict(), "kind": self.kind[:n].copy(),
                 "parent": self.parent[:n].copy(), "active": self.active[:n].copy(),
@@ -288,6 +289,26 @@ class Matchmaker:
         else:
             rows = self._main_rows(me, n, rng)
         return self.payoff.ids[rows].copy()
+
+    def sample_among(self, candidates: np.ndarray, n: int, rng: np.random.Generator,
+                     learner: int | None = None,
+                     weighting: Weighting | None = None) -> np.ndarray:
+        """PFSP picks ``int64 [n]`` among the ids ``candidates`` ``[K]`` by ``learner``'s
+        (default: the main agent's) decayed win rates against each, with ``weighting``
+        (default: the main agent's). The candidates need not be in the pool: players outside
+        it (e.g. engine bots playing in envs of their own) get payoff rows, never offered by
+        :meth:`sample_opponents`, and their results count once :meth:`record` stores them."""
+        pid = self.main if learner is None else learner
+        if pid is None or pid not in self.roles:
+            raise ValueError("no such learner; add_learner() first")
+        ids = np.asarray(candidates, np.int64)
+        if len(ids) == 0:
+            raise ValueError("sample_among needs at least one candidate")
+        me = self.payoff.row(pid)
+        rows = np.fromiter((self.payoff.row(c) for c in ids.tolist()), np.int64, len(ids))
+        self._sync()
+        picked = self._pfsp(me, rows, n, weighting or self.config.weighting, rng)
+        return self.payoff.ids[picked].copy()  # type: ignore[no-any-return]
 
     def _main_rows(self, me: int, n: int, rng: np.random.Generator) -> np.ndarray:
         cfg = self.config

@@ -172,6 +172,11 @@ class LeagueConfig:
     e.g. tic-tac-toe; microRTS engine bots play in the bot envs, see game.options.bots)."""
     bot_share: float = 0.0
     """Share of the contested envs' games against league.bots (taken from the PFSP share)."""
+    bot_env_pfsp: bool = False
+    """microRTS: at each episode end in a bot env, draw that env's next engine bot from
+    game.options.bots by PFSP (league.weighting, hard by default) over the learner's decayed
+    results against each bot, so it meets the bots it loses to more often. False: each bot
+    env keeps its bot of the env layout for the whole run."""
     freeze_anchors: bool = True
     """Anchors keep their starting rating (the TrueSkill prior) for good: a fixed yardstick
     across the whole run. False lets the snapshots' games move them too."""

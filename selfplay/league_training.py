@@ -21,6 +21,15 @@ step). Every ``snapshot_every`` updates the learner's weights are frozen as a sn
 are engine bots (``league.anchors: [WorkerRush, ...]``): their matches run in bot envs whose
 bot is swapped per match (:class:`games.microrts.league_runner.PolicyMatchRunner`).
 
+microRTS bot envs (``game.options.bots``, one seat: the bot plays inside the engine) keep the
+bot of the env layout unless ``league.bot_env_pfsp`` is set: then at each episode end in a bot
+env the learner's result is recorded against the bot it played, and the env's next bot is drawn
+from ``game.options.bots`` by PFSP (``league.weighting``) over the learner's decayed results
+against each bot, with a generator of its own. The engine has already started the env's next
+game when the end is reported, so the bot drawn then (``set_bot``) plays the game after it;
+every game is credited to the bot it was played against (the game's
+``ended_opponent_names``). The learner keeps its side of each env (the layout's alternation).
+
 Resuming after a crash: a registered snapshot is never rewritten. The updates replayed from the
 last checkpoint reuse the snapshots the crashed process registered under the same names (their
 stored matches were played by those weights), and a snapshot's rating tournament, named after
@@ -62,6 +71,7 @@ from selfplay.ppo import FrozenPolicy, Trainer
 
 LEARNER = -1  # the learner's id in the matchmaker (not a database player)
 MAIN = -2  # a main exploiter's stand-in for the main agent, played as its newest snapshot
+ENGINE_BOT = -16  # payoff id of game.options.bots[0] in bot envs; ENGINE_BOT - k of bot k
 
 
 class LeagueHook:
@@ -131,7 +141,8 @@ class LeagueHook:
             if setup.scripted is None:
                 raise ConfigError(f"league.bots: {name} plays inside the {trainer.spec.name} "
                                   "engine, not in a seat; give engine bots their own envs "
-                                  "(game.options.bots)")
+                                  "(game.options.bots), drawn by PFSP with "
+                                  "league.bot_env_pfsp=true")
             bot_name = setup.opponent_name or name
             pid = self.db.add_player(bot_name, "bot", frozen=config.freeze_anchors
                                      and bot_name in self.anchors)
@@ -139,6 +150,14 @@ class LeagueHook:
             self.bots[pid] = (slot, setup.scripted)
             trainer.opponents[slot] = setup.scripted
             self.matchmaker.add_bot(pid)
+        # microRTS bot envs (league.bot_env_pfsp): the payoff ids of the engine bots (outside
+        # the pool: they play in envs of their own), and of the bot of each bot env's game in
+        # progress and of its next game (set_bot's; 0 elsewhere)
+        self.bot_envs = np.flatnonzero(~self.contested)  # [B]
+        self.bot_names = self._engine_bots() if config.bot_env_pfsp else []
+        self.bot_rng = np.random.default_rng(trainer.config.seed + 23)
+        self.bot_now = np.zeros(trainer.spec.num_envs, np.int64)  # [E]
+        self.bot_next = np.zeros(trainer.spec.num_envs, np.int64)  # [E]
         restored = trainer.restored_extra.get("league")
         if restored is not None:  # a resumed checkpoint: the league continues exactly
             self._load_state(restored)
@@ -154,6 +173,8 @@ class LeagueHook:
                               f"main agent{whose} (runs with main snapshots: "
                               f"{', '.join(runs) or 'none'}); point league.db at the main "
                               "run's league database, or fix league.target")
+        if self.bot_names:
+            self._start_bot_envs(None if restored is None else restored.get("bot_envs"))
         if restored is None:
             own = [p for p in players if p.kind == "snapshot" and self._own(p)
                    and p.broken is None and not self._after_checkpoint(p)]
@@ -173,7 +194,10 @@ class LeagueHook:
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint holds to continue exactly: the matchmaker (pool and payoff table),
-        the sampling RNG, each env's opponent and the loaded opponent slots."""
+        the sampling RNG, each env's opponent and the loaded opponent slots; with
+        ``league.bot_env_pfsp`` the bot envs' generator and the bot drawn for each one's next
+        game (the game in progress is lost with a microRTS process: a resumed run restarts
+        it against the env layout's bot)."""
         return {"matchmaker": self.matchmaker.state_dict(),
                 "rng": self.rng.bit_generator.state,
                 "opponent": self.opponent.copy(),
@@ -181,7 +205,11 @@ class LeagueHook:
                 "pooled": sorted(self.pooled), "targets": list(self.targets),
                 "latest": self.latest,
                 "bot_rngs": {pid: policy.rng.bit_generator.state
-                             for pid, (_, policy) in self.bots.items()}}
+                             for pid, (_, policy) in self.bots.items()},
+                **({"bot_envs": {"names": list(self.bot_names),
+                                 "rng": self.bot_rng.bit_generator.state,
+                                 "next": self.bot_next.copy()}}
+                   if self.bot_names else {})}
 
     def _load_state(self, state: Mapping[str, Any]) -> None:
         self.matchmaker.load_state_dict(state["matchmaker"])
@@ -330,8 +358,78 @@ class LeagueHook:
                       file=sys.stderr)
             raise
 
+    # ----------------------------------------------------------------- engine bots of bot envs
+
+    def _engine_bots(self) -> list[str]:
+        """The canonical names of ``game.options.bots`` (once each, in order), for
+        ``league.bot_env_pfsp``; :class:`ConfigError` for a game without engine bots."""
+        trainer = self.trainer
+        names = getattr(getattr(trainer.game, "options", None), "bots", None)
+        if not callable(getattr(trainer.game, "set_bot", None)) or names is None:
+            raise ConfigError(f"league.bot_env_pfsp: {trainer.spec.name} has no engine bots "
+                              "playing in envs of their own (microRTS's game.options.bots); "
+                              "set league.bot_env_pfsp=false")
+        pool: list[str] = []
+        for name in names:
+            try:
+                setup = match_setup(trainer.spec.name, name, 1, trainer.config.seed)
+            except GameError as exc:
+                raise ConfigError(f"league.bot_env_pfsp: game.options.bots: {exc}") from exc
+            if setup.opponent_name not in pool:
+                pool.append(setup.opponent_name)
+        return pool
+
+    def _start_bot_envs(self, state: Mapping[str, Any] | None) -> None:
+        """Each bot env's bot in progress (the game's: a resumed game restarted its envs with
+        the layout's bots) and its next one: the checkpoint's draw, else a new one."""
+        envs = self.bot_envs
+        names = list(self.trainer.game.opponent_names)  # type: ignore[attr-defined]
+        self.bot_now[envs] = [ENGINE_BOT - self.bot_names.index(names[e]) for e in envs]
+        if state is not None and list(state["names"]) == self.bot_names:
+            self.bot_rng.bit_generator.state = state["rng"]
+            self.bot_next[envs] = np.asarray(state["next"])[envs]
+            for env in envs.tolist():
+                self._set_bot(env, int(self.bot_next[env]))
+        else:
+            self._draw_bots(envs)
+
+    def sample_bots(self, n: int) -> np.ndarray:
+        """PFSP picks ``int64 [n]`` of engine bots (payoff ids) for bot envs' next games."""
+        ids = ENGINE_BOT - np.arange(len(self.bot_names))
+        return self.matchmaker.sample_among(ids, n, self.bot_rng, learner=LEARNER)
+
+    def bot_name(self, pid: int) -> str:
+        """The engine bot whose payoff id is ``pid``."""
+        return self.bot_names[ENGINE_BOT - pid]
+
+    def _set_bot(self, env: int, pid: int) -> None:
+        self.trainer.game.set_bot(env, self.bot_name(pid))  # type: ignore[attr-defined]
+        self.bot_next[env] = pid
+
+    def _draw_bots(self, envs: np.ndarray) -> None:
+        """Draw the bot of the next game of bot envs ``envs`` ``[K]`` and hand it to them."""
+        for env, pid in zip(envs.tolist(), self.sample_bots(len(envs)).tolist(), strict=True):
+            self._set_bot(env, pid)
+
+    def _bot_games_ended(self, stats: EpisodeStats) -> None:
+        """Record the learner's finished games in bot envs against the bots they were played
+        against; the next game (begun) is the drawn bot's, and the one after is drawn now."""
+        ended = (stats.seat == 0) & ~self.contested[stats.env]
+        envs = stats.env[ended]
+        if len(envs) == 0:
+            return
+        for env, outcome in zip(envs.tolist(), stats.outcome[ended].tolist(), strict=True):
+            if outcome != Outcome.NONE:
+                self.matchmaker.record(LEARNER, int(self.bot_now[env]), int(outcome))
+        self.bot_now[envs] = self.bot_next[envs]
+        self._draw_bots(envs)
+
+    # ----------------------------------------------------------------- training games
+
     def on_episodes(self, trainer: Trainer, stats: EpisodeStats) -> None:
         """Record the learner's finished games and pick the next opponent of those envs."""
+        if self.bot_names:
+            self._bot_games_ended(stats)
         seat0 = (stats.seat == 0) & self.contested[stats.env]
         envs = stats.env[seat0]
         if len(envs) == 0:
@@ -363,6 +461,11 @@ class LeagueHook:
         if self.rater is not None:
             metrics.update(self.rater.collect())
         metrics["league/opponent_share_selfplay"] = float((trainer.owner[:, 1] == 0).mean())
+        if self.bot_names and len(self.bot_envs):  # which bots the bot envs play now
+            counts = np.bincount(ENGINE_BOT - self.bot_now[self.bot_envs],
+                                 minlength=len(self.bot_names))
+            for name, count in zip(self.bot_names, counts.tolist(), strict=True):
+                metrics[f"league/bot_env_share/{name}"] = count / len(self.bot_envs)
         if self.role == "main_exploiter":
             metrics["league/win_rate_vs_main"] = float(
                 self.matchmaker.payoff.win_rates(LEARNER, np.array([MAIN]))[0])

@@ -1,12 +1,16 @@
 """Win rate of the learner per opponent (a scripted bot's name, or "selfplay"), for logging.
 
 Games that mix opponents in one batch expose ``opponent_names`` (one name per env); seat 0 is
-the learner's. Results are kept in a window of recent games per opponent.
+the learner's. Games whose envs change opponents between games (microRTS ``set_bot``) also
+expose ``ended_opponent_names``: the opponent of each env's last finished game, which is what a
+finished episode is credited to; the list given here is read at each :meth:`add`, so pass that
+live list. Results are kept in a window of recent games per opponent.
 """
 
 from __future__ import annotations
 
 import collections
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -16,7 +20,7 @@ from games.core import EpisodeStats, Outcome
 class OpponentWinRates:
     """Recent outcomes of seat 0, grouped by the env's opponent name."""
 
-    def __init__(self, names: list[str], window: int = 100) -> None:
+    def __init__(self, names: Sequence[str], window: int = 100) -> None:
         self.names = names
         self.outcomes: dict[str, collections.deque[int]] = collections.defaultdict(
             lambda: collections.deque(maxlen=window))

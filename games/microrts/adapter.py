@@ -9,7 +9,9 @@ play a scripted bot. ``A = 2`` seats when any self-play env exists, else ``A = 1
 second seat is then ``alive=False`` (zero obs, all-False mask, reward 0, ignored actions).
 :attr:`MicroRTSVecGame.opponent_names` (``list[str]``, length ``E``) names each env's opponent:
 the bot's canonical name (``"WorkerRush"``) or ``"selfplay"`` (:data:`SELFPLAY`), for logging
-results per opponent.
+results per opponent. :meth:`~MicroRTSVecGame.set_bot` changes a bot env's bot from its next
+game on; ``ended_opponent_names`` names the opponent of each env's last finished game, the one
+its episode statistics belong to.
 
 **Sides.** ``players[e, s]`` is the engine player (0 or 1, -1 for a dead seat) that seat ``s`` of
 env ``e`` controls. With ``alternate_sides`` (default) seat 0 plays player ``e % 2`` in self-play
@@ -388,6 +390,8 @@ class MicroRTSVecGame:
 
     opponent_names: list[str]
     """Each env's opponent, length ``E``: a bot's canonical name or ``"selfplay"``."""
+    ended_opponent_names: list[str]
+    """The opponent of each env's last finished game (credit finished episodes to it)."""
     reward_component_names: tuple[str, ...] = REWARD_COMPONENTS
     """Columns of :meth:`episode_reward_components` (logged as ``reward/<name>``)."""
 
@@ -426,6 +430,10 @@ class MicroRTSVecGame:
                 groups[side].bot_envs.append(e)
                 groups[side].bot_specs.append(spec)
         self.opponent_names = [b if b is not None else SELFPLAY for b in self.env_bot]
+        # the opponent of each env's last finished game: what its episode statistics are
+        # credited to (a set_bot takes over opponent_names as the next game starts, before
+        # the step reporting the end returns)
+        self.ended_opponent_names = list(self.opponent_names)
         self._num_sp = self.env_bot.count(None)  # self-play games: envs 0.._num_sp-1 here
         self.groups = [g for g in groups if g.rows]
         self.alive = self.players >= 0  # [E, A]
@@ -976,6 +984,8 @@ class MicroRTSVecGame:
         num_seats = self.num_seats
         outcome = self._outcomes(envs, terminated)  # [K, A]
         final_obs, final_state = self._final_observations(envs)
+        for e in envs.tolist():
+            self.ended_opponent_names[e] = self.opponent_names[e]
         self._new_games(envs)
         live = self.alive[envs]  # [K, A]
         env_idx = np.repeat(envs, num_seats)[live.ravel()]

@@ -155,6 +155,8 @@ def _serve(conn: Connection, options: dict[str, Any], num_envs: int, envs: tuple
                     conn.send(("ok", publisher.publish(game.reset(arg), None)))
                 elif command == "render":
                     conn.send(("ok", game.render(arg)))
+                elif command == "set_bot":
+                    conn.send(("ok", game.set_bot(*arg)))
                 elif command == "close":
                     game.close()
                     conn.send(("ok", None))
@@ -173,7 +175,9 @@ def _describe(exc: BaseException) -> str:
 
 class MicroRTSWorkers:
     """``num_envs`` microRTS envs stepped by ``options.workers`` processes; the same interface
-    and the same env layout as :class:`~games.microrts.adapter.MicroRTSVecGame`."""
+    and the same env layout as :class:`~games.microrts.adapter.MicroRTSVecGame` (``set_bot``
+    is forwarded to the worker owning the env; ``opponent_names`` and ``ended_opponent_names``
+    follow it here as each worker's games end)."""
 
     reward_component_names: tuple[str, ...] = REWARD_COMPONENTS
 
@@ -186,6 +190,9 @@ class MicroRTSWorkers:
         self.alive = self.players >= 0
         self.alive.setflags(write=False)
         self.opponent_names = [b.name if b is not None else SELFPLAY for b in layout.bots]
+        self.ended_opponent_names = list(self.opponent_names)  # as the adapter's
+        self._pending_names: dict[int, str] = {}  # env -> bot set_bot gave its next game
+        self._in_flight: set[int] = set()  # workers stepping unattended (step_part_async)
         self.ranges = split_ranges(num_envs, options.workers)
         self._episode_components = np.zeros((0, 6))
         self._closed = False
@@ -277,11 +284,24 @@ class MicroRTSWorkers:
         starts = [start for start, _ in self.ranges]
         if len({(r.flip, r.state_kind) for r in replies}) == 1:
             whole = self._view(replies[0], 0, self.num_envs, any(r.has_final for r in replies))
-            return whole._replace(episodes=concat_episodes([r.episodes for r in replies],
-                                                           starts))
-        parts = [self._view(r, a, b, r.has_final)
-                 for r, (a, b) in zip(replies, self.ranges, strict=True)]
-        return concat_batches(parts, starts)
+            batch = whole._replace(episodes=concat_episodes([r.episodes for r in replies],
+                                                            starts))
+        else:
+            parts = [self._view(r, a, b, r.has_final)
+                     for r, (a, b) in zip(replies, self.ranges, strict=True)]
+            batch = concat_batches(parts, starts)
+        if len(batch.episodes.env):
+            self._games_ended(batch.episodes.env)
+        return batch
+
+    def _games_ended(self, envs: np.ndarray) -> None:
+        """Envs ``[K]`` (global, repeats allowed) whose game ended and whose next one began in
+        the worker: their names move on, as the adapter's do (see ``ended_opponent_names``)."""
+        for e in np.unique(envs).tolist():
+            self.ended_opponent_names[e] = self.opponent_names[e]
+            pending = self._pending_names.pop(e, None)
+            if pending is not None:
+                self.opponent_names[e] = pending
 
     def _write_actions(self, actions: np.ndarray, start: int, stop: int) -> None:
         """Envs ``start..stop-1``'s actions into the shared array the workers read."""
@@ -296,7 +316,35 @@ class MicroRTSWorkers:
     def reset(self, seed: int | None = None) -> Batch:
         self._check_open()
         self._send_all([("reset", seed)] * len(self._conns))
-        return self._merge(self._gather())
+        batch = self._merge(self._gather())
+        for e, name in self._pending_names.items():  # every env began a game
+            self.opponent_names[e] = name
+        self._pending_names.clear()
+        return batch
+
+    def set_bot(self, env: int, bot: str) -> str:
+        """As :meth:`MicroRTSVecGame.set_bot` (from env ``env``'s next game on), in the worker
+        owning the env, which must not be stepping unattended; the bot's canonical name."""
+        self._check_open()
+        if not 0 <= env < self.num_envs:
+            raise GameError(f"microrts: env {env} out of range 0..{self.num_envs - 1}")
+        w = next(i for i, (a, b) in enumerate(self.ranges) if a <= env < b)
+        if w in self._in_flight:
+            raise GameError(f"microrts: set_bot({env}) while its worker steps; call it after "
+                            "step_part_wait")
+        try:
+            if w in self._dead:
+                raise EOFError
+            self._conns[w].send(("set_bot", (env - self.ranges[w][0], bot)))
+            status, payload = self._conns[w].recv()
+        except (EOFError, OSError):
+            self._dead.add(w)
+            start, stop = self.ranges[w]
+            status, payload = "error", f"the worker process of envs {start}..{stop - 1} died"
+        if status == "error":
+            raise GameError(payload if payload.startswith("microR") else f"microrts: {payload}")
+        self._pending_names[env] = str(payload)
+        return str(payload)
 
     def step(self, actions: np.ndarray) -> Batch:
         self._check_open()
@@ -316,6 +364,7 @@ class MicroRTSWorkers:
         self._check_open()
         start, stop = self.ranges[part]
         self._write_actions(actions, start, stop)
+        self._in_flight.add(part)
         try:
             self._conns[part].send(("step", None))
         except OSError:
@@ -324,6 +373,7 @@ class MicroRTSWorkers:
     def step_part_wait(self, part: int) -> Batch:
         """Worker ``part``'s batch (envs numbered from 0 within the part)."""
         start, stop = self.ranges[part]
+        self._in_flight.discard(part)
         try:
             if part in self._dead:
                 raise EOFError
@@ -336,6 +386,8 @@ class MicroRTSWorkers:
         reply: _Reply = payload
         self._episode_components = (reply.components if reply.components is not None
                                     else np.zeros((0, 6)))
+        if len(reply.episodes.env):
+            self._games_ended(reply.episodes.env + start)
         return self._view(reply, start, stop, reply.has_final)
 
     def episode_reward_components(self) -> np.ndarray:

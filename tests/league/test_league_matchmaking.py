@@ -178,3 +178,33 @@ def test_matchmaker_state_round_trip_samples_the_same() -> None:
             restored.record(100, int(opponent), 1)
     assert 11 not in set(restored.sample_opponents(200, np.random.default_rng(2)).tolist())
     np.testing.assert_array_equal(restored.payoff.games[:7, :7], mm.payoff.games[:7, :7])
+
+
+def test_sample_among_prefers_the_bots_the_learner_loses_to() -> None:
+    """PFSP among players outside the pool (microRTS bot envs' engine bots): a bot the
+    learner always beats is drawn less often than an unplayed one, which is drawn less often
+    than one it always loses to; they are never offered as seat opponents, and the draws
+    survive a state round trip."""
+    mm = Matchmaker(MatchmakingConfig(self_play=1.0, pfsp=0.0, bots=0.0), capacity=2)
+    mm.add_learner(-1)
+    beaten, unplayed, feared = -16, -17, -18
+    for _ in range(30):
+        mm.record(-1, beaten, 1)
+        mm.record(-1, feared, -1)
+    ids = np.array([beaten, unplayed, feared])
+    picks = mm.sample_among(ids, 20_000, np.random.default_rng(0), learner=-1)
+    freq = {pid: float(np.mean(picks == pid)) for pid in ids.tolist()}
+    # hard weights: p = 0 -> 1, p = 0.5 (unplayed) -> 0.25, p = 1 -> 0
+    assert freq[feared] == pytest.approx(1 / 1.25, abs=0.02)
+    assert freq[unplayed] == pytest.approx(0.25 / 1.25, abs=0.02)
+    assert freq[beaten] == 0.0
+    linear = mm.sample_among(ids, 20_000, np.random.default_rng(1), weighting="linear")
+    assert np.mean(linear == beaten) < np.mean(linear == unplayed) < np.mean(linear == feared)
+    assert set(mm.sample_opponents(500, np.random.default_rng(2)).tolist()) == {-1}
+    restored = Matchmaker(mm.config)
+    restored.load_state_dict(from_safe(to_safe(mm.state_dict())))
+    np.testing.assert_array_equal(
+        restored.sample_among(ids, 100, np.random.default_rng(3), learner=-1),
+        mm.sample_among(ids, 100, np.random.default_rng(3), learner=-1))
+    with pytest.raises(ValueError, match="at least one candidate"):
+        mm.sample_among(np.array([], np.int64), 1, np.random.default_rng(0))

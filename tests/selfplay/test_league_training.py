@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,11 +11,12 @@ import numpy as np
 import pytest
 import torch
 
+from games.core import Outcome
 from games.registry import make_game
 from league.db import LeagueDB
 from selfplay.checkpoint import load_checkpoint
 from selfplay.config import ConfigError, TrainConfig, build_config
-from selfplay.league_training import LeagueHook, attach
+from selfplay.league_training import ENGINE_BOT, LEARNER, LeagueHook, attach
 from selfplay.ppo import Trainer
 from selfplay.train import run_training
 
@@ -185,6 +187,13 @@ def test_unknown_anchor_is_an_error(tmp_path: Path) -> None:
         attach(trainer, tmp_path)
 
 
+def test_bot_env_pfsp_needs_engine_bots(tmp_path: Path) -> None:
+    config = build_config("tictactoe", overrides=["league.bot_env_pfsp=true"])
+    trainer = Trainer(config, make_game("tictactoe", 2, 0))
+    with pytest.raises(ConfigError, match="league.bot_env_pfsp: tictactoe has no engine bots"):
+        attach(trainer, tmp_path)
+
+
 def test_league_needs_two_seats(tmp_path: Path) -> None:
     config = build_config("CartPole-v1", overrides=["league.enabled=true"])
     trainer = Trainer(config, make_game("CartPole-v1", 2, 0))
@@ -265,3 +274,177 @@ def test_a_dead_rater_is_replaced_and_its_job_played(tmp_path: Path, capsys) -> 
         assert "the rater process died; starting another" in capsys.readouterr().err
     finally:
         hook.close()
+
+
+# --------------------------------------------------------------------------- microRTS bot envs
+
+MICRORTS_BOT_ENVS = [
+    "game.num_envs=5", "game.options.map=basesWorkers8x8", "game.options.num_selfplay_envs=1",
+    "game.options.bots=[Passive, WorkerRush, LightRush]", "game.options.max_steps=40",
+    "ppo.num_steps=40", "ppo.num_minibatches=1", "ppo.update_epochs=1",
+    "league.bot_env_pfsp=true", "league.anchors=[]", "league.snapshot_every=1000",
+    "league.eval_every=1000", "league.eval_process=false", "log.progress=false",
+    "log.tensorboard=false", "network.channels=[8,16]", "network.hidden=[16]"]
+
+
+def engine_bot(game: Any, env: int) -> str:
+    """The bot playing env ``env``'s game in progress, read from the engine (its Java class
+    as a bot name), not from the adapter's bookkeeping."""
+    from games.microrts.bots import bot_names, resolve_bot
+
+    gi, kind, k = game._env_slot[env]  # noqa: SLF001 - the engine's own view is the point
+    assert kind == "bot"
+    java = str(game.groups[gi].client.clients[k].ai2.getClass().getName())
+    return next(name for name in bot_names() if resolve_bot(name).java_class == java)
+
+
+def test_microrts_bot_envs_draw_their_next_bot_by_pfsp(tmp_path: Path) -> None:
+    """league.bot_env_pfsp on 8x8: at each episode end in a bot env the bot of the game after
+    the one just begun is drawn by PFSP; the learner's results go to the payoff table against
+    the bot actually played (read from the engine), and so do the per-opponent statistics.
+    A learner that beats Passive and LightRush and loses to WorkerRush meets WorkerRush."""
+    from selfplay.opponent_stats import OpponentWinRates
+    from selfplay.train import build_trainer
+
+    config = build_config("microrts", overrides=MICRORTS_BOT_ENVS, seed=3,
+                          total_steps=5 * 40 * 5)
+    trainer = build_trainer(config, None)
+    game: Any = trainer.game
+    hook = attach(trainer, tmp_path)
+    assert hook is not None
+    try:
+        bot_envs = hook.bot_envs.tolist()
+        assert bot_envs == [1, 2, 3, 4] and hook.bot_names == ["Passive", "WorkerRush",
+                                                                "LightRush"]
+        assert [game.players[e, 0] for e in bot_envs] == [0, 1, 0, 1]  # sides: the layout's
+        payoff = hook.matchmaker.payoff
+        ids = {name: ENGINE_BOT - k for k, name in enumerate(hook.bot_names)}
+        for _ in range(50):  # the learner's history: it beats two bots, loses to WorkerRush
+            hook.matchmaker.record(LEARNER, ids["Passive"], 1)
+            hook.matchmaker.record(LEARNER, ids["LightRush"], 1)
+            hook.matchmaker.record(LEARNER, ids["WorkerRush"], -1)
+        played = {e: [engine_bot(game, e)] for e in bot_envs}  # each game's bot, in order
+        drawn = {e: [hook.bot_name(int(hook.bot_next[e]))] for e in bot_envs}
+        assert [played[e][0] for e in bot_envs] == ["Passive", "Passive", "WorkerRush",
+                                                    "WorkerRush"]  # the env layout's
+        credited: list[tuple[str, int]] = []
+        per_opponent = OpponentWinRates(game.ended_opponent_names)
+
+        def check(_t: Trainer, stats: Any) -> None:  # runs after the league's hook
+            per_opponent.add(stats)
+            for env, seat, outcome in zip(stats.env.tolist(), stats.seat.tolist(),
+                                          stats.outcome.tolist(), strict=True):
+                if env not in played:
+                    continue
+                assert seat == 0
+                assert game.ended_opponent_names[env] == played[env][-1]  # credited right
+                credited.append((played[env][-1], outcome))
+                now = engine_bot(game, env)
+                assert now == drawn[env][-1] == game.opponent_names[env]  # set_bot's, begun
+                assert hook.bot_name(int(hook.bot_now[env])) == now
+                played[env].append(now)
+                drawn[env].append(hook.bot_name(int(hook.bot_next[env])))
+
+        trainer.on_episodes.append(check)
+        trainer.train()
+        assert all(len(played[e]) >= 5 for e in bot_envs), played
+        later = [name for e in bot_envs for name in played[e][2:]]  # drawn after the history
+        assert later.count("WorkerRush") >= 0.9 * len(later), played
+        assert any(played[e][0] != "WorkerRush" for e in bot_envs)  # bots did change
+        # the payoff table holds the learner's games against each bot actually played (50
+        # from its history, then every finished game; each new one decays the pair's by 0.99)
+        games = Counter(bot for bot, outcome in credited if outcome != Outcome.NONE)
+        learner = payoff.index[LEARNER]
+        for name, pid in ids.items():
+            want = sum(0.99 ** k for k in range(50 + games[name]))
+            assert payoff.games[learner, payoff.index[pid]] == pytest.approx(want), name
+        logged = Counter({name: len(results) for name, results in per_opponent.outcomes.items()
+                          if name != "selfplay"})
+        assert logged == games and games["WorkerRush"] > games["Passive"]
+        metrics = hook.after_update(trainer)
+        assert sum(metrics[f"league/bot_env_share/{n}"] for n in hook.bot_names) == 1.0
+    finally:
+        hook.close()
+        game.close()
+
+
+def test_microrts_bot_env_draws_survive_a_resume(tmp_path: Path) -> None:
+    """A checkpoint holds the bot envs' generator and each one's drawn next bot: a resumed
+    run draws what the uninterrupted one would, and the game after the one begun at the resume
+    (microRTS restarts its games, against the env layout's bots) is the drawn bot's."""
+    from selfplay.tracking import RunDir
+    from selfplay.train import build_trainer
+
+    def config(updates: int) -> TrainConfig:
+        return build_config("microrts", overrides=[*MICRORTS_BOT_ENVS,
+                                                   "checkpoint.every_updates=1"],
+                            seed=4, total_steps=5 * 40 * updates)
+
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    trainer = build_trainer(config(2), run)
+    hook = attach(trainer, run.path)
+    assert hook is not None
+    try:
+        trainer.train()
+        state = load_checkpoint(sorted(run.checkpoints.glob("*.pt"))[-1])
+        saved = state["extra"]["league"]["bot_envs"]
+        assert saved["names"] == hook.bot_names
+        np.testing.assert_array_equal(saved["next"], hook.bot_next)
+        ahead = hook.sample_bots(50)  # what the uninterrupted run draws next
+        assert len(set(ahead.tolist())) > 1
+    finally:
+        hook.close()
+        trainer.game.close()
+
+    resumed = build_trainer(config(4), run)
+    assert not resumed.load_state_dict(state)  # microRTS starts new games
+    hook = attach(resumed, run.path)
+    assert hook is not None
+    game: Any = resumed.game
+    try:
+        bot_envs = hook.bot_envs.tolist()
+        np.testing.assert_array_equal(hook.bot_next, saved["next"])
+        assert [engine_bot(game, e) for e in bot_envs] == [
+            hook.bot_name(int(hook.bot_now[e])) for e in bot_envs] == [
+            "Passive", "Passive", "WorkerRush", "WorkerRush"]  # the layout's, begun again
+        rng = hook.bot_rng.bit_generator.state
+        np.testing.assert_array_equal(hook.sample_bots(50), ahead)
+        hook.bot_rng.bit_generator.state = rng
+        after_first: dict[int, str] = {}
+
+        def check(_t: Trainer, stats: Any) -> None:
+            for env in stats.env.tolist():
+                if env in bot_envs and env not in after_first:
+                    after_first[env] = engine_bot(game, env)
+
+        resumed.on_episodes.append(check)
+        resumed.train()
+        assert after_first == {e: hook.bot_name(int(saved["next"][e])) for e in bot_envs}
+    finally:
+        hook.close()
+        game.close()
+
+
+def test_microrts_bot_env_draws_with_worker_processes(tmp_path: Path) -> None:
+    """The same with the envs in two worker processes, stepped part by part (pipelined):
+    the draws reach the workers between their steps, and the run's per-opponent win rates
+    and bot-env shares reach the metrics."""
+    import json
+
+    config = build_config("microrts", overrides=[*MICRORTS_BOT_ENVS, "game.options.workers=2"],
+                          seed=5, total_steps=5 * 40 * 3)
+    assert config.pipeline
+    run_training(config, run_dir=tmp_path / "run")
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    last = rows[-1]
+    shares = {k: v for k, v in last.items() if k.startswith("league/bot_env_share/")}
+    assert set(shares) == {f"league/bot_env_share/{n}" for n in ("Passive", "WorkerRush",
+                                                                 "LightRush")}
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert any(k.startswith("win_rate/") and k != "win_rate/selfplay" for k in last)
+    checkpoint = load_checkpoint(sorted((tmp_path / "run" / "checkpoints").glob("*.pt"))[-1])
+    payoff = checkpoint["extra"]["league"]["matchmaker"]["payoff"]
+    learner = list(payoff["ids"]).index(LEARNER)
+    bots = [list(payoff["ids"]).index(ENGINE_BOT - k) for k in range(3)]
+    assert payoff["games"][learner, bots].sum() >= 8  # 4 bot envs, 3 x 40 steps each

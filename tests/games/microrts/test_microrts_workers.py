@@ -135,3 +135,43 @@ def test_bad_worker_options_fail_before_spawning(engine_home) -> None:
         make("microrts", num_envs=4, workers=2, **{**OPTIONS, "num_selfplay_envs": 9})
     with pytest.raises(ValueError, match="workers must be >= 1"):
         make("microrts", num_envs=4, workers=0, **OPTIONS)
+
+
+def test_set_bot_reaches_the_worker_owning_the_env(engine_home) -> None:
+    """``set_bot`` through the workers plays the same games as one process's, from each env's
+    next game on; ``opponent_names`` and ``ended_opponent_names`` (what a finished game is
+    credited to) follow the games as in one process. Refused while the worker steps
+    unattended (its pipe then carries a step's answer)."""
+    options = {"map": "basesWorkers8x8", "num_selfplay_envs": 1, "bots": ["Passive"],
+               "max_steps": 30}
+    single = make("microrts", num_envs=4, seed=0, **options)
+    split = make("microrts", num_envs=4, seed=0, workers=2, **options)
+    try:
+        assert isinstance(split, MicroRTSWorkers)
+        a, b = single.reset(), split.reset()
+        for game in (single, split):
+            assert game.set_bot(3, "workerrush") == "WorkerRush"
+            assert game.set_bot(1, "LightRush") == "LightRush"
+        layout = ["selfplay", "Passive", "Passive", "Passive"]
+        assert split.opponent_names == single.opponent_names == layout
+        rng = np.random.default_rng(0)
+        for t in range(1, 61):
+            actions = random_legal_actions(a.action_mask, rng)
+            a, b = single.step(actions), split.step(actions)
+            np.testing.assert_array_equal(a.obs, b.obs)  # the same bots play
+            assert split.opponent_names == single.opponent_names, t
+            assert split.ended_opponent_names == single.ended_opponent_names, t
+            if t == 30:  # every game ended: the new bots took over, the old ones credited
+                assert single.opponent_names == ["selfplay", "LightRush", "Passive",
+                                                 "WorkerRush"]
+                assert single.ended_opponent_names == layout
+        assert single.ended_opponent_names == single.opponent_names  # the second games
+        split.step_part_async(0, random_legal_actions(b.action_mask[:2], rng))
+        with pytest.raises(GameError, match="while its worker steps"):
+            split.set_bot(1, "Passive")
+        split.step_part_wait(0)
+        with pytest.raises(GameError, match="self-play"):
+            split.set_bot(0, "Passive")
+    finally:
+        single.close()
+        split.close()
