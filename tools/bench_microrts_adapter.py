@@ -51,41 +51,64 @@ from games.microrts.maps import resolve_map  # noqa: E402
 
 MAX_STEPS = 2000
 
-# one loop iteration: returns the (wall, thread CPU) seconds it spent sampling actions
-Step = Callable[[], tuple[float, float]]
+# one loop iteration: returns (wall, thread CPU) seconds spent sampling actions, then (wall,
+# thread CPU) seconds of bookkeeping that is not part of the measured work (recording actions)
+Step = Callable[[], tuple[float, float, float, float]]
 
 
 def _clocks() -> tuple[float, float]:
     return time.perf_counter(), time.thread_time()
 
 
-def adapter_loop(game: MicroRTSVecGame, rng: np.random.Generator) -> Step:
+class ActionLog:
+    """The engine action rows the adapter loop issued in the current block, for the bare loop
+    to replay: both then play the very same games, step for step."""
+
+    def __init__(self, rows: int, cells: int, block: int) -> None:
+        self.actions = np.zeros((block, rows, cells, 7), np.int32)
+        self.pos = 0
+
+
+def adapter_loop(game: MicroRTSVecGame, rng: np.random.Generator,
+                 log: ActionLog | None = None) -> Step:
     batch = game.reset()
     actions = np.zeros((game.num_envs, game.num_seats, game.height * game.width, 7), np.int64)
 
-    def one() -> tuple[float, float]:
+    def one() -> tuple[float, float, float, float]:
         nonlocal batch
         w0, c0 = _clocks()
         assert batch.action_mask is not None
         random_legal_actions(batch.action_mask, rng, out=actions)
         w1, c1 = _clocks()
         batch = game.step(actions)
-        return w1 - w0, c1 - c0
+        if log is None:
+            return w1 - w0, c1 - c0, 0.0, 0.0
+        w2, c2 = _clocks()
+        np.copyto(log.actions[log.pos], game._engine_act)  # what the engine was handed
+        log.pos += 1
+        w3, c3 = _clocks()
+        return w1 - w0, c1 - c0, w3 - w2, c3 - c2
 
     return one
 
 
-def shm_bare_loop(game: MicroRTSVecGame, rng: np.random.Generator) -> Step:
-    """The adapter's own Java clients, stepped without any of its Python work."""
+def shm_bare_loop(game: MicroRTSVecGame, rng: np.random.Generator,
+                  log: ActionLog | None = None) -> Step:
+    """The adapter's own Java clients, stepped without any of its Python work. With ``log``,
+    the actions are the adapter loop's (copied in, untimed) instead of sampled here."""
     game.reset()
     for g in game.groups:
         g.client.getMasks(g.learner)
     steps = [np.zeros(g.rows, np.int64) for g in game.groups]
 
-    def one() -> tuple[float, float]:
+    def one() -> tuple[float, float, float, float]:
         w0, c0 = _clocks()
-        for g in game.groups:
-            random_legal_actions(g.mask, rng, out=g.act)
+        if log is None:
+            for g in game.groups:
+                random_legal_actions(g.mask, rng, out=g.act)
+        else:
+            np.copyto(game._engine_act, log.actions[log.pos])
+            log.pos += 1
         w1, c1 = _clocks()
         for g, count in zip(game.groups, steps, strict=True):
             rewards = np.asarray(g.client.gameStep(g.players_j).reward)
@@ -102,7 +125,9 @@ def shm_bare_loop(game: MicroRTSVecGame, rng: np.random.Generator) -> Step:
                         g.client.clients[row - 2 * num_sp].reset(g.learner)
                 count[over] = 0
             g.client.getMasks(g.learner)
-        return w1 - w0, c1 - c0
+        if log is None:
+            return w1 - w0, c1 - c0, 0.0, 0.0
+        return 0.0, 0.0, w1 - w0, c1 - c0
 
     return one
 
@@ -134,7 +159,7 @@ def vec_numpy_loop(map_name: str, num_selfplay: int, num_bot: int, bot: str,
     plane_offset = np.cumsum((0, *sizes[:-1]))
     actions = np.zeros((num, cells, 7), np.int64)
 
-    def one() -> tuple[float, float]:
+    def one() -> tuple[float, float, float, float]:
         masks = np.asarray(client.getMasks(0))  # [N, H, W, 79]: source unit + components
         source = masks[..., 0].reshape(num, cells, 1) != 0
         comp = (masks[..., 1:].reshape(num, cells, -1) != 0) & source  # [N, HW, 78] bool
@@ -154,23 +179,34 @@ def vec_numpy_loop(map_name: str, num_selfplay: int, num_bot: int, bot: str,
         np.put_along_axis(obs, clipped.transpose(0, 2, 1), 1, axis=2)
         np.asarray(response.reward)[:, _CANON_FROM_JAVA]
         np.asarray(response.done)
-        return w1 - w0, c1 - c0
+        return w1 - w0, c1 - c0, 0.0, 0.0
 
     return one, client.close
 
 
-def _ratio(own: np.ndarray, ref: np.ndarray, col: int, without_sampling: bool) -> float:
-    """Throughput ratio ``median ref time / median own time`` over blocks (``[blocks, 4]``
-    arrays: wall, CPU, sampling wall, sampling CPU seconds)."""
-    mine = own[:, col] - (own[:, col + 2] if without_sampling else 0)
-    other = ref[:, col] - (ref[:, col + 2] if without_sampling else 0)
+def _ratio(own: np.ndarray, ref: np.ndarray, col: int, with_sampling: np.ndarray | None
+           ) -> float:
+    """Throughput ratio ``median ref time / median own time`` over blocks (``[blocks, 6]``
+    arrays: wall, CPU, sampling wall, sampling CPU, excluded wall, excluded CPU seconds). The
+    reference is the bare loop's time without its excluded bookkeeping, plus ``with_sampling``
+    (the sampling time of the loop whose actions it replayed) when given; ``own`` leaves out
+    its own sampling when ``with_sampling`` is None (the "step only" measure)."""
+    if with_sampling is None:  # step only: nobody's sampling counts
+        mine = own[:, col] - own[:, col + 4] - own[:, col + 2]
+        other = ref[:, col] - ref[:, col + 4] - ref[:, col + 2]
+    else:
+        mine = own[:, col] - own[:, col + 4]
+        other = ref[:, col] - ref[:, col + 4] + with_sampling
     return float(np.median(other) / np.median(mine))
 
 
-def run(steps: int, warmup: int, block: int,
-        cases: list[str] | None = None) -> list[dict[str, Any]]:
+def run(steps: int, warmup: int, block: int, cases: list[str] | None = None,
+        replay: bool = True) -> list[dict[str, Any]]:
     """Every mode of every case, interleaved in blocks of ``block`` steps (so all modes see the
-    same machine load), ``steps`` timed steps per mode."""
+    same machine load), ``steps`` timed steps per mode. With ``replay`` the bare loop replays
+    the adapter loop's actions of the same block, so both play identical games (checked after
+    every block) and the game's own speed, which changes with the number of units, cancels out;
+    the bare loop's "with sampling" time then counts the adapter loop's sampling time."""
     rng = np.random.default_rng(0)
     all_cases: list[tuple[str, str, int, int]] = [  # title, map, self-play games, bot envs
         ("16x16, 24 envs vs WorkerRush", "basesWorkers16x16", 0, 24),
@@ -185,51 +221,64 @@ def run(steps: int, warmup: int, block: int,
         opts: dict[str, Any] = dict(map=map_name, bots=["WorkerRush"],
                                     num_selfplay_envs=num_games, max_steps=MAX_STEPS)
         game = make("microrts", num_envs=num_envs, **opts)
-        loops: dict[str, Step] = {"adapter": adapter_loop(game, rng)}
+        bare_game = make("microrts", num_envs=num_envs, **opts)  # same clients, own instance
+        assert isinstance(game, MicroRTSVecGame) and isinstance(bare_game, MicroRTSVecGame)
+        log = (ActionLog(game._engine_act.shape[0], game.height * game.width, block)
+               if replay else None)
+        loops: dict[str, Step] = {"adapter": adapter_loop(game, rng, log)}
         closers: list[Callable[[], None]] = [game.close]
+        loops["shm-bare"] = shm_bare_loop(bare_game, rng, log)
+        closers.append(bare_game.close)
         if num_games:
             rot_game = make("microrts", num_envs=num_envs, rotate_player1=True, **opts)
+            assert isinstance(rot_game, MicroRTSVecGame)
             loops["adapter+rot"] = adapter_loop(rot_game, rng)
             closers.append(rot_game.close)
-        bare_game = make("microrts", num_envs=num_envs, **opts)  # same clients, own instance
-        loops["shm-bare"] = shm_bare_loop(bare_game, rng)
-        closers.append(bare_game.close)
         vec_step, vec_close = vec_numpy_loop(map_name, 2 * num_games, num_bot, "WorkerRush", rng)
         loops["vec+numpy"] = vec_step
         closers.append(vec_close)
-        for step in loops.values():
-            for _ in range(warmup):
-                step()
-        # per mode and block: wall, CPU, sampling wall, sampling CPU seconds
-        times: dict[str, list[tuple[float, float, float, float]]] = {m: [] for m in loops}
-        for _ in range(max(1, steps // block)):
+        # per mode and block: wall, CPU, sampling wall, sampling CPU, excluded wall, excluded CPU
+        times: dict[str, list[tuple[float, ...]]] = {m: [] for m in loops}
+        blocks = -(-warmup // block) + max(1, steps // block)
+        for b in range(blocks):
             for mode, step in loops.items():
-                sample_wall = sample_cpu = 0.0
+                if log is not None and mode in ("adapter", "shm-bare"):
+                    log.pos = 0
+                parts = np.zeros(4)
                 w0, c0 = _clocks()
                 for _ in range(block):
-                    sw, sc = step()
-                    sample_wall += sw
-                    sample_cpu += sc
+                    parts += step()
                 w1, c1 = _clocks()
-                times[mode].append((w1 - w0, c1 - c0, sample_wall, sample_cpu))
+                if b * block >= warmup:
+                    times[mode].append((w1 - w0, c1 - c0, *parts))
+            if log is not None and not np.array_equal(game._engine_masks, bare_game._engine_masks):
+                raise RuntimeError("the bare loop's games diverged from the adapter's")
         for close in closers:
             close()
-        t = {m: np.array(v) for m, v in times.items()}  # [blocks, 4]
+        t = {m: np.array(v) for m, v in times.items()}  # [blocks, 6]
+        sampled = t["adapter"][:, 2:4] if replay else None  # the replayed loop's sampling
+        bare, vec = t["shm-bare"], t["vec+numpy"]
         for mode, x in t.items():
             n = block * len(x)
-            bare, vec = t["shm-bare"], t["vec+numpy"]
+            if mode == "shm-bare" and sampled is not None:  # as if it had sampled
+                x = x.copy()
+                x[:, 0:2] += sampled - x[:, 4:6]
+                x[:, 2:6] = np.concatenate([sampled, np.zeros_like(sampled)], 1)
+            # the bare loop's time "with sampling": its own, or the replayed loop's
+            with_wall = sampled[:, 0] if sampled is not None else np.zeros(len(x))
+            with_cpu = sampled[:, 1] if sampled is not None else np.zeros(len(x))
             results.append({
                 "case": title, "mode": mode, "envs": num_envs, "seats": num_envs * seats,
-                "steps": n, "block": block,
-                "ms_per_step": 1e3 * float(np.median(x[:, 0])) / block,
-                "cpu_ms_per_step": 1e3 * float(np.median(x[:, 1])) / block,
+                "steps": n, "block": block, "replay": replay,
+                "ms_per_step": 1e3 * float(np.median(x[:, 0] - x[:, 4])) / block,
+                "cpu_ms_per_step": 1e3 * float(np.median(x[:, 1] - x[:, 5])) / block,
                 "sampling_ms_per_step": 1e3 * float(np.median(x[:, 2])) / block,
-                "env_steps_per_s": num_envs * block / float(np.median(x[:, 0])),
-                "vs_bare": _ratio(x, bare, 0, False),
-                "vs_bare_step_only": _ratio(x, bare, 0, True),
-                "vs_bare_cpu": _ratio(x, bare, 1, False),
-                "vs_bare_cpu_step_only": _ratio(x, bare, 1, True),
-                "vs_vec_numpy": _ratio(x, vec, 0, False),
+                "env_steps_per_s": num_envs * block / float(np.median(x[:, 0] - x[:, 4])),
+                "vs_bare": _ratio(x, bare, 0, with_wall),
+                "vs_bare_step_only": _ratio(x, bare, 0, None),
+                "vs_bare_cpu": _ratio(x, bare, 1, with_cpu),
+                "vs_bare_cpu_step_only": _ratio(x, bare, 1, None),
+                "vs_vec_numpy": float(np.median(vec[:, 0]) / np.median(x[:, 0] - x[:, 4])),
             })
     return results
 
@@ -243,8 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", action="append", choices=["0", "1"],
                         help="only this case (0: 16x16 vs WorkerRush, 1: 8x8 self-play)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--no-replay", action="store_true",
+                        help="the bare loop samples its own actions (its games then differ from "
+                             "the adapter's)")
     args = parser.parse_args(argv)
-    results = run(args.steps, args.warmup, args.block, args.case)
+    results = run(args.steps, args.warmup, args.block, args.case, replay=not args.no_replay)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0

@@ -72,11 +72,16 @@ Returned arrays are reused: ``obs``, ``action_mask``, ``state``, ``reward``, ``t
 stays valid until the second ``step`` after it; on steps where no episode ends, ``terminated``
 and ``truncated`` are one shared all-False array (read-only). Treat them all as read-only.
 
-**Cost.** A step's Python work is a fixed handful of numpy calls: the engine writes int32 0/1
-buffers that numpy reads in place (the observation is one transposing copy of their low bytes
-per group and seat pattern; masks and rotated actions only touch cells with own units, found in
-that observation; rewards are one scatter per group; the engine's done flags are not read).
-``tools/bench_microrts_adapter.py`` compares it with a bare loop over the same Java clients.
+**Cost.** The engine writes int32 0/1 buffers (one array of each kind for all the adapter's
+Java clients) that are read in place. With numba installed (the ``microrts`` extra) a step
+converts them with three compiled loops over the seat slots (:mod:`games.microrts.kernels`):
+actions in; rewards out; the observation right after the engine step, while it is in the cache;
+masks only at cells with an own unit, found in that observation. Without numba (or with
+``compiled=False``) the same conversions are a fixed handful of numpy calls per step (one
+transposing copy per group and seat pattern, a sparse mask gather); tests check that both give
+identical batches. The engine's done flags are not read.
+``tools/bench_microrts_adapter.py`` compares a step with a bare loop over the same Java clients
+playing the same games.
 """
 
 from __future__ import annotations
@@ -97,7 +102,7 @@ from games.core import (
     Outcome,
 )
 from games.microrts import bots as bots_mod
-from games.microrts import engine
+from games.microrts import engine, kernels
 from games.microrts.maps import MapInfo, resolve_maps
 
 REWARD_COMPONENTS = ("win_loss", "resource_gather", "produce_worker", "produce_building",
@@ -396,9 +401,15 @@ class MicroRTSVecGame:
     """Columns of :meth:`episode_reward_components` (logged as ``reward/<name>``)."""
 
     def __init__(self, options: MicroRTSOptions, num_envs: int, seed: int | None = None,
-                 name: str = "microrts", envs: tuple[int, int] | None = None) -> None:
+                 name: str = "microrts", envs: tuple[int, int] | None = None,
+                 compiled: bool | None = None) -> None:
         """``envs=(start, stop)`` builds only those envs of the ``num_envs``-env layout (a
-        worker process's share, see :mod:`games.microrts.workers`)."""
+        worker process's share, see :mod:`games.microrts.workers`). ``compiled`` picks the
+        per-step conversions: numba kernels (:mod:`games.microrts.kernels`; the default when
+        numba is installed) or numpy (the reference they are tested against)."""
+        if compiled and not kernels.AVAILABLE:
+            raise GameError("microrts: compiled=True needs numba (pip install numba)")
+        self.compiled = kernels.AVAILABLE if compiled is None else compiled
         opts = options
         layout = env_layout(opts, num_envs)
         start, stop = envs if envs is not None else (0, num_envs)
@@ -547,17 +558,21 @@ class MicroRTSVecGame:
             arr = np.zeros(shape, np.int32) if arr is None else arr
             return arr, convertToDirectBuffer(arr).order(byte_order).asIntBuffer()
 
-        # one mask array for all groups (each client gets its rows), so that the sparse mask
-        # conversion scans it once
-        self._engine_masks = np.zeros((sum(g.rows for g in self.groups), cells, MASK_WIDTH),
-                                      np.int32)  # [rows of all groups, HW, 78]
+        # one array of each kind for all groups (each client gets its rows), so that a step's
+        # conversion scans each once
+        total = sum(g.rows for g in self.groups)
+        self._engine_obs = np.zeros((total, height, width, NUM_ENGINE_PLANES), np.int32)
+        self._engine_masks = np.zeros((total, cells, MASK_WIDTH), np.int32)  # [R, HW, 78]
+        self._engine_act = np.zeros((total, cells, len(ACTION_NVEC)), np.int32)  # [R, HW, 7]
+        self._engine_state = (np.zeros_like(self._engine_obs) if self.options.partial_obs
+                              else None)
         first_row = 0
         for g in self.groups:
-            rows = g.rows
-            g.obs, obs_j = shared((rows, height, width, NUM_ENGINE_PLANES))
-            g.mask, mask_j = shared((), self._engine_masks[first_row:first_row + rows])
-            first_row += rows
-            g.act, act_j = shared((rows, cells, len(ACTION_NVEC)))
+            rows = slice(first_row, first_row + g.rows)
+            first_row += g.rows
+            g.obs, obs_j = shared((), self._engine_obs[rows])
+            g.mask, mask_j = shared((), self._engine_masks[rows])
+            g.act, act_j = shared((), self._engine_act[rows])
             g.keep = [obs_j, mask_j, act_j]
             bots = ai_array([bots_mod.make_bot(spec, utt) for spec in g.bot_specs])
             first_map = str(self.env_map[(g.sp_envs + g.bot_envs)[0]].path)
@@ -570,11 +585,11 @@ class MicroRTSVecGame:
                                 f"{engine.java_error_message(exc)}") from exc
             g.players_j = jpype.JArray(jpype.JInt)([0, 1] * len(g.sp_envs)
                                                    + [g.learner] * len(g.bot_envs))
-            if self.options.partial_obs:
-                g.state, state_j = shared((rows, height, width, NUM_ENGINE_PLANES))
+            if self._engine_state is not None:
+                g.state, state_j = shared((), self._engine_state[rows])
                 g.keep.append(state_j)
                 g.state_nd = nd_buffer(state_j, jpype.JArray(jpype.JInt)(
-                    [rows, height, width, NUM_ENGINE_PLANES]))
+                    [g.rows, height, width, NUM_ENGINE_PLANES]))
             g.planes = _byte_view(g.state if g.state is not None else g.obs)
         if len(self.map_infos) > 1:
             self._set_client_maps()
@@ -740,14 +755,18 @@ class MicroRTSVecGame:
         # engine rows -> seat slots of each group's rewards
         cells = self.height * self.width
         cell = np.arange(cells)
-        self._mask_src = np.full(self.num_envs * self.num_seats * cells, -1, np.int64)
-        turn = np.zeros(self.num_envs * self.num_seats * cells, bool)
+        slots = self.num_envs * self.num_seats
+        self._mask_src = np.full(slots * cells, -1, np.int64)
+        turn = np.zeros(slots * cells, bool)
+        self._slot_row = np.full(slots, -1, np.int64)  # seat slot -> row of the engine arrays
+        self._slot_rot = self._rotated.reshape(-1).copy()  # [E*A]
         first_row = 0
         for gi, g in enumerate(self.groups):
             g.row_slot = np.zeros(g.rows, np.int64)  # engine row -> flat seat slot e * A + s
             for e, s in np.argwhere(self.alive & (self._seat_group == gi)):
                 slot = e * self.num_seats + s
                 g.row_slot[self._seat_row[e, s]] = slot
+                self._slot_row[slot] = first_row + self._seat_row[e, s]
                 src_cell = cells - 1 - cell if self._rotated[e, s] else cell
                 dst = slice(slot * cells, (slot + 1) * cells)
                 self._mask_src[dst] = (first_row + self._seat_row[e, s]) * cells + src_cell
@@ -755,6 +774,12 @@ class MicroRTSVecGame:
             first_row += g.rows
         self._mask_turn = turn if turn.any() else None
         self._mask_rows = [np.zeros(0, np.int64) for _ in range(2)]  # rows set, per buffer
+        # for the compiled conversions: the same buffers by seat slot, and which mask rows
+        # each mask buffer holds
+        self._obs_slots = [o.reshape(slots, len(OBS_PLANES), cells) for o in self._obs]
+        self._mask_slots = [m.reshape(slots, cells, MASK_WIDTH) for m in self._mask]
+        self._mask_set = [np.zeros((slots, cells), bool) for _ in range(2)]
+        self._engine_planes = self._engine_obs.reshape(-1, cells, NUM_ENGINE_PLANES)
         # the engine's 0/1 int32 mask rows as bytes: [all rows * HW, 78] uint8 view
         self._engine_mask_bytes = self._engine_masks.view(np.uint8).reshape(
             -1, MASK_WIDTH, 4)[..., _LOW_BYTE]
@@ -791,6 +816,9 @@ class MicroRTSVecGame:
 
     def _write_actions(self, actions: np.ndarray) -> None:
         flat = actions.reshape(-1, *actions.shape[2:])  # [E*A, HW, 7]
+        if self.compiled:
+            kernels.write_actions(flat, self._slot_row, self._slot_rot, self._engine_act)
+            return
         for c, engine_view in self._act_copies:  # [K, (2,) HW, 7] int32 views
             if c.rotated:
                 _rotate_actions(c.dst_view(flat), engine_view)
@@ -910,6 +938,9 @@ class MicroRTSVecGame:
         obs = self._obs[flip]
         if self.options.partial_obs:
             self._convert_obs(self._full_plan, obs)
+        elif self.compiled:
+            kernels.read_observations(self._engine_planes, self._slot_row, self._slot_rot,
+                                      self._obs_slots[flip])
         else:
             for dst, src in self._obs_copies[flip]:
                 np.copyto(dst, src)
@@ -922,7 +953,12 @@ class MicroRTSVecGame:
                 g.client.getMasks(g.learner)
         except self._java_exception as exc:
             raise self._engine_failed("getMasks", exc) from exc
-        self._convert_masks(flip)
+        if self.compiled:
+            kernels.read_masks(self._engine_masks, self._slot_row, self._slot_rot,
+                               _ROTATED_COLUMNS, self._obs_slots[flip][:, _OWNER_OWN],
+                               self._mask_slots[flip], self._mask_set[flip])
+        else:
+            self._convert_masks(flip)
         return obs, state, self._mask[flip]
 
     def step(self, actions: np.ndarray) -> Batch:
@@ -937,24 +973,31 @@ class MicroRTSVecGame:
         flip = self._flip
         raw = self._raw  # [E*A, 6] Java order; dead seats stay 0
         terminated = self._terminated[flip]  # [E]
+        reward = self._reward[flip]  # [E, A] float32
+        over = False
         try:
             for g in self.groups:
                 rewards = np.asarray(g.client.gameStep(g.players_j).reward)  # [N, 6] Java order
-                raw[g.row_slot] = rewards
+                if self.compiled:
+                    over |= kernels.read_rewards(rewards, g.row_slot, self._weights, raw,
+                                                 reward.reshape(-1), self._component_sums)
+                else:
+                    raw[g.row_slot] = rewards
             if self.options.partial_obs:
                 self._read_state(np.arange(self.num_envs))
         except self._java_exception as exc:
             raise self._engine_failed("step", exc) from exc
+        if not self.compiled:
+            over = bool(self._raw_winloss.any())
+            np.dot(raw, self._weights, out=self._reward64)
+            np.copyto(reward.reshape(-1), self._reward64, casting="same_kind")
+            self._component_sums += raw
         # the win/loss component is +-1 exactly when the game is over (-1 for both players of
         # a draw), so the engine's done flags need not be read; seat 0 is always alive
-        if self._raw_winloss.any():
+        if over:
             np.not_equal(self._raw_winloss, 0, out=terminated)
         else:
             terminated = self._all_false
-        reward = self._reward[flip]  # [E, A] float32
-        np.dot(raw, self._weights, out=self._reward64)
-        np.copyto(reward.reshape(-1), self._reward64, casting="same_kind")
-        self._component_sums += raw
         self._t += 1
         truncated = self._all_false
         if self._t >= self._next_truncation:
