@@ -41,8 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from games.microrts import make  # noqa: E402
 from games.microrts.adapter import (  # noqa: E402
-    _CANON_FROM_JAVA,
-    _JAVA_RFS,
     _JAVA_WINLOSS,
     MicroRTSVecGame,
     random_legal_actions,
@@ -50,6 +48,8 @@ from games.microrts.adapter import (  # noqa: E402
 from games.microrts.maps import resolve_map  # noqa: E402
 
 MAX_STEPS = 2000
+_VEC_RFS = ("WinLoss", "ResourceGather", "ProduceWorker", "ProduceBuilding", "Attack",
+            "ProduceCombatUnit")  # MicroRTS-Py's order (REWARD_COMPONENTS)
 
 # one loop iteration: returns (wall, thread CPU) seconds spent sampling actions, then (wall,
 # thread CPU) seconds of bookkeeping that is not part of the measured work (recording actions)
@@ -95,21 +95,23 @@ def adapter_loop(game: MicroRTSVecGame, rng: np.random.Generator,
 def shm_bare_loop(game: MicroRTSVecGame, rng: np.random.Generator,
                   log: ActionLog | None = None) -> Step:
     """The adapter's own Java clients, stepped without any of its Python work. With ``log``,
-    the actions are the adapter loop's (copied in, untimed) instead of sampled here."""
+    the actions are still sampled here (the same work, memory traffic included), then replaced
+    by the adapter loop's (copied in, untimed), so that both loops play the same games."""
     game.reset()
     for g in game.groups:
         g.client.getMasks(g.learner)
     steps = [np.zeros(g.rows, np.int64) for g in game.groups]
+    scratch = [np.zeros_like(g.act) for g in game.groups]
 
     def one() -> tuple[float, float, float, float]:
         w0, c0 = _clocks()
-        if log is None:
-            for g in game.groups:
-                random_legal_actions(g.mask, rng, out=g.act)
-        else:
+        for g, out in zip(game.groups, scratch, strict=True):
+            random_legal_actions(g.mask, rng, out=g.act if log is None else out)
+        w1, c1 = _clocks()
+        if log is not None:
             np.copyto(game._engine_act, log.actions[log.pos])
             log.pos += 1
-        w1, c1 = _clocks()
+        w2, c2 = _clocks()
         for g, count in zip(game.groups, steps, strict=True):
             rewards = np.asarray(g.client.gameStep(g.players_j).reward)
             count += 1
@@ -125,16 +127,26 @@ def shm_bare_loop(game: MicroRTSVecGame, rng: np.random.Generator,
                         g.client.clients[row - 2 * num_sp].reset(g.learner)
                 count[over] = 0
             g.client.getMasks(g.learner)
-        if log is None:
-            return w1 - w0, c1 - c0, 0.0, 0.0
-        return 0.0, 0.0, w1 - w0, c1 - c0
+        return w1 - w0, c1 - c0, w2 - w1, c2 - c1
 
     return one
 
 
-def vec_numpy_loop(map_name: str, num_selfplay: int, num_bot: int, bot: str,
-                   rng: np.random.Generator) -> tuple[Step, Callable[[], None]]:
-    """``tests.JNIGridnetVecClient``: Java arrays through JPype plus numpy conversions."""
+class VecLoop:
+    """``tests.JNIGridnetVecClient``: Java arrays through JPype plus numpy conversions. With
+    ``log`` it samples (timed) and then plays the adapter loop's actions instead (untimed), as
+    the bare loop does; its last rewards are kept to check that the games stayed the same."""
+
+    def __init__(self, map_name: str, num_selfplay: int, num_bot: int, bot: str,
+                 rng: np.random.Generator, log: ActionLog | None = None) -> None:
+        self.step, self.close = _vec_numpy_loop(map_name, num_selfplay, num_bot, bot, rng, log,
+                                                self)
+        self.last_reward = np.zeros(0)
+
+
+def _vec_numpy_loop(map_name: str, num_selfplay: int, num_bot: int, bot: str,
+                    rng: np.random.Generator, log: ActionLog | None, owner: VecLoop
+                    ) -> tuple[Step, Callable[[], None]]:
     import jpype
 
     from games.microrts.bots import make_bot, resolve_bot
@@ -144,8 +156,9 @@ def vec_numpy_loop(map_name: str, num_selfplay: int, num_bot: int, bot: str,
     cells = height * width
     utt = jpype.JClass("rts.units.UnitTypeTable")()
     rf = jpype.JClass("ai.rewardfunction.RewardFunctionInterface")
+    # MicroRTS-Py's order: win/loss first, so that the client starts a new game when one ends
     rfs = jpype.JArray(rf)([jpype.JClass(f"ai.rewardfunction.{n}RewardFunction")()
-                            for n in _JAVA_RFS])
+                            for n in _VEC_RFS])
     num = num_selfplay + num_bot
     ais = jpype.JArray(jpype.JClass("ai.core.AI"))([make_bot(resolve_bot(bot), utt)
                                                     for _ in range(num_bot)])
@@ -166,6 +179,10 @@ def vec_numpy_loop(map_name: str, num_selfplay: int, num_bot: int, bot: str,
         w0, c0 = _clocks()
         random_legal_actions(comp, rng, out=actions)
         w1, c1 = _clocks()
+        if log is not None:
+            np.copyto(actions, log.actions[log.pos])
+            log.pos += 1
+        w2, c2 = _clocks()
         env, cell = np.nonzero(actions[..., 0])
         rows = np.concatenate([cell[:, None], actions[env, cell]], 1).astype(np.int32)  # [K, 8]
         per_env = np.split(rows, np.cumsum(np.bincount(env, minlength=num))[:-1])
@@ -177,26 +194,19 @@ def vec_numpy_loop(map_name: str, num_selfplay: int, num_bot: int, bot: str,
         clipped = np.minimum(np.maximum(raw, 0), sizes[None, :, None] - 1) + plane_offset[
             None, :, None]
         np.put_along_axis(obs, clipped.transpose(0, 2, 1), 1, axis=2)
-        np.asarray(response.reward)[:, _CANON_FROM_JAVA]
+        owner.last_reward = np.asarray(response.reward)  # [N, 6] in REWARD_COMPONENTS order
         np.asarray(response.done)
-        return w1 - w0, c1 - c0, 0.0, 0.0
+        return w1 - w0, c1 - c0, w2 - w1, c2 - c1
 
     return one, client.close
 
 
-def _ratio(own: np.ndarray, ref: np.ndarray, col: int, with_sampling: np.ndarray | None
-           ) -> float:
+def _ratio(own: np.ndarray, ref: np.ndarray, col: int, without_sampling: bool) -> float:
     """Throughput ratio ``median ref time / median own time`` over blocks (``[blocks, 6]``
-    arrays: wall, CPU, sampling wall, sampling CPU, excluded wall, excluded CPU seconds). The
-    reference is the bare loop's time without its excluded bookkeeping, plus ``with_sampling``
-    (the sampling time of the loop whose actions it replayed) when given; ``own`` leaves out
-    its own sampling when ``with_sampling`` is None (the "step only" measure)."""
-    if with_sampling is None:  # step only: nobody's sampling counts
-        mine = own[:, col] - own[:, col + 4] - own[:, col + 2]
-        other = ref[:, col] - ref[:, col + 4] - ref[:, col + 2]
-    else:
-        mine = own[:, col] - own[:, col + 4]
-        other = ref[:, col] - ref[:, col + 4] + with_sampling
+    arrays: wall, CPU, sampling wall, sampling CPU, excluded wall, excluded CPU seconds), the
+    excluded bookkeeping left out of both, and their sampling with ``without_sampling``."""
+    mine = own[:, col] - own[:, col + 4] - (own[:, col + 2] if without_sampling else 0)
+    other = ref[:, col] - ref[:, col + 4] - (ref[:, col + 2] if without_sampling else 0)
     return float(np.median(other) / np.median(mine))
 
 
@@ -205,8 +215,9 @@ def run(steps: int, warmup: int, block: int, cases: list[str] | None = None,
     """Every mode of every case, interleaved in blocks of ``block`` steps (so all modes see the
     same machine load), ``steps`` timed steps per mode. With ``replay`` the bare loop replays
     the adapter loop's actions of the same block, so both play identical games (checked after
-    every block) and the game's own speed, which changes with the number of units, cancels out;
-    the bare loop's "with sampling" time then counts the adapter loop's sampling time."""
+    every block) and the game's own speed, which changes with the number of units, cancels out.
+    The bare loop still samples its own actions first (timed as its sampling): the sampler's
+    memory traffic changes how fast the engine's calls run, so both loops should do it."""
     rng = np.random.default_rng(0)
     all_cases: list[tuple[str, str, int, int]] = [  # title, map, self-play games, bot envs
         ("16x16, 24 envs vs WorkerRush", "basesWorkers16x16", 0, 24),
@@ -218,7 +229,9 @@ def run(steps: int, warmup: int, block: int, cases: list[str] | None = None,
             continue
         num_envs = num_games + num_bot
         seats = 2 if num_games else 1
-        opts: dict[str, Any] = dict(map=map_name, bots=["WorkerRush"],
+        # the learner plays player 0 everywhere (one Java client, rows in env order), as in
+        # the vec loop, so that all three can play the same games
+        opts: dict[str, Any] = dict(map=map_name, bots=["WorkerRush"], alternate_sides=False,
                                     num_selfplay_envs=num_games, max_steps=MAX_STEPS)
         game = make("microrts", num_envs=num_envs, **opts)
         bare_game = make("microrts", num_envs=num_envs, **opts)  # same clients, own instance
@@ -234,15 +247,15 @@ def run(steps: int, warmup: int, block: int, cases: list[str] | None = None,
             assert isinstance(rot_game, MicroRTSVecGame)
             loops["adapter+rot"] = adapter_loop(rot_game, rng)
             closers.append(rot_game.close)
-        vec_step, vec_close = vec_numpy_loop(map_name, 2 * num_games, num_bot, "WorkerRush", rng)
-        loops["vec+numpy"] = vec_step
-        closers.append(vec_close)
+        vec = VecLoop(map_name, 2 * num_games, num_bot, "WorkerRush", rng, log)
+        loops["vec+numpy"] = vec.step
+        closers.append(vec.close)
         # per mode and block: wall, CPU, sampling wall, sampling CPU, excluded wall, excluded CPU
         times: dict[str, list[tuple[float, ...]]] = {m: [] for m in loops}
         blocks = -(-warmup // block) + max(1, steps // block)
         for b in range(blocks):
             for mode, step in loops.items():
-                if log is not None and mode in ("adapter", "shm-bare"):
+                if log is not None and mode in ("adapter", "shm-bare", "vec+numpy"):
                     log.pos = 0
                 parts = np.zeros(4)
                 w0, c0 = _clocks()
@@ -253,20 +266,16 @@ def run(steps: int, warmup: int, block: int, cases: list[str] | None = None,
                     times[mode].append((w1 - w0, c1 - c0, *parts))
             if log is not None and not np.array_equal(game._engine_masks, bare_game._engine_masks):
                 raise RuntimeError("the bare loop's games diverged from the adapter's")
+            if log is not None and not np.array_equal(vec.last_reward,
+                                                      game.last_reward_components.reshape(
+                                                          len(vec.last_reward), -1)):
+                raise RuntimeError("the vec loop's games diverged from the adapter's")
         for close in closers:
             close()
         t = {m: np.array(v) for m, v in times.items()}  # [blocks, 6]
-        sampled = t["adapter"][:, 2:4] if replay else None  # the replayed loop's sampling
         bare, vec = t["shm-bare"], t["vec+numpy"]
         for mode, x in t.items():
             n = block * len(x)
-            if mode == "shm-bare" and sampled is not None:  # as if it had sampled
-                x = x.copy()
-                x[:, 0:2] += sampled - x[:, 4:6]
-                x[:, 2:6] = np.concatenate([sampled, np.zeros_like(sampled)], 1)
-            # the bare loop's time "with sampling": its own, or the replayed loop's
-            with_wall = sampled[:, 0] if sampled is not None else np.zeros(len(x))
-            with_cpu = sampled[:, 1] if sampled is not None else np.zeros(len(x))
             results.append({
                 "case": title, "mode": mode, "envs": num_envs, "seats": num_envs * seats,
                 "steps": n, "block": block, "replay": replay,
@@ -274,11 +283,12 @@ def run(steps: int, warmup: int, block: int, cases: list[str] | None = None,
                 "cpu_ms_per_step": 1e3 * float(np.median(x[:, 1] - x[:, 5])) / block,
                 "sampling_ms_per_step": 1e3 * float(np.median(x[:, 2])) / block,
                 "env_steps_per_s": num_envs * block / float(np.median(x[:, 0] - x[:, 4])),
-                "vs_bare": _ratio(x, bare, 0, with_wall),
-                "vs_bare_step_only": _ratio(x, bare, 0, None),
-                "vs_bare_cpu": _ratio(x, bare, 1, with_cpu),
-                "vs_bare_cpu_step_only": _ratio(x, bare, 1, None),
-                "vs_vec_numpy": float(np.median(vec[:, 0]) / np.median(x[:, 0] - x[:, 4])),
+                "vs_bare": _ratio(x, bare, 0, False),
+                "vs_bare_step_only": _ratio(x, bare, 0, True),
+                "vs_bare_cpu": _ratio(x, bare, 1, False),
+                "vs_bare_cpu_step_only": _ratio(x, bare, 1, True),
+                "vs_vec_numpy": float(np.median(vec[:, 0] - vec[:, 4])
+                                     / np.median(x[:, 0] - x[:, 4])),
             })
     return results
 

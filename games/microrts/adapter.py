@@ -207,7 +207,8 @@ def random_legal_actions(mask: np.ndarray, rng: np.random.Generator,
     cells = np.flatnonzero(rows[:, 0])
     if len(cells):
         noise = rng.random((len(cells), rows.shape[1]))  # [K, 78]
-        noise *= rows[cells] != 0  # illegal values score 0, legal ones (0, 1)
+        legal = rows[cells]
+        noise *= legal if legal.dtype == bool else legal != 0  # illegal values score 0
         flat = out.reshape(-1, len(ACTION_NVEC))
         bounds = _ACTION_OFFSETS
         flat[cells] = np.stack([noise[:, a:b].argmax(1) for a, b in zip(bounds[:-1], bounds[1:],
@@ -779,6 +780,8 @@ class MicroRTSVecGame:
         self._obs_slots = [o.reshape(slots, len(OBS_PLANES), cells) for o in self._obs]
         self._mask_slots = [m.reshape(slots, cells, MASK_WIDTH) for m in self._mask]
         self._mask_set = [np.zeros((slots, cells), bool) for _ in range(2)]
+        self._reward_slots = [r.reshape(slots) for r in self._reward]
+        self._slot_action_shape = (slots, cells, len(ACTION_NVEC))
         self._engine_planes = self._engine_obs.reshape(-1, cells, NUM_ENGINE_PLANES)
         # the engine's 0/1 int32 mask rows as bytes: [all rows * HW, 78] uint8 view
         self._engine_mask_bytes = self._engine_masks.view(np.uint8).reshape(
@@ -815,9 +818,10 @@ class MicroRTSVecGame:
         self._mask_rows[flip] = cells
 
     def _write_actions(self, actions: np.ndarray) -> None:
-        flat = actions.reshape(-1, *actions.shape[2:])  # [E*A, HW, 7]
+        flat = actions.reshape(self._slot_action_shape)  # [E*A, HW, 7]
         if self.compiled:
-            kernels.write_actions(flat, self._slot_row, self._slot_rot, self._engine_act)
+            kernels.write_actions(flat, self._slot_row, self._slot_rot,
+                                  self._mask_set[self._flip], self._engine_act)
             return
         for c, engine_view in self._act_copies:  # [K, (2,) HW, 7] int32 views
             if c.rotated:
@@ -980,7 +984,7 @@ class MicroRTSVecGame:
                 rewards = np.asarray(g.client.gameStep(g.players_j).reward)  # [N, 6] Java order
                 if self.compiled:
                     over |= kernels.read_rewards(rewards, g.row_slot, self._weights, raw,
-                                                 reward.reshape(-1), self._component_sums)
+                                                 self._reward_slots[flip], self._component_sums)
                 else:
                     raw[g.row_slot] = rewards
             if self.options.partial_obs:

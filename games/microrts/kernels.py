@@ -40,33 +40,39 @@ _WIN_LOSS = 1  # the win/loss column of the engine's reward rows (Java order)
 
 @njit(cache=True, nogil=True)
 def write_actions(actions: np.ndarray, slot_row: np.ndarray, slot_rot: np.ndarray,
-                  engine_act: np.ndarray) -> None:  # pragma: no cover - compiled
-    """``actions`` ``int [S, HW, 7]`` -> the engine's action rows ``int32 [R, HW, 7]``.
+                  units: np.ndarray, engine_act: np.ndarray) -> None:  # pragma: no cover
+    """``actions`` ``int [S, HW, 7]`` -> the engine's action rows ``int32 [R, HW, 7]``, at the
+    cells where ``units`` ``bool [S, HW]`` (the mask rows of the batch these actions answer)
+    says the slot has a unit. The engine reads a player's actions only at its own units'
+    cells, so the other cells are left as they are, and neither read nor written.
 
     Rotated slots: cells reversed, directions ``d -> (d + 2) % 4``, attack offsets
-    ``k -> 48 - k``; their no-op cells are written as zeros (the engine reads nothing else of
-    them)."""
+    ``k -> 48 - k``; their no-op cells are written as zeros."""
     cells = actions.shape[1]
     for k in range(actions.shape[0]):
         row = slot_row[k]
         if row < 0:
             continue
-        if slot_rot[k]:
-            for c in range(cells):
+        rot = slot_rot[k]
+        for c in range(cells):
+            if not units[k, c]:
+                continue
+            src = actions[k, c]
+            if rot:
                 dst = engine_act[row, cells - 1 - c]
-                if actions[k, c, 0] == 0:
+                if src[0] == 0:  # a no-op: nothing else of it is read
                     for j in range(7):
                         dst[j] = 0
                     continue
-                dst[0] = actions[k, c, 0]
+                dst[0] = src[0]
                 for j in range(1, 5):
-                    dst[j] = (actions[k, c, j] + 2) & 3
-                dst[5] = actions[k, c, 5]
-                dst[6] = 48 - actions[k, c, 6]
-        else:
-            for c in range(cells):
+                    dst[j] = (src[j] + 2) & 3
+                dst[5] = src[5]
+                dst[6] = 48 - src[6]
+            else:
+                dst = engine_act[row, c]
                 for j in range(7):
-                    engine_act[row, c, j] = actions[k, c, j]
+                    dst[j] = src[j]
 
 
 @njit(cache=True, nogil=True)
