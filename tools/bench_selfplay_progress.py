@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from games.microrts.bots import resolve_bot
 from games.microrts.league_runner import PolicyMatchRunner, bot_policy_factory, bot_tournament
 from games.registry import make_game
@@ -39,6 +41,26 @@ from league.tournament import Policy, TournamentConfig, run_tournament
 from selfplay.config import config_from_mapping, read_yaml
 from selfplay.networks import ActorCritic
 from selfplay.ppo import FrozenPolicy
+
+
+def rating_trend(updates: list[float], mu: list[float], sigma: list[float]) -> dict[str, float]:
+    """Does the rating rise with training? The least-squares line through ``(update, mu)``
+    weighted by ``1 / sigma**2`` (each snapshot is rated only against the frozen pool, so the
+    errors are independent): ``slope`` (mu per update), its standard error ``slope_se`` and
+    ``z = slope / slope_se``; also Spearman's rank correlation ``spearman`` of update and mu
+    (no weights, no linearity assumed)."""
+    x, y, s = (np.asarray(v, np.float64) for v in (updates, mu, sigma))
+    if len(x) < 3:
+        raise ValueError("a trend needs at least 3 snapshots")
+    w = 1.0 / s**2
+    design = np.stack([np.ones_like(x), x], 1)  # [n, 2]
+    normal = design.T @ (w[:, None] * design)
+    slope = float(np.linalg.solve(normal, design.T @ (w * y))[1])
+    slope_se = float(np.sqrt(np.linalg.inv(normal)[1, 1]))
+    ranks_x = np.argsort(np.argsort(x, kind="stable"), kind="stable")
+    ranks_y = np.argsort(np.argsort(y, kind="stable"), kind="stable")
+    spearman = float(np.corrcoef(ranks_x, ranks_y)[0, 1])
+    return {"slope": slope, "slope_se": slope_se, "z": slope / slope_se, "spearman": spearman}
 
 
 def calibrate(db: LeagueDB, bots: list[str], map_name: str, max_steps: int, games: int,
@@ -145,6 +167,12 @@ def main() -> None:
               "date": time.strftime("%Y-%m-%d %H:%M")}
     print("anchors: " + ", ".join(f"{n} {s.mu:.2f}±{s.sigma:.2f}" for n, s in calibrated.items()),
           file=sys.stderr)
+    if len(rows) >= 3:
+        trend = rating_trend([float(r["update"]) for r in rows], [r["mu"] for r in rows],
+                             [r["sigma"] for r in rows])
+        result["trend"] = trend
+        print(f"trend: mu {10 * trend['slope']:+.2f} ± {10 * trend['slope_se']:.2f} per 10 "
+              f"updates (z {trend['z']:.1f}), Spearman {trend['spearman']:.2f}", file=sys.stderr)
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(result, indent=1))

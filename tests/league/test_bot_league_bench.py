@@ -56,3 +56,19 @@ def test_order_check_ignores_published_ties() -> None:
     assert not published_order_ok(list(ours), ours)  # WorkerRush above CoacAI
     ours["WorkerRush"] = 26.0  # below Droplet: a published tie (29.1 vs 29.0)
     assert published_order_ok(list(ours), ours)
+
+
+def test_rating_trend_matches_a_hand_computed_weighted_fit() -> None:
+    from bench_selfplay_progress import rating_trend
+
+    # equal sigmas: ordinary least squares; slope of (0, 1), (1, 3), (2, 2) is 0.5, and its
+    # standard error with known sigma 1 is sqrt(1 / sum((x - mean x)^2)) = sqrt(1/2)
+    trend = rating_trend([0, 1, 2], [1, 3, 2], [1, 1, 1])
+    assert abs(trend["slope"] - 0.5) < 1e-12
+    assert abs(trend["slope_se"] - 0.5**0.5) < 1e-12
+    assert abs(trend["spearman"] - 0.5) < 1e-12
+    # a point with a huge sigma hardly counts: the line follows the other two
+    trend = rating_trend([0, 1, 2], [0, 1, -50], [1, 1, 1e6])
+    assert abs(trend["slope"] - 1.0) < 1e-6 and trend["spearman"] < 0
+    # monotone ratings: rank correlation 1 whatever the spacing
+    assert rating_trend([10, 20, 30, 40], [1, 2, 10, 11], [2, 2, 2, 2])["spearman"] == 1.0
