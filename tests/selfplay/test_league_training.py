@@ -448,3 +448,30 @@ def test_microrts_bot_env_draws_with_worker_processes(tmp_path: Path) -> None:
     learner = list(payoff["ids"]).index(LEARNER)
     bots = [list(payoff["ids"]).index(ENGINE_BOT - k) for k in range(3)]
     assert payoff["games"][learner, bots].sum() >= 8  # 4 bot envs, 3 x 40 steps each
+
+
+def test_tensorboard_shows_the_learners_rating_over_time(tmp_path: Path) -> None:
+    """The league's ratings reach the TensorBoard event files (what a user opens), one point
+    per rated snapshot, at increasing steps, equal to the values in metrics.jsonl."""
+    import json
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    config = build_config("tictactoe", overrides=[
+        "log.progress=false", "log.tensorboard=true", "league.snapshot_every=2",
+        "league.eval_every=2", "league.eval_games=4", "league.eval_pool=2",
+        "league.anchors=[random]", "league.eval_process=false", "game.num_envs=8",
+        "ppo.num_steps=16"], seed=3, total_steps=8 * 16 * 8)
+    run_dir = tmp_path / "run"
+    run_training(config, run_dir=run_dir)
+    events = EventAccumulator(str(run_dir / "tb"))
+    events.Reload()
+    for tag in ("league/mu", "league/sigma", "league/conservative", "league/elo"):
+        assert tag in events.Tags()["scalars"], tag
+    points = events.Scalars("league/mu")
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
+    logged = [(r["step"], r["league/mu"]) for r in rows if "league/mu" in r]
+    assert len(points) == len(logged) == 4  # snapshots of updates 2, 4, 6, 8
+    assert [p.step for p in points] == sorted(p.step for p in points)
+    assert [(p.step, round(p.value, 4)) for p in points] == [
+        (step, round(mu, 4)) for step, mu in logged]
