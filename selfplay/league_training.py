@@ -56,6 +56,7 @@ from games.matchups import ScriptedPolicy, match_setup
 from games.options import to_mapping
 from league.db import LeagueDB, LeagueError, Player
 from league.matchmaking import Matchmaker, MatchmakingConfig
+from league.ratings import RatingConfig
 from league.snapshots import (
     Snapshot,
     load_player_snapshot,
@@ -87,7 +88,10 @@ class LeagueHook:
         self.run_name = run_path.name
         self.snapshot_dir = run_path / "snapshots"
         db_path = Path(config.db) if config.db else run_path / "league.db"
-        self.db = LeagueDB(db_path, game=trainer.spec.name)
+        # league.elo_k: the K of a database made here; an existing one keeps its own (another
+        # K is refused, naming both)
+        rating = None if config.elo_k is None else RatingConfig(elo_k=config.elo_k)
+        self.db = LeagueDB(db_path, game=trainer.spec.name, config=rating)
         bot_share = config.bot_share if config.bots else 0.0
         defaults = MatchmakingConfig()  # AlphaStar's weighting of each role
         self.matchmaker = Matchmaker(MatchmakingConfig(

@@ -9,8 +9,6 @@ from typing import Any
 
 from games.options import to_mapping
 from games.registry import make_game
-from league.db import LeagueDB
-from league.ratings import RatingConfig
 from selfplay.checkpoint import CheckpointError, list_checkpoints
 from selfplay.component_returns import ComponentReturns
 from selfplay.config import TrainConfig, config_from_mapping, read_yaml
@@ -52,18 +50,6 @@ def _holds_checkpoints(run: RunDir) -> bool:
     """Whether ``run`` holds a finished checkpoint (a temporary file left by a save that was
     killed half-way does not count)."""
     return bool(list_checkpoints(run.checkpoints))
-
-
-def _create_league_db(config: TrainConfig, run_path: Path, trainer: Trainer) -> None:
-    """Create the run's league database with ``league.elo_k`` before the league opens it (an
-    existing database keeps its own K: asking another is a :class:`LeagueError`)."""
-    league = config.league
-    if not league.enabled or league.elo_k is None:
-        return
-    if trainer.spec.num_seats != 2:  # the league refuses the game with its own message
-        return
-    path = Path(league.db) if league.db else run_path / "league.db"
-    LeagueDB(path, game=trainer.spec.name, config=RatingConfig(elo_k=league.elo_k)).close()
 
 
 def run_training(config: TrainConfig, run_dir: Path | None = None,
@@ -120,7 +106,6 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
                 shutil.rmtree(run.path, ignore_errors=True)
             raise
     run.write_config(config)
-    _create_league_db(config, run.path, trainer)
     league = attach(trainer, run.path)
     try:
         # games mixing opponents: win rate per opponent in the logs, each game credited to the
