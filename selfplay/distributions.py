@@ -360,6 +360,9 @@ class MaskedMultiCategorical:
             logits = torch.cat(self.logits, -1)  # [M, S] masked
             noise = torch.rand(logits.shape, generator=generator, device=logits.device,
                                dtype=logits.dtype)
+            # u = 0 (drawn about once in 2^24) would give -inf noise and let an illegal value
+            # (-1e8 + finite noise) beat a component's only legal one
+            noise.clamp_(min=torch.finfo(logits.dtype).tiny)
             scores = noise.log_().neg_().log_().neg_().add_(logits)  # logits + Gumbel noise
             picks = torch.stack([part.argmax(-1) for part in scores.split(self.nvec, -1)], -1)
             if self.has_legal is not None:

@@ -220,6 +220,21 @@ def test_multi_unmasked_matches_torch_categoricals() -> None:
     torch.testing.assert_close(dist.entropy(), ref_ent)
 
 
+def test_grid_sampling_stays_legal_when_the_uniform_draw_is_zero(monkeypatch) -> None:
+    """Gumbel-max draws: a uniform 0 (torch.rand returns it about once in 2^24) must not turn
+    into -inf noise that lets an illegal value beat a component's only legal one."""
+    total = sum(NVEC)
+    logits = torch.zeros(1, 2, total)
+    mask = torch.zeros(1, 2, total, dtype=torch.bool)
+    mask[0, :, [2, 5, 11]] = True  # one legal value per component, none of them value 0
+    dist = MaskedMultiCategorical(logits, mask, NVEC, cells=2)
+    real_rand = torch.rand
+    monkeypatch.setattr(torch, "rand", lambda *a, **k: torch.zeros_like(real_rand(*a, **k)))
+    actions = dist.sample(_gen(0))
+    assert actions[0].tolist() == [[2, 2, 4]] * 2  # columns 2, 5, 11 of (3, 4, 5)
+    assert torch.isfinite(dist.log_prob(actions)).all()
+
+
 def test_grid_all_masked_cells_and_components_contribute_nothing() -> None:
     gen = _gen(11)
     total = sum(NVEC)
