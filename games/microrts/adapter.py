@@ -149,7 +149,8 @@ class MicroRTSOptions:
     """several maps of one size spread over the envs, each played from both sides (see
     :func:`env_layout`; overrides ``map``)"""
     bots: list[str] = field(default_factory=lambda: ["WorkerRush"])
-    """opponents of the bot envs (see games.microrts.bots), cycled over them"""
+    """opponents of the bot envs (see games.microrts.bots), cycled over them; in training with
+    ``league.bot_env_pfsp`` each bot env's next bot is drawn among them instead (set_bot)"""
     num_selfplay_envs: int = 0
     """how many of the envs are self-play games (2 seats); the others play bots"""
     max_steps: int = 2000
