@@ -34,6 +34,7 @@ def njit(**options: Any) -> Any:
         return lambda fn: fn
     return numba.njit(**options)
 
+
 _OWN = 11  # engine plane "owner: own"
 _WIN_LOSS = 1  # the win/loss column of the engine's reward rows (Java order)
 
@@ -138,7 +139,7 @@ def read_masks(engine_mask: np.ndarray, slot_row: np.ndarray, slot_rot: np.ndarr
         if row < 0:
             continue
         rot = slot_rot[k]
-        for c in range(cells):
+        for c in range(cells):  # the rotated case apart: the plain copy vectorizes
             if own[k, c] != 0:
                 out = mask[k, c]
                 if rot:
