@@ -9,6 +9,7 @@ Resolution order (later wins): dataclass defaults, the family file's top level, 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,20 @@ import yaml
 
 from games.options import OptionError, from_mapping, to_mapping
 
-HYPERPARAMS_DIR = Path(__file__).resolve().parent.parent / "hyperparams"
+
+
+def _hyperparams_dir() -> Path:
+    """The installed ``hyperparams`` package's folder (package data in a wheel; the checkout's
+    top-level folder in an editable install), else the folder beside this package."""
+    spec = importlib.util.find_spec("hyperparams")
+    if spec is not None and spec.origin is not None:
+        folder = Path(spec.origin).parent
+        if (folder / "classic.yaml").is_file():
+            return folder
+    return Path(__file__).resolve().parent.parent / "hyperparams"
+
+
+HYPERPARAMS_DIR = _hyperparams_dir()
 
 
 class _Loader(yaml.SafeLoader):
@@ -338,7 +352,14 @@ def family_file(family: str) -> Path:
 
 
 def family_defaults(family: str, game_name: str) -> dict[str, Any]:
-    """The family file's settings for ``game_name`` (top level merged with ``games.<name>``)."""
+    """The family file's settings for ``game_name`` (top level merged with ``games.<name>``).
+
+    A family without a file (one a user registered) has none; a missing ``hyperparams`` folder
+    means a broken installation, an error rather than silently training on bare defaults."""
+    if not HYPERPARAMS_DIR.is_dir():
+        raise ConfigError(f"the hyperparams folder is missing ({HYPERPARAMS_DIR}): selfplay is "
+                          "installed without its default settings; reinstall it "
+                          "(pip install --force-reinstall selfplay)")
     path = family_file(family)
     if not path.is_file():
         return {}

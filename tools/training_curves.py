@@ -1,0 +1,175 @@
+"""Win-rate curves of a training run, as a Markdown table: one row every ``--every`` env steps.
+
+    .venv/bin/python tools/training_curves.py --run runs/cpu16 [--every 500000] \
+        [--opponents WorkerRush,LightRush,CoacAI,RandomBiased,selfplay] [--max-gap 600] \
+        [--json-out FILE]
+
+Reads ``RUN/metrics.jsonl`` (one record per update) and, when the run kept a league,
+``RUN/league.db``. Each row is the last update at or before the row's step: the learner's win
+rate over its last games against each opponent (``win_rate/<name>``: a window of recent
+training games per opponent), the minutes of training so far and the mean env-steps/s since the
+previous row. Minutes are wall-clock between updates (rating games and checkpoints included);
+a pause longer than ``--max-gap`` seconds between two updates (the run was stopped and resumed
+later) counts only the update's own time, from its logged env-steps/s. The league column is the TrueSkill
+rating (mu +- sigma) of the run's newest snapshot at or before that step, as rated against the
+league in its evaluation games. Use it for the curves that BENCHMARKS.md reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from league.db import LeagueDB
+
+DEFAULT_OPPONENTS = ("WorkerRush", "LightRush", "CoacAI", "RandomBiased", "selfplay")
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The run's per-update records, in step order; a torn last line (a killed run) is skipped,
+    any other unreadable line is an error naming it."""
+    records = []
+    lines = path.read_text().splitlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if number == len(lines):
+                continue
+            raise ValueError(f"{path}:{number}: not a JSON record ({exc.msg})") from exc
+    records = [r for r in records if "step" in r]
+    # a resumed run rewrites the updates after its last checkpoint: keep the latest of each step
+    by_step = {int(r["step"]): r for r in records}
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def training_seconds(records: Sequence[Mapping[str, Any]], max_gap: float) -> list[float]:
+    """Seconds of training at each record: wall-clock between consecutive updates, except that
+    a gap over ``max_gap`` (a stop and a later resume) counts as the update's own time,
+    ``steps / perf/steps_per_second``. The first update counts the same way."""
+    def own_time(record: Mapping[str, Any], steps: int) -> float:
+        rate = float(record.get("perf/steps_per_second") or 0.0)
+        return steps / rate if rate > 0 else 0.0
+
+    elapsed = [own_time(records[0], int(records[0]["step"]))] if records else []
+    for before, record in zip(records, records[1:]):
+        gap = float(record["time"]) - float(before["time"])
+        steps = int(record["step"]) - int(before["step"])
+        elapsed.append(elapsed[-1] + (gap if 0 <= gap <= max_gap else own_time(record, steps)))
+    return elapsed
+
+
+def curve_rows(records: Sequence[Mapping[str, Any]], every: int, opponents: Sequence[str],
+               snapshots: Sequence[tuple[int, float, float]] = (),
+               max_gap: float = 600.0) -> list[dict[str, Any]]:
+    """One row per multiple of ``every`` env steps that the run reached, plus its last update.
+
+    ``snapshots``: ``(env_steps, mu, sigma)`` of the run's snapshots, any order."""
+    if every <= 0:
+        raise ValueError(f"--every must be positive, got {every}")
+    if not records:
+        return []
+    seconds = dict(zip((id(r) for r in records), training_seconds(records, max_gap)))
+    marks = list(range(every, int(records[-1]["step"]) + 1, every))
+    picked: list[Mapping[str, Any]] = []
+    index = 0
+    for mark in marks:
+        while index + 1 < len(records) and int(records[index + 1]["step"]) <= mark:
+            index += 1
+        if int(records[index]["step"]) <= mark and (not picked or picked[-1] is not records[index]):
+            picked.append(records[index])
+    if not picked or picked[-1] is not records[-1]:
+        picked.append(records[-1])
+    ordered = sorted(snapshots)
+    rows = []
+    previous_step, previous_time = 0, 0.0
+    for record in picked:
+        step, now = int(record["step"]), seconds[id(record)]
+        row: dict[str, Any] = {
+            "step": step, "minutes": now / 60.0,
+            "steps_per_second": ((step - previous_step) / (now - previous_time)
+                                 if now > previous_time else math.nan)}
+        for name in opponents:
+            value = record.get(f"win_rate/{name}")
+            row[name] = None if value is None else float(value)
+        rated = [s for s in ordered if s[0] <= step]
+        row["league"] = (rated[-1][1], rated[-1][2]) if rated else None
+        rows.append(row)
+        previous_step, previous_time = step, now
+    return rows
+
+
+def run_snapshots(db_path: Path, run: str | None = None) -> list[tuple[int, float, float]]:
+    """``(env_steps, mu, sigma)`` of the main snapshots in a league database (of one run when
+    ``run`` is given: the player names' ``<run>@<update>`` prefix)."""
+    if not db_path.exists():
+        return []
+    with LeagueDB(db_path) as db:
+        ratings = db.ratings()
+        out = []
+        for player in db.players():
+            if player.kind != "snapshot" or player.metadata.get("role", "main") != "main":
+                continue
+            if run is not None and not player.name.startswith(f"{run}@"):
+                continue
+            rating = ratings.get(player.id)
+            if rating is not None and "env_steps" in player.metadata:
+                out.append((int(player.metadata["env_steps"]), rating.mu, rating.sigma))
+    return out
+
+
+def markdown(rows: Iterable[Mapping[str, Any]], opponents: Sequence[str]) -> str:
+    """The rows as a Markdown table (a dash where an opponent has no finished game yet)."""
+    head = ["env steps", "minutes", *opponents, "league mu +- sigma", "env-steps/s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [f"{row['step'] / 1e6:.2f}M", f"{row['minutes']:.0f}"]
+        cells += ["-" if row[name] is None else f"{row[name]:.2f}" for name in opponents]
+        league = row["league"]
+        cells.append("-" if league is None else f"{league[0]:.1f} +- {league[1]:.1f}")
+        rate = row["steps_per_second"]
+        cells.append("-" if math.isnan(rate) else f"{rate:.0f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", type=Path, required=True, help="the run directory")
+    parser.add_argument("--every", type=int, default=500_000, help="env steps between rows")
+    parser.add_argument("--opponents", default=",".join(DEFAULT_OPPONENTS),
+                        help="comma-separated opponent names (the win_rate/<name> metrics)")
+    parser.add_argument("--run-name", default=None,
+                        help="the snapshots' name prefix in league.db (default: all main ones)")
+    parser.add_argument("--max-gap", type=float, default=600.0,
+                        help="seconds between updates beyond which the run counts as paused")
+    parser.add_argument("--json-out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    metrics = args.run / "metrics.jsonl"
+    if not metrics.is_file():
+        print(f"error: {metrics} not found: is {args.run} a training run directory?",
+              file=sys.stderr)
+        return 2
+    opponents = [name.strip() for name in args.opponents.split(",") if name.strip()]
+    try:
+        records = read_metrics(metrics)
+        rows = curve_rows(records, args.every, opponents,
+                          run_snapshots(args.run / "league.db", args.run_name), args.max_gap)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(markdown(rows, opponents))
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
