@@ -20,7 +20,6 @@ import yaml
 from games.options import OptionError, from_mapping, to_mapping
 
 
-
 def _hyperparams_dir() -> Path:
     """The installed ``hyperparams`` package's folder (package data in a wheel; the checkout's
     top-level folder in an editable install), else the folder beside this package."""

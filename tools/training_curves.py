@@ -10,9 +10,9 @@ rate over its last games against each opponent (``win_rate/<name>``: a window of
 training games per opponent), the minutes of training so far and the mean env-steps/s since the
 previous row. Minutes are wall-clock between updates (rating games and checkpoints included);
 a pause longer than ``--max-gap`` seconds between two updates (the run was stopped and resumed
-later) counts only the update's own time, from its logged env-steps/s. The league column is the TrueSkill
-rating (mu +- sigma) of the run's newest snapshot at or before that step, as rated against the
-league in its evaluation games. Use it for the curves that BENCHMARKS.md reports.
+later) counts only the update's own time, from its logged env-steps/s. The league column is the
+TrueSkill rating (mu +- sigma) of the run's newest snapshot at or before that step, as rated
+against the league in its evaluation games. Use it for the curves that BENCHMARKS.md reports.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def training_seconds(records: Sequence[Mapping[str, Any]], max_gap: float) -> li
         return steps / rate if rate > 0 else 0.0
 
     elapsed = [own_time(records[0], int(records[0]["step"]))] if records else []
-    for before, record in zip(records, records[1:]):
+    for before, record in zip(records[:-1], records[1:], strict=True):
         gap = float(record["time"]) - float(before["time"])
         steps = int(record["step"]) - int(before["step"])
         elapsed.append(elapsed[-1] + (gap if 0 <= gap <= max_gap else own_time(record, steps)))
@@ -76,22 +76,23 @@ def curve_rows(records: Sequence[Mapping[str, Any]], every: int, opponents: Sequ
         raise ValueError(f"--every must be positive, got {every}")
     if not records:
         return []
-    seconds = dict(zip((id(r) for r in records), training_seconds(records, max_gap)))
+    seconds = training_seconds(records, max_gap)
     marks = list(range(every, int(records[-1]["step"]) + 1, every))
-    picked: list[Mapping[str, Any]] = []
+    picked: list[int] = []  # record indices
     index = 0
     for mark in marks:
         while index + 1 < len(records) and int(records[index + 1]["step"]) <= mark:
             index += 1
-        if int(records[index]["step"]) <= mark and (not picked or picked[-1] is not records[index]):
-            picked.append(records[index])
-    if not picked or picked[-1] is not records[-1]:
-        picked.append(records[-1])
+        if int(records[index]["step"]) <= mark and (not picked or picked[-1] != index):
+            picked.append(index)
+    if not picked or picked[-1] != len(records) - 1:
+        picked.append(len(records) - 1)
     ordered = sorted(snapshots)
     rows = []
     previous_step, previous_time = 0, 0.0
-    for record in picked:
-        step, now = int(record["step"]), seconds[id(record)]
+    for index in picked:
+        record = records[index]
+        step, now = int(record["step"]), seconds[index]
         row: dict[str, Any] = {
             "step": step, "minutes": now / 60.0,
             "steps_per_second": ((step - previous_step) / (now - previous_time)
