@@ -44,6 +44,21 @@ def test_same_games_same_results_whatever_the_batching(engine_home) -> None:
     assert all(r.length > 0 for r in together)
 
 
+def test_random_bots_replay_for_a_seed(engine_home) -> None:
+    """RandomBiased draws from its own generator and the engine's shared static sampler: with
+    both seeded, one game is the same game for a seed, and a batch replays as a whole."""
+    def game(seed: int) -> tuple[int, int]:
+        result = play_bots("RandomBiased", "randombiased", "basesWorkers8x8", 3000, seed=seed)
+        return result.winner, result.length
+
+    first = game(7)
+    assert game(7) == first == game(7)
+    assert len({first, game(8), game(9), game(10)}) > 1  # the seed matters
+    batch = round_robin(["RandomBiased", "WorkerRush", "LightRush"], "basesWorkers8x8", 2000,
+                        games_per_side=2, seed=3)
+    assert play_bot_games(batch, parallel=5) == play_bot_games(batch, parallel=5)
+
+
 def test_max_steps_is_a_draw(engine_home) -> None:
     results = play_bot_games([BotGame("Passive", "Passive", "basesWorkers8x8", max_steps=40),
                               BotGame("WorkerRush", "Passive", "basesWorkers8x8", 30)])
