@@ -396,9 +396,12 @@ class LeagueDB:
     def match_count(self) -> int:
         return int(self._conn.execute("SELECT count(*) FROM matches").fetchone()[0])
 
-    def matches(self) -> list[Match]:
-        """Every stored match in the order it was recorded."""
-        rows = self._conn.execute(f"SELECT {_MATCH_COLS} FROM matches ORDER BY id").fetchall()
+    def matches(self, prefix: str = "") -> list[Match]:
+        """The stored matches whose key starts with ``prefix`` (all by default; one
+        tournament's with ``"<tournament id>/"``), in the order they were recorded."""
+        rows = self._conn.execute(f"SELECT {_MATCH_COLS} FROM matches WHERE key >= ? AND "
+                                  "key < ? ORDER BY id",
+                                  (prefix, prefix + "\U0010ffff")).fetchall()
         return [Match(*r) for r in rows]
 
     def match_arrays(self) -> dict[str, np.ndarray]:

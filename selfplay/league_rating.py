@@ -66,11 +66,32 @@ class RatingJob:
 
 
 def rating_metrics(db: LeagueDB, name: str, snapshots: int) -> dict[str, float]:
-    """``name``'s stored rating as training metrics (``league/*``)."""
+    """``name``'s stored rating as training metrics (``league/*``), and its results in its
+    rating games against each scripted bot of the pool (``eval/win_rate/<bot>``,
+    ``eval/draw_rate/<bot>``): the periodic evaluation against a fixed bot set."""
     rating = db.rating(name)
-    return {"league/mu": rating.mu, "league/sigma": rating.sigma,
-            "league/conservative": rating.mu - 3 * rating.sigma, "league/elo": rating.elo,
-            "league/snapshots": float(snapshots)}
+    metrics = {"league/mu": rating.mu, "league/sigma": rating.sigma,
+               "league/conservative": rating.mu - 3 * rating.sigma, "league/elo": rating.elo,
+               "league/snapshots": float(snapshots)}
+    return {**metrics, **bot_results(db, name)}
+
+
+def bot_results(db: LeagueDB, name: str) -> dict[str, float]:
+    """Win and draw rates of snapshot ``name`` in its rating tournament's games against each
+    scripted bot (``eval/win_rate/<bot>``, ``eval/draw_rate/<bot>``)."""
+    me = db.player(name).id
+    bots = {p.id: p.name for p in db.players() if p.kind == "bot"}
+    outcomes: dict[str, list[int]] = {}
+    for match in db.matches(f"eval@{name}/"):
+        if match.player_a == me and match.player_b in bots:
+            outcomes.setdefault(bots[match.player_b], []).append(match.outcome)
+        elif match.player_b == me and match.player_a in bots:
+            outcomes.setdefault(bots[match.player_a], []).append(-match.outcome)
+    metrics = {}
+    for bot, results in sorted(outcomes.items()):
+        metrics[f"eval/win_rate/{bot}"] = results.count(1) / len(results)
+        metrics[f"eval/draw_rate/{bot}"] = results.count(0) / len(results)
+    return metrics
 
 
 def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf) -> dict[str, float]:

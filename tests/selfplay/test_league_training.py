@@ -16,6 +16,7 @@ from games.registry import make_game
 from league.db import LeagueDB
 from selfplay.checkpoint import load_checkpoint
 from selfplay.config import ConfigError, TrainConfig, build_config
+from selfplay.league_rating import bot_results
 from selfplay.league_training import ENGINE_BOT, LEARNER, LeagueHook, attach
 from selfplay.ppo import Trainer
 from selfplay.train import run_training
@@ -93,6 +94,8 @@ def test_rater_process_plays_the_same_tournaments_and_leaves_training_alone(
     assert len(names) == 5 and matches == inline_matches
     assert len(matches) == sum(4 * (min(2, i) + 2) for i in range(5))
     assert all("league/mu" in row for row in inline_rows[1::2])
+    for row in inline_rows[1::2]:  # the anchors' results: the periodic evaluation vs bots
+        assert {"eval/win_rate/random", "eval/win_rate/win_or_block"} <= set(row)
     rated = [int(r["league/rated_update"]) for r in rows if "league/rated_update" in r]
     rated += [int(summary["league/rated_update"])] if "league/rated_update" in summary else []
     assert rated and rated == sorted(set(rated)) and set(rated) <= {2, 4, 6, 8, 10}
@@ -475,3 +478,20 @@ def test_tensorboard_shows_the_learners_rating_over_time(tmp_path: Path) -> None
     assert [p.step for p in points] == sorted(p.step for p in points)
     assert [(p.step, round(p.value, 4)) for p in points] == [
         (step, round(mu, 4)) for step, mu in logged]
+
+
+def test_bot_results_count_the_snapshots_own_rating_games(tmp_path: Path) -> None:
+    """eval/win_rate/<bot>: only the snapshot's own tournament, from its side of each game,
+    only against bots; draws are counted apart."""
+    with LeagueDB(tmp_path / "l.db", game="tictactoe") as db:
+        snap, other = (db.add_player(f"r@00000{u}", "snapshot") for u in (10, 20))
+        rush, rand = db.add_player("rush", "bot"), db.add_player("rand", "bot")
+        games = [(snap, rush, 1), (rush, snap, 1), (snap, rush, 0), (rush, snap, -1),  # vs rush
+                 (rand, snap, -1), (snap, rand, 1), (snap, other, 1)]
+        for k, (a, b, outcome) in enumerate(games):
+            db.record_match(a, b, outcome, key=f"eval@r@0000010/x/{k}")
+        db.record_match(other, rush, 1, key="eval@r@0000020/x/0")  # another snapshot's
+        db.record_match(snap, rush, 1, key="eval@r@0000010x/y/0")  # another tournament id
+        assert bot_results(db, "r@0000010") == {
+            "eval/win_rate/rand": 1.0, "eval/draw_rate/rand": 0.0,
+            "eval/win_rate/rush": 0.5, "eval/draw_rate/rush": 0.25}
