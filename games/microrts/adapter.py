@@ -16,8 +16,10 @@ its episode statistics belong to.
 **Sides.** ``players[e, s]`` is the engine player (0 or 1, -1 for a dead seat) that seat ``s`` of
 env ``e`` controls. With ``alternate_sides`` (default) seat 0 plays player ``e % 2`` in self-play
 env ``e`` and player ``j % 2`` in bot env ``j`` (counting bot envs from 0), and the bot of bot env
-``j`` is ``bots[(j // 2) % len(bots)]``, so every bot meets seat 0 on both sides. Player 0's unit
-actions are issued first and win conflicts, so sides matter. Without it, seat 0 is player 0.
+``j`` is ``bots[(j // 2) % len(bots)]``, so every bot meets seat 0 on both sides. In self-play
+games player 0's unit actions are issued before player 1's are read, so player 0 wins a cell
+both claim; against a bot, both sides' orders are read first and two orders for one cell cancel
+each other (the engine's default conflict rule). Sides matter. Without it, seat 0 is player 0.
 
 **Observations** ``uint8 [E, A, 29, H, W]`` one-hot planes (:data:`OBS_PLANES`): hit points
 (0..4+), carried/held resources (0..4+), owner (none/own/enemy: relative to the seat), unit type
@@ -41,8 +43,10 @@ produce unit type, attack target in the 7x7 window). **Masks** ``bool [E, A, H*W
 components' legal values concatenated; a cell with no own unit ready to act is all False (and a
 cell with one always allows type 0, no-op). Masks are per component, not conditional on each
 other, and ignore cells and resources reserved by actions already under way: the engine silently
-drops such actions, and those that lose a same-cycle conflict with another unit (player 0's are
-issued first). :func:`random_legal_actions` samples uniformly random legal actions cheaply.
+drops such actions, and those that lose a same-cycle conflict with another unit (an earlier
+cell's of the same side, in the engine's cell order; the other side's, as under **Sides**).
+Every other legal action is carried out (tested with all units of both sides acting at
+random). :func:`random_legal_actions` samples uniformly random legal actions cheaply.
 
 **Rewards**: the weighted sum (``reward_weights``) of the engine's six components
 (:data:`REWARD_COMPONENTS`); the last step's raw components are in ``last_reward_components``
@@ -397,6 +401,8 @@ class MicroRTSVecGame:
 
     opponent_names: list[str]
     """Each env's opponent, length ``E``: a bot's canonical name or ``"selfplay"``."""
+    env_map: list[MapInfo]
+    """Each env's map, length ``E`` (one of the options' ``maps``, or ``map``)."""
     ended_opponent_names: list[str]
     """The opponent of each env's last finished game (credit finished episodes to it)."""
     reward_component_names: tuple[str, ...] = REWARD_COMPONENTS
@@ -503,6 +509,7 @@ class MicroRTSVecGame:
         self._raw = np.zeros((num_envs * num_seats, len(REWARD_COMPONENTS)))  # [E*A, 6] Java order
         self._raw_winloss = self._raw.reshape(num_envs, num_seats, -1)[:, 0, _JAVA_WINLOSS]  # [E]
         self._flip = self._final_flip = 0
+        self._final_flip_of = np.full(num_envs, -1, np.int64)  # [E] final buffer of the last end
         walls = np.zeros((num_envs, num_seats, height, width), np.uint8)
         for e in range(num_envs):
             for s in range(num_seats):
@@ -1071,6 +1078,7 @@ class MicroRTSVecGame:
     def _final_observations(self, envs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The last observations of finished envs, read before the engine resets them."""
         self._final_flip ^= 1
+        self._final_flip_of[envs] = self._final_flip  # only these rows of that buffer change
         final_obs = self._final_obs[self._final_flip]
         plan = [c for e in envs for c in self._env_plans[e]]
         self._convert_obs(plan, final_obs)
@@ -1098,6 +1106,26 @@ class MicroRTSVecGame:
         raw = source[self._seat_row[e, 0]]  # [H, W, 27] seen by seat 0, never rotated
         return draw_board(raw, self.env_map[e].walls, int(self.players[e, 0]),
                           self.options.render_cell)
+
+    def render_final(self, env_index: int = 0) -> np.ndarray:
+        """The last position of env ``env_index``'s latest finished game, drawn as
+        :meth:`render` (the current position if none has finished yet): ``render`` after the
+        step that ends a game already shows the next game's start."""
+        from games.microrts.render import draw_board
+
+        self._check_open()
+        if not 0 <= env_index < self.num_envs:
+            raise GameError(f"microrts: env_index {env_index} out of range 0..{self.num_envs - 1}")
+        e = env_index
+        flip = int(self._final_flip_of[e])
+        if flip < 0:
+            return self.render(e)
+        finals = self._final_state if self._final_state is not None else self._final_obs
+        planes = finals[flip][e, 0]  # [29, H, W] unfogged, seen by seat 0
+        if self._rotated[e, 0]:
+            planes = planes[:, ::-1, ::-1]
+        return draw_board(planes.transpose(1, 2, 0), self.env_map[e].walls,
+                          int(self.players[e, 0]), self.options.render_cell)
 
     def close(self) -> None:
         """Release the engine's games (the JVM itself lives until the process exits)."""

@@ -120,6 +120,84 @@ def test_masked_actions_are_never_dropped(make_game, rotate: bool) -> None:
     assert len({kind for _, kind in kept}) >= 4, kept
 
 
+def _engine_cell(cell: int, player: int, rotated: bool, cells: int) -> int:
+    return cells - 1 - cell if rotated and player == 1 else cell
+
+
+def _engine_dir(direction: int, player: int, rotated: bool) -> int:
+    return (direction + 2) % 4 if rotated and player == 1 else direction
+
+
+@pytest.mark.parametrize("rotate", [False, True])
+def test_random_masked_policy_loses_only_actions_on_reserved_cells(make_game,
+                                                                   rotate: bool) -> None:
+    """Every unit of both sides takes a uniformly random legal action (per the masks) at every
+    step. The engine carries out each one, except exactly those it must refuse: a move or
+    production into a cell already reserved (by an action under way, by an earlier unit of
+    the same side this cycle in the engine's cell order, or by player 0) or a production the
+    side's
+    resources, less those reserved, cannot pay. The masks, like MicroRTS-Py's, are per unit
+    and do not see reservations. In a self-play game player 0's orders are issued before
+    player 1's are read, so player 0 wins a cell both claim. Predicted here from the engine's
+    reservations before the step and the actions as the test decodes them (cells and
+    directions into the engine's frame: an independent check of the adapter's encoding);
+    observed from each unit's current-action plane after it."""
+    import jpype
+
+    game = make_game(4, num_selfplay_envs=4, bots=[], rotate_player1=rotate, max_steps=600)
+    utt_types = jpype.JClass("rts.units.UnitTypeTable")().getUnitTypes()
+    cost = [int(utt_types.get(k).cost) for k in range(utt_types.size())]
+    width, cells = game.width, game.height * game.width
+    batch = game.reset()
+    rng = np.random.default_rng(3)
+    tally = {"kept": 0, "refused": 0}
+    kinds_kept: set[int] = set()
+    for _ in range(600):
+        actions = random_legal_actions(batch.action_mask, rng)
+        issued = []  # (env, seat, seat-frame cell, type, predicted carried out)
+        for e in range(4):
+            gs = game._game_state(e)
+            reserved = gs.getResourceUsage()
+            used = {int(v) for v in reserved.getPositionsUsed()}
+            # player 0's orders are issued before player 1's are read: its cells are taken
+            for seat in np.argsort(game.players[e]).tolist():
+                player = int(game.players[e, seat])
+                spent = int(reserved.getResourcesUsed(player))
+                budget = int(gs.getPlayer(player).getResources())
+                order = sorted((_engine_cell(c, player, rotate, cells), c) for c in
+                               np.flatnonzero(batch.action_mask[e, seat, :, 0]).tolist())
+                for engine_cell, cell in order:
+                    kind = int(actions[e, seat, cell, 0])
+                    if kind == 0:
+                        continue
+                    target, price = None, 0
+                    if kind in (1, 4):  # move, produce: into the neighbouring cell
+                        dy, dx = DIRS[_engine_dir(int(actions[e, seat, cell, kind]), player,
+                                                  rotate)]
+                        y, x = divmod(engine_cell, width)
+                        target = (x + dx) + (y + dy) * width
+                        price = cost[int(actions[e, seat, cell, 5])] if kind == 4 else 0
+                    kept = target not in used and (price == 0 or spent + price <= budget)
+                    if kept and target is not None:
+                        used.add(target)
+                        spent += price
+                    issued.append((e, seat, cell, kind, kept))
+        batch = game.step(actions)
+        for e, seat, cell, kind, predicted in issued:
+            if batch.terminated[e] or batch.truncated[e]:
+                continue
+            y, x = divmod(cell, width)
+            if not batch.obs[e, seat, OBS_PLANES.index("owner_own"), y, x]:
+                continue  # the unit was killed this cycle
+            carried_out = bool(batch.obs[e, seat, 21 + kind, y, x])
+            assert carried_out == predicted, (e, seat, cell, kind, predicted)
+            tally["kept" if predicted else "refused"] += 1
+            if predicted:
+                kinds_kept.add(kind)
+    assert tally["kept"] > 1000 and tally["refused"] > 100, tally  # 1726 / 367 unrotated
+    assert kinds_kept == {1, 2, 3, 4, 5}, kinds_kept
+
+
 @pytest.mark.parametrize("rotate", [False, True])
 def test_moves_go_where_the_seat_points(make_game, rotate: bool) -> None:
     """Directions are in the seat's frame: a worker ordered 'right' appears one cell to the
@@ -332,6 +410,36 @@ def test_render_frame(make_game) -> None:
     assert (70, 130, 255) in colors and (235, 75, 60) in colors  # both players drawn
     with pytest.raises(GameError, match="out of range"):
         game.render(5)
+
+
+def test_render_final_shows_the_end_of_the_finished_game(make_game) -> None:
+    """Idle seats lose to WorkerRush: the last position (what a video used to miss; ``render``
+    already shows the next game) holds only the winner's units, in the same orientation with
+    ``rotate_player1``."""
+    blue, red = (70, 130, 255), (235, 75, 60)
+    finals = []
+    for rotate in (False, True):
+        game = make_game(2, bots=["WorkerRush"], render_cell=8, rotate_player1=rotate)
+        batch = game.reset(seed=0)
+        start = game.render_final(1)  # nothing finished yet: the current position
+        np.testing.assert_array_equal(start, game.render(1))
+        actions = np.zeros((2, 1, 64, 7), np.int64)
+        ended = np.zeros(2, bool)
+        for _ in range(1000):
+            batch = game.step(actions)
+            assert not batch.truncated.any()
+            ended |= batch.terminated
+            if ended.all():
+                break
+        assert ended.all()
+        frames = [game.render_final(e) for e in range(2)]
+        for e, (lost, won) in enumerate([(blue, red), (red, blue)]):  # seat 0: player e
+            colors = {tuple(c) for c in frames[e].reshape(-1, 3)}
+            assert won in colors and lost not in colors, e
+            assert lost in {tuple(c) for c in game.render(e).reshape(-1, 3)}  # a new game
+        finals.append(frames)
+    for plain, rotated in zip(*finals, strict=True):
+        np.testing.assert_array_equal(plain, rotated)
 
 
 def test_bad_options(make_game) -> None:
