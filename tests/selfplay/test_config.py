@@ -92,3 +92,34 @@ def test_parse_set_errors() -> None:
 
 def test_defaults_are_valid() -> None:
     TrainConfig()
+
+
+def test_microrts_family_file_documents_every_option() -> None:
+    """hyperparams/microrts.yaml lists every training setting (with a value) and every
+    microRTS game option (set, or shown commented out with its default)."""
+    import dataclasses
+    import re
+
+    from games.microrts.adapter import MicroRTSOptions
+    from selfplay.config import HYPERPARAMS_DIR, read_yaml
+
+    path = HYPERPARAMS_DIR / "microrts.yaml"
+    data = read_yaml(path)
+
+    def missing(obj: object, node: dict, prefix: str) -> list[str]:
+        out = []
+        for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+            key, value = prefix + f.name, getattr(obj, f.name)
+            if key in ("game.name", "game.options"):
+                continue
+            if f.name not in node:
+                out.append(key)
+            elif dataclasses.is_dataclass(value):
+                out += missing(value, node[f.name], key + ".")
+        return out
+
+    assert missing(TrainConfig(), data, "") == []
+    options, text = data["game"]["options"], path.read_text()
+    undocumented = [f.name for f in dataclasses.fields(MicroRTSOptions) if f.name not in options
+                    and not re.search(rf"^    # {f.name}: \S", text, re.MULTILINE)]
+    assert undocumented == []
