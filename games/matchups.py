@@ -70,11 +70,15 @@ def match_setup(game: str, bot: str | None, num_envs: int, seed: int,
     """Options (and scripted policy) for ``num_envs`` games of ``game`` against ``bot``.
 
     ``bot=None`` means policy against policy: the game gets two seats per env, seat 0 for the
-    player being measured and seat 1 for its opponent.
+    player being measured and seat 1 for its opponent. The options go over a checkpoint's
+    training options: microRTS matches alternate sides even where training did not
+    (``alternate_sides``), and a ``map_name`` replaces the training's ``maps`` list too.
     """
     entry = resolve(game)
     if entry.family == "microrts":
-        options: dict[str, Any] = {} if map_name is None else {"map": map_name}
+        options: dict[str, Any] = {"alternate_sides": True}
+        if map_name is not None:
+            options.update(map=map_name, maps=[])
         if bot is None:
             return MatchSetup({**options, "num_selfplay_envs": num_envs}, None, "")
         from games.microrts.bots import resolve_bot

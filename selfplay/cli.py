@@ -131,9 +131,13 @@ def cmd_play(args: argparse.Namespace) -> int:
                   _video_path(args.video), seed=_seed(args.seed) or 0,
                   deterministic=args.deterministic, progress=progress)
     low, high = result["ci95"]
-    human = (f"{result['game']} vs {result['opponent']}: {result['wins']} wins, "
+    where = f" on {', '.join(result['maps'])}" if result["maps"] else ""
+    sides = ", ".join(f"{k}: {c['wins']}/{c['losses']}/{c['draws']}"
+                      for k, c in enumerate(result["sides"]) if c["games"])
+    human = (f"{result['game']} vs {result['opponent']}{where}: {result['wins']} wins, "
              f"{result['losses']} losses, {result['draws']} draws in {result['games']} games; "
-             f"win rate {result['win_rate']:.1%} (95% CI {low:.1%}-{high:.1%})")
+             f"win rate {result['win_rate']:.1%} (95% CI {low:.1%}-{high:.1%}); "
+             f"by side (W/L/D) {sides}")
     _emit(result, args.json, human)
     return 0
 

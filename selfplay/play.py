@@ -46,7 +46,9 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
     seat 0 is player 0 in even envs and player 1 in odd ones), otherwise the two players swap
     seats in odd envs (PettingZoo Atari, board games). Each env plays a fixed quota of games,
     so short games are not over-counted. Returns wins / losses / draws of ``checkpoint`` with
-    a 95 % interval.
+    a 95 % interval, the same counts per side (``sides[k]``: the games it played as side
+    ``k``, the engine player where the game has players, else the seat) and the maps that
+    were played (``maps``; ``map`` when there was one).
     """
     if games < 1:
         raise ValueError("games must be >= 1")
@@ -79,18 +81,26 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
         if len(policies) != spec.num_seats:
             raise RuntimeError(f"{spec.name} has {spec.num_seats} seats for "
                                f"{len(policies)} players")
-        outcomes = _run(game, policies, games, seed, video, progress)
+        outcomes, sides, maps = _run(game, policies, games, seed, video, progress)
     finally:
         game.close()
+    counts = _counts(outcomes)
+    low, high = wilson_interval(counts["wins"], len(outcomes))
+    return {"checkpoint": str(checkpoint), "opponent": opponent_name or vs,
+            "game": config.game.name, "map": maps[0] if len(maps) == 1 else None,
+            "maps": maps, **counts,
+            "win_rate": counts["wins"] / len(outcomes), "ci95": [low, high],
+            "sides": [_counts(outcomes[sides == k]) for k in range(int(sides.max()) + 1)],
+            "video": str(video) if video is not None else None}
+
+
+def _counts(outcomes: np.ndarray) -> dict[str, int]:
+    """Games, wins, losses and draws in ``outcomes`` (``int8 [G]``; anything but a win or a
+    loss counts as a draw)."""
     wins = int((outcomes == Outcome.WIN).sum())
     losses = int((outcomes == Outcome.LOSS).sum())
-    draws = int(len(outcomes) - wins - losses)
-    low, high = wilson_interval(wins, len(outcomes))
-    return {"checkpoint": str(checkpoint), "opponent": opponent_name or vs,
-            "game": config.game.name, "map": options.get("map"), "games": len(outcomes),
-            "wins": wins, "losses": losses, "draws": draws,
-            "win_rate": wins / len(outcomes), "ci95": [low, high],
-            "video": str(video) if video is not None else None}
+    return {"games": len(outcomes), "wins": wins, "losses": losses,
+            "draws": len(outcomes) - wins - losses}
 
 
 def _opponent_checkpoint(vs: str) -> Path | None:
@@ -134,16 +144,26 @@ def _checkpoint_seats(game: Any, policies: list[Policy]) -> np.ndarray:
 
 
 def _run(game: Any, policies: list[Policy], games: int, seed: int, video: Path | None,
-         progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """Outcomes of the checkpoint (policy 0) over ``games`` games, a fixed quota per env,
-    with sides alternating between envs."""
+         progress: Callable[[int, int], None] | None = None
+         ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Outcomes of the checkpoint (policy 0) over ``games`` games (``int8 [G]``), a fixed
+    quota per env, with sides alternating between envs; the side it played in each (``int
+    [G]``: the engine player where the game has ``players``, else the seat); the names of the
+    maps of the envs that played (for games with ``env_map``)."""
     spec = game.spec
     e = spec.num_envs
     envs = np.arange(e)
     seat_of = [_checkpoint_seats(game, policies)]  # [policy] -> int [E]
     if len(policies) == 2:
         seat_of.append(1 - seat_of[0])
+    players = getattr(game, "players", None)
+    side_of = (players[envs, seat_of[0]] if isinstance(players, np.ndarray)
+               else seat_of[0])  # [E]
     quota = np.full(e, games // e) + (np.arange(e) < games % e)
+    env_map = getattr(game, "env_map", None)
+    maps = ([] if env_map is None else
+            list(dict.fromkeys(m.name for m, q in zip(env_map, quota, strict=True) if q)))
+    sides: list[int] = []
     played = np.zeros(e, np.int64)
     outcomes: list[int] = []
     frames: list[np.ndarray] = []
@@ -170,8 +190,9 @@ def _run(game: Any, policies: list[Policy], games: int, seed: int, video: Path |
             if played[env] < quota[env]:
                 played[env] += 1
                 outcomes.append(outcome)
+                sides.append(int(side_of[env]))
                 if progress is not None:
                     progress(len(outcomes), games)
     if video is not None:
         write_video(video, frames, spec.render_fps)
-    return np.asarray(outcomes, np.int8)
+    return np.asarray(outcomes, np.int8), np.asarray(sides, np.int64), maps

@@ -42,6 +42,7 @@ from games.microrts.adapter import (
     MicroRTSVecGame,
     env_layout,
 )
+from games.microrts.maps import resolve_maps
 from games.options import from_mapping, to_mapping
 from games.pools import ignore_stop_signals
 from games.shared_arrays import ArraySpec, SharedArrays
@@ -155,6 +156,8 @@ def _serve(conn: Connection, options: dict[str, Any], num_envs: int, envs: tuple
                     conn.send(("ok", publisher.publish(game.reset(arg), None)))
                 elif command == "render":
                     conn.send(("ok", game.render(arg)))
+                elif command == "render_final":
+                    conn.send(("ok", game.render_final(arg)))
                 elif command == "set_bot":
                     conn.send(("ok", game.set_bot(*arg)))
                 elif command == "close":
@@ -190,6 +193,8 @@ class MicroRTSWorkers:
         self.alive = self.players >= 0
         self.alive.setflags(write=False)
         self.opponent_names = [b.name if b is not None else SELFPLAY for b in layout.bots]
+        map_infos = resolve_maps(options.maps or [options.map])
+        self.env_map = [map_infos[k] for k in layout.maps]  # as the adapter's
         self.ended_opponent_names = list(self.opponent_names)  # as the adapter's
         self._pending_names: dict[int, str] = {}  # env -> bot set_bot gave its next game
         self._in_flight: set[int] = set()  # workers stepping unattended (step_part_async)
@@ -395,11 +400,19 @@ class MicroRTSWorkers:
         return self._episode_components
 
     def render(self, env_index: int = 0) -> np.ndarray:
+        """As :meth:`MicroRTSVecGame.render`, drawn by the worker owning the env."""
+        return self._render("render", env_index)
+
+    def render_final(self, env_index: int = 0) -> np.ndarray:
+        """As :meth:`MicroRTSVecGame.render_final`, drawn by the worker owning the env."""
+        return self._render("render_final", env_index)
+
+    def _render(self, command: str, env_index: int) -> np.ndarray:
         self._check_open()
         if not 0 <= env_index < self.num_envs:
             raise GameError(f"microrts: env_index {env_index} out of range 0..{self.num_envs - 1}")
         w = next(i for i, (a, b) in enumerate(self.ranges) if a <= env_index < b)
-        self._conns[w].send(("render", env_index - self.ranges[w][0]))
+        self._conns[w].send((command, env_index - self.ranges[w][0]))
         status, payload = self._conns[w].recv()
         if status == "error":
             raise GameError(payload)

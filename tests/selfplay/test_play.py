@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,7 @@ def test_play_against_bot_counts_every_game(tictactoe_checkpoint: Path) -> None:
     assert seen == [(k, 37) for k in range(1, 38)]  # every finished game is reported
     assert result["wins"] + result["losses"] + result["draws"] == 37
     assert result["opponent"] == "win_or_block"
+    assert _sides(result) == [19, 18] and result["maps"] == []  # seats swap in odd envs of 16
     low, high = result["ci95"]
     assert low <= result["win_rate"] <= high
 
@@ -130,3 +132,106 @@ def test_checkpoint_seats_follow_the_games_own_sides() -> None:
         assert _checkpoint_seats(mrts, two).tolist() == [0, 0, 0, 0]  # type: ignore[arg-type]
     finally:
         mrts.close()
+
+
+# --------------------------------------------------------------------------- microRTS matches
+
+
+def _untrained_microrts(path: Path, seed: int, *options: str) -> Path:
+    """An untrained 8x8 microRTS checkpoint (random weights from ``seed``) whose games stop
+    after 100 cycles; ``options`` are extra ``game.options.KEY=VALUE`` overrides."""
+    import torch
+
+    from games.options import to_mapping
+    from games.registry import make_game
+    from selfplay.checkpoint import save_checkpoint
+    from selfplay.config import build_config
+    from selfplay.networks import ActorCritic
+
+    config = build_config("microrts", overrides=[
+        "game.options.map=basesWorkers8x8", "game.options.max_steps=100",
+        "network.channels=[8]", "network.hidden=[16]", *options])
+    game = make_game("microrts", num_envs=1, seed=0,
+                     options={**config.game.options, "num_selfplay_envs": 0})
+    spec = game.spec
+    game.close()
+    torch.manual_seed(seed)
+    agent = ActorCritic(spec, config.network, config.normalize)
+    return save_checkpoint(path, {"config": to_mapping(config), "agent": agent.state_dict()})
+
+
+@pytest.fixture(scope="module")
+def microrts_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """``plain`` and ``other`` (different weights) on basesWorkers8x8; ``maps`` trained on a
+    list of two maps without side alternation."""
+    root = tmp_path_factory.mktemp("mrts")
+    return {"plain": _untrained_microrts(root / "plain.pt", 0),
+            "other": _untrained_microrts(root / "other.pt", 1),
+            "maps": _untrained_microrts(
+                root / "maps.pt", 2, "game.options.maps=[basesWorkers8x8A,basesWorkers8x8B]",
+                "game.options.alternate_sides=false")}
+
+
+def _sides(result: dict[str, object]) -> list[int]:
+    return [side["games"] for side in result["sides"]]  # type: ignore[attr-defined]
+
+
+def test_play_microrts_map_replaces_the_checkpoints_maps(
+        microrts_checkpoints: dict[str, Path]) -> None:
+    """A checkpoint trained on a ``maps`` list with ``alternate_sides: false``: ``--map`` is
+    the map played (the list used to win over it, and the result named a map never played),
+    without it the list's maps are played and reported; sides alternate either way."""
+    chosen = play(microrts_checkpoints["maps"], "workerrush", games=4, map_name="basesWorkers8x8")
+    assert chosen["maps"] == ["basesWorkers8x8"] and chosen["map"] == "basesWorkers8x8"
+    assert _sides(chosen) == [2, 2]
+    trained = play(microrts_checkpoints["maps"], "workerrush", games=4)
+    assert trained["maps"] == ["basesWorkers8x8A", "basesWorkers8x8B"] and trained["map"] is None
+    assert _sides(trained) == [2, 2]
+    assert play(microrts_checkpoints["plain"], "workerrush", games=2)["maps"] == \
+        ["basesWorkers8x8"]
+
+
+def test_play_microrts_against_another_checkpoint(microrts_checkpoints: dict[str, Path]) -> None:
+    other = microrts_checkpoints["other"]
+    result = play(microrts_checkpoints["plain"], str(other), games=5, seed=1)
+    assert result["opponent"] == str(other) and result["games"] == 5
+    assert result["wins"] + result["losses"] + result["draws"] == 5
+    assert _sides(result) == [3, 2]  # envs 0, 2, 4 as player 0; 1, 3 as player 1
+    assert [sum(s[k] for s in result["sides"]) for k in ("wins", "losses", "draws")] == \
+        [result["wins"], result["losses"], result["draws"]]
+
+
+def test_play_microrts_bot_names_ignore_case(microrts_checkpoints: dict[str, Path]) -> None:
+    for name in ("CoacAI", "coacai"):
+        result = play(microrts_checkpoints["plain"], name, games=1)
+        assert result["opponent"] == "CoacAI" and result["games"] == 1
+
+
+def test_play_microrts_cli_json_human_and_video(microrts_checkpoints: dict[str, Path],
+                                                tmp_path: Path) -> None:
+    ckpt = str(microrts_checkpoints["plain"])
+    video = tmp_path / "game.mp4"
+    proc = subprocess.run([*SELFPLAY, "play", "--checkpoint", ckpt, "--vs", "CoacAI", "--games",
+                           "4", "--map", "basesWorkers8x8", "--json", "--video", str(video)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)  # one JSON object, nothing else on stdout
+    assert {"wins", "losses", "draws", "games", "win_rate", "ci95", "sides", "maps"} <= \
+        set(result)
+    assert result["games"] == 4 and result["wins"] + result["losses"] + result["draws"] == 4
+    low, high = result["ci95"]
+    assert 0 <= low <= result["win_rate"] <= high <= 1
+    assert result["win_rate"] == result["wins"] / 4 and _sides(result) == [2, 2]
+    assert result["opponent"] == "CoacAI" and result["maps"] == ["basesWorkers8x8"]
+    assert video.stat().st_size > 0
+    import imageio.v2 as imageio
+
+    frames = imageio.mimread(str(video), memtest=False)
+    assert frames[0].shape == (8 * 24, 8 * 24, 3)
+    human = subprocess.run([*SELFPLAY, "play", "--checkpoint", ckpt, "--vs", "coacai",
+                            "--games", "2"], capture_output=True, text=True, timeout=300)
+    assert human.returncode == 0, human.stderr
+    line = human.stdout.strip()
+    assert re.search(r"microrts vs CoacAI on basesWorkers8x8: \d+ wins, \d+ losses, \d+ draws "
+                     r"in 2 games; win rate [\d.]+% \(95% CI [\d.]+%-[\d.]+%\); by side "
+                     r"\(W/L/D\) 0: \d+/\d+/\d+, 1: \d+/\d+/\d+$", line), line

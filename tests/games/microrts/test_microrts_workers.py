@@ -60,6 +60,9 @@ def test_workers_play_the_same_games_as_one_process(engine_home) -> None:
         assert episodes >= 7  # every env finished at least one game (max_steps 120)
         assert Outcome.LOSS in a.episodes.outcome or episodes
         np.testing.assert_array_equal(single.render(5), split.render(5))
+        for e in (0, 5):
+            np.testing.assert_array_equal(single.render_final(e), split.render_final(e))
+        assert [m.name for m in split.env_map] == [m.name for m in single.env_map]
     finally:
         single.close()
         split.close()
