@@ -155,3 +155,65 @@ def _children() -> list[int]:
     rows = [line.split(None, 2) for line in out.splitlines()]
     return [int(pid) for pid, stat, args in rows if int(pid) != ps.pid
             and not stat.startswith("Z") and "resource_tracker" not in args]
+
+
+def _tagged_processes(tag: str) -> list[int]:
+    """PIDs of live processes whose environment carries ``SELFPLAY_TEST_TAG=tag`` (children
+    inherit it, also once orphaned)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"SELFPLAY_TEST_TAG={tag}".encode() in environ.split(b"\0") and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_stops_microrts_training_with_its_workers_and_rater(engine_home,
+                                                                    tmp_path: Path) -> None:
+    """Ctrl-C to ``selfplay train --game microrts`` with env worker processes (one JVM each)
+    and the league's rater process: the update in progress finishes, a checkpoint is written,
+    the command exits 130 within seconds, and no process of the run is left behind."""
+    import uuid
+
+    run_dir, tag = tmp_path / "run", uuid.uuid4().hex
+    command = [sys.executable, "-m", "selfplay.cli", "train", "--game", "microrts", "--run-dir",
+               str(run_dir), "--no-progress", "--total-steps", "100000000",
+               "--set", "game.num_envs=4", "--set", "game.options.map=basesWorkers8x8",
+               "--set", "game.options.num_selfplay_envs=2", "--set", "game.options.workers=2",
+               "--set", "game.options.bots=[WorkerRush]", "--set", "ppo.num_steps=32",
+               "--set", "league.snapshot_every=1", "--set", "league.eval_every=1",
+               "--set", "league.eval_games=2", "--set", "league.eval_envs=2",
+               "--set", "league.anchors=[WorkerRush]", "--set", "network.channels=[8,16]",
+               "--set", "log.tensorboard=false"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SELFPLAY_TEST_TAG": tag}
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    metrics = run_dir / "metrics.jsonl"
+
+    def rating_under_way() -> bool:  # two updates done; the rater has played games
+        lines = metrics.read_text().splitlines() if metrics.exists() else []
+        return len(lines) >= 2 and count_matches(run_dir / "league.db") > 0
+
+    assert len(_tagged_processes(tag)) >= 1
+    err, elapsed = signal_when(proc, rating_under_way, signal.SIGINT, wait=240)
+    assert elapsed < 20, f"took {elapsed:.1f} s to stop"
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert "Traceback" not in err and "checkpoint saved" in err, err
+    deadline = time.monotonic() + 5
+    while _tagged_processes(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _tagged_processes(tag) == []
+    import json
+
+    from selfplay.checkpoint import load_checkpoint
+
+    steps = max(json.loads(line)["step"] for line in metrics.read_text().splitlines())
+    (last,) = sorted((run_dir / "checkpoints").glob("*.pt"))[-1:]
+    assert load_checkpoint(last)["counters"]["global_step"] >= steps  # the update finished
