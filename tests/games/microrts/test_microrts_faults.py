@@ -202,14 +202,17 @@ def test_ctrl_c_stops_microrts_training_with_its_workers_and_rater(engine_home,
         return len(lines) >= 2 and count_matches(run_dir / "league.db") > 0
 
     assert len(_tagged_processes(tag)) >= 1
-    err, elapsed = signal_when(proc, rating_under_way, signal.SIGINT, wait=240)
-    assert elapsed < 20, f"took {elapsed:.1f} s to stop"
+    err, elapsed = signal_when(proc, rating_under_way, signal.SIGINT, wait=240, timeout=90)
     assert proc.returncode == 128 + signal.SIGINT, err
+    assert elapsed < 60, f"took {elapsed:.1f} s to stop"  # ~2 s on an idle 2-core machine
     assert "Traceback" not in err and "checkpoint saved" in err, err
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 15
     while _tagged_processes(tag) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _tagged_processes(tag) == []
+    left = _tagged_processes(tag)
+    assert not left, subprocess.run(["ps", "-ww", "-o", "pid,stat,args", "-p",
+                                     ",".join(map(str, left))], capture_output=True,
+                                    text=True).stdout
     import json
 
     from selfplay.checkpoint import load_checkpoint
