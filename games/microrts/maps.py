@@ -5,6 +5,8 @@ Shipped maps are found by file stem, case-insensitively (``basesWorkers8x8``,
 (``maps/16x16/basesWorkers16x16.xml``, as MicroRTS-Py spells them). Anything ending in ``.xml``
 that is not a shipped map is read as a path. Maps are parsed without resolving entities: a map
 that declares a DOCTYPE or ENTITY is refused (the engine's own XML parser would resolve them).
+The check runs on expat's parse of the file, so it holds in every encoding expat reads (UTF-8,
+UTF-16, Latin-1...), not only where the bytes spell ``<!DOCTYPE`` in ASCII.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 import xml.etree.ElementTree as ET
+import xml.parsers.expat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,9 +32,9 @@ try:  # optional hardening; the DOCTYPE/ENTITY check below already refuses entit
 except ImportError:  # pragma: no cover - depends on the environment
     _fromstring = ET.fromstring
 
-_EXAMPLES = ("basesWorkers8x8", "basesWorkers10x10", "basesWorkers12x12", "basesWorkers16x16",
-             "basesWorkers24x24")
-_UNSAFE = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+# "<!" at the start of a token expat rejects, in the byte forms of the encodings it reads
+_DECLARATION_STARTS = {"<!".encode(enc): enc for enc in ("utf-8", "utf-16-le", "utf-16-be")}
+_DECLARATION = re.compile(r"<!\s*(DOCTYPE|ENTITY)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class MapInfo:
 
 def shipped_maps(home: Path | None = None) -> dict[str, Path]:
     """Every shipped map, by file stem."""
-    root = (home or ensure_engine(quiet=True)) / "maps"
+    root = (home or ensure_engine()) / "maps"
     return {p.stem: p for p in sorted(root.rglob("*.xml"))}
 
 
@@ -61,9 +64,7 @@ def parse_map(path: Path, name: str | None = None) -> MapInfo:
         data = path.read_bytes()
     except OSError as exc:
         raise GameError(f"cannot read microRTS map {str(path)!r}: {exc.strerror or exc}") from exc
-    if _UNSAFE.search(data):
-        raise GameError(f"microRTS map {str(path)!r} declares a DOCTYPE/ENTITY; refused "
-                        "(maps are plain XML)")
+    _refuse_declarations(data, path)
     try:
         root = _fromstring(data)
     except ET.ParseError as exc:
@@ -89,14 +90,66 @@ def parse_map(path: Path, name: str | None = None) -> MapInfo:
     return MapInfo(name or path.stem, path.resolve(), height, width, walls)
 
 
+class _Declared(Exception):
+    """Raised from expat's handlers: the map declares a DOCTYPE or an ENTITY."""
+
+
+def _refuse_declarations(data: bytes, path: Path) -> None:
+    """:class:`GameError` if ``data`` declares a DOCTYPE or ENTITY, in whatever encoding: expat
+    decodes the document (byte-order mark, ``encoding=`` declaration) and reports both
+    declarations to handlers that refuse them. An ENTITY outside a DOCTYPE is a syntax error to
+    expat; a declaration keyword at the error's position is refused the same way."""
+    def doctype(name: str, *_: object) -> None:
+        raise _Declared(f"DOCTYPE {name!r}")
+
+    def entity(name: str, *_: object) -> None:
+        raise _Declared(f"ENTITY {name!r}")
+
+    parser = xml.parsers.expat.ParserCreate()
+    parser.StartDoctypeDeclHandler = doctype
+    parser.EntityDeclHandler = entity
+    try:
+        parser.Parse(data, True)
+    except _Declared as exc:
+        raise GameError(f"microRTS map {str(path)!r} declares a DOCTYPE/ENTITY ({exc}); refused "
+                        "(maps are plain XML: remove the declaration)") from None
+    except xml.parsers.expat.ExpatError:
+        at = data[parser.ErrorByteIndex:] if parser.ErrorByteIndex >= 0 else b""
+        for start, encoding in _DECLARATION_STARTS.items():
+            if at.startswith(start):
+                match = _DECLARATION.match(at[:64].decode(encoding, errors="replace"))
+                if match:
+                    raise GameError(f"microRTS map {str(path)!r} declares a DOCTYPE/ENTITY "
+                                    f"(<!{match.group(1).upper()} at line "
+                                    f"{parser.ErrorLineNumber}); refused (maps are plain XML: "
+                                    "remove the declaration)") from None
+        # other syntax errors are reported by the parse that follows, with ElementTree's words
+
+
 @lru_cache(maxsize=256)
 def _cached_parse(path: str, mtime: float, name: str) -> MapInfo:
     return parse_map(Path(path), name)
 
 
+def _listing(maps: dict[str, Path], root: Path) -> str:
+    """Map names grouped by folder, smallest size first: ``4x4: a, b; 8x8: c; BroodWar: d;
+    other: e`` (``other``: the maps directly in ``maps/``)."""
+    groups: dict[str, list[str]] = {}
+    for stem, path in maps.items():
+        folder = path.parent.relative_to(root).as_posix()
+        groups.setdefault("other" if folder == "." else folder, []).append(stem)
+
+    def order(folder: str) -> tuple[int, str]:
+        size = re.fullmatch(r"(\d+)x(\d+)", folder)
+        return (int(size.group(1)) * int(size.group(2)) if size else 1 << 30, folder)
+
+    return "; ".join(f"{folder}: {', '.join(sorted(groups[folder], key=str.lower))}"
+                     for folder in sorted(groups, key=order))
+
+
 def resolve_map(name: str) -> MapInfo:
     """A shipped map by name (or engine-relative path), else a path to a user's XML map."""
-    home = ensure_engine(quiet=True)
+    home = ensure_engine()
     maps = shipped_maps(home)
     by_key = {stem.lower(): path for stem, path in maps.items()}
     key = name.strip()
@@ -115,9 +168,9 @@ def resolve_map(name: str) -> MapInfo:
         close = difflib.get_close_matches(base, list(by_key), n=3, cutoff=0.6)
         stems = {k: p.stem for k, p in by_key.items()}
         hint = f" (did you mean {', '.join(stems[c] for c in close)}?)" if close else ""
-        raise GameError(f"unknown microRTS map {name!r}{hint}; use a shipped map such as "
-                        f"{', '.join(_EXAMPLES)} ({len(maps)} in {home / 'maps'}) or a path "
-                        "to an XML map file")
+        raise GameError(f"unknown microRTS map {name!r}{hint}; use a shipped map or a path to "
+                        f"an XML map file. The {len(maps)} shipped maps (in {home / 'maps'}), "
+                        f"by folder: {_listing(maps, home / 'maps')}")
     return _cached_parse(str(path.resolve()), path.stat().st_mtime, path.stem)
 
 

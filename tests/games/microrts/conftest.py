@@ -13,7 +13,7 @@ def engine_home():
     """The engine folder (downloads the gym-microrts sdist once per machine)."""
     from games.microrts.engine import ensure_engine
 
-    return ensure_engine(quiet=True)
+    return ensure_engine()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from games.core import GameError
-from games.microrts import engine
+from games.microrts import engine, maps
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -57,7 +57,7 @@ def test_wrong_sha256_is_refused(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(engine.ENV_HOME, str(tmp_path / "home"))
     monkeypatch.setenv(engine.ENV_SDIST, str(fake))
     with pytest.raises(GameError, match="sha256"):
-        engine.ensure_engine(quiet=True)
+        engine.ensure_engine()
     assert not (tmp_path / "home").exists(), "nothing half-extracted is left behind"
 
 
@@ -82,6 +82,60 @@ def test_install_into_empty_folder(tmp_path: Path, monkeypatch, capsys) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == [".engine.lock", "engine"]
 
 
+@pytest.fixture(scope="module")
+def real_sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real gym-microrts sdist: ``$SELFPLAY_MICRORTS_SDIST``, else fetched with pip (and
+    sha256-checked) by the engine's own download code; skipped when neither works (offline)."""
+    local = os.environ.get(engine.ENV_SDIST)
+    if local:
+        return Path(local)
+    saved = os.environ.pop(engine.ENV_SDIST, None)
+    try:
+        return engine._download_sdist(tmp_path_factory.mktemp("sdist"))
+    except GameError as exc:
+        pytest.skip(f"no gym-microrts sdist here: {exc}")
+    finally:
+        if saved is not None:
+            os.environ[engine.ENV_SDIST] = saved
+
+
+def test_first_use_announces_the_fetch(tmp_path: Path, monkeypatch, capfd,
+                                       real_sdist: Path) -> None:
+    """A fetch on the quiet path that every game takes (map look-up) says, in one stderr line,
+    what is fetched and where; once the files are there nothing is printed."""
+    home = tmp_path / "engine"
+    monkeypatch.setenv(engine.ENV_HOME, str(home))
+    monkeypatch.setenv(engine.ENV_SDIST, str(real_sdist))
+    infos = maps.resolve_maps(["basesWorkers8x8"])
+    err = capfd.readouterr().err
+    assert err.startswith("selfplay: fetching the microRTS engine (") and err.count("\n") == 1
+    assert engine.SDIST_REQUIREMENT in err and f"into {home}" in err
+    assert infos[0].path == (home / "maps/8x8/basesWorkers8x8.xml").resolve()
+    assert engine.engine_ready(home)
+    maps.resolve_maps(["basesWorkers8x8"])
+    assert engine.ensure_engine() == home
+    assert capfd.readouterr() == ("", "")
+
+
+def test_first_game_announces_the_fetch(tmp_path: Path, real_sdist: Path) -> None:
+    """``make("microrts")`` (MicroRTSVecGame) in a fresh process with an empty engine folder:
+    the fetch line on stderr, then silence for the next game."""
+    home = tmp_path / "engine"
+    env = {**os.environ, "PYTHONPATH": str(REPO), engine.ENV_HOME: str(home),
+           engine.ENV_SDIST: str(real_sdist)}
+    code = ("import sys\nfrom games.microrts import make\n"
+            "make('microrts', num_envs=1, map='basesWorkers8x8', bots=['Passive']).close()\n"
+            "print('--- second game', file=sys.stderr, flush=True)\n"
+            "make('microrts', num_envs=1, map='basesWorkers8x8', bots=['Passive']).close()\n")
+    proc = _run(code, env)
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stderr.split("--- second game\n")
+    assert first.startswith("selfplay: fetching the microRTS engine"), proc.stderr
+    assert first.count("\n") == 1 and f"into {home}" in first
+    assert second == ""
+    assert (home / "microrts.jar").is_file()
+
+
 def test_foreign_folder_is_never_replaced(tmp_path: Path, monkeypatch) -> None:
     home = tmp_path / "mine"
     home.mkdir()
@@ -89,7 +143,7 @@ def test_foreign_folder_is_never_replaced(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(engine.ENV_HOME, str(home))
     monkeypatch.setattr(engine, "_download_sdist", lambda tmp: _fake_sdist(tmp / "s.tar.gz"))
     with pytest.raises(GameError, match="holds no microRTS engine"):
-        engine.ensure_engine(quiet=True)
+        engine.ensure_engine()
     assert [p.name for p in home.iterdir()] == ["precious.txt"]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,20 @@ def test_unknown_map_suggests(engine_home: Path) -> None:
     assert "basesWorkers16x16" in str(info.value)
 
 
+def test_unknown_map_lists_every_shipped_map(engine_home: Path) -> None:
+    """The error names all valid maps (grouped by size folder), not a few examples."""
+    with pytest.raises(GameError, match="unknown microRTS map 'noSuchMap'") as info:
+        maps.resolve_map("noSuchMap")
+    message = str(info.value)
+    shipped = maps.shipped_maps()
+    assert len(shipped) > 100 and f"The {len(shipped)} shipped maps" in message
+    listed = {name for group in message.split("by folder: ", 1)[1].split("; ")
+              for name in group.split(": ", 1)[1].split(", ")}
+    assert listed == set(shipped)
+    assert message.index("4x4: ") < message.index("8x8: ") < message.index("16x16: ")
+    assert "\n" not in message
+
+
 def test_missing_map_file(tmp_path: Path) -> None:
     with pytest.raises(GameError, match="does not exist"):
         maps.resolve_map(str(tmp_path / "nope.xml"))
@@ -57,6 +72,42 @@ def test_map_with_entities_is_refused(tmp_path: Path, payload: str) -> None:
     evil.write_text(payload)
     with pytest.raises(GameError, match="DOCTYPE/ENTITY"):
         maps.resolve_map(str(evil))
+
+
+_TINY_MAP = ('<rts.PhysicalGameState width="2" height="2"><terrain>0000</terrain>'
+             '</rts.PhysicalGameState>')
+
+
+@pytest.mark.parametrize("text, encoding", [
+    # the audit's bypass: in UTF-16 the bytes never spell "<!DOCTYPE"
+    ('<?xml version="1.0" encoding="UTF-16"?>\n<!DOCTYPE m SYSTEM "http://example.invalid/m.dtd">'
+     f"\n{_TINY_MAP}", "utf-16"),
+    (f'<?xml version="1.0" encoding="UTF-16LE"?><!DOCTYPE m [<!ENTITY x "y">]>{_TINY_MAP}',
+     "utf-16-le"),  # no byte-order mark
+    (f'<!ENTITY x SYSTEM "file:///etc/passwd">{_TINY_MAP}', "utf-16"),
+    (f'<?xml version="1.0" encoding="UTF-16BE"?>\n<!ENTITY x "y">{_TINY_MAP}', "utf-16-be"),
+    (f'<?xml version="1.0" encoding="ISO-8859-1"?><!DOCTYPE m SYSTEM "http://x/">{_TINY_MAP}',
+     "latin-1"),
+], ids=["utf16-doctype-system", "utf16le-internal-entity", "utf16-entity", "utf16be-entity",
+        "latin1-doctype"])
+def test_map_declarations_refused_in_any_encoding(tmp_path: Path, text: str,
+                                                  encoding: str) -> None:
+    evil = tmp_path / "evil.xml"
+    data = text.encode(encoding)
+    evil.write_bytes(data)
+    with pytest.raises(GameError, match="declares a DOCTYPE/ENTITY") as info:
+        maps.resolve_map(str(evil))
+    assert str(evil) in str(info.value)
+
+
+def test_utf16_map_without_declarations_is_read(tmp_path: Path, engine_home: Path) -> None:
+    """The check refuses declarations, not encodings: a clean UTF-16 map parses."""
+    text = (engine_home / "maps/8x8/basesWorkers8x8Obstacle.xml").read_text()
+    text = text.split("?>", 1)[1] if text.startswith("<?xml") else text
+    user = tmp_path / "utf16.xml"
+    user.write_bytes(('<?xml version="1.0" encoding="UTF-16"?>' + text).encode("utf-16"))
+    info = maps.resolve_map(str(user))
+    assert info.shape == (8, 8) and info.walls.sum() == 8
 
 
 def test_map_terrain_must_match_size(tmp_path: Path) -> None:
@@ -143,6 +194,110 @@ def test_unknown_bot_lists_valid_names() -> None:
     for name in ("WorkerRush", "CoacAI", "Mayari", "Droplet", "Izanagi", "Tiamat", "MixedBot",
                  "GRojoA3N", "RandomBiased", "Passive", "NaiveMCTS"):
         assert name in message
+
+
+# the bots named after the audit "every bot in the shipped jars by name" (bots.py docstring)
+_ADDED_BOTS = {
+    "Portfolio": "ai.portfolio.PortfolioAI", "PortfolioAI": "ai.portfolio.PortfolioAI",
+    "IDRTMinimaxRandomized": "ai.minimax.RTMiniMax.IDRTMinimaxRandomized",
+    "IDABCD": "ai.minimax.ABCD.IDABCD", "TwoPhaseNaiveMCTS": "ai.mcts.naivemcts.TwoPhaseNaiveMCTS",
+    "TwoPhaseNaiveMCTSPerNode": "ai.mcts.naivemcts.TwoPhaseNaiveMCTSPerNode",
+    "MLPSMCTS": "ai.mcts.mlps.MLPSMCTS", "BS1_NaiveMCTS": "ai.mcts.believestatemcts.BS1_NaiveMCTS",
+    "BS2_NaiveMCTS": "ai.mcts.believestatemcts.BS2_NaiveMCTS",
+    "BS3_NaiveMCTS": "ai.mcts.believestatemcts.BS3_NaiveMCTS",
+    "UCTUnitActions": "ai.mcts.uct.UCTUnitActions",
+    "DownsamplingUCT": "ai.mcts.uct.DownsamplingUCT",
+    "UCTFirstPlayUrgency": "ai.mcts.uct.UCTFirstPlayUrgency",
+    "PuppetSearchAB": "ai.puppet.PuppetSearchAB", "PuppetNoPlan": "ai.puppet.PuppetNoPlan",
+    "BasicConfigurableScript": "ai.puppet.BasicConfigurableScript",
+    "UnitActionProbabilityDistributionAI": "ai.stochastic.UnitActionProbabilityDistributionAI",
+    "EconomyLightRush": "GNS.EconomyLightRush",
+    "HeavyRushPlan": "ai.CMAB.ScriptsAbstractions.HeavyRushPlan",
+    "LightRushPlan": "ai.CMAB.ScriptsAbstractions.LightRushPlan",
+    "RangedRushPlan": "ai.CMAB.ScriptsAbstractions.RangedRushPlan",
+    "PGSLimit": "ai.asymmetric.GAB.PGSLimit",
+    "PGSLimitScriptC": "ai.asymmetric.GAB.PGSLimitScriptC",
+    "PGSSelection": "ai.asymmetric.PGS.PGSSelection", "PGSmRTS": "ai.asymmetric.PGS.PGSmRTS",
+    "SSSmRTS": "ai.asymmetric.SSS.SSSmRTS", "SSSLimit": "ai.asymmetric.SAB.SSSLimit",
+    "SSSLimitRandom": "ai.asymmetric.SAB.SSSLimitRandom",
+    "SSSLimitScriptChoose": "ai.asymmetric.SAB.SSSLimitScriptChoose",
+    "LightSSSLimitScriptChoose": "ai.asymmetric.SAB.LightSSSLimitScriptChoose",
+    "ImprovedCapivara": "ai.JZ.competition.capivara.ImprovedCapivara",
+    "ImprovedTiamat": "ai.JZ.competition.tiamat.ImprovedTiamat",
+}
+
+
+def test_added_bot_names_resolve_and_construct(engine_home: Path) -> None:
+    """Each short name (any case) gives its class, and the engine's jars construct it."""
+    import jpype
+
+    from games.microrts.engine import start_jvm
+
+    start_jvm()
+    utt = jpype.JClass("rts.units.UnitTypeTable")()
+    for name, java_class in _ADDED_BOTS.items():
+        spec = bots.resolve_bot(name.lower())
+        assert spec is bots.resolve_bot(name.upper()) is bots.resolve_bot(name), name
+        assert spec.java_class == java_class and spec.summary != "custom class", name
+        assert str(bots.make_bot(spec, utt).getClass().getName()) == java_class
+
+
+@pytest.mark.parametrize("class_name, message", [
+    ("ai.scv.SCV", "needs a class missing from the engine jars"),  # Weka is not shipped
+    ("ai.ahtn.AHTNAI", "FileNotFoundException"),  # data/ahtn/*.lisp is not shipped
+    ("ai.RandomNoAttackAI", "neither a (UnitTypeTable) nor a () constructor"),
+])
+def test_unnamed_jar_classes_are_one_line_errors(engine_home: Path, class_name: str,
+                                                 message: str) -> None:
+    """The classes bots.py leaves unnamed fail as a GameError naming the bot, not a Java
+    exception."""
+    import jpype
+
+    from games.microrts.engine import start_jvm
+
+    start_jvm()
+    utt = jpype.JClass("rts.units.UnitTypeTable")()
+    with pytest.raises(GameError, match=re.escape(message)) as info:
+        bots.make_bot(bots.resolve_bot(class_name), utt)
+    assert class_name in str(info.value) and "\n" not in str(info.value)
+
+
+def _actions_issued(name: str, cycles: int = 60) -> int:
+    """Cycles in which bot ``name`` (player 0, cloned as the engine does at reset) gave a unit
+    an order other than "none" against WorkerRush on basesWorkers8x8 (``rts.GameState`` driven
+    from Python)."""
+    import jpype
+
+    from games.microrts.engine import start_jvm
+
+    start_jvm()
+    utt = jpype.JClass("rts.units.UnitTypeTable")()
+    ai = bots.make_bot(bots.resolve_bot(name), utt).clone()
+    ai.reset()
+    opponent = bots.make_bot(bots.resolve_bot("WorkerRush"), utt)
+    path = str(maps.resolve_map("basesWorkers8x8").path)
+    state = jpype.JClass("rts.GameState")(jpype.JClass("rts.PhysicalGameState").load(path, utt),
+                                          utt)
+    none = jpype.JClass("rts.UnitAction").TYPE_NONE
+    issued = 0
+    for _ in range(cycles):
+        if state.gameover():
+            break
+        mine, theirs = ai.getAction(0, state), opponent.getAction(1, state)
+        issued += any(pair.m_b.getType() != none for pair in mine.getActions())
+        state.issueSafe(mine)
+        state.issueSafe(theirs)
+        state.cycle()
+    return issued
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(b.name, marks=[pytest.mark.slow] if b.kind == "search" else [])
+    for b in bots._BOTS])
+def test_every_named_bot_plays(engine_home: Path, name: str) -> None:
+    """Every named bot but Passive gives orders in a real game (search bots, 0.5-7 s each, run
+    with ``-m slow``)."""
+    assert (_actions_issued(name) > 0) == (name != "Passive")
 
 
 def test_unknown_bot_in_options(make_game) -> None:
