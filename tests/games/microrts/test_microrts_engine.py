@@ -356,3 +356,24 @@ def test_unfetchable_engine_is_a_one_line_error_naming_the_command(tmp_path: Pat
     proc = _run(code, env)
     assert proc.returncode == 3 and f"{engine.ENV_SDIST}=" in proc.stdout
     assert "is not a file" in proc.stdout
+
+
+def test_setup_command(engine_home: Path) -> None:
+    """``selfplay setup microrts``: the engine folder and the Java found, as JSON or a line;
+    a family with nothing to set up is refused by the parser, naming the choices."""
+    import json
+
+    def setup(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "selfplay.cli", "setup", *args], cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                              text=True, timeout=120)
+
+    proc = setup("microrts", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ok"] is True and Path(report["engine_home"]) == engine_home
+    assert report["java"]["version"] >= 11 and Path(report["java"]["libjvm"]).is_file()
+    human = setup("microrts")
+    assert human.returncode == 0 and "microRTS is ready" in human.stdout, human.stderr
+    refused = setup("tictactoe")
+    assert refused.returncode == 2 and "choose from 'microrts'" in refused.stderr
