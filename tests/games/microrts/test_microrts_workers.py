@@ -113,6 +113,27 @@ def test_a_dead_worker_is_a_game_error_and_close_ends_the_others(engine_home) ->
         game.reset()
 
 
+def test_java_exception_in_a_worker_is_a_game_error(engine_home) -> None:
+    """An out-of-range unit type makes the engine throw inside a worker's gameStep: the
+    GameError carries the Java class and message, and a reset recovers every worker."""
+    game = make("microrts", num_envs=4, seed=0, workers=2, **OPTIONS)
+    try:
+        batch = game.reset()
+        actions = np.zeros((4, 2, 64, 7), np.int64)
+        cell = int(np.flatnonzero(batch.action_mask[3, 0, :, 4])[0])  # env 3: worker 1's
+        actions[3, 0, cell, [0, 5]] = (4, 99)  # produce unit type 99 (there are 7)
+        with pytest.raises(GameError, match=r"IndexOutOfBoundsException: Index 99 out of bounds"):
+            game.step(actions)
+        batch = game.reset()
+        rng = np.random.default_rng(0)
+        for _ in range(3):
+            batch = game.step(random_legal_actions(batch.action_mask, rng))
+        assert all(p.is_alive() for p in game._procs)
+        assert batch.obs[:, 0, 14:21].sum() > 0
+    finally:
+        game.close()
+
+
 def test_workers_leave_ctrl_c_and_sigterm_to_the_trainer(engine_home, tmp_path,
                                                         monkeypatch) -> None:
     """A signal to the whole process group (Ctrl-C, a scheduler's SIGTERM) must not kill the
