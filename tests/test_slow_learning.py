@@ -10,6 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 from bench_learning import train_seed  # noqa: E402
+from bench_microrts_learning import train_for  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -24,3 +25,17 @@ def test_halfcheetah_1500_within_1m_in_2_of_3_seeds(tmp_path: Path) -> None:
     results = [train_seed("HalfCheetah-v5", 1_000_000, seed, 10, 1500, [], tmp_path)
                for seed in (1, 2, 3)]
     assert sum(r["final_mean_return"] >= 1500 for r in results) >= 2, results
+
+
+def test_microrts_10x10_beats_randombiased_95_percent_within_15_minutes(tmp_path: Path) -> None:
+    """Issue 5's first learning target on the 2-core machine: the default microRTS settings
+    with every env against RandomBiased on basesWorkers10x10 for 15 minutes (JVM start
+    included), then 100 evaluation games, sides alternating: >= 95 % wins."""
+    from selfplay.play import play
+
+    bot, map_name = "RandomBiased", "basesWorkers10x10"
+    trained = train_for(15.0, ["game.num_envs=24", f"game.options.map={map_name}",
+                               f"game.options.bots=[{bot}]", "game.options.num_selfplay_envs=0",
+                               "league.enabled=false"], 1, None, tmp_path)
+    result = play(trained["checkpoint"], bot, games=100, map_name=map_name, seed=1001)
+    assert result["win_rate"] >= 0.95, (result, trained["steps"])
