@@ -1,5 +1,5 @@
 """The default settings of each game family, one YAML file per family (``<family>.yaml``).
 
-A package only so that the YAML files are installed with ``selfplay`` (a wheel carries them as
-package data); :data:`selfplay.config.HYPERPARAMS_DIR` points here.
+Installed as ``selfplay.hyperparams`` (package data of the wheel), so that the defaults come
+with the code; :data:`selfplay.config.HYPERPARAMS_DIR` points here.
 """

@@ -21,13 +21,15 @@ from games.options import OptionError, from_mapping, to_mapping
 
 
 def _hyperparams_dir() -> Path:
-    """The installed ``hyperparams`` package's folder (package data in a wheel; the checkout's
-    top-level folder in an editable install), else the folder beside this package."""
-    spec = importlib.util.find_spec("hyperparams")
+    """The family files: the installed ``selfplay.hyperparams`` package (the checkout's
+    top-level ``hyperparams/`` folder, mapped there by pyproject.toml), else that folder beside
+    this package (a checkout used without installing)."""
+    try:
+        spec = importlib.util.find_spec("selfplay.hyperparams")
+    except ModuleNotFoundError:
+        spec = None
     if spec is not None and spec.origin is not None:
-        folder = Path(spec.origin).parent
-        if (folder / "classic.yaml").is_file():
-            return folder
+        return Path(spec.origin).parent
     return Path(__file__).resolve().parent.parent / "hyperparams"
 
 
@@ -357,8 +359,8 @@ def family_defaults(family: str, game_name: str) -> dict[str, Any]:
     means a broken installation, an error rather than silently training on bare defaults."""
     if not HYPERPARAMS_DIR.is_dir():
         raise ConfigError(f"the hyperparams folder is missing ({HYPERPARAMS_DIR}): selfplay is "
-                          "installed without its default settings; reinstall it "
-                          "(pip install --force-reinstall selfplay)")
+                          "installed without its default settings; reinstall it from your "
+                          "checkout or wheel")
     path = family_file(family)
     if not path.is_file():
         return {}
