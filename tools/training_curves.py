@@ -11,8 +11,9 @@ training games per opponent), the minutes of training so far and the mean env-st
 previous row. Minutes are wall-clock between updates (rating games and checkpoints included);
 a pause longer than ``--max-gap`` seconds between two updates (the run was stopped and resumed
 later) counts only the update's own time, from its logged env-steps/s. The league column is the
-TrueSkill rating (mu +- sigma) of the run's newest snapshot at or before that step, as rated
-against the league in its evaluation games. Use it for the curves that BENCHMARKS.md reports.
+TrueSkill rating (mu +- sigma) of the run's newest rated snapshot at or before that step, as it
+stood right after the snapshot's own rating games (later snapshots' games move it afterwards).
+Use it for the curves that BENCHMARKS.md reports.
 """
 
 from __future__ import annotations
@@ -109,20 +110,26 @@ def curve_rows(records: Sequence[Mapping[str, Any]], every: int, opponents: Sequ
 
 def run_snapshots(db_path: Path, run: str | None = None) -> list[tuple[int, float, float]]:
     """``(env_steps, mu, sigma)`` of the main snapshots in a league database (of one run when
-    ``run`` is given: the player names' ``<run>@<update>`` prefix)."""
+    ``run`` is given: the player names' ``<run>@<update>`` prefix): each snapshot's rating
+    right after its own rating tournament (``eval@<name>/``), before later snapshots' games
+    moved it; snapshots not rated yet are left out."""
     if not db_path.exists():
         return []
+    out = []
     with LeagueDB(db_path) as db:
-        ratings = db.ratings()
-        out = []
         for player in db.players():
             if player.kind != "snapshot" or player.metadata.get("role", "main") != "main":
                 continue
             if run is not None and not player.name.startswith(f"{run}@"):
                 continue
-            rating = ratings.get(player.id)
-            if rating is not None and "env_steps" in player.metadata:
-                out.append((int(player.metadata["env_steps"]), rating.mu, rating.sigma))
+            own = [m.id for m in db.matches(f"eval@{player.name}/")]
+            if not own or "env_steps" not in player.metadata:
+                continue
+            history = db.rating_history([player.id])[player.id]  # [K, 4]: match, mu, sigma, elo
+            rows = history[history[:, 0] <= max(own)]
+            if len(rows):
+                out.append((int(player.metadata["env_steps"]), float(rows[-1, 1]),
+                            float(rows[-1, 2])))
     return out
 
 
@@ -167,8 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(markdown(rows, opponents))
-    if args.json_out is not None:
-        args.json_out.write_text(json.dumps(rows, indent=1) + "\n")
+    if args.json_out is not None:  # NaN (no rate for the first row) as null: valid JSON
+        clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v)
+                  for k, v in row.items()} for row in rows]
+        args.json_out.write_text(json.dumps(clean, indent=1) + "\n")
     return 0
 
 

@@ -16,7 +16,7 @@ from training_curves import curve_rows, main, read_metrics, training_seconds  # 
 from league.db import LeagueDB  # noqa: E402
 
 
-def _record(step: int, time: float, rate: float = 100.0, **wins: float) -> dict:
+def _record(step: int, time: float, rate: float = 100.0, **wins: float) -> dict[str, float]:
     return {"step": step, "time": time, "perf/steps_per_second": rate,
             **{f"win_rate/{k}": v for k, v in wins.items()}}
 
@@ -54,7 +54,8 @@ def test_metrics_file_torn_last_line_and_resumed_updates(tmp_path: Path) -> None
         read_metrics(path)
 
 
-def test_command_reads_the_run_and_its_league(tmp_path: Path, capsys) -> None:
+def test_command_reads_the_run_and_its_league(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
     run.mkdir()
     records = [_record(s, s / 100, WorkerRush=s / 1000, selfplay=0.5) for s in (100, 200, 300)]
@@ -62,10 +63,18 @@ def test_command_reads_the_run_and_its_league(tmp_path: Path, capsys) -> None:
     with LeagueDB(run / "league.db", game="microrts") as db:
         snapshot = db.add_player("run@0000002", "snapshot",
                                  metadata={"env_steps": 200, "role": "main", "update": 2})
-        db.record_match(snapshot, db.add_player("WorkerRush", "bot"), 1, key="m1")
+        rush = db.add_player("WorkerRush", "bot")
+        db.record_match(snapshot, rush, 1, key="eval@run@0000002/a/0")
+        after = db.rating(snapshot).mu
+        db.record_match(rush, snapshot, 1, key="eval@run@0000003/a/0")  # a later tournament
+        assert db.rating(snapshot).mu < after
     assert main(["--run", str(run), "--every", "100", "--opponents", "WorkerRush,selfplay"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].startswith("| env steps | minutes | WorkerRush | selfplay | league")
     assert table[2].split(" | ")[2:5] == ["0.10", "0.50", "-"]
-    assert table[3].split(" | ")[4].startswith("2") and "+-" in table[3]  # rated after a win
+    league = table[3].split(" | ")[4]  # as rated by its own tournament: after the win
+    assert float(league.split(" +- ")[0]) == pytest.approx(after, abs=0.05) and after > 25
+    out = tmp_path / "rows.json"
+    assert main(["--run", str(run), "--every", "100", "--json-out", str(out)]) == 0
+    assert json.loads(out.read_text())[0]["steps_per_second"] is not None
     assert main(["--run", str(tmp_path / "missing")]) == 2
