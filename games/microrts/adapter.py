@@ -896,6 +896,7 @@ class MicroRTSVecGame:
         self._next_truncation = self.options.max_steps
         self._component_sums[:] = 0
         self._raw[:] = 0
+        self._final_flip_of[:] = -1  # render_final: no game of these has finished yet
         return self._fresh_batch()
 
     def _fresh_batch(self) -> Batch:

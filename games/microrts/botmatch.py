@@ -20,12 +20,12 @@ takes 44 s in one process.
 (:func:`round_robin` does). A game stopped by ``max_steps`` is a draw (``truncated``), as in
 microRTS tournaments. Bots marked :attr:`~games.microrts.bots.BotSpec.deterministic` play the
 same game every time, so such a game depends only on its bots, map and sides. ``seed`` seeds
-every ``java.util.Random`` instance field of both bots (after the engine's clone-at-reset), and
-the first game's seed seeds the engine's static generators (RandomBiased's shared sampler, ...:
-:func:`~games.microrts.bots.seed_engine`) when a batch starts. So a game played alone
-(:func:`play_bots`) is the same game for the same seed, random bots included; games stepped
-together draw from the static generators in stepping order, so a batch replays exactly for the
-same games and ``parallel``. Randomness elsewhere stays (a fresh clock-seeded ``Random`` in
+every ``java.util.Random`` instance field of both bots (after the engine's clone-at-reset) and,
+as the game starts, the engine's static generators (RandomBiased's shared sampler, ...:
+:func:`~games.microrts.bots.seed_engine`). So a game played alone (:func:`play_bots`, or one
+slot per worker process) is the same game for the same seed, random bots included; games
+stepped together share the static generators, so a batch replays exactly for the same games
+and ``parallel``. Randomness elsewhere stays (a fresh clock-seeded ``Random`` in
 the Random bot's every move, CoacAI's local generators, the wall-clock budgets of Mayari and the
 search bots). Search bots think for about 100 ms per cycle: a 5,000-cycle game
 of theirs takes minutes.
@@ -194,6 +194,7 @@ class _Arena:
         client.reset(0)  # clones and resets both bots, loads the map
         bots_mod.seed_bot(client.ai1, game.seed)
         bots_mod.seed_bot(client.ai2, game.seed)
+        bots_mod.seed_engine(game.seed)  # shared by every slot: see the module docstring
 
     def _idle(self, slot: int) -> None:
         """No more games for ``slot``: passive bots keep its stepping cheap."""
@@ -210,7 +211,6 @@ class _Arena:
         active = np.zeros(self.slots, bool)
         results: list[BotGameResult | None] = [None] * len(games)
         finished = 0
-        bots_mod.seed_engine(games[0].seed)
         try:
             for slot in range(self.slots):
                 self._fill(slot, queue, slot_game, limit, steps, active)

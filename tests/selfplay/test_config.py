@@ -120,6 +120,10 @@ def test_microrts_family_file_documents_every_option() -> None:
 
     assert missing(TrainConfig(), data, "") == []
     options, text = data["game"]["options"], path.read_text()
-    undocumented = [f.name for f in dataclasses.fields(MicroRTSOptions) if f.name not in options
-                    and not re.search(rf"^    # {f.name}: \S", text, re.MULTILINE)]
-    assert undocumented == []
+    defaults = MicroRTSOptions()
+    for f in dataclasses.fields(MicroRTSOptions):
+        if f.name in options:
+            continue
+        shown = re.search(rf"^    # {f.name}: (.+)$", text, re.MULTILINE)
+        assert shown, f"game.options.{f.name} is not documented"
+        assert yaml.safe_load(shown.group(1)) == getattr(defaults, f.name), f.name

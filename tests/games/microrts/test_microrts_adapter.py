@@ -135,9 +135,8 @@ def test_random_masked_policy_loses_only_actions_on_reserved_cells(make_game,
     step. The engine carries out each one, except exactly those it must refuse: a move or
     production into a cell already reserved (by an action under way, by an earlier unit of
     the same side this cycle in the engine's cell order, or by player 0) or a production the
-    side's
-    resources, less those reserved, cannot pay. The masks, like MicroRTS-Py's, are per unit
-    and do not see reservations. In a self-play game player 0's orders are issued before
+    side's resources, less those reserved, cannot pay. The masks, like MicroRTS-Py's, are per
+    unit and do not see reservations. In a self-play game player 0's orders are issued before
     player 1's are read, so player 0 wins a cell both claim. Predicted here from the engine's
     reservations before the step and the actions as the test decodes them (cells and
     directions into the engine's frame: an independent check of the adapter's encoding);

@@ -54,6 +54,10 @@ def test_random_bots_replay_for_a_seed(engine_home) -> None:
     first = game(7)
     assert game(7) == first == game(7)
     assert len({first, game(8), game(9), game(10)}) > 1  # the seed matters
+    # a worker process (its own JVM and static generators) plays the same game
+    workers = play_bot_games([BotGame("RandomBiased", "RandomBiased", "basesWorkers8x8", 3000,
+                                      7)] * 2, parallel=1, processes=2)
+    assert [(r.winner, r.length) for r in workers] == [first, first]
     batch = round_robin(["RandomBiased", "WorkerRush", "LightRush"], "basesWorkers8x8", 2000,
                         games_per_side=2, seed=3)
     assert play_bot_games(batch, parallel=5) == play_bot_games(batch, parallel=5)
@@ -93,6 +97,21 @@ def test_deterministic_flags() -> None:
     assert bots.resolve_bot("WorkerRush").deterministic
     for name in ("Mayari", "CoacAI", "RandomBiased", "NaiveMCTS", "EconomyRush"):
         assert not bots.resolve_bot(name).deterministic, name
+
+
+def test_bots_marked_deterministic_replay_whatever_the_seed(engine_home) -> None:
+    """Every bot marked deterministic plays the same game against WorkerRush from each side
+    with different seeds (each game alone, so shared generators cannot hide a difference)."""
+    marked = [b for b in (bots.resolve_bot(n) for n in bots.bot_names()) if b.deterministic]
+    assert len(marked) >= 10
+    games = [BotGame(a, b, "basesWorkers8x8", 1000, seed) for spec in marked
+             for a, b in ((spec.name, "WorkerRush"), ("WorkerRush", spec.name))
+             for seed in (1, 2)]
+    results = play_bot_games(games, parallel=1)
+    differ = [(g.bot_a, g.bot_b) for g, first, second in zip(games[::2], results[::2],
+                                                                results[1::2], strict=True)
+              if (first.winner, first.length) != (second.winner, second.length)]
+    assert differ == []
 
 
 @pytest.mark.timeout(300)
