@@ -35,7 +35,7 @@ _LAZY = {"MicroRTSOptions": "adapter", "MicroRTSVecGame": "adapter",
 def make(name: str = "microrts", num_envs: int = 1, seed: int | None = None,
          **options: Any) -> MicroRTSVecGame | MicroRTSWorkers:
     """The registry factory: ``num_envs`` environments configured by ``options``
-    (keys of :class:`~games.microrts.adapter.MicroRTSOptions`; an unknown key is an error)."""
+    (keys of :class:`~games.microrts.options.MicroRTSOptions`; an unknown key is an error)."""
     from games.microrts.adapter import MicroRTSOptions, MicroRTSVecGame
     from games.options import from_mapping
 

@@ -90,10 +90,8 @@ playing the same games.
 
 from __future__ import annotations
 
-import math
-import sys
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -108,88 +106,48 @@ from games.core import (
 from games.microrts import bots as bots_mod
 from games.microrts import engine, kernels
 from games.microrts.maps import MapInfo, resolve_maps
+from games.microrts.options import (
+    ACTION_GATES,
+    ACTION_NVEC,
+    DEFAULT_REWARD_WEIGHTS,
+    MASK_WIDTH,
+    NUM_ENGINE_PLANES,
+    OBS_PLANES,
+    REWARD_COMPONENTS,
+    SELFPLAY,
+    EnvLayout,
+    MicroRTSOptions,
+    env_layout,
+)
+from games.microrts.plans import (
+    LOW_BYTE,
+    ROTATED_COLUMNS,
+    CopyPlan,
+    byte_view,
+    rotate_actions,
+)
+from games.microrts.plans import runs as index_runs
 
-REWARD_COMPONENTS = ("win_loss", "resource_gather", "produce_worker", "produce_building",
-                     "attack", "produce_combat_unit")
-DEFAULT_REWARD_WEIGHTS = (10.0, 1.0, 1.0, 0.2, 1.0, 4.0)  # MicroRTS-Py's
+__all__ = [  # the game's interface (options and layout re-exported from options.py)
+    "ACTION_GATES", "ACTION_NVEC", "DEFAULT_REWARD_WEIGHTS", "MASK_WIDTH", "NUM_ENGINE_PLANES",
+    "OBS_PLANES", "REWARD_COMPONENTS", "SELFPLAY", "EnvLayout", "MicroRTSOptions",
+    "MicroRTSVecGame", "env_layout", "random_legal_actions",
+]
+
 # Java order puts ProduceWorker (never "done") first: the vector client resets a game by itself
 # when component 0 says done, and we want to read the last observation before resetting.
 _JAVA_RFS = ("ProduceWorker", "WinLoss", "ResourceGather", "ProduceBuilding", "Attack",
              "ProduceCombatUnit")
 _CANON_FROM_JAVA = np.array([1, 2, 0, 3, 4, 5])  # canonical k = java[_CANON_FROM_JAVA[k]]
 _JAVA_WINLOSS = 1
-SELFPLAY = "selfplay"  # opponent_names entry of a self-play env
 
-OBS_PLANES = (
-    *(f"hp_{i}" for i in range(5)), *(f"resources_{i}" for i in range(5)),
-    "owner_none", "owner_own", "owner_enemy",
-    "type_none", "type_resource", "type_base", "type_barracks", "type_worker", "type_light",
-    "type_heavy", "type_ranged",
-    "action_none", "action_move", "action_harvest", "action_return", "action_produce",
-    "action_attack",
-    "wall", "visible",
-)
-NUM_ENGINE_PLANES = 27  # the planes before "wall" come from the engine
 _WALL, _VISIBLE = 27, 28
 _OWNER_OWN = 11
 _EMPTY_CELL_PLANES = [0, 5, 10, 13, 21]  # what the engine writes for a cell without a unit
-ACTION_NVEC = (6, 4, 4, 4, 4, 7, 49)
-MASK_WIDTH = sum(ACTION_NVEC)  # 78
 _ACTION_OFFSETS = tuple(int(x) for x in np.cumsum((0, *ACTION_NVEC)))  # 0, 6, ..., 29, 78
-ACTION_GATES: tuple[tuple[int, ...] | None, ...] = (None, (1,), (2,), (3,), (4,), (4,), (5,))
 _NO_EPISODES = EpisodeStats.empty()  # shared: its arrays are empty
 _BIG_STEPS = 2**31 - 1  # the engine's own step limit, never reached: we truncate in Python
-# The engine's planes and masks are 0/1 int32: their low byte, viewed in place, is the value.
-_LOW_BYTE = 0 if sys.byteorder == "little" else 3
 
-
-@dataclass
-class MicroRTSOptions:
-    """Options of the ``microrts`` game (``game.options`` in a config)."""
-
-    map: str = "basesWorkers16x16"
-    """shipped map name (e.g. basesWorkers8x8) or a path to an XML map"""
-    maps: list[str] = field(default_factory=list)
-    """several maps of one size spread over the envs, each played from both sides (see
-    :func:`env_layout`; overrides ``map``)"""
-    bots: list[str] = field(default_factory=lambda: ["WorkerRush"])
-    """opponents of the bot envs (see games.microrts.bots), cycled over them; in training with
-    ``league.bot_env_pfsp`` each bot env's next bot is drawn among them instead (set_bot)"""
-    num_selfplay_envs: int = 0
-    """how many of the envs are self-play games (2 seats); the others play bots"""
-    max_steps: int = 2000
-    """episode length limit in game cycles; reaching it truncates the episode"""
-    reward_weights: tuple[float, ...] = DEFAULT_REWARD_WEIGHTS
-    """weights of win_loss, resource_gather, produce_worker, produce_building, attack,
-    produce_combat_unit"""
-    partial_obs: bool = False
-    """fog of war: seats see what their units see (bots are fogged too; state stays unfogged)"""
-    rotate_player1: bool = False
-    """rotate the board 180 degrees for seats playing player 1"""
-    alternate_sides: bool = True
-    """seat 0 plays player 0 in even envs and player 1 in odd ones (see module docs)"""
-    timeout_outcome: Literal["draw", "none"] = "draw"
-    """outcome of a game stopped by max_steps"""
-    render: bool = False
-    """accepted for uniformity with other games: render() always works here"""
-    render_cell: int = 24
-    """pixels per cell in render() frames"""
-    workers: int = 1
-    """processes the envs are split over (spawned, one JVM each; see games.microrts.workers);
-    1 steps every env in this process. More than 1 pays where cores are idle (a GPU machine)"""
-
-    def __post_init__(self) -> None:
-        if len(self.reward_weights) != len(REWARD_COMPONENTS):
-            raise ValueError(f"reward_weights needs {len(REWARD_COMPONENTS)} numbers "
-                             f"({', '.join(REWARD_COMPONENTS)}), got {len(self.reward_weights)}")
-        if self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
-        if self.num_selfplay_envs < 0:
-            raise ValueError(f"num_selfplay_envs must be >= 0, got {self.num_selfplay_envs}")
-        if self.workers < 1:
-            raise ValueError(f"workers must be >= 1, got {self.workers}")
-        if not 4 <= self.render_cell <= 128:
-            raise ValueError(f"render_cell must be in 4..128, got {self.render_cell}")
 
 
 # --------------------------------------------------------------------------- sampling
@@ -221,101 +179,6 @@ def random_legal_actions(mask: np.ndarray, rng: np.random.Generator,
     return out
 
 
-# --------------------------------------------------------------------------- index plans
-
-
-@dataclass(frozen=True)
-class _Copy:
-    """Seat slots ``dst`` (flat ``e*A+s``) <-> engine rows ``src`` of one group, one rotation.
-
-    Both are slices (arithmetic progressions), so every copy through a plan is a strided view
-    on both sides: no gathers, no temporaries. A ``pairs`` plan moves both seats of self-play
-    envs at once: ``dst`` then slices envs and ``src`` self-play games (rows ``2i, 2i+1``), and
-    ``swapped`` pairs have seat 0 on player 1 (alternating sides)."""
-
-    group: int
-    rotated: bool
-    dst: slice
-    src: slice
-    count: int
-    pairs: bool = False
-    swapped: bool = False
-    games: int = 0  # self-play games of the group (pairs only)
-
-    def dst_view(self, flat: np.ndarray) -> np.ndarray:
-        """The plan's slots of ``flat`` ``[E*A, ...]``: ``[K, ...]`` or ``[K, 2, ...]``."""
-        if not self.pairs:
-            return flat[self.dst]
-        return flat.reshape(-1, 2, *flat.shape[1:])[self.dst]
-
-    def src_view(self, rows: np.ndarray) -> np.ndarray:
-        """The plan's rows of a group's ``rows`` ``[N, ...]``, in slot order."""
-        if not self.pairs:
-            return rows[self.src]
-        view = rows[:2 * self.games].reshape(self.games, 2, *rows.shape[1:])[self.src]
-        return view[:, ::-1] if self.swapped else view
-
-
-def _runs(dst: np.ndarray, src: np.ndarray) -> list[tuple[slice, slice, int]]:
-    """Split index pairs (``dst`` increasing) into maximal runs where both ``dst`` and ``src``
-    are arithmetic progressions with positive steps: ``(dst slice, src slice, length)``."""
-    out = []
-    i, n = 0, len(dst)
-    while i < n:
-        j = i + 1  # the run is [i, j)
-        if j < n:
-            step_d, step_s = int(dst[j] - dst[i]), int(src[j] - src[i])
-            if step_d > 0 and step_s > 0:
-                j += 1
-                while j < n and dst[j] - dst[j - 1] == step_d and src[j] - src[j - 1] == step_s:
-                    j += 1
-            else:
-                step_d = step_s = 1
-        else:
-            step_d = step_s = 1
-        count = j - i
-        out.append((slice(int(dst[i]), int(dst[j - 1]) + 1, step_d),
-                    slice(int(src[i]), int(src[j - 1]) + 1, step_s), count))
-        i = j
-    return out
-
-
-def _rotated_mask_index(nvec: tuple[int, ...], cells: int) -> np.ndarray:
-    """Flat gather index turning a ``[cells * sum(nvec)]`` mask row into the 180-degree-rotated
-    frame: cells reversed; directions ``d <- (d + 2) % 4``; attack offsets ``k <- n - 1 - k``.
-    (The reference for the adapter's sparse mask rotation.)"""
-    columns = []
-    off = 0
-    for comp, n in enumerate(nvec):
-        values = np.arange(n)
-        if comp in (1, 2, 3, 4):
-            values = (values + 2) % 4
-        elif comp == 6:
-            values = n - 1 - values
-        columns.append(off + values)
-        off += n
-    column = np.concatenate(columns)
-    return ((cells - 1 - np.arange(cells))[:, None] * off + column[None, :]).ravel()
-
-
-# [78]: mask column j of the rotated frame is the engine's column _ROTATED_COLUMNS[j]
-_ROTATED_COLUMNS = _rotated_mask_index(ACTION_NVEC, 1)
-
-
-def _rotate_actions(src: np.ndarray, dst: np.ndarray) -> None:
-    """Engine actions ``dst`` (int32 ``[K, HW, 7]``) for rotated-frame actions ``src``: cells
-    reversed, directions ``d -> (d + 2) % 4``, attack offsets ``k -> 48 - k``. Cells with a
-    no-op type are written as all zeros (the engine reads nothing else of them)."""
-    cells = src.shape[1]
-    k, c = np.nonzero(src[..., 0])
-    rows = src[k, c]  # [U, 7]
-    rows[:, 1:5] += 2
-    rows[:, 1:5] &= 3
-    rows[:, 6] = ACTION_NVEC[6] - 1 - rows[:, 6]
-    dst[...] = 0
-    dst[k, cells - 1 - c] = rows
-
-
 @dataclass
 class _Group:
     """One Java vector client: self-play games and bot envs whose seat 0 is ``learner``."""
@@ -340,60 +203,6 @@ class _Group:
         return 2 * len(self.sp_envs) + len(self.bot_envs)
 
 
-def _byte_view(buffer: np.ndarray) -> np.ndarray:
-    """``uint8 [N, HW, C]`` view of the low bytes of a 0/1 ``int32 [N, H, W, C]`` buffer."""
-    n, c = buffer.shape[0], buffer.shape[-1]
-    return buffer.view(np.uint8).reshape(n, -1, c, 4)[..., _LOW_BYTE]
-
-
-@dataclass(frozen=True)
-class EnvLayout:
-    """Who plays each env where: ``players [E, A]`` (engine player of each seat, -1 = no seat),
-    ``bots [E]`` (the bot of a bot env, None for a self-play game) and ``maps [E]`` (index into
-    the options' maps)."""
-
-    players: np.ndarray
-    bots: list[bots_mod.BotSpec | None]
-    maps: list[int]
-
-
-def env_layout(opts: MicroRTSOptions, num_envs: int) -> EnvLayout:
-    """Envs ``0..S-1`` self-play, then bot envs cycling over ``opts.bots`` (see module docs).
-
-    With several maps and ``alternate_sides``, both envs of a side pair share a map, so every
-    map is played from both sides (cycling maps env by env would tie map ``k`` to side
-    ``k % 2``). Side pair ``p`` of the bot envs plays bot ``p % len(bots)`` on map
-    ``(p + p // lcm(len(bots), len(maps))) % len(maps)``: the maps cycle with the pairs, shifted
-    by one after each common cycle, so every bot meets every map once there are enough envs.
-    """
-    if num_envs < 1:
-        raise GameError(f"microrts: num_envs must be >= 1, got {num_envs}")
-    if opts.num_selfplay_envs > num_envs:
-        raise GameError(f"microrts: num_selfplay_envs={opts.num_selfplay_envs} exceeds "
-                        f"num_envs={num_envs}")
-    num_sp = opts.num_selfplay_envs
-    num_bot = num_envs - num_sp
-    bot_specs = [bots_mod.resolve_bot(b) for b in opts.bots]
-    if num_bot and not bot_specs:
-        raise GameError(f"microrts: {num_bot} bot envs but options.bots is empty; name "
-                        f"bots or set num_selfplay_envs={num_envs}")
-    players = np.full((num_envs, 2 if num_sp else 1), -1, np.int64)
-    bots: list[bots_mod.BotSpec | None] = [None] * num_envs
-    num_maps = max(1, len(opts.maps))
-    pair = 2 if opts.alternate_sides else 1  # envs that differ only by side
-    maps = [0] * num_envs
-    for i in range(num_sp):
-        side = i % 2 if opts.alternate_sides else 0
-        players[i] = (side, 1 - side)
-        maps[i] = (i // pair) % num_maps
-    for j in range(num_bot):
-        e = num_sp + j
-        side = j % 2 if opts.alternate_sides else 0
-        players[e, 0] = side
-        bots[e] = bot_specs[(j // pair) % len(bot_specs)]
-        step = j // pair
-        maps[e] = (step + step // math.lcm(len(bot_specs), num_maps)) % num_maps
-    return EnvLayout(players, bots, maps)
 
 
 class MicroRTSVecGame:
@@ -599,7 +408,7 @@ class MicroRTSVecGame:
                 g.keep.append(state_j)
                 g.state_nd = nd_buffer(state_j, jpype.JArray(jpype.JInt)(
                     [g.rows, height, width, NUM_ENGINE_PLANES]))
-            g.planes = _byte_view(g.state if g.state is not None else g.obs)
+            g.planes = byte_view(g.state if g.state is not None else g.obs)
         if len(self.map_infos) > 1:
             self._set_client_maps()
 
@@ -692,7 +501,7 @@ class MicroRTSVecGame:
 
     # ------------------------------------------------------------------ conversions
 
-    def _plan(self, envs: np.ndarray, pairs: bool = False) -> list[_Copy]:
+    def _plan(self, envs: np.ndarray, pairs: bool = False) -> list[CopyPlan]:
         """Copy plans for the live seats of ``envs``: runs of seats whose slots and engine rows
         are both arithmetic progressions, found per (group, rotation, kind, seat, side) class
         (alternating sides make the row order a permutation of the slot order). With ``pairs``
@@ -704,7 +513,7 @@ class MicroRTSVecGame:
             step = 2 if self.options.alternate_sides else 1
             for first in range(min(step, num_sp)):
                 count = len(range(first, num_sp, step))
-                plans.append(_Copy(0, False, slice(first, num_sp, step),
+                plans.append(CopyPlan(0, False, slice(first, num_sp, step),
                                    slice(first, num_sp, step), count, pairs=True,
                                    swapped=bool(self.players[first, 0] == 1), games=games))
             envs = envs[envs >= num_sp]
@@ -719,11 +528,11 @@ class MicroRTSVecGame:
         keys = np.stack([group, rotated, selfplay, seat, side], 1)
         for key in np.unique(keys, axis=0):
             sel = (keys == key).all(1)
-            for d, s, count in _runs(dst[sel], src[sel]):
-                plans.append(_Copy(int(key[0]), bool(key[1]), d, s, count))
+            for d, s, count in index_runs(dst[sel], src[sel]):
+                plans.append(CopyPlan(int(key[0]), bool(key[1]), d, s, count))
         return plans
 
-    def _convert_obs(self, plans: list[_Copy], out: np.ndarray, source: str = "obs") -> None:
+    def _convert_obs(self, plans: list[CopyPlan], out: np.ndarray, source: str = "obs") -> None:
         """Engine rows -> ``out`` ``[E, A, C, H, W]`` for ``plans``: one transposing copy of the
         int32 buffers' low bytes per plan. With fog the observation is the unfogged board masked
         by the seat's sight: the engine's own fogged encoding is one cycle stale and leaves
@@ -793,7 +602,7 @@ class MicroRTSVecGame:
         self._engine_planes = self._engine_obs.reshape(-1, cells, NUM_ENGINE_PLANES)
         # the engine's 0/1 int32 mask rows as bytes: [all rows * HW, 78] uint8 view
         self._engine_mask_bytes = self._engine_masks.view(np.uint8).reshape(
-            -1, MASK_WIDTH, 4)[..., _LOW_BYTE]
+            -1, MASK_WIDTH, 4)[..., LOW_BYTE]
 
     def _visibility(self, state: np.ndarray) -> np.ndarray:
         """``bool [K, H, W]``: cells within sight of the seat's units, from unfogged
@@ -819,7 +628,7 @@ class MicroRTSVecGame:
         rows = self._engine_mask_bytes[self._mask_src[cells]].view(bool)  # [U, 78]
         if self._mask_turn is not None:
             turn = self._mask_turn[cells]
-            rows[turn] = rows[turn][:, _ROTATED_COLUMNS]
+            rows[turn] = rows[turn][:, ROTATED_COLUMNS]
         out = self._mask[flip].reshape(-1, MASK_WIDTH)  # [E*A*HW, 78]
         out[self._mask_rows[flip]] = False
         out[cells] = rows
@@ -833,7 +642,7 @@ class MicroRTSVecGame:
             return
         for c, engine_view in self._act_copies:  # [K, (2,) HW, 7] int32 views
             if c.rotated:
-                _rotate_actions(c.dst_view(flat), engine_view)
+                rotate_actions(c.dst_view(flat), engine_view)
             else:
                 np.copyto(engine_view, c.dst_view(flat))
 
@@ -968,7 +777,7 @@ class MicroRTSVecGame:
             raise self._engine_failed("getMasks", exc) from exc
         if self.compiled:
             kernels.read_masks(self._engine_masks, self._slot_row, self._slot_rot,
-                               _ROTATED_COLUMNS, self._obs_slots[flip][:, _OWNER_OWN],
+                               ROTATED_COLUMNS, self._obs_slots[flip][:, _OWNER_OWN],
                                self._mask_slots[flip], self._mask_set[flip])
         else:
             self._convert_masks(flip)

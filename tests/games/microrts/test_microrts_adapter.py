@@ -557,7 +557,8 @@ def test_engine_masks_are_empty_where_no_unit_may_act(make_game) -> None:
 def test_every_seat_reads_its_engine_row(make_game, options: dict) -> None:
     """Observations and masks of seat (e, s) are those of engine row ``_seat_row[e, s]`` of its
     group (rotated by 180 degrees for player 1 with ``rotate_player1``), whatever the plans."""
-    from games.microrts.adapter import ACTION_NVEC, _rotated_mask_index
+    from games.microrts.options import ACTION_NVEC
+    from games.microrts.plans import rotated_mask_index as _rotated_mask_index
 
     game = make_game(7, bots=["WorkerRush", "Passive"], max_steps=60, **options)
     cells = game.height * game.width
