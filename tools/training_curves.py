@@ -22,13 +22,25 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from league.db import LeagueDB
 
 DEFAULT_OPPONENTS = ("WorkerRush", "LightRush", "CoacAI", "RandomBiased", "selfplay")
+
+
+@dataclass(frozen=True)
+class RatedSnapshot:
+    """A snapshot's rating after its own rating tournament, and its results there against
+    each scripted bot: ``vs_bots[bot] = (wins, games)``."""
+
+    env_steps: int
+    mu: float
+    sigma: float
+    vs_bots: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -68,11 +80,13 @@ def training_seconds(records: Sequence[Mapping[str, Any]], max_gap: float) -> li
 
 
 def curve_rows(records: Sequence[Mapping[str, Any]], every: int, opponents: Sequence[str],
-               snapshots: Sequence[tuple[int, float, float]] = (),
+               snapshots: Sequence[RatedSnapshot] = (),
                max_gap: float = 600.0) -> list[dict[str, Any]]:
     """One row per multiple of ``every`` env steps that the run reached, plus its last update.
 
-    ``snapshots``: ``(env_steps, mu, sigma)`` of the run's snapshots, any order."""
+    ``snapshots``: the run's rated snapshots, any order. A row's ``league`` is the newest one's
+    rating at or before its step; its ``eval`` sums the rating games against each bot of the
+    snapshots taken since the previous row: ``{bot: (wins, games)}``."""
     if every <= 0:
         raise ValueError(f"--every must be positive, got {every}")
     if not records:
@@ -88,7 +102,7 @@ def curve_rows(records: Sequence[Mapping[str, Any]], every: int, opponents: Sequ
             picked.append(index)
     if not picked or picked[-1] != len(records) - 1:
         picked.append(len(records) - 1)
-    ordered = sorted(snapshots)
+    ordered = sorted(snapshots, key=lambda snap: snap.env_steps)
     rows = []
     previous_step, previous_time = 0, 0.0
     for index in picked:
@@ -101,47 +115,68 @@ def curve_rows(records: Sequence[Mapping[str, Any]], every: int, opponents: Sequ
         for name in opponents:
             value = record.get(f"win_rate/{name}")
             row[name] = None if value is None else float(value)
-        rated = [s for s in ordered if s[0] <= step]
-        row["league"] = (rated[-1][1], rated[-1][2]) if rated else None
+        rated = [snap for snap in ordered if snap.env_steps <= step]
+        row["league"] = (rated[-1].mu, rated[-1].sigma) if rated else None
+        row["eval"] = {}
+        for snap in rated:
+            if snap.env_steps > previous_step:
+                for bot, (wins, games) in snap.vs_bots.items():
+                    total = row["eval"].get(bot, (0, 0))
+                    row["eval"][bot] = (total[0] + wins, total[1] + games)
         rows.append(row)
         previous_step, previous_time = step, now
     return rows
 
 
-def run_snapshots(db_path: Path, run: str | None = None) -> list[tuple[int, float, float]]:
-    """``(env_steps, mu, sigma)`` of the main snapshots in a league database (of one run when
-    ``run`` is given: the player names' ``<run>@<update>`` prefix): each snapshot's rating
-    right after its own rating tournament (``eval@<name>/``), before later snapshots' games
-    moved it; snapshots not rated yet are left out."""
+def run_snapshots(db_path: Path, run: str | None = None) -> list[RatedSnapshot]:
+    """The main snapshots in a league database (of one run when ``run`` is given: the player
+    names' ``<run>@<update>`` prefix), each with its rating right after its own rating
+    tournament (``eval@<name>/``), before later snapshots' games moved it, and its results
+    there against the scripted bots; snapshots not rated yet are left out."""
     if not db_path.exists():
         return []
     out = []
     with LeagueDB(db_path) as db:
+        bots = {p.id: p.name for p in db.players() if p.kind == "bot"}
         for player in db.players():
             if player.kind != "snapshot" or player.metadata.get("role", "main") != "main":
                 continue
             if run is not None and not player.name.startswith(f"{run}@"):
                 continue
-            own = [m.id for m in db.matches(f"eval@{player.name}/")]
+            own = db.matches(f"eval@{player.name}/")
             if not own or "env_steps" not in player.metadata:
                 continue
             history = db.rating_history([player.id])[player.id]  # [K, 4]: match, mu, sigma, elo
-            rows = history[history[:, 0] <= max(own)]
-            if len(rows):
-                out.append((int(player.metadata["env_steps"]), float(rows[-1, 1]),
-                            float(rows[-1, 2])))
+            rows = history[history[:, 0] <= max(m.id for m in own)]
+            if not len(rows):
+                continue
+            vs_bots: dict[str, tuple[int, int]] = {}
+            for m in own:
+                bot, result = ((bots.get(m.player_b), m.outcome) if m.player_a == player.id
+                               else (bots.get(m.player_a), -m.outcome))
+                if bot is not None:
+                    wins, games = vs_bots.get(bot, (0, 0))
+                    vs_bots[bot] = (wins + (result == 1), games + 1)
+            out.append(RatedSnapshot(int(player.metadata["env_steps"]), float(rows[-1, 1]),
+                                     float(rows[-1, 2]), vs_bots))
     return out
 
 
-def markdown(rows: Iterable[Mapping[str, Any]], opponents: Sequence[str]) -> str:
-    """The rows as a Markdown table (a dash where an opponent has no finished game yet)."""
-    head = ["env steps", "minutes", *opponents, "league mu +- sigma", "env-steps/s"]
+def markdown(rows: Sequence[Mapping[str, Any]], opponents: Sequence[str]) -> str:
+    """The rows as a Markdown table (a dash where an opponent has no finished game yet); the
+    rating games against each bot as ``wins/games`` per row."""
+    bots = sorted({bot for row in rows for bot in row.get("eval", {})})
+    head = ["env steps", "minutes", *opponents, "league mu +- sigma",
+            *(f"rating games vs {bot}" for bot in bots), "env-steps/s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        cells = [f"{row['step'] / 1e6:.2f}M", f"{row['minutes']:.0f}"]
+        cells = [f"{row['step'] / 1e6:.3f}M", f"{row['minutes']:.0f}"]
         cells += ["-" if row[name] is None else f"{row[name]:.2f}" for name in opponents]
         league = row["league"]
         cells.append("-" if league is None else f"{league[0]:.1f} +- {league[1]:.1f}")
+        for bot in bots:
+            wins, games = row.get("eval", {}).get(bot, (0, 0))
+            cells.append(f"{wins}/{games}" if games else "-")
         rate = row["steps_per_second"]
         cells.append("-" if math.isnan(rate) else f"{rate:.0f}")
         lines.append("| " + " | ".join(cells) + " |")
@@ -176,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(markdown(rows, opponents))
     if args.json_out is not None:  # NaN (no rate for the first row) as null: valid JSON
         clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v)
-                  for k, v in row.items()} for row in rows]
+                  for k, v in row.items()} for row in rows]  # tuples become lists
         args.json_out.write_text(json.dumps(clean, indent=1) + "\n")
     return 0
 

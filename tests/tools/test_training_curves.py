@@ -11,7 +11,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 
-from training_curves import curve_rows, main, read_metrics, training_seconds  # noqa: E402
+from training_curves import (  # noqa: E402
+    RatedSnapshot,
+    curve_rows,
+    main,
+    read_metrics,
+    training_seconds,
+)
 
 from league.db import LeagueDB  # noqa: E402
 
@@ -31,11 +37,14 @@ def test_training_seconds_skip_a_pause_between_sessions() -> None:
 def test_rows_take_the_last_update_at_or_before_each_mark() -> None:
     records = [_record(s, 10.0 * i, WorkerRush=i / 10) for i, s in enumerate(range(60, 1000, 60))]
     rows = curve_rows(records, every=250, opponents=["WorkerRush", "CoacAI"],
-                      snapshots=[(600, 14.0, 1.5), (120, 12.0, 2.0)])
+                      snapshots=[RatedSnapshot(600, 14.0, 1.5, {"rush": (1, 4)}),
+                                 RatedSnapshot(120, 12.0, 2.0, {"rush": (0, 4)}),
+                                 RatedSnapshot(540, 13.0, 1.6, {"rush": (2, 4)})])
     assert [r["step"] for r in rows] == [240, 480, 720, 960]
     assert [r["WorkerRush"] for r in rows] == pytest.approx([0.3, 0.7, 1.1, 1.5])
     assert all(r["CoacAI"] is None for r in rows)
     assert [r["league"] for r in rows] == [(12.0, 2.0), (12.0, 2.0), (14.0, 1.5), (14.0, 1.5)]
+    assert [r["eval"] for r in rows] == [{"rush": (0, 4)}, {}, {"rush": (3, 8)}, {}]
     # 60 steps per 10 s after the first update (0.6 s of its own)
     assert rows[1]["steps_per_second"] == pytest.approx(240 / 40)
     with pytest.raises(ValueError, match="--every"):
@@ -72,6 +81,8 @@ def test_command_reads_the_run_and_its_league(tmp_path: Path,
     table = capsys.readouterr().out.splitlines()
     assert table[0].startswith("| env steps | minutes | WorkerRush | selfplay | league")
     assert table[2].split(" | ")[2:5] == ["0.10", "0.50", "-"]
+    assert table[0].endswith("| rating games vs WorkerRush | env-steps/s |")
+    assert table[3].split(" | ")[5] == "1/1"  # its own tournament's game, not the later one
     league = table[3].split(" | ")[4]  # as rated by its own tournament: after the win
     assert float(league.split(" +- ")[0]) == pytest.approx(after, abs=0.05) and after > 25
     out = tmp_path / "rows.json"
