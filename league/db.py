@@ -404,6 +404,21 @@ class LeagueDB:
                                   (prefix, prefix + "\U0010ffff")).fetchall()
         return [Match(*r) for r in rows]
 
+    def results_vs_bots(self, ref: int | str, prefix: str = "") -> dict[str, tuple[int, int, int]]:
+        """``(wins, draws, games)`` of player ``ref`` against each bot, from its side of the
+        stored matches whose key starts with ``prefix`` (one tournament's, say)."""
+        me = self.player(ref).id
+        bots = {p.id: p.name for p in self.players() if p.kind == "bot"}
+        out: dict[str, tuple[int, int, int]] = {}
+        for m in self.matches(prefix):
+            bot, outcome = ((bots.get(m.player_b), m.outcome) if m.player_a == me else
+                            (bots.get(m.player_a), -m.outcome) if m.player_b == me else
+                            (None, 0))
+            if bot is not None:
+                wins, draws, games = out.get(bot, (0, 0, 0))
+                out[bot] = (wins + (outcome == 1), draws + (outcome == 0), games + 1)
+        return out
+
     def match_arrays(self) -> dict[str, np.ndarray]:
         """Stored matches as arrays ``[M]`` (player_a, player_b, outcome), in recorded order."""
         rows = self._conn.execute("SELECT player_a, player_b, outcome FROM matches "

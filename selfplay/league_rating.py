@@ -79,18 +79,10 @@ def rating_metrics(db: LeagueDB, name: str, snapshots: int) -> dict[str, float]:
 def bot_results(db: LeagueDB, name: str) -> dict[str, float]:
     """Win and draw rates of snapshot ``name`` in its rating tournament's games against each
     scripted bot (``eval/win_rate/<bot>``, ``eval/draw_rate/<bot>``)."""
-    me = db.player(name).id
-    bots = {p.id: p.name for p in db.players() if p.kind == "bot"}
-    outcomes: dict[str, list[int]] = {}
-    for match in db.matches(f"eval@{name}/"):
-        if match.player_a == me and match.player_b in bots:
-            outcomes.setdefault(bots[match.player_b], []).append(match.outcome)
-        elif match.player_b == me and match.player_a in bots:
-            outcomes.setdefault(bots[match.player_a], []).append(-match.outcome)
     metrics = {}
-    for bot, results in sorted(outcomes.items()):
-        metrics[f"eval/win_rate/{bot}"] = results.count(1) / len(results)
-        metrics[f"eval/draw_rate/{bot}"] = results.count(0) / len(results)
+    for bot, (wins, draws, games) in sorted(db.results_vs_bots(name, f"eval@{name}/").items()):
+        metrics[f"eval/win_rate/{bot}"] = wins / games
+        metrics[f"eval/draw_rate/{bot}"] = draws / games
     return metrics
 
 

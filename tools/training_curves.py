@@ -137,7 +137,6 @@ def run_snapshots(db_path: Path, run: str | None = None) -> list[RatedSnapshot]:
         return []
     out = []
     with LeagueDB(db_path) as db:
-        bots = {p.id: p.name for p in db.players() if p.kind == "bot"}
         for player in db.players():
             if player.kind != "snapshot" or player.metadata.get("role", "main") != "main":
                 continue
@@ -150,13 +149,8 @@ def run_snapshots(db_path: Path, run: str | None = None) -> list[RatedSnapshot]:
             rows = history[history[:, 0] <= max(m.id for m in own)]
             if not len(rows):
                 continue
-            vs_bots: dict[str, tuple[int, int]] = {}
-            for m in own:
-                bot, result = ((bots.get(m.player_b), m.outcome) if m.player_a == player.id
-                               else (bots.get(m.player_a), -m.outcome))
-                if bot is not None:
-                    wins, games = vs_bots.get(bot, (0, 0))
-                    vs_bots[bot] = (wins + (result == 1), games + 1)
+            vs_bots = {bot: (wins, games) for bot, (wins, _, games)
+                       in db.results_vs_bots(player.id, f"eval@{player.name}/").items()}
             out.append(RatedSnapshot(int(player.metadata["env_steps"]), float(rows[-1, 1]),
                                      float(rows[-1, 2]), vs_bots))
     return out
