@@ -157,19 +157,21 @@ def _children() -> list[int]:
             and not stat.startswith("Z") and "resource_tracker" not in args]
 
 
-def _tagged_processes(tag: str) -> list[int]:
-    """PIDs of live processes whose environment carries ``SELFPLAY_TEST_TAG=tag`` (children
-    inherit it, also once orphaned)."""
+def _session_processes(session: int) -> list[int]:
+    """PIDs of live processes in session ``session`` (children stay in it, also once orphaned).
+
+    Read from ``/proc/<pid>/stat``, which any process may read and which holds the session from
+    the ``setsid`` before ``exec``; a just-started process's ``environ`` can read empty for a
+    moment after ``Popen`` returns (the kernel sets it late in ``exec``)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if f"SELFPLAY_TEST_TAG={tag}".encode() in environ.split(b"\0") and state != "Z":
+        try:  # after "(comm)": state ppid pgrp session ...
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # exited meanwhile
+        if int(fields[3]) == session and fields[0] != "Z":
             found.append(int(entry.name))
     return found
 
@@ -180,9 +182,7 @@ def test_ctrl_c_stops_microrts_training_with_its_workers_and_rater(engine_home,
     """Ctrl-C to ``selfplay train --game microrts`` with env worker processes (one JVM each)
     and the league's rater process: the update in progress finishes, a checkpoint is written,
     the command exits 130 within seconds, and no process of the run is left behind."""
-    import uuid
-
-    run_dir, tag = tmp_path / "run", uuid.uuid4().hex
+    run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "selfplay.cli", "train", "--game", "microrts", "--run-dir",
                str(run_dir), "--no-progress", "--total-steps", "100000000",
                "--set", "game.num_envs=4", "--set", "game.options.map=basesWorkers8x8",
@@ -192,24 +192,28 @@ def test_ctrl_c_stops_microrts_training_with_its_workers_and_rater(engine_home,
                "--set", "league.eval_games=2", "--set", "league.eval_envs=2",
                "--set", "league.anchors=[WorkerRush]", "--set", "network.channels=[8,16]",
                "--set", "log.tensorboard=false"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "SELFPLAY_TEST_TAG": tag}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     metrics = run_dir / "metrics.jsonl"
+
+    seen: list[int] = []
 
     def rating_under_way() -> bool:  # two updates done; the rater has played games
         lines = metrics.read_text().splitlines() if metrics.exists() else []
+        seen[:] = _session_processes(proc.pid)
         return len(lines) >= 2 and count_matches(run_dir / "league.db") > 0
 
-    assert len(_tagged_processes(tag)) >= 1
+    assert proc.pid in _session_processes(proc.pid)
     err, elapsed = signal_when(proc, rating_under_way, signal.SIGINT, wait=240, timeout=90)
     assert proc.returncode == 128 + signal.SIGINT, err
     assert elapsed < 60, f"took {elapsed:.1f} s to stop"  # ~2 s on an idle 2-core machine
     assert "Traceback" not in err and "checkpoint saved" in err, err
+    assert len(seen) >= 4, seen  # the trainer, two env workers and the rater were all running
     deadline = time.monotonic() + 15
-    while _tagged_processes(tag) and time.monotonic() < deadline:
+    while _session_processes(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = _tagged_processes(tag)
+    left = _session_processes(proc.pid)
     assert not left, subprocess.run(["ps", "-ww", "-o", "pid,stat,args", "-p",
                                      ",".join(map(str, left))], capture_output=True,
                                     text=True).stdout
