@@ -404,13 +404,14 @@ class LeagueDB:
                                   (prefix, prefix + "\U0010ffff")).fetchall()
         return [Match(*r) for r in rows]
 
-    def results_vs_bots(self, ref: int | str, prefix: str = "") -> dict[str, tuple[int, int, int]]:
-        """``(wins, draws, games)`` of player ``ref`` against each bot, from its side of the
-        stored matches whose key starts with ``prefix`` (one tournament's, say)."""
+    def results_vs_bots(self, ref: int | str, matches: Iterable[Match]
+                        ) -> dict[str, tuple[int, int, int]]:
+        """``(wins, draws, games)`` of player ``ref`` against each bot, from its side of
+        ``matches`` (one tournament's, say: ``matches("<tournament id>/")``)."""
         me = self.player(ref).id
         bots = {p.id: p.name for p in self.players() if p.kind == "bot"}
         out: dict[str, tuple[int, int, int]] = {}
-        for m in self.matches(prefix):
+        for m in matches:
             bot, outcome = ((bots.get(m.player_b), m.outcome) if m.player_a == me else
                             (bots.get(m.player_a), -m.outcome) if m.player_b == me else
                             (None, 0))

@@ -80,7 +80,8 @@ def bot_results(db: LeagueDB, name: str) -> dict[str, float]:
     """Win and draw rates of snapshot ``name`` in its rating tournament's games against each
     scripted bot (``eval/win_rate/<bot>``, ``eval/draw_rate/<bot>``)."""
     metrics = {}
-    for bot, (wins, draws, games) in sorted(db.results_vs_bots(name, f"eval@{name}/").items()):
+    results = db.results_vs_bots(name, db.matches(f"eval@{name}/"))
+    for bot, (wins, draws, games) in sorted(results.items()):
         metrics[f"eval/win_rate/{bot}"] = wins / games
         metrics[f"eval/draw_rate/{bot}"] = draws / games
     return metrics

@@ -149,8 +149,8 @@ def run_snapshots(db_path: Path, run: str | None = None) -> list[RatedSnapshot]:
             rows = history[history[:, 0] <= max(m.id for m in own)]
             if not len(rows):
                 continue
-            vs_bots = {bot: (wins, games) for bot, (wins, _, games)
-                       in db.results_vs_bots(player.id, f"eval@{player.name}/").items()}
+            vs_bots = {bot: (wins, games)
+                       for bot, (wins, _, games) in db.results_vs_bots(player.id, own).items()}
             out.append(RatedSnapshot(int(player.metadata["env_steps"]), float(rows[-1, 1]),
                                      float(rows[-1, 2]), vs_bots))
     return out
