@@ -174,7 +174,8 @@ def resolve_bot(name: str) -> BotSpec:
     if "." in name and not name.endswith("."):
         return BotSpec(name.rsplit(".", 1)[-1], name.strip(), "utt", "scripted", "custom class")
     close = difflib.get_close_matches(key, list(_BY_KEY) + list(_ALIASES), n=2, cutoff=0.6)
-    hint = f" (did you mean {', '.join(_canonical(c) for c in close)}?)" if close else ""
+    suggestions = dict.fromkeys(_canonical(c) for c in close)  # an alias and its bot: once
+    hint = f" (did you mean {', '.join(suggestions)}?)" if close else ""
     raise GameError(f"unknown microRTS bot {name!r}{hint}; known: {', '.join(bot_names())}")
 
 

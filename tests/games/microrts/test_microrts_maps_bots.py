@@ -196,6 +196,12 @@ def test_unknown_bot_lists_valid_names() -> None:
         assert name in message
 
 
+def test_unknown_bot_suggests_each_bot_once() -> None:
+    """A misspelling close to both a bot's name and its alias suggests the bot once."""
+    with pytest.raises(GameError, match=r"\(did you mean CoacAI\?\)"):
+        bots.resolve_bot("coacaii")
+
+
 # the bots named after the audit "every bot in the shipped jars by name" (bots.py docstring)
 _ADDED_BOTS = {
     "Portfolio": "ai.portfolio.PortfolioAI", "PortfolioAI": "ai.portfolio.PortfolioAI",
