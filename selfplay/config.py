@@ -242,11 +242,20 @@ class TrainConfig:
 
 
 def validate(config: TrainConfig) -> None:
-    """Cross-field checks that types alone cannot express."""
+    """Cross-field checks that types alone cannot express: :class:`ConfigError` naming the
+    first bad key. :func:`config_from_mapping` (so :func:`build_config`) calls it; a
+    :class:`TrainConfig` built in code can be checked the same way."""
+    rows = config.ppo.num_steps * config.game.num_envs  # rows of one update, per learner seat
     checks = [
         (config.game.num_envs >= 1, "game.num_envs must be >= 1"),
         (config.ppo.num_steps >= 1, "ppo.num_steps must be >= 1"),
         (config.ppo.num_minibatches >= 1, "ppo.num_minibatches must be >= 1"),
+        (config.ppo.num_steps < 1 or config.game.num_envs < 1
+         or config.ppo.num_minibatches <= rows,
+         f"ppo.num_minibatches ({config.ppo.num_minibatches}) exceeds the rows of one update, "
+         f"ppo.num_steps * game.num_envs ({config.ppo.num_steps} * {config.game.num_envs} = "
+         f"{rows}), so a minibatch would hold less than one row; set ppo.num_minibatches <= "
+         f"{rows} or raise ppo.num_steps / game.num_envs"),
         (config.ppo.update_epochs >= 1, "ppo.update_epochs must be >= 1"),
         (config.ppo.learning_rate > 0, "ppo.learning_rate must be > 0"),
         (0 < config.ppo.gamma <= 1, "ppo.gamma must be in (0, 1]"),
@@ -299,11 +308,14 @@ def validate(config: TrainConfig) -> None:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """A YAML mapping from ``path``; clear errors for a missing or malformed file."""
+    """A YAML mapping from ``path``; clear errors for a missing, non-UTF-8 or malformed file."""
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        data = yaml_load(path.read_text())
+        data = yaml_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start}: "
+                          f"{exc.object[exc.start]:#04x}); save it as UTF-8") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from games.core import GameError
-from selfplay.config import ConfigError, TrainConfig, build_config, config_to_yaml, parse_set
+from selfplay.config import (
+    ConfigError,
+    PPOConfig,
+    TrainConfig,
+    build_config,
+    config_to_yaml,
+    parse_set,
+    validate,
+)
 
 
 def test_family_defaults_then_overrides() -> None:
@@ -49,6 +58,18 @@ def test_cross_field_validation() -> None:
         build_config("CartPole-v1", overrides=["ppo.gamma=1.5"])
 
 
+def test_more_minibatches_than_rows_is_refused() -> None:
+    """--set ppo.num_minibatches=100000 over a 512-row update trained on silently (every
+    minibatch empty, so no gradient step at all)."""
+    overrides = ["ppo.num_steps=128", "game.num_envs=4"]
+    with pytest.raises(ConfigError, match=r"^ppo\.num_minibatches \(100000\) exceeds .*"
+                                          r"\(128 \* 4 = 512\).*num_minibatches <= 512"):
+        build_config("CartPole-v1", overrides=[*overrides, "ppo.num_minibatches=100000"])
+    assert build_config("CartPole-v1", overrides=[*overrides, "ppo.num_minibatches=512"])
+    with pytest.raises(ConfigError, match=r"ppo\.num_minibatches must be >= 1"):
+        build_config("CartPole-v1", overrides=[*overrides, "ppo.num_minibatches=0"])
+
+
 def test_unknown_game_lists_known() -> None:
     with pytest.raises(GameError, match=r"unknown game 'CartPol-v1'.*did you mean.*known:"):
         build_config("CartPol-v1")
@@ -65,6 +86,14 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
     scalar.write_text("42\n")
     with pytest.raises(ConfigError, match="must hold a mapping"):
         build_config("CartPole-v1", config_file=scalar)
+
+
+def test_non_utf8_file_is_named(tmp_path: Path) -> None:
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes("# réglages\nppo:\n  learning_rate: 1.0e-4\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(latin1))} is not UTF-8 text "
+                                          r"\(byte 3: 0xe9\); save it as UTF-8$"):
+        build_config("CartPole-v1", config_file=latin1)
 
 
 def test_user_file_with_base(tmp_path: Path) -> None:
@@ -91,14 +120,19 @@ def test_parse_set_errors() -> None:
 
 
 def test_defaults_are_valid() -> None:
-    TrainConfig()
+    validate(TrainConfig())
+
+
+def test_validate_checks_a_dataclass_built_in_code() -> None:
+    """validate works on the dataclass itself, so test_defaults_are_valid can fail."""
+    with pytest.raises(ConfigError, match=r"ppo\.num_minibatches must be >= 1"):
+        validate(TrainConfig(ppo=PPOConfig(num_minibatches=0)))
 
 
 def test_microrts_family_file_documents_every_option() -> None:
     """hyperparams/microrts.yaml lists every training setting (with a value) and every
     microRTS game option (set, or shown commented out with its default)."""
     import dataclasses
-    import re
 
     from games.microrts.adapter import MicroRTSOptions
     from selfplay.config import HYPERPARAMS_DIR, read_yaml
