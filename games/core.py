@@ -17,6 +17,7 @@ controls which seat is decided by the caller (an ``owner[E, A]`` array), never b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -211,6 +212,12 @@ class SupportsPartSteps(Protocol):
     def step_part_wait(self, part: int) -> Batch: ...
 
 
+# --------------------------------------------------------------------------- capabilities
+# What only some games can do. Callers check with ``isinstance(game, Capability)`` and never
+# test a game's name or reach for attributes with ``getattr``.
+
+
+@runtime_checkable
 class SupportsState(Protocol):
     """Games whose full simulator state can be captured, for exact resumption of training."""
 
@@ -219,10 +226,118 @@ class SupportsState(Protocol):
     def set_state(self, state: dict[str, object]) -> None: ...
 
 
+@runtime_checkable
 class SupportsRender(Protocol):
+    """Games that draw their environments."""
+
     def render(self, env_index: int = 0) -> np.ndarray:
         """An RGB frame ``uint8 [H, W, 3]`` of one environment."""
         ...
+
+
+@runtime_checkable
+class SupportsFinalFrame(Protocol):
+    """Games that can draw the last position of an env's finished episode (the frames taken
+    before each step stop one move short of the end)."""
+
+    def render_final(self, env_index: int = 0) -> np.ndarray: ...
+
+
+@runtime_checkable
+class HasSides(Protocol):
+    """Games whose seats play named sides of the engine, which may differ between envs.
+
+    ``players[e, s]`` is the side (engine player) seat ``s`` of env ``e`` plays; ``-1`` marks a
+    seat that no policy plays, because an opponent inside the engine plays that side.
+    """
+
+    players: np.ndarray  # int [E, A]
+
+
+@runtime_checkable
+class HasOpponentNames(Protocol):
+    """Games whose envs name the opponent of the learner's seat (an engine bot, ``selfplay``)."""
+
+    opponent_names: list[str]
+    """``[E]`` the opponent of each env's game in progress"""
+    ended_opponent_names: list[str]
+    """``[E]`` the opponent of each env's last finished game (read when it is reported)"""
+
+
+@runtime_checkable
+class SupportsBotSwap(Protocol):
+    """Games with envs whose opponent is a bot inside the engine, swappable per game."""
+
+    def bot_choices(self) -> list[str]:
+        """The canonical names of the engine bots this game's bot envs were configured with
+        (each once, in order)."""
+        ...
+
+    def set_bot(self, env: int, bot: str) -> str:
+        """Make ``bot`` the opponent of env ``env``'s next game; returns its canonical name."""
+        ...
+
+
+@runtime_checkable
+class HasRewardComponents(Protocol):
+    """Games whose reward is a weighted sum of named components, logged one by one."""
+
+    reward_component_names: tuple[str, ...]
+
+    def episode_reward_components(self) -> np.ndarray:
+        """``float [K, C]``: the summed components of the seat-episodes of the last
+        ``Batch.episodes``, in its order."""
+        ...
+
+
+class MapInfoLike(Protocol):
+    name: str
+
+
+@runtime_checkable
+class HasMaps(Protocol):
+    """Games whose envs play named maps."""
+
+    env_map: list[MapInfoLike]  # [E]
+
+
+# --------------------------------------------------------------------------- policies
+
+
+class Policy(Protocol):
+    """Anything that picks actions for a set of seats: a network, a scripted bot."""
+
+    def act(self, obs: np.ndarray, mask: np.ndarray | None,
+            state: np.ndarray | None) -> np.ndarray:
+        """``obs [N, ...]`` (with ``mask [N, ...]``, ``state [N, ...]``) -> actions
+        ``[N, *action_shape]``."""
+        ...
+
+
+class EngineBot:
+    """A player that is a bot inside the engine: it never acts through seats, so only a
+    family's own match runner (:meth:`games.family.Family.match_runner`) can play it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def act(self, obs: np.ndarray, mask: np.ndarray | None,
+            state: np.ndarray | None) -> np.ndarray:
+        raise GameError(f"bot {self.name!r} plays inside the engine, not through seats")
+
+
+class ScriptedPolicy:
+    """A NumPy bot ``fn(obs, mask, rng) -> actions`` acting through seats, with its own
+    seeded generator."""
+
+    def __init__(self, name: str, fn: Callable[..., np.ndarray], seed: int) -> None:
+        self.name = name
+        self.fn = fn
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, obs: np.ndarray, mask: np.ndarray | None,
+            state: np.ndarray | None) -> np.ndarray:
+        return self.fn(obs, mask, self.rng)
 
 
 class GameError(Exception):

@@ -1,8 +1,10 @@
-"""Game registry: ``--game NAME`` resolves to an adapter factory, imported lazily.
+"""Game registry: ``--game NAME`` resolves to a family (:class:`games.family.Family`) and its
+adapter factory, imported lazily.
 
-Names are case-insensitive. A family (``classic``, ``mujoco``, ``atari``, ``microrts``, ...)
-names the hyperparameter file ``hyperparams/<family>.yaml``. Families with a prefix
-(``atari/Pong``) accept any game of their engine; the rest are listed one by one.
+Names are case-insensitive. A family names the hyperparameter file
+``hyperparams/<family>.yaml``. Families with a prefix (``atari/Pong``) accept any game of their
+engine; the rest list their games one by one. Each family is a module under ``games/`` listed in
+:data:`FAMILY_MODULES`: adding a family is one line there.
 """
 
 from __future__ import annotations
@@ -11,9 +13,18 @@ import difflib
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from games.core import GameError, VecGame
+from games.family import Family
+
+FAMILY_MODULES = (  # each defines FAMILIES: a tuple of Family objects
+    "games.gym.family",
+    "games.microrts.family",
+    "games.boardgames.family",
+    "games.pettingzoo.family",
+)
 
 
 @dataclass(frozen=True)
@@ -24,83 +35,65 @@ class GameEntry:
     summary: str = ""
 
 
-_CLASSIC = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1",
-            "MountainCarContinuous-v0"]
-_MUJOCO = ["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5",
-           "HumanoidStandup-v5", "Swimmer-v5", "Reacher-v5", "Pusher-v5",
-           "InvertedPendulum-v5", "InvertedDoublePendulum-v5"]
-
-_ENTRIES: dict[str, GameEntry] = {}
-# prefix -> (family, factory, summary); any "<prefix>/<game>" name goes to that factory
-_PREFIXES: dict[str, tuple[str, str, str]] = {}
-# prefix -> "module:function" mapping the part after the prefix to its canonical spelling
-_CANONICAL: dict[str, str] = {}
-# short aliases -> canonical names
-_ALIASES: dict[str, str] = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1",
-                            "halfcheetah": "HalfCheetah-v5", "hopper": "Hopper-v5"}
+@cache
+def families() -> tuple[Family, ...]:
+    """Every registered family, in registry order."""
+    found: list[Family] = []
+    for module_name in FAMILY_MODULES:
+        found.extend(importlib.import_module(module_name).FAMILIES)
+    return tuple(found)
 
 
-def register(entry: GameEntry) -> None:
-    _ENTRIES[entry.name.lower()] = entry
+def family_named(name: str) -> Family:
+    """The family called ``name`` (``microrts``, ``classic``, ...)."""
+    for fam in families():
+        if fam.name == name.lower():
+            return fam
+    raise GameError(f"unknown game family {name!r}; known: "
+                    f"{', '.join(f.name for f in families())}")
 
 
-def register_prefix(prefix: str, family: str, factory: str, summary: str = "",
-                    canonical: str | None = None) -> None:
-    """Send ``<prefix>/<game>`` names to ``factory``; ``canonical`` ("module:function") maps
-    ``<game>`` to its canonical spelling (so aliases share hyperparameters and run names)."""
-    _PREFIXES[prefix.lower()] = (family, factory, summary)
-    if canonical is not None:
-        _CANONICAL[prefix.lower()] = canonical
-
-
-def _canonical_rest(prefix: str, rest: str) -> str:
-    """``rest`` as the prefix's family spells it; unchanged when that family is not installed
-    (the factory then reports what is missing)."""
-    target = _CANONICAL.get(prefix)
-    if target is None:
-        return rest
-    module_name, _, attr = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return rest
-    return str(getattr(module, attr)(rest))
-
-
-for _name in _CLASSIC:
-    register(GameEntry(_name, "classic", "games.gym.classic:make", "gymnasium classic control"))
-for _name in _MUJOCO:
-    register(GameEntry(_name, "mujoco", "games.gym.mujoco:make", "MuJoCo continuous control"))
-register_prefix("atari", "atari", "games.gym.atari:make",
-                "single-agent Atari through ale-py, e.g. atari/Pong, atari/Breakout")
-register(GameEntry("microrts", "microrts", "games.microrts:make",
-                   "microRTS real-time strategy (Java engine through JPype)"))
-register(GameEntry("tictactoe", "boardgames", "games.boardgames:make",
-                   "vectorized numpy tic-tac-toe, two seats, zero-sum (fast test game)"))
-register_prefix("pettingzoo", "pettingzoo", "games.pettingzoo:make",
-                "two-player PettingZoo Atari, e.g. pettingzoo/pong_v3",
-                canonical="games.pettingzoo.catalog:canonical_name")
+def _listed() -> dict[str, tuple[str, Family]]:
+    """Lower-case names and aliases -> (canonical name, family)."""
+    out: dict[str, tuple[str, Family]] = {}
+    for fam in families():
+        for game in fam.games:
+            out[game.lower()] = (game, fam)
+        for alias, game in fam.aliases.items():
+            out[alias.lower()] = (game, fam)
+    return out
 
 
 def known_games() -> list[str]:
     """Every registered name, prefixes shown as ``prefix/<game>``."""
-    names = sorted(e.name for e in _ENTRIES.values())
-    names += [f"{p}/<game>" for p in sorted(_PREFIXES)]
+    names = sorted(game for fam in families() for game in fam.games)
+    names += [f"{p}/<game>" for p in sorted(f.prefix for f in families() if f.prefix)]
     return names
+
+
+def family_of(name: str) -> Family:
+    """The family of game ``name``; :class:`GameError` listing known games otherwise."""
+    return _resolve(name)[1]
 
 
 def resolve(name: str) -> GameEntry:
     """The registry entry for ``name``; :class:`GameError` listing known games otherwise."""
-    key = _ALIASES.get(name.lower(), name).lower()
-    if key in _ENTRIES:
-        return _ENTRIES[key]
+    game, fam = _resolve(name)
+    return GameEntry(game, fam.name, fam.factory, fam.summary)
+
+
+def _resolve(name: str) -> tuple[str, Family]:
+    listed = _listed()
+    if name.lower() in listed:
+        return listed[name.lower()]
     prefix, sep, rest = name.partition("/")
-    if sep and rest and prefix.lower() in _PREFIXES:
-        family, factory, summary = _PREFIXES[prefix.lower()]
-        rest = _canonical_rest(prefix.lower(), rest)
-        return GameEntry(f"{prefix.lower()}/{rest}", family, factory, summary)
-    candidates = [e.name for e in _ENTRIES.values()] + list(_ALIASES)
-    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+    if sep and rest:
+        for fam in families():
+            if fam.prefix == prefix.lower():
+                return f"{fam.prefix}/{fam.canonical(rest)}", fam
+    close = difflib.get_close_matches(name, list({g for g, _ in listed.values()}) +
+                                      [a for f in families() for a in f.aliases], n=3,
+                                      cutoff=0.6)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     raise GameError(f"unknown game {name!r}{hint}; known: {', '.join(known_games())}")
 

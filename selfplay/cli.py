@@ -70,7 +70,7 @@ def _emit(result: dict[str, Any], as_json: bool, human: str) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from selfplay.config import build_config
-    from selfplay.ppo import TrainingInterrupted
+    from selfplay.run_loop import TrainingInterrupted
     from selfplay.train import run_training
 
     if args.resume is not None:
@@ -180,17 +180,13 @@ def cmd_league(args: argparse.Namespace) -> int:
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
-    """``selfplay setup microrts`` (argparse admits only the families that need set-up)."""
-    try:
-        from games.microrts.engine import setup
-    except ModuleNotFoundError as exc:
-        raise UserError(f"microRTS support is not available in this version ({exc.name})") \
-            from exc
-    from games.options import to_mapping
+    """``selfplay setup FAMILY`` (argparse admits only the families that need set-up)."""
+    from games.registry import family_named
 
-    report = to_mapping(setup(quiet=args.json))
-    data = json.loads(json.dumps(report, default=str)) if isinstance(report, dict) else {}
-    _emit({"ok": True, **data}, args.json, "microRTS is ready")
+    family = family_named(args.family)
+    report = family.setup(quiet=args.json) or {}
+    data = json.loads(json.dumps(dict(report), default=str))
+    _emit({"ok": True, **data}, args.json, f"{family.title or family.name} is ready")
     return 0
 
 
@@ -303,8 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
         planned.add_argument("rest", nargs=argparse.REMAINDER)
         planned.set_defaults(func=cmd_planned)
 
-    setup = sub.add_parser("setup", help="fetch engine files and check runtimes (microrts)")
-    setup.add_argument("family", choices=["microrts"])
+    from games.registry import families
+
+    needing = [f.name for f in families() if f.needs_setup]
+    setup = sub.add_parser("setup", help="fetch engine files and check runtimes "
+                           f"({', '.join(needing)})")
+    setup.add_argument("family", choices=needing)
     setup.add_argument("--json", action="store_true")
     setup.set_defaults(func=cmd_setup)
 

@@ -136,6 +136,10 @@ class LogConfig:
 @dataclass
 class CheckpointConfig:
     every_updates: int = 20
+    """A checkpoint every this many updates ..."""
+    every_minutes: float = 2.0
+    """... and at the first update boundary after this many minutes of training since the last
+    one (0: off), so a killed run loses at most about this much whatever an update costs."""
     keep: int = 3
     """Most recent checkpoints kept (older ones are deleted)."""
 

@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from games.core import GameSpec, VecGame
+from games.core import GameSpec, SupportsFinalFrame, SupportsRender, VecGame
 from games.registry import make_game
 from selfplay.checkpoint import CheckpointError, load_checkpoint
 from selfplay.config import TrainConfig, config_from_mapping
 from selfplay.networks import ActorCritic
-from selfplay.ppo import FrozenPolicy
+from selfplay.policy import FrozenPolicy
 
 
 def load_agent(path: str | Path, spec: GameSpec | None = None,
@@ -57,7 +57,7 @@ def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
     quota = np.full(e, episodes // e, np.int64) + (np.arange(e) < episodes % e)  # [E]
     per_env: list[list[float]] = [[] for _ in range(e)]
     frames: list[np.ndarray] = []
-    render = getattr(game, "render", None) if video is not None else None
+    render = game.render if video is not None and isinstance(game, SupportsRender) else None
     recording = render is not None
     steps = 0
     while any(len(r) < q for r, q in zip(per_env, quota, strict=True)) and steps < max_steps:
@@ -83,12 +83,11 @@ def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
     return [ret for env_returns in per_env for ret in env_returns]
 
 
-def add_final_frame(game: Any, frames: list[np.ndarray]) -> None:
+def add_final_frame(game: VecGame, frames: list[np.ndarray]) -> None:
     """Append the last position of env 0's finished episode, where the game can draw it (the
     frames grabbed before each step stop one move short of the end)."""
-    render_final = getattr(game, "render_final", None)
-    if callable(render_final):
-        frames.append(render_final(0))
+    if isinstance(game, SupportsFinalFrame):
+        frames.append(game.render_final(0))
 
 
 def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:

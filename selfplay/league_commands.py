@@ -8,19 +8,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from games.core import GameError, VecGame
-from games.matchups import bot_names, match_setup
-from games.registry import make_game, resolve
+from games.core import Policy, VecGame
+from games.family import MatchConditions
+from games.matches import MatchRunner
+from games.registry import family_of, make_game, resolve
 from league.db import LEAGUE_DIR, LeagueDB, LeagueError, PlayerKind, default_path
 from league.ratings import RatingConfig
 from league.report import write_report
-from league.tournament import Policy, RunnerFactory, TournamentConfig, run_tournament
+from league.tournament import TournamentConfig, run_tournament
 from selfplay.checkpoint import CheckpointError, load_checkpoint, looks_like_path, run_checkpoints
 from selfplay.config import config_from_mapping, family_defaults
 from selfplay.evaluate import load_agent
-from selfplay.ppo import FrozenPolicy
-
-BOT_MAX_STEPS = 5000  # game length of bot-only microRTS tournaments (MicroRTS-Py's league)
+from selfplay.policy import FrozenPolicy
 
 
 def open_db(db: str | None, game: str | None, create: bool = True,
@@ -71,7 +70,7 @@ def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
         return f"{path.name}/{found[-1].stem}", "checkpoint", found[-1].resolve()
     if path.is_file() or looks_like_path(spec):
         return str(path), "checkpoint", path.resolve()
-    bots = {name.lower(): name for name in bot_names(game)}
+    bots = {name.lower(): name for name in family_of(game).bot_names(game)}
     if spec.lower() in bots:
         return bots[spec.lower()], "bot", None
     raise LeagueError(f"player {spec!r} is neither a checkpoint, a run directory nor a bot of "
@@ -102,7 +101,7 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                min_quality: float = 0.0, elo_k: float | None = None) -> dict[str, Any]:
     """Register ``players`` and play (or finish) their tournament; returns a summary.
     With ``until_sigma``, ``opening_games_per_pair`` > 0 opens it with a round robin.
-    ``processes`` > 1 (microRTS engine bots only) plays one game per worker process.
+    ``processes`` > 1 (engine bots only) plays one game per worker process.
     ``elo_k``: the Elo K of a new database (an existing one must have been made with it)."""
     game = resolve(game).name
     if len(players) < 2:
@@ -116,31 +115,32 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
             name = register_player(db, name, kind, path)
             names.append(name)
             paths[name] = path
-        base_options = dict(family_defaults(resolve(game).family, game)
+        family = family_of(game)
+        base_options = dict(family_defaults(family.name, game)
                             .get("game", {}).get("options", {}) or {})
+        # players that can play: bots and checkpoints whose file exists (the others are
+        # reported and skipped by the tournament)
+        playable = [p for p in paths.values() if p is None or p.is_file()]
+        defaults = family.match_defaults(base_options, all(p is None for p in playable))
+        map_name = map_name or defaults.map_name
+        if max_steps is not None:
+            base_options["max_steps"] = max_steps
+        conditions = MatchConditions(options=base_options, num_envs=num_envs, seed=seed,
+                                     map_name=map_name, max_steps=max_steps or defaults.max_steps,
+                                     processes=processes)
         spec_cache: dict[str, Any] = {}
 
         def game_factory(envs: int, game_seed: int) -> VecGame:
-            setup = match_setup(game, None, envs, game_seed, map_name)
+            setup = family.match_setup(game, None, envs, game_seed, map_name)
             made = make_game(game, num_envs=envs, seed=game_seed,
                              options={**base_options, **setup.options})
             spec_cache.setdefault("spec", made.spec)
             return made
 
-        microrts = resolve(game).family == "microrts"
-
         def policy_factory(name: str) -> Policy:
             path = paths.get(name)
-            if path is None and microrts:  # an engine bot: plays inside Java
-                from games.microrts.league_runner import bot_policy_factory
-
-                return bot_policy_factory(name)
-            if path is None:  # a bot that acts through the game's seats
-                setup = match_setup(game, name, 1, seed, map_name)
-                if setup.scripted is None:
-                    raise GameError(f"{game} bots play inside the engine; tournaments with "
-                                    f"them are not supported yet")
-                return setup.scripted
+            if path is None:  # a bot: acts through the game's seats or inside its engine
+                return family.opponent(game, name, seed)
             if path.name == "checkpoints":  # a run directory without checkpoints
                 raise FileNotFoundError(f"{path.parent} holds no checkpoint")
             if not path.is_file():
@@ -159,47 +159,14 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                 print(f"  {done}/{total if total is not None else '?'} matches",
                       file=sys.stderr, flush=True)
 
-        runner: RunnerFactory | None = None
-        # players that can play: bots and checkpoints whose file exists (the others are
-        # reported and skipped by the tournament)
-        playable = [p for p in paths.values() if p is None or p.is_file()]
-        if microrts and all(p is None for p in playable):
-            # every player is an engine bot: bot-vs-bot games inside the engine
-            from games.microrts.league_runner import BotMatchRunner
+        def runner(policies: Mapping[int, Policy]) -> MatchRunner:
+            return family.match_runner(game, policies, conditions, game_factory)
 
-            map_name = map_name or "basesWorkers16x16A"
-            steps = max_steps or BOT_MAX_STEPS
-            default_steps: object = BOT_MAX_STEPS
-
-            def bot_runner(policies: Mapping[int, Any]) -> BotMatchRunner:
-                return BotMatchRunner({pid: db.player(pid).name for pid in policies},
-                                      map_name=str(map_name), max_steps=steps,
-                                      parallel=num_envs if processes == 1 else 1,
-                                      processes=processes)
-
-            runner = bot_runner  # policy_factory hands bots through, reports missing files
-        else:
-            if processes > 1:
-                raise LeagueError("--processes applies to tournaments of microRTS engine bots "
-                                  "only")
-            default_steps = base_options.get("max_steps")
-            if max_steps is not None:
-                base_options["max_steps"] = max_steps
-            if microrts and any(p is None for p in playable):
-                # checkpoints against engine bots: bot envs whose bot changes per match
-                from games.microrts.league_runner import PolicyMatchRunner
-
-                options = {**base_options, **({"map": map_name} if map_name else {})}
-
-                def mixed_runner(policies: Mapping[int, Any]) -> PolicyMatchRunner:
-                    return PolicyMatchRunner(policies, options, num_envs=num_envs, seed=seed)
-
-                runner = mixed_runner
         config = TournamentConfig(games_per_pair=games_per_pair, until_sigma=until_sigma,
                                   opening_games_per_pair=opening_games_per_pair,
                                   min_quality=min_quality,
                                   num_envs=num_envs, seed=seed, map=map_name or "",
-                                  settings=tournament_settings(max_steps, default_steps))
+                                  settings=tournament_settings(max_steps, defaults.max_steps))
         summary = run_tournament(db, names, policy_factory, game_factory, config,
                                  progress=progress, runner=runner)
         board = [s.to_json() for s in db.leaderboard() if s.name in set(names)]

@@ -24,16 +24,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from games.core import GameSpec, VecGame
-from games.matchups import match_setup
+from games.core import GameSpec, Policy, VecGame
+from games.family import MatchConditions
+from games.matches import MatchRunner
 from games.pools import detached_worker_init, stop_process_pool
-from games.registry import make_game
+from games.registry import family_of, make_game
 from league.db import LeagueDB
 from league.snapshots import Snapshot, load_player_snapshot
 from league.tournament import IncompatiblePlayer, TournamentConfig, run_tournament
-from league.tournament import Policy as LeaguePolicy
 from selfplay.config import NetworkConfig, NormalizeConfig
 from selfplay.networks import ActorCritic
+from selfplay.policy import FrozenPolicy
 
 AgentOf = Callable[[int, Snapshot], ActorCritic]  # (player id, snapshot) -> loaded network
 
@@ -59,8 +60,6 @@ class RatingJob:
     run_seed: int
     """the run's seed (scripted bots' generators)"""
     device: str = "cpu"
-    engine_anchors: bool = False
-    """anchors are microRTS engine bots (bot envs whose bot changes per match)"""
     snapshots: int = 1
     """snapshots in the league up to this one (logged as league/snapshots)"""
 
@@ -90,27 +89,19 @@ def bot_results(db: LeagueDB, name: str) -> dict[str, float]:
 def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf) -> dict[str, float]:
     """Play (or finish) ``job``'s tournament, storing every match in ``db``; the snapshot's
     rating afterwards as metrics (``league/mu``, ``league/sigma``, ...)."""
-    from selfplay.ppo import FrozenPolicy
-
     game_name = job.spec.name
+    family = family_of(game_name)
     options = dict(job.options)
 
     def game_factory(envs: int, seed: int) -> VecGame:
-        setup = match_setup(game_name, None, envs, seed)
+        setup = family.match_setup(game_name, None, envs, seed)
         return make_game(game_name, num_envs=envs, seed=seed,
                          options={**options, **setup.options})
 
-    def policy_factory(name: str) -> LeaguePolicy:
+    def policy_factory(name: str) -> Policy:
         player = db.player(name)
-        if player.kind == "bot" and job.engine_anchors:
-            from games.microrts.league_runner import bot_policy_factory
-
-            return bot_policy_factory(name)
         if player.kind == "bot":
-            scripted = match_setup(game_name, name, 1, job.run_seed).scripted
-            if scripted is None:
-                raise ValueError(f"bot {name} plays inside the engine")
-            return scripted
+            return family.opponent(game_name, name, job.run_seed)
         snapshot = load_player_snapshot(db, player.id)
         if snapshot is None:
             raise ValueError(f"snapshot {name} is missing or corrupt")
@@ -124,13 +115,11 @@ def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf) -> dict[str, 
     config = TournamentConfig(games_per_pair=job.games_per_pair, num_envs=job.num_envs,
                               seed=job.seed, name=f"eval@{job.latest}",
                               map=",".join(maps) if isinstance(maps, list) else str(maps))
-    runner = None
-    if job.engine_anchors:
-        from games.microrts.league_runner import PolicyMatchRunner
+    conditions = MatchConditions(options=options, num_envs=config.num_envs, seed=config.seed)
 
-        def runner(policies: Mapping[int, LeaguePolicy]) -> PolicyMatchRunner:
-            return PolicyMatchRunner(policies, options, num_envs=config.num_envs,
-                                     seed=config.seed)
+    def runner(policies: Mapping[int, Policy]) -> MatchRunner:
+        return family.match_runner(game_name, policies, conditions, game_factory)
+
     run_tournament(db, [job.latest, *job.pool], policy_factory, game_factory, config,
                    focus=[job.latest], runner=runner)
     return rating_metrics(db, job.latest, job.snapshots)

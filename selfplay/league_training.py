@@ -1,6 +1,7 @@
 """Self-play training inside a league: snapshots, PFSP opponents, ratings beside training.
 
-:class:`LeagueHook` attaches to a :class:`~selfplay.ppo.Trainer` whose game has two seats.
+:class:`LeagueHook` attaches to a training run whose game has two seats, through its
+:class:`~selfplay.ppo.TrainingContext` (the seats' owners, episode ends, update hooks).
 Seat 0 of every two-seat env is the learner; seat 1 is re-assigned at each episode end by the
 matchmaker, according to the run's ``league.role`` (AlphaStar's roles):
 
@@ -51,9 +52,17 @@ from typing import Any
 
 import numpy as np
 
-from games.core import EpisodeStats, GameError, Outcome
-from games.matchups import ScriptedPolicy, match_setup
+from games.core import (
+    EpisodeStats,
+    GameError,
+    HasOpponentNames,
+    HasSides,
+    Outcome,
+    ScriptedPolicy,
+    SupportsBotSwap,
+)
 from games.options import to_mapping
+from games.registry import family_of
 from league.db import LeagueDB, LeagueError, Player
 from league.matchmaking import Matchmaker, MatchmakingConfig
 from league.ratings import RatingConfig
@@ -68,7 +77,8 @@ from league.tournament import IncompatiblePlayer
 from selfplay.config import ConfigError, LeagueConfig
 from selfplay.league_rating import BackgroundRater, RatingJob, rate_snapshot, snapshot_agent
 from selfplay.networks import ActorCritic
-from selfplay.ppo import FrozenPolicy, Trainer
+from selfplay.policy import FrozenPolicy
+from selfplay.ppo import TrainingContext
 
 LEARNER = -1  # the learner's id in the matchmaker (not a database player)
 MAIN = -2  # a main exploiter's stand-in for the main agent, played as its newest snapshot
@@ -78,7 +88,7 @@ ENGINE_BOT = -16  # payoff id of game.options.bots[0] in bot envs; ENGINE_BOT - 
 class LeagueHook:
     """Opponent assignment, snapshots and ratings for one training run."""
 
-    def __init__(self, trainer: Trainer, run_path: Path, config: LeagueConfig) -> None:
+    def __init__(self, trainer: TrainingContext, run_path: Path, config: LeagueConfig) -> None:
         if trainer.spec.num_seats != 2:
             raise ConfigError(f"league.enabled needs a two-seat game; {trainer.spec.name} has "
                               f"{trainer.spec.num_seats} seat(s)")
@@ -115,22 +125,20 @@ class LeagueHook:
         self.targets: list[int] = []  # main exploiter: the main agent's snapshots, oldest first
         self.latest: int | None = None  # this run's newest snapshot
         # envs whose seat 1 is played by a policy (microRTS bot envs have the bot in the engine)
-        players = getattr(trainer.game, "players", None)
-        self.contested = (np.asarray(players)[:, 1] >= 0 if players is not None
+        game = trainer.game
+        self.contested = (game.players[:, 1] >= 0 if isinstance(game, HasSides)
                           else np.ones(trainer.spec.num_envs, bool))  # [E]
+        family = family_of(trainer.spec.name)
         self.anchors: list[str] = []
-        self.engine_anchors = False  # anchors that play inside the engine (microRTS bots)
         for name in config.anchors:
             try:
-                setup = match_setup(trainer.spec.name, name, 1, trainer.config.seed)
+                setup = family.match_setup(trainer.spec.name, name, 1, trainer.config.seed)
             except GameError as exc:
                 raise ConfigError(f"league.anchors: {exc}") from exc
-            if setup.scripted is None:
-                if not _is_microrts(trainer):
-                    raise ConfigError(f"league.anchors: {name} plays inside the "
-                                      f"{trainer.spec.name} engine; rating games against it "
-                                      "are not supported")
-                self.engine_anchors = True
+            if setup.scripted is None and not family.plays_engine_bots():
+                raise ConfigError(f"league.anchors: {name} plays inside the "
+                                  f"{trainer.spec.name} engine; rating games against it "
+                                  "are not supported")
             self.db.add_player(setup.opponent_name or name, "bot",
                                frozen=config.freeze_anchors)
             self.anchors.append(setup.opponent_name or name)
@@ -139,7 +147,8 @@ class LeagueHook:
         self.bots: dict[int, tuple[int, ScriptedPolicy]] = {}
         for k, name in enumerate(config.bots):
             try:
-                setup = match_setup(trainer.spec.name, name, 1, trainer.config.seed + 31 * k)
+                setup = family.match_setup(trainer.spec.name, name, 1,
+                                           trainer.config.seed + 31 * k)
             except GameError as exc:
                 raise ConfigError(f"league.bots: {exc}") from exc
             if setup.scripted is None:
@@ -152,7 +161,7 @@ class LeagueHook:
                                      and bot_name in self.anchors)
             slot = config.max_active_opponents + 1 + k
             self.bots[pid] = (slot, setup.scripted)
-            trainer.opponents[slot] = setup.scripted
+            trainer.seats.set_policy(slot, setup.scripted)
             self.matchmaker.add_bot(pid)
         # microRTS bot envs (league.bot_env_pfsp): the payoff ids of the engine bots (outside
         # the pool: they play in envs of their own), and of the bot of each bot env's game in
@@ -183,16 +192,17 @@ class LeagueHook:
             own = [p for p in players if p.kind == "snapshot" and self._own(p)
                    and p.broken is None and not self._after_checkpoint(p)]
             self.latest = own[-1].id if own else None  # newest at the checkpoint resumed from
-            trainer.owner[:, 1] = 0  # a new run (or an old checkpoint): draw opponents afresh
+            # a new run (or an old checkpoint): draw opponents afresh
+            trainer.seats.assign(np.arange(trainer.spec.num_envs), 1, 0)
             self.assign(np.flatnonzero(self.contested))
         else:
             self._reload_slots(restored["slots"])
         self.rater = BackgroundRater() if config.eval_process else None
         if self.rater is not None:
             self._resubmit_unfinished()
-        trainer.on_episodes.append(self.on_episodes)
-        trainer.after_update.append(self.after_update)
-        trainer.extra_state["league"] = self.state_dict
+        trainer.add_episode_listener(self.on_episodes)
+        trainer.add_update_hook(self.after_update)
+        trainer.add_state("league", self.state_dict)
 
     # ----------------------------------------------------------------- checkpoints
 
@@ -234,8 +244,8 @@ class LeagueHook:
         for pid, slot in slots:
             pid, slot = int(pid), int(slot)
             if not self._load_into(pid, slot):
-                lost = trainer.owner[:, 1] == slot
-                trainer.owner[lost, 1] = 0
+                lost = np.flatnonzero(trainer.seats.of_seat(1) == slot)
+                trainer.seats.assign(lost, 1, 0)
                 self.opponent[lost] = LEARNER
 
     def _after_checkpoint(self, player: Player) -> bool:
@@ -314,7 +324,7 @@ class LeagueHook:
         if pid in self.slots:
             self.slots.move_to_end(pid)
             return self.slots[pid]
-        in_use = set(np.unique(trainer.owner).tolist())
+        in_use = trainer.seats.in_use()
         if len(self.slots) >= self.config.max_active_opponents:
             idle = [p for p, slot in self.slots.items() if slot not in in_use]
             if not idle:
@@ -341,8 +351,8 @@ class LeagueHook:
             if pid in self.targets:
                 self.targets.remove(pid)
             return False
-        trainer.opponents[slot] = FrozenPolicy(agent.to(trainer.device),
-                                               generator=trainer.act_gen)
+        trainer.seats.set_policy(slot, FrozenPolicy(agent.to(trainer.device),
+                                                    generator=trainer.act_gen))
         self.slots[pid] = slot
         return True
 
@@ -365,29 +375,22 @@ class LeagueHook:
     # ----------------------------------------------------------------- engine bots of bot envs
 
     def _engine_bots(self) -> list[str]:
-        """The canonical names of ``game.options.bots`` (once each, in order), for
-        ``league.bot_env_pfsp``; :class:`ConfigError` for a game without engine bots."""
-        trainer = self.trainer
-        names = getattr(getattr(trainer.game, "options", None), "bots", None)
-        if not callable(getattr(trainer.game, "set_bot", None)) or names is None:
-            raise ConfigError(f"league.bot_env_pfsp: {trainer.spec.name} has no engine bots "
-                              "playing in envs of their own (microRTS's game.options.bots); "
-                              "set league.bot_env_pfsp=false")
-        pool: list[str] = []
-        for name in names:
-            try:
-                setup = match_setup(trainer.spec.name, name, 1, trainer.config.seed)
-            except GameError as exc:
-                raise ConfigError(f"league.bot_env_pfsp: game.options.bots: {exc}") from exc
-            if setup.opponent_name not in pool:
-                pool.append(setup.opponent_name)
-        return pool
+        """The engine bots of the game's bot envs, for ``league.bot_env_pfsp``;
+        :class:`ConfigError` for a game without them."""
+        game = self.trainer.game
+        if not isinstance(game, SupportsBotSwap) or not game.bot_choices():
+            raise ConfigError(f"league.bot_env_pfsp: {self.trainer.spec.name} has no engine "
+                              "bots playing in envs of their own; set "
+                              "league.bot_env_pfsp=false")
+        return game.bot_choices()
 
     def _start_bot_envs(self, state: Mapping[str, Any] | None) -> None:
         """Each bot env's bot in progress (the game's: a resumed game restarted its envs with
         the layout's bots) and its next one: the checkpoint's draw, else a new one."""
         envs = self.bot_envs
-        names = list(self.trainer.game.opponent_names)  # type: ignore[attr-defined]
+        game = self.trainer.game
+        assert isinstance(game, HasOpponentNames)
+        names = list(game.opponent_names)
         self.bot_now[envs] = [ENGINE_BOT - self.bot_names.index(names[e]) for e in envs]
         if state is not None and list(state["names"]) == self.bot_names:
             self.bot_rng.bit_generator.state = state["rng"]
@@ -407,7 +410,9 @@ class LeagueHook:
         return self.bot_names[ENGINE_BOT - pid]
 
     def _set_bot(self, env: int, pid: int) -> None:
-        self.trainer.game.set_bot(env, self.bot_name(pid))  # type: ignore[attr-defined]
+        game = self.trainer.game
+        assert isinstance(game, SupportsBotSwap)
+        game.set_bot(env, self.bot_name(pid))
         self.bot_next[env] = pid
 
     def _draw_bots(self, envs: np.ndarray) -> None:
@@ -430,7 +435,7 @@ class LeagueHook:
 
     # ----------------------------------------------------------------- training games
 
-    def on_episodes(self, trainer: Trainer, stats: EpisodeStats) -> None:
+    def on_episodes(self, stats: EpisodeStats) -> None:
         """Record the learner's finished games and pick the next opponent of those envs."""
         if self.bot_names:
             self._bot_games_ended(stats)
@@ -447,15 +452,17 @@ class LeagueHook:
     def assign(self, envs: np.ndarray) -> None:
         """Draw the next opponent of ``envs`` ``[K]`` and give it their seat 1."""
         for env, pick in zip(envs.tolist(), self.sample(len(envs)).tolist(), strict=True):
-            self.trainer.owner[env, 1] = 0  # its previous opponent's slot may be reused
+            seats = self.trainer.seats
+            seats.assign(env, 1, 0)  # its previous opponent's slot may be reused
             pid = self.player_of(pick)
             slot = 0 if pid is None else self._slot_for(pid)
-            self.trainer.owner[env, 1] = slot
+            seats.assign(env, 1, slot)
             self.opponent[env] = pick if slot else LEARNER
 
     # ----------------------------------------------------------------- snapshots and ratings
 
-    def after_update(self, trainer: Trainer) -> dict[str, float]:
+    def after_update(self) -> dict[str, float]:
+        trainer = self.trainer
         metrics: dict[str, float] = {}
         self.sync_pool()
         if trainer.update % self.config.snapshot_every == 0:
@@ -464,7 +471,7 @@ class LeagueHook:
             metrics.update(self.rate_latest())
         if self.rater is not None:
             metrics.update(self.rater.collect())
-        metrics["league/opponent_share_selfplay"] = float((trainer.owner[:, 1] == 0).mean())
+        metrics["league/opponent_share_selfplay"] = float((trainer.seats.of_seat(1) == 0).mean())
         if self.bot_names and len(self.bot_envs):  # which bots the bot envs play now
             counts = np.bincount(ENGINE_BOT - self.bot_now[self.bot_envs],
                                  minlength=len(self.bot_names))
@@ -475,7 +482,7 @@ class LeagueHook:
                 self.matchmaker.payoff.win_rates(LEARNER, np.array([MAIN]))[0])
         return metrics
 
-    def snapshot(self, trainer: Trainer) -> int:
+    def snapshot(self, trainer: TrainingContext) -> int:
         """Freeze the learner as ``<run>@<update>``; returns its player id.
 
         A snapshot already registered under that name (by a process killed after it, before
@@ -492,7 +499,7 @@ class LeagueHook:
             pid = existing.id
         else:
             parent = self.db.player(self.latest).name if self.latest is not None else None
-            pid = save_snapshot(self.db, self.snapshot_dir, name, trainer.agent.state_dict(),
+            pid = save_snapshot(self.db, self.snapshot_dir, name, trainer.learner_weights(),
                                 to_mapping(trainer.config), trainer.global_step,
                                 parent=parent, update=trainer.update, role=self.role)
             if existing is not None and existing.broken is not None:
@@ -521,7 +528,7 @@ class LeagueHook:
                          games_per_pair=self.config.eval_games, num_envs=self.config.eval_envs,
                          seed=int(player.metadata.get("update", trainer.update)),
                          run_seed=trainer.config.seed, device=str(trainer.device),
-                         engine_anchors=self.engine_anchors, snapshots=len(snapshots) + 1)
+                         snapshots=len(snapshots) + 1)
 
     def _fits(self, player: Player) -> bool:
         """Whether ``player``'s snapshot fits this run's network. Another run's snapshot is
@@ -596,10 +603,6 @@ class LeagueHook:
         self.db.close()
 
 
-def _is_microrts(trainer: Trainer) -> bool:
-    return trainer.spec.name.lower() == "microrts"
-
-
 def _mtime(path: str | None) -> float | None:
     """A file's modification time, None if it is missing."""
     try:
@@ -608,7 +611,7 @@ def _mtime(path: str | None) -> float | None:
         return None
 
 
-def attach(trainer: Trainer, run_path: Path) -> LeagueHook | None:
+def attach(trainer: TrainingContext, run_path: Path) -> LeagueHook | None:
     """A :class:`LeagueHook` when the config enables the league, else ``None``."""
     config = trainer.config.league
     if not config.enabled:

@@ -10,9 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from games.core import Box, Outcome
-from games.matchups import match_setup
-from games.registry import make_game
+from games.core import Box, GameError, HasMaps, HasSides, Outcome, Policy, SupportsRender, VecGame
+from games.registry import family_of, make_game
 from selfplay.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -21,7 +20,7 @@ from selfplay.checkpoint import (
 )
 from selfplay.config import config_from_mapping
 from selfplay.evaluate import add_final_frame, load_agent, write_video
-from selfplay.ppo import FrozenPolicy, Policy
+from selfplay.policy import FrozenPolicy
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
@@ -56,7 +55,9 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
     config = config_from_mapping(state["config"])
     opponent_path = _opponent_checkpoint(vs)
     envs = num_envs or min(games, 16)
-    setup = match_setup(config.game.name, None if opponent_path else vs, envs, seed, map_name)
+    setup = family_of(config.game.name).match_setup(config.game.name,
+                                                    None if opponent_path else vs, envs, seed,
+                                                    map_name)
     options = {**config.game.options, **setup.options}
     game = make_game(config.game.name, num_envs=envs, seed=seed, options=options)
     try:
@@ -130,20 +131,19 @@ class _IdleSeat:
         return np.zeros((len(obs), *self.action_shape), np.int64)
 
 
-def _checkpoint_seats(game: Any, policies: list[Policy]) -> np.ndarray:
+def _checkpoint_seats(game: VecGame, policies: list[Policy]) -> np.ndarray:
     """``int [E]``: the seat the checkpoint (policy 0) plays in each env. Games that alternate
     sides themselves (microRTS: seat 0 is engine player ``e % 2``) keep seat 0; in the others
     (PettingZoo Atari, board games) the two players swap seats in odd envs."""
     e = game.spec.num_envs
-    sides = getattr(game, "players", None)
-    alternates = isinstance(sides, np.ndarray) and len(np.unique(sides[:, 0])) > 1
+    alternates = isinstance(game, HasSides) and len(np.unique(game.players[:, 0])) > 1
     both_act = len(policies) == 2 and not isinstance(policies[1], _IdleSeat)
     if alternates or not both_act:
         return np.zeros(e, np.int64)
     return np.arange(e) % 2
 
 
-def _run(game: Any, policies: list[Policy], games: int, seed: int, video: Path | None,
+def _run(game: VecGame, policies: list[Policy], games: int, seed: int, video: Path | None,
          progress: Callable[[int, int], None] | None = None
          ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Outcomes of the checkpoint (policy 0) over ``games`` games (``int8 [G]``), a fixed
@@ -156,23 +156,23 @@ def _run(game: Any, policies: list[Policy], games: int, seed: int, video: Path |
     seat_of = [_checkpoint_seats(game, policies)]  # [policy] -> int [E]
     if len(policies) == 2:
         seat_of.append(1 - seat_of[0])
-    players = getattr(game, "players", None)
-    side_of = (players[envs, seat_of[0]] if isinstance(players, np.ndarray)
+    side_of = (game.players[envs, seat_of[0]] if isinstance(game, HasSides)
                else seat_of[0])  # [E]
     quota = np.full(e, games // e) + (np.arange(e) < games % e)
-    env_map = getattr(game, "env_map", None)
-    maps = ([] if env_map is None else
-            list(dict.fromkeys(m.name for m, q in zip(env_map, quota, strict=True) if q)))
+    maps = ([] if not isinstance(game, HasMaps) else
+            list(dict.fromkeys(m.name for m, q in zip(game.env_map, quota, strict=True) if q)))
     sides: list[int] = []
     played = np.zeros(e, np.int64)
     outcomes: list[int] = []
     frames: list[np.ndarray] = []
+    if video is not None and not isinstance(game, SupportsRender):
+        raise GameError(f"{spec.name} cannot render frames; drop --video")
     recording = video is not None
     batch = game.reset(seed=seed)
     dtype = np.float32 if isinstance(spec.action_space, Box) else np.int64
     actions = np.zeros((e, spec.num_seats, *spec.action_space.action_shape), dtype)
     while (played < quota).any():
-        if recording:
+        if recording and isinstance(game, SupportsRender):
             frames.append(game.render(0))
         for policy, seat in zip(policies, seat_of, strict=True):
             mask = batch.action_mask[envs, seat] if batch.action_mask is not None else None

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from games.core import HasOpponentNames, HasRewardComponents
 from games.options import to_mapping
 from games.registry import make_game
 from selfplay.checkpoint import CheckpointError, list_checkpoints
@@ -14,7 +15,8 @@ from selfplay.component_returns import ComponentReturns
 from selfplay.config import TrainConfig, config_from_mapping, read_yaml
 from selfplay.league_training import attach, describe
 from selfplay.opponent_stats import OpponentWinRates
-from selfplay.ppo import Trainer, load_resumable
+from selfplay.ppo import Trainer
+from selfplay.run_loop import load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
 
 
@@ -108,22 +110,19 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
     run.write_config(config)
     league = attach(trainer, run.path)
     try:
-        # games mixing opponents: win rate per opponent in the logs, each game credited to the
-        # opponent it was played against (ended_opponent_names: games whose envs change
-        # opponents, read live)
-        names = getattr(trainer.game, "ended_opponent_names", None)
-        if names is None:
-            names = getattr(trainer.game, "opponent_names", None)
-        if names is not None:
-            per_opponent = OpponentWinRates(names)
-            trainer.on_episodes.append(lambda _t, stats: per_opponent.add(stats))
-            trainer.after_update.append(lambda _t: per_opponent.metrics())
-        component_names = getattr(trainer.game, "reward_component_names", None)
-        if component_names is not None:  # reward terms logged one by one (reward/<component>)
-            components = ComponentReturns(list(component_names), config.log.return_window)
-            trainer.on_episodes.append(lambda t, stats: components.add(
-                stats, t.game.episode_reward_components()))  # type: ignore[attr-defined]
-            trainer.after_update.append(lambda _t: components.metrics())
+        game = trainer.game
+        if isinstance(game, HasOpponentNames):
+            # games mixing opponents: win rate per opponent in the logs, each game credited
+            # to the opponent it was played against (read live: envs change opponents)
+            per_opponent = OpponentWinRates(game.ended_opponent_names)
+            trainer.add_episode_listener(per_opponent.add)
+            trainer.add_update_hook(per_opponent.metrics)
+        if isinstance(game, HasRewardComponents):  # reward terms logged one by one
+            components = ComponentReturns(list(game.reward_component_names),
+                                          config.log.return_window)
+            trainer.add_episode_listener(
+                lambda stats: components.add(stats, game.episode_reward_components()))
+            trainer.add_update_hook(components.metrics)
         sink = MetricSink(run, config, resume=resume is not None)
         progress = Progress(trainer.num_updates * trainer.steps_per_update, trainer.global_step,
                             config.log.progress, config.game.name)

@@ -40,7 +40,7 @@ from league.snapshots import load_player_snapshot
 from league.tournament import Policy, TournamentConfig, run_tournament
 from selfplay.config import config_from_mapping, read_yaml
 from selfplay.networks import ActorCritic
-from selfplay.ppo import FrozenPolicy
+from selfplay.policy import FrozenPolicy
 
 
 def rating_trend(updates: list[float], mu: list[float], sigma: list[float]) -> dict[str, float]:

@@ -74,6 +74,9 @@ class PettingZooAtari:
 
     opponent_names: list[str]
     """Each env's opponent, length ``E``: ``"selfplay"`` or ``"builtin"``."""
+    ended_opponent_names: list[str]
+    """The opponent of each env's last finished game: an env keeps its opponent, so the same
+    list as :attr:`opponent_names`."""
     players: np.ndarray
     """``int64 [E, A]``: the ALE player each seat controls, -1 where it controls none."""
 
@@ -100,6 +103,7 @@ class PettingZooAtari:
         e, a, f, s = num_envs, NUM_SEATS, opts.frame_stack, opts.screen_size
         self.num_builtin_envs = num_builtin
         self.opponent_names = [SELFPLAY] * (e - num_builtin) + [BUILTIN] * num_builtin
+        self.ended_opponent_names = self.opponent_names
         self.players = np.tile(np.arange(a, dtype=np.int64), (e, 1))  # [E, A]
         self.players[e - num_builtin:, 1:] = -1
         channels = f + (a if opts.agent_indicator else 0)

@@ -25,7 +25,7 @@ from selfplay.checkpoint import CheckpointError
 from selfplay.config import build_config
 from selfplay.evaluate import load_agent
 from selfplay.networks import ActorCritic
-from selfplay.ppo import FrozenPolicy
+from selfplay.policy import FrozenPolicy
 
 
 @pytest.fixture

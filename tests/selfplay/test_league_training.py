@@ -33,13 +33,33 @@ def train_in_league(tmp_path: Path, overrides: list[str], seed: int, total_steps
     hook = attach(trainer, tmp_path)
     assert hook is not None
     seen: list[Any] = []
-    trainer.after_update.append(lambda t: seen.append(per_update(t)) or {})
+    trainer.add_update_hook(lambda: seen.append(per_update(trainer)) or {})
     trainer.train()
     hook.finish()  # the rater process's last tournaments
     hook.close()
     return hook, seen
 
 
+def test_tictactoe_league_mechanics(tmp_path: Path) -> None:
+    """test_tictactoe_league_training's run over 8 updates (rated between updates): snapshots
+    join the league with their files, the anchors are players, envs play past snapshots, the
+    stored ratings replay (the mechanics, not the rise in rating)."""
+    _, seen_opponents = train_in_league(
+        tmp_path, ["league.snapshot_every=2", "league.eval_every=2", "league.eval_games=2",
+                   "league.self_play=0.3", "league.eval_process=false"],
+        seed=4, total_steps=32 * 32 * 8, per_update=lambda t: (t.owner[:, 1] > 0).sum())
+    with LeagueDB(tmp_path / "league.db") as db:
+        snapshots = [p for p in db.players() if p.kind == "snapshot"]
+        assert len(snapshots) == 4
+        assert all(Path(str(p.path)).is_file() for p in snapshots)
+        assert {"random", "win_or_block"} <= {p.name for p in db.players() if p.kind == "bot"}
+        assert max(seen_opponents) > 0, "no env ever played a past snapshot"
+        assert db.match_count() > 0
+        assert db.replay_ratings() == db.ratings()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_tictactoe_league_training(tmp_path: Path) -> None:
     # 64 updates: after 32 the learner was about as strong as the random bot (anchored at
     # 25), so "beats random" passed or failed with the rating games' draws (seeds 1-5 pass
@@ -333,7 +353,7 @@ def test_microrts_bot_envs_draw_their_next_bot_by_pfsp(tmp_path: Path) -> None:
         credited: list[tuple[str, int]] = []
         per_opponent = OpponentWinRates(game.ended_opponent_names)
 
-        def check(_t: Trainer, stats: Any) -> None:  # runs after the league's hook
+        def check(stats: Any) -> None:  # runs after the league's hook
             per_opponent.add(stats)
             for env, seat, outcome in zip(stats.env.tolist(), stats.seat.tolist(),
                                           stats.outcome.tolist(), strict=True):
@@ -348,7 +368,7 @@ def test_microrts_bot_envs_draw_their_next_bot_by_pfsp(tmp_path: Path) -> None:
                 played[env].append(now)
                 drawn[env].append(hook.bot_name(int(hook.bot_next[env])))
 
-        trainer.on_episodes.append(check)
+        trainer.add_episode_listener(check)
         trainer.train()
         assert all(len(played[e]) >= 5 for e in bot_envs), played
         later = [name for e in bot_envs for name in played[e][2:]]  # drawn after the history
@@ -364,7 +384,7 @@ def test_microrts_bot_envs_draw_their_next_bot_by_pfsp(tmp_path: Path) -> None:
         logged = Counter({name: len(results) for name, results in per_opponent.outcomes.items()
                           if name != "selfplay"})
         assert logged == games and games["WorkerRush"] > games["Passive"]
-        metrics = hook.after_update(trainer)
+        metrics = hook.after_update()
         assert sum(metrics[f"league/bot_env_share/{n}"] for n in hook.bot_names) == 1.0
     finally:
         hook.close()
@@ -416,12 +436,12 @@ def test_microrts_bot_env_draws_survive_a_resume(tmp_path: Path) -> None:
         hook.bot_rng.bit_generator.state = rng
         after_first: dict[int, str] = {}
 
-        def check(_t: Trainer, stats: Any) -> None:
+        def check(stats: Any) -> None:
             for env in stats.env.tolist():
                 if env in bot_envs and env not in after_first:
                     after_first[env] = engine_bot(game, env)
 
-        resumed.on_episodes.append(check)
+        resumed.add_episode_listener(check)
         resumed.train()
         assert after_first == {e: hook.bot_name(int(saved["next"][e])) for e in bot_envs}
     finally:

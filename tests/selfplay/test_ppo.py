@@ -22,6 +22,21 @@ def make_trainer(game: str, overrides: list[str], run: RunDir | None = None,
                                      config.game.options), run)
 
 
+def test_cartpole_training_mechanics() -> None:
+    """The loop of test_cartpole_learns_quickly over three updates: the step and update
+    counters, finished episodes in the summary, weights that moved (not the learning)."""
+    trainer = make_trainer("CartPole-v1", [], total_steps=3 * 1024)
+    before = [p.detach().clone() for p in trainer.agent.parameters()]
+    trainer.train()
+    assert trainer.update * trainer.steps_per_update == trainer.global_step >= 3 * 1024
+    summary = trainer.episodes.summary()
+    assert summary["episodes"] > 0 and summary["episode/return_mean"] > 0, summary
+    assert any(not torch.equal(a, p.detach()) for a, p in zip(before, trainer.agent.parameters(),
+                                                              strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_cartpole_learns_quickly() -> None:
     """Learning smoke test: CartPole mean return >= 200 within 50k steps."""
     trainer = make_trainer("CartPole-v1", [], total_steps=50_000)
@@ -89,13 +104,13 @@ def test_signal_mid_rollout_finishes_the_update_then_resumes_exactly(tmp_path: P
     first = make_trainer("CartPole-v1", sets, RunDir(tmp_path / "b"), total_steps=4 * 1024)
     calls = 0
 
-    def interrupt_mid_rollout(trainer: Trainer, _stats: object) -> None:
+    def interrupt_mid_rollout(_stats: object) -> None:
         nonlocal calls
         calls += 1
-        if trainer.update == 1 and trainer._stop_signal is None:  # noqa: SLF001
+        if first.update == 1 and first.loop._stop_signal is None:  # noqa: SLF001
             signal.raise_signal(signal.SIGINT)  # as a user's Ctrl-C
 
-    first.on_episodes.append(interrupt_mid_rollout)
+    first.add_episode_listener(interrupt_mid_rollout)
     with pytest.raises(TrainingInterrupted) as stop:
         first.train()
     assert first.update == 2 and stop.value.checkpoint is not None
@@ -106,7 +121,7 @@ def test_signal_mid_rollout_finishes_the_update_then_resumes_exactly(tmp_path: P
     assert resumed.update == base.update > 2
     for got, want in zip(resumed.agent.parameters(), reference, strict=True):
         assert torch.equal(got.detach(), want), "resumed run differs from uninterrupted run"
-    first.on_episodes.clear()
+    first.actor.listeners.clear()
     first.train()  # the interrupted trainer itself may go on: to the same weights
     assert first.update == base.update
     for got, want in zip(first.agent.parameters(), reference, strict=True):
@@ -147,10 +162,28 @@ def test_masked_actions_never_illegal_in_rollout() -> None:
     assert bool(legal[trained].all())
 
 
+def test_selfplay_tictactoe_trains_both_seats() -> None:
+    """The set-up of test_selfplay_tictactoe_beats_random over two updates: the critic reads
+    the global state, the learner's rows are both seats' turns, the weights move."""
+    trainer = make_trainer("tictactoe", [], total_steps=2 * 32 * 32)
+    assert trainer.agent.critic_reads_state
+    before = [p.detach().clone() for p in trainer.agent.parameters()]
+    trainer.train()
+    assert trainer.update == 2
+    per_seat = trainer.buffer.trained.float().mean(dim=(0, 1))  # [A]: turns alternate
+    assert torch.allclose(per_seat, torch.full((2,), 0.5), atol=0.05), per_seat
+    summary = trainer.episodes.summary()
+    assert summary["episodes"] > 0 and summary["episode/length_mean"] >= 5, summary
+    assert any(not torch.equal(a, p.detach()) for a, p in zip(before, trainer.agent.parameters(),
+                                                              strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_selfplay_tictactoe_beats_random() -> None:
     """Two-seat self-play with a centralized critic learns to beat a random player."""
     from games.boardgames.bots import random_legal
-    from selfplay.ppo import FrozenPolicy
+    from selfplay.policy import FrozenPolicy
 
     trainer = make_trainer("tictactoe", [], total_steps=80_000)
     assert trainer.agent.critic_reads_state

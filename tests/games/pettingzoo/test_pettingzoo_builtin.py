@@ -167,11 +167,11 @@ def test_league_leaves_the_builtin_envs_alone(tmp_path: Path) -> None:
     assert hook is not None and hook.contested.tolist() == [True, True, True, False]
     owners: list[np.ndarray] = []  # seat 1's owner per env after each update
 
-    def record(t: Trainer) -> dict[str, float]:
-        owners.append(t.owner[:, 1].copy())
+    def record() -> dict[str, float]:
+        owners.append(trainer.owner[:, 1].copy())
         return {}
 
-    trainer.after_update.append(record)
+    trainer.add_update_hook(record)
     run = RunDir(tmp_path)
     sink = MetricSink(run, config)
     trainer.train(sink)

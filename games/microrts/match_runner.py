@@ -1,17 +1,14 @@
-"""League tournaments between microRTS engine bots (scripted and search bots).
+"""Match runners for microRTS: engine bots against each other and against network policies.
 
 Engine bots are not seats of a :class:`games.core.VecGame`: they play inside Java. So a
-:class:`BotMatchRunner` plays the matches of :func:`league.tournament.run_tournament` as
+:class:`BotMatchRunner` plays the matches a schedule hands out (a league tournament's) as
 bot-vs-bot games of :mod:`games.microrts.botmatch`: ``parallel`` games stepped together by one
 Java vector client; whenever a game ends its result is reported at once and its slot takes the
 next scheduled match (so adaptive schedules see every result before choosing the next pairing).
 
->>> from league.db import LeagueDB
->>> from league.tournament import TournamentConfig
->>> with LeagueDB("bots.db", game="microrts") as db:
-...     summary = bot_tournament(db, ["WorkerRush", "LightRush", "Passive"],
-...                              TournamentConfig(games_per_pair=2, map="basesWorkers8x8"),
-...                              max_steps=500)
+:class:`PolicyMatchRunner` plays tournaments that mix network policies and engine bots.
+The league reaches both through :meth:`games.microrts.family.MicroRTSFamily.match_runner`
+(``selfplay league tournament --game microrts --players coacai workerrush ...``).
 
 Search bots (NaiveMCTS, Rojo, GRojoA3N, Tiamat, ...) think for a fixed wall-clock time per
 cycle, so their strength depends on the CPU they get: ``parallel`` games in one process step
@@ -19,7 +16,7 @@ one after the other on one core (fair), but beside other busy processes they get
 ``processes=N`` plays one game at a time in each of N spawned worker processes (one JVM each),
 a whole core per game as in microRTS competitions when N is at most the number of cores.
 
-Sides: :attr:`league.tournament.MatchSpec.side_a` is the engine player (0 or 1) of player
+Sides: :attr:`games.matches.MatchSpec.side_a` is the engine player (0 or 1) of player
 ``a``; player 0 acts first and wins same-cycle conflicts, which is why schedules alternate
 sides. A game stopped by ``max_steps`` is a draw, as in microRTS tournaments. Each match's
 ``seed`` seeds the bots' ``java.util.Random`` fields (see :func:`bots.seed_bot`).
@@ -30,15 +27,15 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import replace
 from multiprocessing import get_context
 from typing import Any
 
 import numpy as np
 
-from games.core import GameError, Outcome, VecGame
+from games.core import EngineBot, GameError, Outcome, Policy
+from games.matches import MatchResult, MatchSpec
 from games.microrts import bots as bots_mod
 from games.microrts.botmatch import (
     _WIN_LOSS,
@@ -49,19 +46,10 @@ from games.microrts.botmatch import (
     _map_info,
 )
 from games.pools import detached_worker_init, stop_process_pool
-from league.db import LeagueDB, LeagueError
-from league.tournament import (
-    MatchResult,
-    MatchSpec,
-    Policy,
-    TournamentConfig,
-    TournamentSummary,
-    run_tournament,
-)
 
 
 class BotMatchRunner:
-    """A :class:`league.tournament.MatchRunner` whose players are microRTS engine bots.
+    """A :class:`games.matches.MatchRunner` whose players are microRTS engine bots.
 
     ``players`` maps league player ids to bot names (any spelling
     :func:`games.microrts.bots.resolve_bot` accepts). Each game is seeded with its match's
@@ -71,14 +59,14 @@ class BotMatchRunner:
     def __init__(self, players: Mapping[int, str], map_name: str = DEFAULT_MAP,
                  max_steps: int = 5000, parallel: int = 16, processes: int = 1) -> None:
         if parallel < 1:
-            raise LeagueError(f"parallel must be >= 1, got {parallel}")
+            raise GameError(f"parallel must be >= 1, got {parallel}")
         if processes < 1:
-            raise LeagueError(f"processes must be >= 1, got {processes}")
+            raise GameError(f"processes must be >= 1, got {processes}")
         if processes > 1 and parallel > 1:
-            raise LeagueError(f"with processes={processes} each worker process plays one game "
+            raise GameError(f"with processes={processes} each worker process plays one game "
                               f"at a time: parallel must be 1, got {parallel}")
         if max_steps < 1:
-            raise LeagueError(f"max_steps must be >= 1, got {max_steps}")
+            raise GameError(f"max_steps must be >= 1, got {max_steps}")
         # fail fast (unknown bot or map) before the JVM starts
         self.players = {int(pid): bots_mod.resolve_bot(name).name
                         for pid, name in players.items()}
@@ -89,7 +77,7 @@ class BotMatchRunner:
         """The bot-vs-bot game of ``match`` (``bot_a`` is engine player 0)."""
         for pid in (match.a, match.b):
             if pid not in self.players:
-                raise LeagueError(f"player id {pid} is not a bot of this runner "
+                raise GameError(f"player id {pid} is not a bot of this runner "
                                   f"(bots: {self.players})")
         first, second = (match.a, match.b) if match.side_a == 0 else (match.b, match.a)
         return BotGame(self.players[first], self.players[second], self.map_name,
@@ -99,7 +87,7 @@ class BotMatchRunner:
             on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
         """Play until ``next_match`` returns ``None`` and every started game has ended.
 
-        As in :class:`league.tournament.VecGameRunner`, the first ``None`` ends the pulling:
+        As in :class:`games.matches.VecGameRunner`, the first ``None`` ends the pulling:
         the games in flight are finished and reported, no further match is asked for.
         """
         exhausted = False
@@ -217,7 +205,7 @@ def _play_in_worker(game: BotGame) -> tuple[BotGameResult, float]:
 
 
 class PolicyMatchRunner:
-    """A :class:`league.tournament.MatchRunner` for tournaments with network policies
+    """A :class:`games.matches.MatchRunner` for tournaments with network policies
     (checkpoints, snapshots) and engine bots mixed.
 
     One microRTS game holds ``2 * num_envs`` envs: ``num_envs`` self-play envs for policy vs
@@ -232,7 +220,7 @@ class PolicyMatchRunner:
 
     def __init__(self, policies: Mapping[int, Policy], options: Mapping[str, object],
                  num_envs: int = 8, seed: int = 0) -> None:
-        self.bots = {pid: p.name for pid, p in policies.items() if isinstance(p, _BotPolicy)}
+        self.bots = {pid: p.name for pid, p in policies.items() if isinstance(p, EngineBot)}
         self.policies = {pid: p for pid, p in policies.items() if pid not in self.bots}
         self.options = dict(options)
         self.num_envs = max(2, num_envs + num_envs % 2)  # both sides in the bot envs
@@ -377,47 +365,3 @@ class PolicyMatchRunner:
 
 def _pop_or_none(queue: Any) -> MatchSpec | None:
     return queue.popleft() if queue else None
-
-
-class _BotPolicy:
-    """Placeholder policy: engine bots act inside Java, never through :meth:`act`."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def act(self, obs: np.ndarray, mask: np.ndarray | None,
-            state: np.ndarray | None) -> np.ndarray:
-        raise GameError(f"bot {self.name!r} plays inside the microRTS engine")
-
-
-def bot_policy_factory(name: str) -> Policy:
-    """A ``policy_factory`` for :func:`run_tournament` (validates the bot name)."""
-    return _BotPolicy(bots_mod.resolve_bot(name).name)
-
-
-def bot_tournament(db: LeagueDB, bots: Sequence[str], config: TournamentConfig,
-                   max_steps: int = 5000, parallel: int | None = None,
-                   progress: Callable[[int, int | None], None] | None = None,
-                   processes: int = 1) -> TournamentSummary:
-    """Register ``bots`` (as league players of kind ``bot``, canonical names) and play (or
-    finish) their tournament on ``config.map`` (default basesWorkers16x16A), ``parallel``
-    (default ``config.num_envs``) games at once in this process, or with ``processes`` > 1
-    one game at a time in each of that many worker processes."""
-    names = [bots_mod.resolve_bot(b).name for b in bots]
-    map_name = config.map or DEFAULT_MAP
-    if config.map != map_name:
-        config = replace(config, map=map_name)
-    for name in names:
-        db.add_player(name, "bot")
-
-    def runner(policies: Mapping[int, Policy]) -> BotMatchRunner:
-        by_id = {pid: getattr(p, "name", db.player(pid).name) for pid, p in policies.items()}
-        if processes > 1:
-            return BotMatchRunner(by_id, map_name, max_steps, 1, processes)
-        return BotMatchRunner(by_id, map_name, max_steps, parallel or config.num_envs)
-
-    def no_game(num_envs: int, seed: int) -> VecGame:  # pragma: no cover - unused
-        raise LeagueError("bot tournaments need no VecGame")
-
-    return run_tournament(db, names, bot_policy_factory, no_game, config,
-                          progress=progress, runner=runner)

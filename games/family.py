@@ -1,0 +1,129 @@
+"""Game families as plugins: what a family brings besides its adapters.
+
+A family (``classic``, ``microrts``, ``pettingzoo``, ...) is a :class:`Family` object that the
+registry (:mod:`games.registry`) lists: its games and their factory, the scripted opponents it
+knows by name, how a match against one is staged (:meth:`Family.match_setup`) and played
+(:meth:`Family.match_runner`), and its set-up check (:meth:`Family.setup`). Code outside
+``games/<family>/`` asks the family, never tests its name. A new family is a module under
+``games/<family>/`` defining a :class:`Family` subclass, plus one line in the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from games.core import EngineBot, GameError, Policy
+from games.matches import GameFactory, MatchRunner, MatchSetup, VecGameRunner
+
+
+@dataclass(frozen=True)
+class MatchConditions:
+    """How the games of a tournament (or a rating gauntlet) are played."""
+
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """game options (the family's defaults, or a training run's); ``max_steps`` included
+    when one was asked for"""
+    num_envs: int = 16
+    """games played at once"""
+    seed: int = 0
+    map_name: str | None = None
+    max_steps: int | None = None
+    """the game length asked for (``None``: the family's default)"""
+    processes: int = 1
+    """worker processes, where the family's runner plays one game in each"""
+
+
+@dataclass(frozen=True)
+class MatchDefaults:
+    """What a tournament plays when the user does not say."""
+
+    map_name: str | None = None
+    max_steps: int | None = None
+
+
+class Family:
+    """A game family. Subclasses set the class attributes and override what they support;
+    the defaults describe a family of single-agent games without bots or set-up."""
+
+    name: str = ""
+    """the family's name; ``hyperparams/<name>.yaml`` holds its settings"""
+    title: str = ""
+    """the family's name as people write it (default: :attr:`name`)"""
+    summary: str = ""
+    factory: str = ""
+    """``"module:function"`` called as ``factory(name, num_envs=..., seed=..., **options)``"""
+    games: tuple[str, ...] = ()
+    """game names listed one by one"""
+    prefix: str | None = None
+    """games named ``<prefix>/<game>``: any game of the family's engine"""
+    aliases: Mapping[str, str] = {}
+    """short names (lower case) -> canonical game names"""
+    has_maps: bool = False
+    """whether ``--map`` means something for its games"""
+    two_player: bool = False
+    """whether its games can seat two players against each other"""
+    needs_setup: bool = False
+    """whether :meth:`setup` fetches or checks something (``selfplay setup <family>``)"""
+
+    def canonical(self, rest: str) -> str:
+        """The canonical spelling of the part after :attr:`prefix` (prefix families)."""
+        return rest
+
+    def bot_names(self, game: str) -> list[str]:
+        """The scripted opponents ``game`` knows by name."""
+        return []
+
+    def scripted(self, game: str, bot: str, seed: int) -> MatchSetup:
+        """The staging of games against ``bot`` (override in families with bots); a
+        :class:`GameError` naming the known bots for an unknown one."""
+        raise GameError(f"{game} has no scripted opponents; play another checkpoint")
+
+    def match_setup(self, game: str, bot: str | None, num_envs: int, seed: int,
+                    map_name: str | None = None) -> MatchSetup:
+        """Options (and scripted policy) for ``num_envs`` games of ``game`` against ``bot``;
+        ``bot=None`` means policy against policy (seat 0 the player measured, seat 1 its
+        opponent)."""
+        if not self.two_player:
+            raise GameError(f"game {game!r} is single-agent: there is no opponent to play "
+                            "against")
+        if map_name is not None and not self.has_maps:
+            raise GameError(f"game {game!r} has no maps; drop --map")
+        if bot is None:
+            return MatchSetup()
+        return self.scripted(game, bot, seed)
+
+    def opponent(self, game: str, name: str, seed: int) -> Policy:
+        """Bot ``name`` as a league player: a policy acting through seats, or an
+        :class:`EngineBot` for a bot that plays inside the engine."""
+        setup = self.match_setup(game, name, 1, seed)
+        return setup.scripted if setup.scripted is not None else EngineBot(
+            setup.opponent_name or name)
+
+    def match_defaults(self, options: Mapping[str, Any], bots_only: bool) -> MatchDefaults:
+        """The map and game length of a tournament that names none (``bots_only``: every
+        player is one of the family's bots)."""
+        steps = options.get("max_steps")
+        return MatchDefaults(None, int(steps) if isinstance(steps, int) else None)
+
+    def match_runner(self, game: str, policies: Mapping[int, Policy],
+                     conditions: MatchConditions, game_factory: GameFactory) -> MatchRunner:
+        """The runner of a tournament between ``policies`` (by league player id): by default
+        :class:`VecGameRunner` in envs made by ``game_factory``."""
+        engine = sorted(p.name for p in policies.values() if isinstance(p, EngineBot))
+        if engine:
+            raise GameError(f"{', '.join(engine)} play(s) inside the {game} engine; matches "
+                            "with them are not supported")
+        if conditions.processes > 1:
+            raise GameError("processes > 1 applies only to tournaments of engine bots")
+        return VecGameRunner(game_factory, policies, conditions.num_envs, conditions.seed)
+
+    def plays_engine_bots(self) -> bool:
+        """Whether :meth:`match_runner` can play :class:`EngineBot` players."""
+        return False
+
+    def setup(self, quiet: bool = False) -> Mapping[str, Any] | None:
+        """Fetch what the family's engine needs and check it (``selfplay setup <family>``);
+        ``None`` when the family needs no set-up."""
+        return None

@@ -1,0 +1,34 @@
+"""The gymnasium families: classic control, MuJoCo and single-agent Atari (one seat each)."""
+
+from __future__ import annotations
+
+from games.family import Family
+
+
+class ClassicFamily(Family):
+    name = "classic"
+    summary = "gymnasium classic control"
+    factory = "games.gym.classic:make"
+    games = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1",
+             "MountainCarContinuous-v0")
+    aliases = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1"}
+
+
+class MujocoFamily(Family):
+    name = "mujoco"
+    summary = "MuJoCo continuous control"
+    factory = "games.gym.mujoco:make"
+    games = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5",
+             "HumanoidStandup-v5", "Swimmer-v5", "Reacher-v5", "Pusher-v5",
+             "InvertedPendulum-v5", "InvertedDoublePendulum-v5")
+    aliases = {"halfcheetah": "HalfCheetah-v5", "hopper": "Hopper-v5"}
+
+
+class AtariFamily(Family):
+    name = "atari"
+    summary = "single-agent Atari through ale-py, e.g. atari/Pong, atari/Breakout"
+    factory = "games.gym.atari:make"
+    prefix = "atari"
+
+
+FAMILIES = (ClassicFamily(), MujocoFamily(), AtariFamily())

@@ -1,0 +1,49 @@
+"""The two-player PettingZoo Atari family: policy against policy, or against the console's
+own player inside the emulator (``builtin``)."""
+
+from __future__ import annotations
+
+from games.core import GameError
+from games.family import Family
+from games.matches import MatchSetup
+
+
+class PettingZooFamily(Family):
+    name = "pettingzoo"
+    summary = "two-player PettingZoo Atari, e.g. pettingzoo/pong_v3"
+    factory = "games.pettingzoo:make"
+    prefix = "pettingzoo"
+    two_player = True
+
+    def canonical(self, rest: str) -> str:
+        try:
+            from games.pettingzoo.catalog import canonical_name
+        except ImportError:  # not installed: the factory reports what is missing
+            return rest
+        return canonical_name(rest)
+
+    def bot_names(self, game: str) -> list[str]:
+        from games.pettingzoo.catalog import builtin_opponent_games, resolve
+
+        return ["builtin"] if resolve(game).name in builtin_opponent_games() else []
+
+    def match_setup(self, game: str, bot: str | None, num_envs: int, seed: int,
+                    map_name: str | None = None) -> MatchSetup:
+        setup = super().match_setup(game, bot, num_envs, seed, map_name)
+        if bot is None:  # both seats played by policies: no env against the console
+            return MatchSetup({"builtin_opponent_share": 0.0})
+        return setup
+
+    def scripted(self, game: str, bot: str, seed: int) -> MatchSetup:
+        if bot.lower() != "builtin":
+            raise GameError(f"{game} has no scripted opponents yet; play another checkpoint")
+        from games.pettingzoo.catalog import builtin_opponent_games, resolve
+
+        if resolve(game).name not in builtin_opponent_games():
+            raise GameError(f"{game} has no built-in opponent; games with one: "
+                            f"{', '.join(builtin_opponent_games())}")
+        # the console's own player, inside the emulator: seat 1 never acts
+        return MatchSetup({"builtin_opponent_share": 1.0}, None, "builtin")
+
+
+FAMILIES = (PettingZooFamily(),)

@@ -1,0 +1,449 @@
+"""Acting: the rollout loop that fills the buffer, one forward pass per policy per step.
+
+:class:`Actor` steps the game ``num_steps`` times per rollout: the learner's live seats act
+through one forward pass (or the NumPy mirror of a small MLP), the other seats through their
+owners' policies (:class:`Seats`: ``owner[E, A]``, 0 = the learner), and each step's rewards,
+dones and finished episodes are recorded. With a game stepped in parts (worker processes), the
+parts step while the others' actions are computed. Listeners hear of finished episodes.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from games.core import (
+    Batch,
+    EpisodeStats,
+    GameSpec,
+    Outcome,
+    Policy,
+    SupportsPartSteps,
+    VecGame,
+    concat_batches,
+    slice_batch,
+)
+from selfplay.config import TrainConfig
+from selfplay.inference import NumpyActorCritic
+from selfplay.networks import ActorCritic
+from selfplay.normalize import RewardScaler
+from selfplay.rollout import RolloutBuffer
+
+# acting for one part of the envs: (step, batch, learner seats [E', A], first env) -> actions
+ActFn = Callable[[int, Batch, np.ndarray, int], np.ndarray]
+EpisodeListener = Callable[[EpisodeStats], None]  # the seat-episodes that ended on a step
+
+
+def group_parts(num_parts: int, groups: int) -> list[list[int]]:
+    """``num_parts`` part indices split into ``groups`` runs of neighbours (sizes differ by at
+    most one; fewer groups if there are fewer parts)."""
+    groups = max(1, min(groups, num_parts))
+    edges = np.linspace(0, num_parts, groups + 1).round().astype(int)
+    return [list(range(a, b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def buf_np(tensor: Tensor) -> np.ndarray:
+    """A NumPy view sharing memory with a CPU tensor."""
+    return tensor.numpy()
+
+
+class Seats:
+    """Who plays which seat: ``owner[E, A]`` (0 = the learner) and the policy of every other
+    owner slot. What a league changes, it changes through these methods."""
+
+    def __init__(self, num_envs: int, num_seats: int) -> None:
+        self.owner = np.zeros((num_envs, num_seats), np.int64)  # [E, A]
+        self.policies: dict[int, Policy] = {}
+
+    def assign(self, envs: np.ndarray | int, seat: int, slot: int) -> None:
+        """Seat ``seat`` of ``envs`` is played by owner ``slot`` from their next step."""
+        self.owner[envs, seat] = slot
+
+    def set_policy(self, slot: int, policy: Policy) -> None:
+        """Owner ``slot`` (>= 1) acts with ``policy``."""
+        if slot < 1:
+            raise ValueError("slot 0 is the learner")
+        self.policies[slot] = policy
+
+    def of_seat(self, seat: int) -> np.ndarray:
+        """``int [E]``: the owner of seat ``seat`` in each env (a copy)."""
+        return self.owner[:, seat].copy()
+
+    def in_use(self) -> set[int]:
+        """The owner slots that play some seat now."""
+        return set(np.unique(self.owner).tolist())
+
+    def state_dict(self) -> np.ndarray:
+        return self.owner.copy()
+
+    def load_state_dict(self, owner: np.ndarray) -> None:
+        self.owner[...] = owner
+
+
+@dataclass
+class EpisodeLog:
+    """Recent finished episodes of the learner's seats."""
+
+    window: int
+    returns: collections.deque[float] = field(init=False)
+    lengths: collections.deque[int] = field(init=False)
+    outcomes: collections.deque[int] = field(init=False)
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.returns = collections.deque(maxlen=self.window)
+        self.lengths = collections.deque(maxlen=self.window)
+        self.outcomes = collections.deque(maxlen=max(self.window, 100))
+
+    def add(self, stats: EpisodeStats, learner: np.ndarray) -> None:
+        keep = learner[stats.env, stats.seat]
+        if not keep.any():
+            return
+        self.returns.extend(stats.ret[keep].tolist())
+        self.lengths.extend(stats.length[keep].tolist())
+        self.outcomes.extend(stats.outcome[keep].tolist())
+        self.count += int(keep.sum())
+
+    def summary(self) -> dict[str, float]:
+        out: dict[str, float] = {"episodes": float(self.count)}
+        if self.returns:
+            out["episode/return_mean"] = float(np.mean(self.returns))
+            out["episode/length_mean"] = float(np.mean(self.lengths))
+        decided = [o for o in self.outcomes if o != Outcome.NONE]
+        if decided:
+            arr = np.asarray(decided)
+            out["episode/win_rate"] = float(np.mean(arr == Outcome.WIN))
+            out["episode/draw_rate"] = float(np.mean(arr == Outcome.DRAW))
+            out["episode/loss_rate"] = float(np.mean(arr == Outcome.LOSS))
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"returns": list(self.returns), "lengths": list(self.lengths),
+                "outcomes": list(self.outcomes), "count": self.count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for window, saved in ((self.returns, state["returns"]), (self.lengths, state["lengths"]),
+                              (self.outcomes, state["outcomes"])):
+            window.clear()
+            window.extend(saved)
+        self.count = int(state["count"])
+
+
+class Timer:
+    """Named wall-clock sections (env, inference, learn) summed per update."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = collections.defaultdict(float)
+
+    def add(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self.totals[name] += now - since
+        return now
+
+    def pop(self) -> dict[str, float]:
+        out = dict(self.totals)
+        self.totals.clear()
+        return out
+
+
+class Actor:
+    """Fills a :class:`RolloutBuffer` by playing the game with the learner's network."""
+
+    def __init__(self, config: TrainConfig, game: VecGame, agent: ActorCritic,
+                 buffer: RolloutBuffer, device: torch.device, act_gen: torch.Generator,
+                 rng: np.random.Generator) -> None:
+        self.config = config
+        self.game = game
+        self.spec: GameSpec = game.spec
+        self.agent = agent
+        self.buffer = buffer
+        self.device = device
+        self.act_gen = act_gen
+        self.rng = rng
+        e, a = self.spec.num_envs, self.spec.num_seats
+        self.seats = Seats(e, a)
+        self.listeners: list[EpisodeListener] = []
+        self.reward_scaler = (RewardScaler((e, a), config.ppo.gamma, config.normalize.clip_reward)
+                              if config.normalize.reward else None)
+        # NumPy views of the buffer: cheap per-step writes from the acting loop
+        self._np_obs = buf_np(buffer.obs)
+        self._np_mask = buf_np(buffer.mask) if buffer.mask is not None else None
+        self._np_actions = buf_np(buffer.actions)
+        self._np_logprobs = buf_np(buffer.logprobs)
+        self._np_values = buf_np(buffer.values)
+        self._np_rewards = buf_np(buffer.rewards)
+        self._np_dones = buf_np(buffer.dones)
+        self._np_trained = buf_np(buffer.trained)
+        self.fast_policy: NumpyActorCritic | None = None
+        self.episodes = EpisodeLog(config.log.return_window)
+        self.timer = Timer()
+        self.global_step = 0
+        self.batch: Batch = game.reset(seed=config.seed)
+        # parts of the envs step in their own processes while the others' actions are computed
+        self.pipelined = (config.pipeline and isinstance(game, SupportsPartSteps)
+                          and len(game.parts) > 1)
+
+    @property
+    def owner(self) -> np.ndarray:
+        return self.seats.owner
+
+    def _critic_input(self, obs_n: Tensor, state: np.ndarray | None, update: bool) -> Tensor:
+        """Critic input for flattened rows ``[N, ...]`` (global state or the actor's obs)."""
+        if not self.agent.critic_reads_state:
+            return obs_n
+        assert state is not None
+        state_t = torch.from_numpy(state).reshape(-1, *self.spec.state_shape)  # type: ignore[misc]
+        state_t = state_t.to(self.device, non_blocking=True)
+        return self.agent.normalize_critic_input(obs_n, state_t, update=update)
+
+    @torch.inference_mode()
+    def _bootstrap_truncated(self, batch: Batch, reward: np.ndarray) -> None:
+        """Add ``gamma * V(final obs)`` to the reward of truncated (not terminated) episodes."""
+        cut = batch.truncated & ~batch.terminated
+        if not cut.any() or batch.final_obs is None:
+            return
+        envs = np.flatnonzero(cut)
+        a = self.spec.num_seats
+        obs = torch.from_numpy(batch.final_obs[envs]).reshape(len(envs) * a,
+                                                              *self.spec.obs_shape)
+        obs = obs.to(self.device)
+        obs_n = self.agent.normalize_obs(obs)
+        state = batch.final_state[envs] if batch.final_state is not None else None
+        critic_in = self._critic_input(obs_n, state, update=False)
+        value = self.agent.value(critic_in).reshape(len(envs), a).cpu().numpy()
+        reward[envs] += self.config.ppo.gamma * value
+
+    def collect(self) -> None:
+        """Fill the rollout buffer with ``num_steps`` steps of every env."""
+        cfg = self.config
+        act = self._act_numpy if self.fast_policy is not None else self._act_torch
+        acting_threads = cfg.acting_threads or cfg.torch_threads
+        torch.set_num_threads(acting_threads)
+        try:
+            if self.pipelined:
+                self._collect_pipelined(act)
+            else:
+                self._collect_steps(act)
+        finally:
+            torch.set_num_threads(cfg.torch_threads)
+
+    def _collect_steps(self, act: ActFn) -> None:
+        """Act for every env, step every env, ``num_steps`` times."""
+        timer = self.timer
+        tick = time.perf_counter()
+        for t in range(self.config.ppo.num_steps):
+            actions = self._act_part(t, self.batch, 0, act)
+            tick = timer.add("inference", tick)
+            batch = self.game.step(actions)
+            tick = timer.add("env", tick)
+            self.batch = batch
+            self._record_step(t, batch, 0)
+            tick = timer.add("env", tick)
+
+    def _collect_pipelined(self, act: ActFn) -> None:
+        """As :meth:`_collect_steps`, but the envs' parts (worker processes) are split into
+        ``pipeline_groups`` groups, and each group steps while the actions of the others are
+        computed, one forward pass per group (double-buffered sampling with 2). Every env
+        follows the same policy as in lockstep; random draws come in another order and running
+        normalization statistics are updated group by group."""
+        game = cast(SupportsPartSteps, self.game)
+        parts = game.parts
+        groups = group_parts(len(parts), self.config.pipeline_groups)
+        timer = self.timer
+        batches = [slice_batch(self.batch, a, b) for a, b in parts]
+        pending = [False] * len(parts)
+        t = 0
+        tick = time.perf_counter()
+        try:
+            for t in range(self.config.ppo.num_steps):
+                for group in groups:
+                    for p in group:
+                        if pending[p]:  # its step t - 1 ran while the other groups acted
+                            pending[p] = False
+                            batches[p] = game.step_part_wait(p)
+                            tick = timer.add("env", tick)
+                            self._record_step(t - 1, batches[p], parts[p][0])
+                            tick = timer.add("env", tick)
+                    start = parts[group[0]][0]
+                    joined = (batches[group[0]] if len(group) == 1 else concat_batches(
+                        [batches[p] for p in group], [parts[p][0] - start for p in group]))
+                    tick = timer.add("env", tick)
+                    actions = self._act_part(t, joined, start, act)
+                    tick = timer.add("inference", tick)
+                    for p in group:
+                        a, b = parts[p]
+                        game.step_part_async(p, actions[a - start:b - start])
+                        pending[p] = True
+                    tick = timer.add("env", tick)
+        except BaseException:
+            for part in [q for q, busy in enumerate(pending) if busy]:
+                with contextlib.suppress(Exception):  # collect steps in flight: no stale replies
+                    game.step_part_wait(part)
+            raise
+        for p, (start, _) in enumerate(parts):
+            if pending[p]:
+                batches[p] = game.step_part_wait(p)
+                self._record_step(t, batches[p], start)
+        timer.add("env", tick)
+        self.batch = concat_batches(batches, [start for start, _ in parts])
+
+    def _act_part(self, t: int, batch: Batch, start: int, act: ActFn) -> np.ndarray:
+        """Actions of envs ``start..start+len(batch)`` at step ``t`` (the learner's from
+        ``act``, which fills their buffer rows; the other seats' from their owners)."""
+        owner = self.owner[start:start + batch.obs.shape[0]]
+        learner = (owner == 0) & batch.alive  # [E', A]
+        actions = act(t, batch, learner, start)
+        if not learner.all():
+            actions = self._opponent_actions(batch, actions, owner)
+        self._np_trained[t, start:start + len(learner)] = learner
+        return actions
+
+    def _record_step(self, t: int, batch: Batch, start: int) -> None:
+        """Rewards, dones and finished episodes of step ``t`` for envs ``start..``."""
+        e = batch.obs.shape[0]
+        envs = slice(start, start + e)
+        self.global_step += e
+        done = batch.terminated | batch.truncated
+        reward = batch.reward
+        if self.reward_scaler is not None:
+            reward = self.reward_scaler(reward, done, envs, self._np_trained[t, envs])
+        elif batch.truncated.any():
+            reward = reward.copy()
+        self._bootstrap_truncated(batch, reward)
+        self._np_rewards[t, envs] = reward
+        self._np_dones[t, envs] = done[:, None]
+        if len(batch.episodes.env):
+            episodes = batch.episodes
+            if start:
+                episodes = episodes._replace(env=episodes.env + start)
+            self.episodes.add(episodes, self.owner == 0)
+            for listener in self.listeners:
+                listener(episodes)
+
+    def _act_numpy(self, t: int, batch: Batch, learner: np.ndarray,
+                   start: int = 0) -> np.ndarray:
+        """Act for every seat with the NumPy mirror of a small MLP; fill buffer slot ``t``
+        (rows of envs ``start..start+len(batch)``)."""
+        spec, agent, fast = self.spec, self.agent, self.fast_policy
+        assert fast is not None
+        e, a = batch.obs.shape[0], spec.num_seats
+        envs = slice(start, start + e)
+        obs = batch.obs.reshape(e * a, *spec.obs_shape)
+        if agent.obs_rms is not None:
+            agent.obs_rms.update_np(obs if learner.all() else obs[learner.reshape(-1)])
+            obs = agent.obs_rms.normalize_np(obs, self.config.normalize.clip_obs)
+        mask = batch.action_mask
+        flat_mask = mask.reshape(e * a, -1) if mask is not None else None
+        action, logprob, value = fast.act(obs, flat_mask, self.rng)
+        self._np_obs[t, envs] = obs.reshape(e, a, *spec.obs_shape)
+        if mask is not None and self._np_mask is not None:
+            self._np_mask[t, envs] = mask
+        actions = action.reshape(e, a, *spec.action_space.action_shape)
+        self._np_actions[t, envs] = actions
+        self._np_logprobs[t, envs] = logprob.reshape(e, a)
+        self._np_values[t, envs] = value.reshape(e, a)
+        return actions
+
+    @torch.inference_mode()
+    def _act_torch(self, t: int, batch: Batch, learner: np.ndarray,
+                   start: int = 0) -> np.ndarray:
+        """Act for the learner's live seats with one forward pass; fill buffer slot ``t``
+        (rows of envs ``start..start+len(batch)``).
+
+        Seats the learner does not play this step (an opponent's, a dead one, a turn-based
+        game's idle one) skip the network: their actions are zeros, overwritten by their
+        owner's, and their buffer rows are never trained on.
+        """
+        spec, agent, buf = self.spec, self.agent, self.buffer
+        e, a = batch.obs.shape[0], spec.num_seats
+        n = e * a
+        envs = slice(start, start + e)
+        act_shape = spec.action_space.action_shape
+        rows = learner.reshape(-1)
+        pick = None if rows.all() else torch.from_numpy(np.flatnonzero(rows))
+        obs_host = torch.from_numpy(batch.obs).reshape(n, *spec.obs_shape)
+        mask_host = (torch.from_numpy(batch.action_mask).reshape(n, *spec.action_space.mask_shape)
+                     if batch.action_mask is not None else None)
+        if mask_host is not None and buf.mask is not None:
+            buf.mask[t, envs].view(n, *mask_host.shape[1:]).copy_(mask_host)
+        state = batch.state
+        obs, mask = obs_host, mask_host
+        if pick is not None:
+            obs = obs_host[pick]
+            mask = mask_host[pick] if mask_host is not None else None
+            if state is not None and self.agent.critic_reads_state:
+                state = state.reshape(n, *state.shape[2:])[pick.numpy()]
+        if self.device.type != "cpu":
+            obs = obs.to(self.device, non_blocking=True)
+            mask = mask.to(self.device, non_blocking=True) if mask is not None else None
+        if agent.obs_rms is not None:
+            agent.obs_rms.update(obs)
+        obs_n = agent.normalize_obs(obs)
+        critic_in = self._critic_input(obs_n, state, update=True)
+        dist, value_n = agent.forward_all(obs_n, mask, critic_in)
+        action = dist.sample(self.act_gen)
+        small = torch.stack([dist.log_prob(action), agent.from_value_space(value_n)]).cpu()
+        action = action.cpu()
+        obs_buf = buf.obs[t, envs].view(n, *spec.obs_shape)
+        if agent.obs_rms is None:  # the buffer holds the raw observation: all rows at once
+            obs_buf.copy_(obs_host)
+        elif pick is None:
+            obs_buf.copy_(obs_n)
+        else:
+            obs_buf.index_copy_(0, pick, obs_n.cpu())
+        if buf.critic_in is not None:
+            critic_buf = buf.critic_in[t, envs].view(n, *critic_in.shape[1:])
+            if pick is None:
+                critic_buf.copy_(critic_in)
+            else:
+                critic_buf.index_copy_(0, pick, critic_in.cpu())
+        actions = buf.actions[t, envs].view(n, *act_shape)
+        logprobs, values = buf.logprobs[t, envs].view(n), buf.values[t, envs].view(n)
+        if pick is None:
+            actions.copy_(action)
+            logprobs.copy_(small[0])
+            values.copy_(small[1])
+        else:
+            actions.zero_().index_copy_(0, pick, action)
+            logprobs.zero_().index_copy_(0, pick, small[0])
+            values.zero_().index_copy_(0, pick, small[1])
+        return actions.numpy().reshape(e, a, *act_shape).copy()
+
+    def _opponent_actions(self, batch: Batch, actions: np.ndarray,
+                          owner: np.ndarray) -> np.ndarray:
+        """Overwrite the actions of seats owned by other policies (one pass per policy);
+        ``owner [E', A]`` are the owners of ``batch``'s seats."""
+        for owner_id in np.unique(owner):
+            if owner_id == 0:
+                continue
+            policy = self.seats.policies.get(int(owner_id))
+            if policy is None:
+                raise RuntimeError(f"seat owner {owner_id} has no policy")
+            sel = (owner == owner_id) & batch.alive
+            if not sel.any():
+                continue
+            mask = batch.action_mask[sel] if batch.action_mask is not None else None
+            state = batch.state[sel] if batch.state is not None else None
+            actions[sel] = policy.act(batch.obs[sel], mask, state)
+        return actions
+
+    @torch.inference_mode()
+    def last_values(self) -> Tensor:
+        """``[E * A]``: the values after the rollout's last step (GAE's bootstrap)."""
+        n = self.spec.num_envs * self.spec.num_seats
+        obs = torch.from_numpy(self.batch.obs).reshape(n, *self.spec.obs_shape)
+        obs_n = self.agent.normalize_obs(obs.to(self.device))
+        critic_in = self._critic_input(obs_n, self.batch.state, update=False)
+        return self.agent.value(critic_in).cpu()
+
+    def learner_next(self) -> np.ndarray:
+        """``bool [E, A]``: the learner's seats that act on the next step."""
+        return (self.owner == 0) & self.batch.alive

@@ -1,0 +1,125 @@
+"""Learning: GAE and the clipped-surrogate PPO epochs over one rollout.
+
+:class:`PPOLearner` owns what the update changes (the optimizer, the minibatch generator) and
+nothing of acting: it reads a filled :class:`~selfplay.rollout.RolloutBuffer` and the values
+after its last step, and returns the update's metrics. GAE and the loss are the pure functions
+of :mod:`selfplay.losses`.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from games.core import MultiDiscrete
+from selfplay.config import TrainConfig
+from selfplay.distributions import GridMaskIndex
+from selfplay.inference import NumpyActorCritic
+from selfplay.losses import explained_variance, gae, ppo_loss
+from selfplay.networks import ActorCritic
+from selfplay.optim import FlatAdam
+from selfplay.rollout import RolloutBuffer
+
+
+class PPOLearner:
+    """The PPO update of one network."""
+
+    def __init__(self, config: TrainConfig, agent: ActorCritic, device: torch.device,
+                 sample_gen: torch.Generator,
+                 fast_policy: NumpyActorCritic | None = None) -> None:
+        self.config = config
+        self.agent = agent
+        self.device = device
+        self.sample_gen = sample_gen
+        self.fast_policy = fast_policy  # the acting mirror refreshed after each update
+        self.optimizer = FlatAdam(agent, lr=config.ppo.learning_rate, eps=config.ppo.adam_eps)
+
+    def learn(self, buf: RolloutBuffer, last_values: Tensor, learner_next: np.ndarray,
+              progress: float) -> dict[str, float]:
+        """GAE, then ``update_epochs`` passes of minibatch PPO updates over ``buf``.
+
+        ``last_values`` ``[E * A]`` are the values after the rollout's last step (bootstrap),
+        ``learner_next`` ``bool [E, A]`` the learner's seats that act next (turn-based games),
+        ``progress`` the share of training done before this update (learning-rate anneal).
+        """
+        cfg, agent = self.config.ppo, self.agent
+        t_steps, e, a = buf.shape
+        n = e * a
+        lam: float | Tensor = cfg.gae_lambda
+        if not bool(buf.trained.all()):
+            # turn-based seats: skip idle steps in each seat's chain (see losses.gae)
+            acts_next = torch.cat([buf.trained[1:], torch.from_numpy(learner_next)[None]]
+                                  ).view(t_steps, n)
+            lam = torch.where(acts_next, cfg.gae_lambda, 1.0)
+        advantages, returns = gae(buf.rewards.view(t_steps, n), buf.values.view(t_steps, n),
+                                  buf.dones.view(t_steps, n), last_values,
+                                  cfg.gamma, lam)
+        trained = buf.trained.view(-1)
+        rows = None if bool(trained.all()) else torch.nonzero(trained).squeeze(1)
+
+        def take(x: Tensor) -> Tensor:
+            flat = buf.flat(x) if x.dim() >= 3 and x.shape[:3] == buf.shape else x.reshape(-1)
+            return (flat if rows is None else flat[rows]).to(self.device, non_blocking=True)
+
+        b_obs = take(buf.obs)
+        b_mask = take(buf.mask) if buf.mask is not None else None
+        b_critic = take(buf.critic_in) if buf.critic_in is not None else b_obs
+        b_actions = take(buf.actions)
+        b_logprobs = take(buf.logprobs)
+        b_values = take(buf.values)
+        b_adv = take(advantages)
+        b_returns = take(returns)
+        size = b_obs.shape[0]
+        if size == 0:
+            return {}
+        if agent.value_rms is not None:
+            agent.value_rms.update(b_returns)
+        b_values_vs = agent.to_value_space(b_values)
+        b_returns_vs = agent.to_value_space(b_returns)
+
+        frac = 1.0 - progress
+        lr = cfg.learning_rate * frac if cfg.anneal_lr else cfg.learning_rate
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        minibatch = max(1, size // cfg.num_minibatches)
+        space = agent.space
+        grid_masks = (GridMaskIndex(b_mask, space.cells) if b_mask is not None
+                      and isinstance(space, MultiDiscrete) and space.cells is not None else None)
+        stats: dict[str, list[float]] = collections.defaultdict(list)
+        stop = False
+        for _epoch in range(cfg.update_epochs):
+            perm = torch.randperm(size, generator=self.sample_gen).to(self.device)
+            for start in range(0, size - minibatch + 1, minibatch):
+                mb = perm[start:start + minibatch]
+                mb_obs = b_obs[mb]
+                mb_mask = (grid_masks.select(mb) if grid_masks is not None
+                           else b_mask[mb] if b_mask is not None else None)
+                dist, new_value = agent.forward_all(
+                    mb_obs, mb_mask, mb_obs if b_critic is b_obs else b_critic[mb])
+                mb_actions = b_actions[mb]
+                new_logprob = dist.log_prob(mb_actions)
+                loss, info = ppo_loss(new_logprob, b_logprobs[mb], b_adv[mb], new_value,
+                                      b_values_vs[mb], b_returns_vs[mb], dist.entropy(mb_actions),
+                                      clip_coef=cfg.clip_coef, clip_vloss=cfg.clip_vloss,
+                                      vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
+                                      norm_adv=cfg.norm_adv)
+                self.optimizer.zero_grad()
+                loss.backward()
+                grad_norm = self.optimizer.clip_grad_norm(cfg.max_grad_norm)
+                self.optimizer.step()
+                for key, value in info.items():
+                    stats[key].append(float(value))
+                stats["grad_norm"].append(float(grad_norm))
+            if cfg.target_kl is not None and np.mean(stats["approx_kl"][-1:]) > cfg.target_kl:
+                stop = True
+                break
+        if self.fast_policy is not None:
+            self.fast_policy.refresh()
+        out = {f"loss/{k}": float(np.mean(v)) for k, v in stats.items()}
+        out["loss/explained_variance"] = explained_variance(b_values, b_returns)
+        out["loss/learning_rate"] = lr
+        out["loss/early_stop"] = float(stop)
+        return out

@@ -1,0 +1,30 @@
+"""A network as a :class:`games.core.Policy`: frozen weights that pick actions for seats."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from selfplay.networks import ActorCritic
+
+
+class FrozenPolicy:
+    """A network policy with fixed weights (a league snapshot or a loaded checkpoint)."""
+
+    def __init__(self, agent: ActorCritic, deterministic: bool = False,
+                 generator: torch.Generator | None = None) -> None:
+        self.agent = agent.eval()
+        self.device = next(agent.parameters()).device
+        self.deterministic = deterministic
+        if generator is not None and generator.device.type != self.device.type:
+            raise ValueError(f"generator on {generator.device} for a policy on {self.device}")
+        self.generator = generator
+
+    @torch.inference_mode()
+    def act(self, obs: np.ndarray, mask: np.ndarray | None,
+            state: np.ndarray | None) -> np.ndarray:
+        obs_t = self.agent.normalize_obs(torch.from_numpy(obs).to(self.device))
+        mask_t = torch.from_numpy(mask).to(self.device) if mask is not None else None
+        dist = self.agent.dist(obs_t, mask_t)
+        action = dist.mode() if self.deterministic else dist.sample(self.generator)
+        return action.cpu().numpy()

@@ -1,0 +1,164 @@
+"""The run loop: updates until the step budget, with signals, checkpoints and metrics.
+
+:class:`RunLoop` drives any :class:`Algorithm` (PPO's :class:`~selfplay.ppo.Trainer`, behaviour
+cloning): it calls :meth:`Algorithm.run_update` until ``num_updates``, logs each update's
+metrics, shows progress, writes checkpoints atomically every ``checkpoint.every_updates``
+updates and at the first update boundary after ``checkpoint.every_minutes`` minutes, and turns
+SIGINT / SIGTERM / SIGHUP into a checkpoint followed by :class:`TrainingInterrupted`.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
+from selfplay.config import CheckpointConfig
+from selfplay.interrupts import Terminated
+from selfplay.tracking import MetricSink, Progress, RunDir
+
+
+class Algorithm(Protocol):
+    """What the run loop drives."""
+
+    update: int
+
+    @property
+    def global_step(self) -> int: ...
+
+    @property
+    def num_updates(self) -> int: ...
+
+    def run_update(self) -> dict[str, float]:
+        """One update (``update`` and ``global_step`` advance); its metrics."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a checkpoint holds to continue exactly."""
+        ...
+
+
+class TrainingInterrupted(Exception):
+    """Raised after SIGINT/SIGTERM once the checkpoint is safely written."""
+
+    def __init__(self, signum: int, checkpoint: Path | None) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.checkpoint = checkpoint
+
+
+def progress_line(metrics: dict[str, float]) -> str:
+    """Steps/s, the recent mean return and win rate, for the progress bar."""
+    info = f"{metrics.get('perf/steps_per_second', 0.0):,.0f} steps/s"
+    ret = metrics.get("episode/return_mean")
+    if ret is not None:
+        info += f"  return {ret:.1f}"
+    if "episode/win_rate" in metrics:
+        info += f"  win {metrics['episode/win_rate']:.0%}"
+    return info
+
+
+class RunLoop:
+    """Runs an :class:`Algorithm`'s updates; checkpoints into ``run`` (none without one)."""
+
+    def __init__(self, algorithm: Algorithm, run: RunDir | None,
+                 config: CheckpointConfig) -> None:
+        self.algorithm = algorithm
+        self.run = run
+        self.config = config
+        self._stop_signal: int | None = None
+        self._last_save = time.monotonic()
+
+    def train(self, sink: MetricSink | None = None, progress: Progress | None = None) -> None:
+        """Run updates until ``num_updates``; checkpoint periodically and on SIGINT, SIGTERM
+        or SIGHUP (a closed terminal; not where SIGHUP is ignored, as under ``nohup``).
+
+        A first signal lets the update in progress finish (its rollout is trained on, so the
+        checkpoint sits on an update boundary and a resumed run continues as an uninterrupted
+        one would), then saves and raises :class:`TrainingInterrupted`; a second one stops at
+        once (the last periodic checkpoint remains)."""
+        self._stop_signal = None  # a loop stopped by a signal may run again
+        signals = [signal.SIGINT, signal.SIGTERM]
+        hangup = getattr(signal, "SIGHUP", None)  # not on every platform
+        if hangup is not None and signal.getsignal(hangup) is not signal.SIG_IGN:
+            signals.append(hangup)
+        previous = {sig: signal.getsignal(sig) for sig in signals}
+
+        def handler(signum: int, _frame: object) -> None:
+            if self._stop_signal is not None:  # second signal: stop now
+                signal.signal(signum, previous[signal.Signals(signum)])
+                raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+            self._stop_signal = signum
+            print(f"{signal.Signals(signum).name}: finishing update "
+                  f"{self.algorithm.update + 1}, then saving a checkpoint (send it again to "
+                  "stop at once)", file=sys.stderr, flush=True)
+
+        for sig in previous:
+            signal.signal(sig, handler)
+        try:
+            self._loop(sink, progress)
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+    def _due(self) -> bool:
+        """Whether the update just finished is due for a periodic checkpoint."""
+        algo, minutes = self.algorithm, self.config.every_minutes
+        return (algo.update % self.config.every_updates == 0
+                or (minutes > 0 and time.monotonic() - self._last_save >= 60.0 * minutes))
+
+    def _loop(self, sink: MetricSink | None, progress: Progress | None) -> None:
+        algo = self.algorithm
+        self._last_save = time.monotonic()
+        while algo.update < algo.num_updates:
+            metrics = algo.run_update()
+            if sink is not None:
+                sink.log(algo.global_step, metrics)
+            if progress is not None:
+                progress.update(algo.global_step, progress_line(metrics))
+            stop = self._stop_signal
+            final = algo.update == algo.num_updates
+            path = None
+            if self.run is not None and (stop is not None or final or self._due()):
+                path = self.save(final=final)
+            if stop is not None and not final:
+                raise TrainingInterrupted(stop, path)
+
+    def save(self, final: bool = False) -> Path:
+        """Write ``checkpoints/update_XXXXXXX.pt`` atomically; prune old ones. A failed
+        periodic save is a warning (the previous checkpoint is intact); a failed final one is
+        an error."""
+        assert self.run is not None
+        directory = self.run.checkpoints
+        path = directory / f"update_{self.algorithm.update:07d}.pt"
+        try:
+            save_checkpoint(path, self.algorithm.state_dict())
+        except OSError as exc:
+            older = list_checkpoints(directory)
+            kept = f"; previous checkpoint {older[-1]} is intact" if older else ""
+            message = f"saving checkpoint {path} failed: {exc.strerror or exc}{kept}"
+            if final:
+                raise CheckpointError(message) from exc
+            print(f"warning: {message}", file=sys.stderr)
+            return older[-1] if older else path
+        self._last_save = time.monotonic()
+        for old in list_checkpoints(directory)[:-self.config.keep]:
+            old.unlink(missing_ok=True)
+        return path
+
+
+def load_resumable(run: RunDir) -> tuple[dict[str, Any], Path]:
+    """The newest checkpoint that loads; warns about corrupt newer ones."""
+    errors = []
+    for path in reversed(list_checkpoints(run.checkpoints)):
+        try:
+            return load_checkpoint(path), path
+        except CheckpointError as exc:
+            errors.append(str(exc))
+            print(f"warning: {exc}; trying an older checkpoint", file=sys.stderr)
+    if errors:
+        raise CheckpointError(f"no usable checkpoint in {run.checkpoints}: {errors[0]}")
+    raise CheckpointError(f"no checkpoint in {run.checkpoints}; nothing to resume")
