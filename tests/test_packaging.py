@@ -42,6 +42,7 @@ def test_wheel_carries_every_package_and_family_file(wheel: Path) -> None:
     for name in shipped:
         assert f"selfplay/hyperparams/{name}" in names, name
     assert not any(n.startswith("hyperparams/") for n in names)  # not a top-level package
+    assert not any(n.startswith("tools/") for n in names)  # the checkout's scripts stay there
     for top in PACKAGES:
         for init in (ROOT / top).rglob("__init__.py"):
             assert init.relative_to(ROOT).as_posix() in names, init

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-
-from bench_learning import train_seed  # noqa: E402
-from bench_microrts_learning import train_for  # noqa: E402
+from tools.bench_learning import train_seed
+from tools.bench_microrts_learning import train_for
 
 pytestmark = pytest.mark.slow
 

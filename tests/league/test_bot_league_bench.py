@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-
-from bench_bot_league import (  # noqa: E402
+from tools.bench_bot_league import (
     _PUBLISHED_GAMES,
     PUBLISHED,
     pair_scores,
@@ -59,7 +55,7 @@ def test_order_check_ignores_published_ties() -> None:
 
 
 def test_rating_trend_matches_a_hand_computed_weighted_fit() -> None:
-    from bench_selfplay_progress import rating_trend
+    from tools.bench_selfplay_progress import rating_trend
 
     # equal sigmas: ordinary least squares; slope of (0, 1), (1, 3), (2, 2) is 0.5, and its
     # standard error with known sigma 1 is sqrt(1 / sum((x - mean x)^2)) = sqrt(1/2)

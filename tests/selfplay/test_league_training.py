@@ -58,8 +58,7 @@ def test_tictactoe_league_mechanics(tmp_path: Path) -> None:
         assert db.replay_ratings() == db.ratings()
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.slow  # a learning run (`make bench`): 15 s on the 2-core machine
 def test_tictactoe_league_training(tmp_path: Path) -> None:
     # 64 updates: after 32 the learner was about as strong as the random bot (anchored at
     # 25), so "beats random" passed or failed with the rating games' draws (seeds 1-5 pass
@@ -337,17 +336,17 @@ def test_microrts_bot_envs_draw_their_next_bot_by_pfsp(tmp_path: Path) -> None:
     assert hook is not None
     try:
         bot_envs = hook.bot_envs.tolist()
-        assert bot_envs == [1, 2, 3, 4] and hook.bot_names == ["Passive", "WorkerRush",
+        assert bot_envs == [1, 2, 3, 4] and hook.bot_draws.names == ["Passive", "WorkerRush",
                                                                 "LightRush"]
         assert [game.players[e, 0] for e in bot_envs] == [0, 1, 0, 1]  # sides: the layout's
         payoff = hook.matchmaker.payoff
-        ids = {name: ENGINE_BOT - k for k, name in enumerate(hook.bot_names)}
+        ids = {name: ENGINE_BOT - k for k, name in enumerate(hook.bot_draws.names)}
         for _ in range(50):  # the learner's history: it beats two bots, loses to WorkerRush
             hook.matchmaker.record(LEARNER, ids["Passive"], 1)
             hook.matchmaker.record(LEARNER, ids["LightRush"], 1)
             hook.matchmaker.record(LEARNER, ids["WorkerRush"], -1)
         played = {e: [engine_bot(game, e)] for e in bot_envs}  # each game's bot, in order
-        drawn = {e: [hook.bot_name(int(hook.bot_next[e]))] for e in bot_envs}
+        drawn = {e: [hook.bot_draws.name(int(hook.bot_draws.next[e]))] for e in bot_envs}
         assert [played[e][0] for e in bot_envs] == ["Passive", "Passive", "WorkerRush",
                                                     "WorkerRush"]  # the env layout's
         credited: list[tuple[str, int]] = []
@@ -364,9 +363,9 @@ def test_microrts_bot_envs_draw_their_next_bot_by_pfsp(tmp_path: Path) -> None:
                 credited.append((played[env][-1], outcome))
                 now = engine_bot(game, env)
                 assert now == drawn[env][-1] == game.opponent_names[env]  # set_bot's, begun
-                assert hook.bot_name(int(hook.bot_now[env])) == now
+                assert hook.bot_draws.name(int(hook.bot_draws.now[env])) == now
                 played[env].append(now)
-                drawn[env].append(hook.bot_name(int(hook.bot_next[env])))
+                drawn[env].append(hook.bot_draws.name(int(hook.bot_draws.next[env])))
 
         trainer.add_episode_listener(check)
         trainer.train()
@@ -385,7 +384,7 @@ def test_microrts_bot_envs_draw_their_next_bot_by_pfsp(tmp_path: Path) -> None:
                           if name != "selfplay"})
         assert logged == games and games["WorkerRush"] > games["Passive"]
         metrics = hook.after_update()
-        assert sum(metrics[f"league/bot_env_share/{n}"] for n in hook.bot_names) == 1.0
+        assert sum(metrics[f"league/bot_env_share/{n}"] for n in hook.bot_draws.names) == 1.0
     finally:
         hook.close()
         game.close()
@@ -412,9 +411,9 @@ def test_microrts_bot_env_draws_survive_a_resume(tmp_path: Path) -> None:
         trainer.train()
         state = load_checkpoint(sorted(run.checkpoints.glob("*.pt"))[-1])
         saved = state["extra"]["league"]["bot_envs"]
-        assert saved["names"] == hook.bot_names
-        np.testing.assert_array_equal(saved["next"], hook.bot_next)
-        ahead = hook.sample_bots(50)  # what the uninterrupted run draws next
+        assert saved["names"] == hook.bot_draws.names
+        np.testing.assert_array_equal(saved["next"], hook.bot_draws.next)
+        ahead = hook.bot_draws.sample(50)  # what the uninterrupted run draws next
         assert len(set(ahead.tolist())) > 1
     finally:
         hook.close()
@@ -427,13 +426,13 @@ def test_microrts_bot_env_draws_survive_a_resume(tmp_path: Path) -> None:
     game: Any = resumed.game
     try:
         bot_envs = hook.bot_envs.tolist()
-        np.testing.assert_array_equal(hook.bot_next, saved["next"])
+        np.testing.assert_array_equal(hook.bot_draws.next, saved["next"])
         assert [engine_bot(game, e) for e in bot_envs] == [
-            hook.bot_name(int(hook.bot_now[e])) for e in bot_envs] == [
+            hook.bot_draws.name(int(hook.bot_draws.now[e])) for e in bot_envs] == [
             "Passive", "Passive", "WorkerRush", "WorkerRush"]  # the layout's, begun again
-        rng = hook.bot_rng.bit_generator.state
-        np.testing.assert_array_equal(hook.sample_bots(50), ahead)
-        hook.bot_rng.bit_generator.state = rng
+        rng = hook.bot_draws.rng.bit_generator.state
+        np.testing.assert_array_equal(hook.bot_draws.sample(50), ahead)
+        hook.bot_draws.rng.bit_generator.state = rng
         after_first: dict[int, str] = {}
 
         def check(stats: Any) -> None:
@@ -443,7 +442,7 @@ def test_microrts_bot_env_draws_survive_a_resume(tmp_path: Path) -> None:
 
         resumed.add_episode_listener(check)
         resumed.train()
-        assert after_first == {e: hook.bot_name(int(saved["next"][e])) for e in bot_envs}
+        assert after_first == {e: hook.bot_draws.name(int(saved["next"][e])) for e in bot_envs}
     finally:
         hook.close()
         game.close()

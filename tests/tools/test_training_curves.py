@@ -4,22 +4,18 @@ ratings read from a real league database."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-
-from training_curves import (  # noqa: E402
+from league.db import LeagueDB
+from tools.training_curves import (
     RatedSnapshot,
     curve_rows,
     main,
     read_metrics,
     training_seconds,
 )
-
-from league.db import LeagueDB  # noqa: E402
 
 
 def _record(step: int, time: float, rate: float = 100.0, **wins: float) -> dict[str, float]:

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tools"))
-
-from bench_pettingzoo import run  # noqa: E402
+from tools.bench_pettingzoo import run
 
 
 def test_bench_reports_both_pipelines() -> None:
