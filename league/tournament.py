@@ -26,12 +26,14 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from games.core import Policy
+from games.core import Policy, VecGame
+from games.family import MatchConditions
 from games.matches import GameFactory, MatchResult, MatchRunner, MatchSpec, VecGameRunner
+from games.registry import family_of, make_game, resolve
 from league.db import LeagueDB, LeagueError
 from league.ratings import quality_matrix
 
@@ -306,3 +308,36 @@ def run_tournament(db: LeagueDB, players: Sequence[str], policy_factory: PolicyF
                 else VecGameRunner(game_factory, policies, config.num_envs, config.seed))
         play.run(schedule.next, on_result)
     return summary
+
+
+def bot_tournament(db: LeagueDB, game: str, bots: Sequence[str], config: TournamentConfig,
+                   max_steps: int | None = None, parallel: int | None = None,
+                   progress: Callable[[int, int | None], None] | None = None,
+                   processes: int = 1) -> TournamentSummary:
+    """Register ``bots`` of ``game``'s family (league players of kind ``bot``, canonical
+    names) and play (or finish) their tournament, ``parallel`` (default ``config.num_envs``)
+    games at once, or with ``processes`` > 1 one game at a time in each of that many worker
+    processes (families whose bots play inside the engine). The map and game length default
+    to the family's for bot tournaments."""
+    family = family_of(game)
+    game = resolve(game).name
+    names = [family.match_setup(game, bot, 1, config.seed).opponent_name or bot for bot in bots]
+    defaults = family.match_defaults({}, bots_only=True)
+    map_name = config.map or defaults.map_name or ""
+    if config.map != map_name:
+        config = replace(config, map=map_name)
+    for name in names:
+        db.add_player(name, "bot")
+    conditions = MatchConditions(num_envs=parallel or config.num_envs, seed=config.seed,
+                                 map_name=map_name or None,
+                                 max_steps=max_steps or defaults.max_steps, processes=processes)
+
+    def game_factory(num_envs: int, seed: int) -> VecGame:
+        setup = family.match_setup(game, None, num_envs, seed, map_name or None)
+        return make_game(game, num_envs=num_envs, seed=seed, options=setup.options)
+
+    def runner(policies: Mapping[int, Policy]) -> MatchRunner:
+        return family.match_runner(game, policies, conditions, game_factory)
+
+    return run_tournament(db, names, lambda name: family.opponent(game, name, config.seed),
+                          game_factory, config, progress=progress, runner=runner)

@@ -18,18 +18,13 @@ other's new snapshots (the main agent meets the exploiters' snapshots through PF
 ``max_active_opponents`` snapshot policies are loaded at a time (one forward pass each per
 step). Every ``snapshot_every`` updates the learner's weights are frozen as a snapshot; every
 ``eval_every`` updates the newest snapshot plays rating matches against the reference pool
-(earlier snapshots and scripted anchors), and its TrueSkill rating is logged. microRTS anchors
-are engine bots (``league.anchors: [WorkerRush, ...]``): their matches run in bot envs whose
-bot is swapped per match (:class:`games.microrts.league_runner.PolicyMatchRunner`).
+(earlier snapshots and scripted anchors), and its TrueSkill rating is logged. Anchors may be
+bots that play inside the engine: their matches are played by the family's own match runner
+(:meth:`games.family.Family.match_runner`).
 
-microRTS bot envs (``game.options.bots``, one seat: the bot plays inside the engine) keep the
-bot of the env layout unless ``league.bot_env_pfsp`` is set: then at each episode end in a bot
-env the learner's result is recorded against the bot it played, and the env's next bot is drawn
-from ``game.options.bots`` by PFSP (``league.weighting``) over the learner's decayed results
-against each bot, with a generator of its own. The engine has already started the env's next
-game when the end is reported, so the bot drawn then (``set_bot``) plays the game after it;
-every game is credited to the bot it was played against (the game's
-``ended_opponent_names``). The learner keeps its side of each env (the layout's alternation).
+Bot envs (one seat: an engine bot plays the other side) keep the bot of the env layout unless
+``league.bot_env_pfsp`` is set: then each one's next bot is drawn by PFSP
+(:mod:`selfplay.league_bot_envs`). The learner keeps its side of each env.
 
 Resuming after a crash: a registered snapshot is never rewritten. The updates replayed from the
 last checkpoint reuse the snapshots the crashed process registered under the same names (their
@@ -55,11 +50,9 @@ import numpy as np
 from games.core import (
     EpisodeStats,
     GameError,
-    HasOpponentNames,
     HasSides,
     Outcome,
     ScriptedPolicy,
-    SupportsBotSwap,
 )
 from games.options import to_mapping
 from games.registry import family_of
@@ -75,14 +68,13 @@ from league.snapshots import (
 )
 from league.tournament import IncompatiblePlayer
 from selfplay.config import ConfigError, LeagueConfig
+from selfplay.league_bot_envs import LEARNER, BotEnvDraws
 from selfplay.league_rating import BackgroundRater, RatingJob, rate_snapshot, snapshot_agent
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy
 from selfplay.ppo import TrainingContext
 
-LEARNER = -1  # the learner's id in the matchmaker (not a database player)
 MAIN = -2  # a main exploiter's stand-in for the main agent, played as its newest snapshot
-ENGINE_BOT = -16  # payoff id of game.options.bots[0] in bot envs; ENGINE_BOT - k of bot k
 
 
 class LeagueHook:
@@ -124,7 +116,7 @@ class LeagueHook:
         self.dropped: dict[int, float | None] = {}
         self.targets: list[int] = []  # main exploiter: the main agent's snapshots, oldest first
         self.latest: int | None = None  # this run's newest snapshot
-        # envs whose seat 1 is played by a policy (microRTS bot envs have the bot in the engine)
+        # envs whose seat 1 is played by a policy (bot envs have the bot inside the engine)
         game = trainer.game
         self.contested = (game.players[:, 1] >= 0 if isinstance(game, HasSides)
                           else np.ones(trainer.spec.num_envs, bool))  # [E]
@@ -163,14 +155,11 @@ class LeagueHook:
             self.bots[pid] = (slot, setup.scripted)
             trainer.seats.set_policy(slot, setup.scripted)
             self.matchmaker.add_bot(pid)
-        # microRTS bot envs (league.bot_env_pfsp): the payoff ids of the engine bots (outside
-        # the pool: they play in envs of their own), and of the bot of each bot env's game in
-        # progress and of its next game (set_bot's; 0 elsewhere)
+        # bot envs (league.bot_env_pfsp): engine bots drawn per game, outside the pool (they
+        # play in envs of their own)
         self.bot_envs = np.flatnonzero(~self.contested)  # [B]
-        self.bot_names = self._engine_bots() if config.bot_env_pfsp else []
-        self.bot_rng = np.random.default_rng(trainer.config.seed + 23)
-        self.bot_now = np.zeros(trainer.spec.num_envs, np.int64)  # [E]
-        self.bot_next = np.zeros(trainer.spec.num_envs, np.int64)  # [E]
+        self.bot_draws = (BotEnvDraws(trainer.game, self.bot_envs, self.matchmaker,
+                                      trainer.config.seed) if config.bot_env_pfsp else None)
         restored = trainer.restored_extra.get("league")
         if restored is not None:  # a resumed checkpoint: the league continues exactly
             self._load_state(restored)
@@ -186,8 +175,8 @@ class LeagueHook:
                               f"main agent{whose} (runs with main snapshots: "
                               f"{', '.join(runs) or 'none'}); point league.db at the main "
                               "run's league database, or fix league.target")
-        if self.bot_names:
-            self._start_bot_envs(None if restored is None else restored.get("bot_envs"))
+        if self.bot_draws is not None:
+            self.bot_draws.start(None if restored is None else restored.get("bot_envs"))
         if restored is None:
             own = [p for p in players if p.kind == "snapshot" and self._own(p)
                    and p.broken is None and not self._after_checkpoint(p)]
@@ -209,9 +198,7 @@ class LeagueHook:
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint holds to continue exactly: the matchmaker (pool and payoff table),
         the sampling RNG, each env's opponent and the loaded opponent slots; with
-        ``league.bot_env_pfsp`` the bot envs' generator and the bot drawn for each one's next
-        game (the game in progress is lost with a microRTS process: a resumed run restarts
-        it against the env layout's bot)."""
+        ``league.bot_env_pfsp`` the bot envs' draws (:meth:`BotEnvDraws.state_dict`)."""
         return {"matchmaker": self.matchmaker.state_dict(),
                 "rng": self.rng.bit_generator.state,
                 "opponent": self.opponent.copy(),
@@ -220,10 +207,8 @@ class LeagueHook:
                 "latest": self.latest,
                 "bot_rngs": {pid: policy.rng.bit_generator.state
                              for pid, (_, policy) in self.bots.items()},
-                **({"bot_envs": {"names": list(self.bot_names),
-                                 "rng": self.bot_rng.bit_generator.state,
-                                 "next": self.bot_next.copy()}}
-                   if self.bot_names else {})}
+                **({"bot_envs": self.bot_draws.state_dict()}
+                   if self.bot_draws is not None else {})}
 
     def _load_state(self, state: Mapping[str, Any]) -> None:
         self.matchmaker.load_state_dict(state["matchmaker"])
@@ -372,73 +357,12 @@ class LeagueHook:
                       file=sys.stderr)
             raise
 
-    # ----------------------------------------------------------------- engine bots of bot envs
-
-    def _engine_bots(self) -> list[str]:
-        """The engine bots of the game's bot envs, for ``league.bot_env_pfsp``;
-        :class:`ConfigError` for a game without them."""
-        game = self.trainer.game
-        if not isinstance(game, SupportsBotSwap) or not game.bot_choices():
-            raise ConfigError(f"league.bot_env_pfsp: {self.trainer.spec.name} has no engine "
-                              "bots playing in envs of their own; set "
-                              "league.bot_env_pfsp=false")
-        return game.bot_choices()
-
-    def _start_bot_envs(self, state: Mapping[str, Any] | None) -> None:
-        """Each bot env's bot in progress (the game's: a resumed game restarted its envs with
-        the layout's bots) and its next one: the checkpoint's draw, else a new one."""
-        envs = self.bot_envs
-        game = self.trainer.game
-        assert isinstance(game, HasOpponentNames)
-        names = list(game.opponent_names)
-        self.bot_now[envs] = [ENGINE_BOT - self.bot_names.index(names[e]) for e in envs]
-        if state is not None and list(state["names"]) == self.bot_names:
-            self.bot_rng.bit_generator.state = state["rng"]
-            self.bot_next[envs] = np.asarray(state["next"])[envs]
-            for env in envs.tolist():
-                self._set_bot(env, int(self.bot_next[env]))
-        else:
-            self._draw_bots(envs)
-
-    def sample_bots(self, n: int) -> np.ndarray:
-        """PFSP picks ``int64 [n]`` of engine bots (payoff ids) for bot envs' next games."""
-        ids = ENGINE_BOT - np.arange(len(self.bot_names))
-        return self.matchmaker.sample_among(ids, n, self.bot_rng, learner=LEARNER)
-
-    def bot_name(self, pid: int) -> str:
-        """The engine bot whose payoff id is ``pid``."""
-        return self.bot_names[ENGINE_BOT - pid]
-
-    def _set_bot(self, env: int, pid: int) -> None:
-        game = self.trainer.game
-        assert isinstance(game, SupportsBotSwap)
-        game.set_bot(env, self.bot_name(pid))
-        self.bot_next[env] = pid
-
-    def _draw_bots(self, envs: np.ndarray) -> None:
-        """Draw the bot of the next game of bot envs ``envs`` ``[K]`` and hand it to them."""
-        for env, pid in zip(envs.tolist(), self.sample_bots(len(envs)).tolist(), strict=True):
-            self._set_bot(env, pid)
-
-    def _bot_games_ended(self, stats: EpisodeStats) -> None:
-        """Record the learner's finished games in bot envs against the bots they were played
-        against; the next game (begun) is the drawn bot's, and the one after is drawn now."""
-        ended = (stats.seat == 0) & ~self.contested[stats.env]
-        envs = stats.env[ended]
-        if len(envs) == 0:
-            return
-        for env, outcome in zip(envs.tolist(), stats.outcome[ended].tolist(), strict=True):
-            if outcome != Outcome.NONE:
-                self.matchmaker.record(LEARNER, int(self.bot_now[env]), int(outcome))
-        self.bot_now[envs] = self.bot_next[envs]
-        self._draw_bots(envs)
-
     # ----------------------------------------------------------------- training games
 
     def on_episodes(self, stats: EpisodeStats) -> None:
         """Record the learner's finished games and pick the next opponent of those envs."""
-        if self.bot_names:
-            self._bot_games_ended(stats)
+        if self.bot_draws is not None:
+            self.bot_draws.games_ended(stats, self.contested)
         seat0 = (stats.seat == 0) & self.contested[stats.env]
         envs = stats.env[seat0]
         if len(envs) == 0:
@@ -472,11 +396,8 @@ class LeagueHook:
         if self.rater is not None:
             metrics.update(self.rater.collect())
         metrics["league/opponent_share_selfplay"] = float((trainer.seats.of_seat(1) == 0).mean())
-        if self.bot_names and len(self.bot_envs):  # which bots the bot envs play now
-            counts = np.bincount(ENGINE_BOT - self.bot_now[self.bot_envs],
-                                 minlength=len(self.bot_names))
-            for name, count in zip(self.bot_names, counts.tolist(), strict=True):
-                metrics[f"league/bot_env_share/{name}"] = count / len(self.bot_envs)
+        if self.bot_draws is not None:  # which bots the bot envs play now
+            metrics.update(self.bot_draws.metrics())
         if self.role == "main_exploiter":
             metrics["league/win_rate_vs_main"] = float(
                 self.matchmaker.payoff.win_rates(LEARNER, np.array([MAIN]))[0])

@@ -47,11 +47,14 @@ from typing import Any
 
 import numpy as np
 
+from games.core import EngineBot, Policy
+from games.matches import MatchResult, MatchSpec
 from games.microrts import bots as bots_mod
-from games.microrts.league_runner import BotMatchRunner, bot_policy_factory
+from games.microrts.bots import resolve_bot
+from games.microrts.match_runner import BotMatchRunner
 from league.db import LeagueDB
 from league.ratings import quality_matrix
-from league.tournament import MatchResult, MatchSpec, Policy, TournamentConfig, run_tournament
+from league.tournament import TournamentConfig, run_tournament
 
 # MicroRTS-Py's published league (TrueSkill μ − 3σ, experiments/gym-microrts-static-files/
 # league.csv): all 13 engine bots it rated, on basesWorkers16x16A, max 5,000 cycles
@@ -198,7 +201,8 @@ def main() -> None:
         def no_game(num_envs: int, seed: int):  # type: ignore[no-untyped-def]
             raise AssertionError("unused: the bot runner plays the matches")
 
-        summary = run_tournament(db, names, bot_policy_factory, no_game, config,
+        summary = run_tournament(db, names, lambda name: EngineBot(resolve_bot(name).name),
+                                 no_game, config,
                                  progress=progress, runner=runner)
         elapsed = time.perf_counter() - start
         board = [s for s in db.leaderboard() if s.name in set(names)]

@@ -31,13 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from games.core import EngineBot, Policy
 from games.microrts.bots import resolve_bot
-from games.microrts.league_runner import PolicyMatchRunner, bot_policy_factory, bot_tournament
+from games.microrts.match_runner import PolicyMatchRunner
 from games.registry import make_game
 from league.db import LeagueDB
 from league.ratings import PlayerRating
 from league.snapshots import load_player_snapshot
-from league.tournament import Policy, TournamentConfig, run_tournament
+from league.tournament import TournamentConfig, bot_tournament, run_tournament
 from selfplay.config import config_from_mapping, read_yaml
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy
@@ -70,7 +71,7 @@ def calibrate(db: LeagueDB, bots: list[str], map_name: str, max_steps: int, game
     bot that wins every game never gets its σ below TrueSkill's per-game drift."""
     config = TournamentConfig(games_per_pair=games, num_envs=parallel, map=map_name,
                               name="calibration")
-    bot_tournament(db, bots, config, max_steps=max_steps, parallel=parallel)
+    bot_tournament(db, "microrts", bots, config, max_steps=max_steps, parallel=parallel)
     return {b.name: b for b in db.leaderboard() if b.name in bots}
 
 
@@ -118,7 +119,7 @@ def main() -> None:
         def policy_factory(name: str) -> Policy:
             player = db.player(name)
             if player.kind == "bot":
-                return bot_policy_factory(name)
+                return EngineBot(name)
             snapshot = load_player_snapshot(source, name)
             if snapshot is None:
                 raise ValueError(f"snapshot {name} is missing or corrupt")

@@ -274,3 +274,8 @@ def seed_bot(ai: Any, seed: int) -> int:
     """Seed every non-static ``java.util.Random`` field of the Java bot ``ai`` (its class and
     superclasses) with ``seed``; how many were seeded."""
     return _reseed(_random_fields(ai.getClass()), ai, seed)
+
+
+def canonical_pool(names: list[str]) -> list[str]:
+    """The canonical names of ``names`` (game options' ``bots``), each once, in order."""
+    return list(dict.fromkeys(resolve_bot(name).name for name in names))

@@ -35,6 +35,7 @@ from games.core import (
     concat_batches,
     concat_episodes,
 )
+from games.microrts import bots as bots_mod
 from games.microrts.adapter import (
     REWARD_COMPONENTS,
     SELFPLAY,
@@ -326,6 +327,10 @@ class MicroRTSWorkers:
             self.opponent_names[e] = name
         self._pending_names.clear()
         return batch
+
+    def bot_choices(self) -> list[str]:
+        """As :meth:`MicroRTSVecGame.bot_choices`."""
+        return bots_mod.canonical_pool(list(self.options.bots))
 
     def set_bot(self, env: int, bot: str) -> str:
         """As :meth:`MicroRTSVecGame.set_bot` (from env ``env``'s next game on), in the worker

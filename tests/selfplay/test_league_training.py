@@ -16,8 +16,9 @@ from games.registry import make_game
 from league.db import LeagueDB
 from selfplay.checkpoint import load_checkpoint
 from selfplay.config import ConfigError, TrainConfig, build_config
+from selfplay.league_bot_envs import ENGINE_BOT, LEARNER
 from selfplay.league_rating import bot_results
-from selfplay.league_training import ENGINE_BOT, LEARNER, LeagueHook, attach
+from selfplay.league_training import LeagueHook, attach
 from selfplay.ppo import Trainer
 from selfplay.train import run_training
 

@@ -1,4 +1,5 @@
-"""League tournaments of microRTS engine bots (BotMatchRunner) against the real engine."""
+"""microRTS match runners (engine bots, policies) and league tournaments of engine bots,
+against the real engine."""
 
 from __future__ import annotations
 
@@ -14,14 +15,11 @@ import numpy as np
 import pytest
 
 from games.microrts.botmatch import BotGame
-from games.microrts.league_runner import (
-    BotMatchRunner,
-    PolicyMatchRunner,
-    bot_policy_factory,
-    bot_tournament,
-)
-from league.db import LeagueDB, LeagueError
-from league.tournament import MatchResult, MatchSpec, TournamentConfig
+from games.core import EngineBot, GameError
+from games.matches import MatchResult, MatchSpec
+from games.microrts.match_runner import BotMatchRunner, PolicyMatchRunner
+from league.db import LeagueDB
+from league.tournament import TournamentConfig, bot_tournament
 
 BOTS = ["WorkerRush", "LightRush", "Passive"]  # all deterministic scripted bots
 MAP = "basesWorkers8x8"
@@ -34,7 +32,7 @@ def test_match_maps_sides_to_engine_players() -> None:
                                                                   400, 7)
     assert runner.game_for(MatchSpec("k", 1, 2, 1, 7)) == BotGame("Passive", "WorkerRush", MAP,
                                                                   400, 7)
-    with pytest.raises(LeagueError, match="not a bot"):
+    with pytest.raises(GameError, match="not a bot"):
         runner.game_for(MatchSpec("k", 1, 3, 0, 7))
 
 
@@ -43,7 +41,7 @@ def test_round_robin_of_scripted_bots(engine_home, tmp_path: Path) -> None:
     the same command again plays nothing (idempotent match keys)."""
     config = TournamentConfig(games_per_pair=2, map=MAP, num_envs=4)
     with LeagueDB(tmp_path / "league.db", game="microrts") as db:
-        summary = bot_tournament(db, BOTS, config, max_steps=500)
+        summary = bot_tournament(db, "microrts", BOTS, config, max_steps=500)
         assert (summary.played, summary.already_stored, summary.skipped_players) == (6, 0, [])
         assert db.match_count() == 6
         board = [s.name for s in db.leaderboard()]
@@ -59,7 +57,7 @@ def test_round_robin_of_scripted_bots(engine_home, tmp_path: Path) -> None:
             assert BOTS.index(db.player(winner).name) < BOTS.index(db.player(loser).name)
         ratings_before = db.ratings()
 
-        again = bot_tournament(db, BOTS, config, max_steps=500)
+        again = bot_tournament(db, "microrts", BOTS, config, max_steps=500)
         assert (again.played, again.already_stored) == (0, 6)
         assert db.match_count() == 6
         assert db.ratings() == ratings_before
@@ -73,11 +71,11 @@ def test_worker_processes_play_the_same_games(engine_home, tmp_path: Path) -> No
     stored = []
     for processes in (1, 2):
         with LeagueDB(tmp_path / f"league{processes}.db", game="microrts") as db:
-            summary = bot_tournament(db, BOTS, config, max_steps=500, processes=processes)
+            summary = bot_tournament(db, "microrts", BOTS, config, max_steps=500, processes=processes)
             assert summary.played == 6
             stored.append(sorted((m.key, m.side_a, m.outcome, m.length) for m in db.matches()))
     assert stored[0] == stored[1]
-    with pytest.raises(LeagueError, match="parallel must be 1"):
+    with pytest.raises(GameError, match="parallel must be 1"):
         BotMatchRunner({1: "WorkerRush", 2: "Passive"}, MAP, parallel=4, processes=2)
 
 
@@ -99,12 +97,11 @@ def test_worker_processes_end_when_their_parent_is_killed(engine_home, tmp_path:
     """SIGKILL the tournament process while its workers are mid-game (two passive bots, a game
     that would last hours): the workers, which ignore stop signals, end on their own."""
     script = textwrap.dedent(f"""
-        from games.microrts.league_runner import bot_tournament
         from league.db import LeagueDB
-        from league.tournament import TournamentConfig
+        from league.tournament import TournamentConfig, bot_tournament
         if __name__ == "__main__":
             with LeagueDB({str(tmp_path / "l.db")!r}, game="microrts") as db:
-                bot_tournament(db, ["Passive", "ai.PassiveAI"],
+                bot_tournament(db, "microrts", ["Passive", "ai.PassiveAI"],
                                TournamentConfig(games_per_pair=4, map="basesWorkers8x8"),
                                max_steps=10**8, processes=2)
         """)
@@ -138,7 +135,7 @@ def test_adaptive_tournament_stops_at_max_matches(engine_home, tmp_path: Path) -
     schedule's first ``None`` (here: ``max_matches``)."""
     config = TournamentConfig(until_sigma=0.5, max_matches=7, map=MAP, num_envs=3)
     with LeagueDB(tmp_path / "league.db", game="microrts") as db:
-        summary = bot_tournament(db, BOTS, config, max_steps=500)
+        summary = bot_tournament(db, "microrts", BOTS, config, max_steps=500)
         assert summary.played == 7 and db.match_count() == 7
         assert db.leaderboard()[-1].name == "Passive"
 
@@ -174,7 +171,7 @@ def test_mixed_runner_plays_bot_games_in_rounds(engine_home) -> None:
     """Bot-vs-bot matches wait for at most ``num_envs`` of them (then they are played and
     pulling resumes), so an adaptive schedule sees their results early; every pulled match is
     played exactly once, policy matches too."""
-    policies = {1: _Idle(), 2: bot_policy_factory("Passive"), 3: bot_policy_factory("WorkerRush")}
+    policies = {1: _Idle(), 2: EngineBot("Passive"), 3: EngineBot("WorkerRush")}
     runner = PolicyMatchRunner(policies, {"map": MAP, "max_steps": 60}, num_envs=2)
     bot_pair = [MatchSpec(f"bb{k}", 2, 3, k % 2, 0) for k in range(5)]
     with_policy = [MatchSpec(f"p{k}", 1, 2 + k % 2, k % 2, 0) for k in range(3)]
@@ -219,7 +216,7 @@ class _BaseWatcher:
 def test_checkpoint_matches_play_the_engine_side_scheduled(make_game) -> None:
     """Policy-vs-policy matches (VecGameRunner): player a of a match with ``side_a = s`` plays
     engine player ``s``, also in envs whose seat 0 is engine player 1."""
-    from league.tournament import VecGameRunner
+    from games.matches import VecGameRunner
 
     made = []
 
