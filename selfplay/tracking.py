@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,17 +49,32 @@ class RunDir:
 
 
 class MetricSink:
-    """Writes scalars to metrics.jsonl, TensorBoard and (optionally) W&B."""
+    """Writes scalars to metrics.jsonl, TensorBoard and (optionally) W&B.
 
-    def __init__(self, run: RunDir, config: TrainConfig, resume: bool = False) -> None:
+    ``resume_step``: the step of the checkpoint a resumed run continues from. An attempt that
+    died after that checkpoint (SIGKILL, a crash) logged steps the resumed run logs again, so
+    every sink first forgets what was logged past it: metrics.jsonl is rewritten without those
+    records (and without a line torn by the kill), TensorBoard purges them (the writer's
+    ``purge_step``). W&B continues the same run (its id is kept in the run directory,
+    ``resume="allow"``) but cannot forget: it ignores a step lower than the last one it holds
+    (with a warning), so it keeps the dead attempt's values up to the step where that attempt
+    died and shows the resumed run's from there on. Rewinding a W&B run (``resume_from``) needs
+    the W&B server, which offline runs do not have. ``None``: a new run, nothing is dropped.
+    """
+
+    def __init__(self, run: RunDir, config: TrainConfig, resume_step: int | None = None) -> None:
         self.run = run
         run.path.mkdir(parents=True, exist_ok=True)
+        if resume_step is not None:
+            drop_metrics_after(run.metrics_file, resume_step)
         self._jsonl = open(run.metrics_file, "a", buffering=1)  # noqa: SIM115 - closed in close()
         self._tb = None
         if config.log.tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(str(run.tensorboard))
+            # events at steps >= purge_step, earlier files included, are dropped on reading
+            purge = resume_step + 1 if resume_step is not None else None
+            self._tb = SummaryWriter(str(run.tensorboard), purge_step=purge)
         self._wandb = None
         if config.log.wandb:
             os.environ.setdefault("WANDB_SILENT", "true")
@@ -68,7 +84,7 @@ class MetricSink:
 
             self._wandb = wandb.init(project=config.log.wandb_project, mode=config.log.wandb_mode,
                                      dir=str(run.path), config=to_mapping(config),
-                                     name=run.path.name, resume="allow" if resume else None)
+                                     name=run.path.name, id=wandb_run_id(run), resume="allow")
 
     def log(self, step: int, scalars: dict[str, float]) -> None:
         record = {"step": step, "time": time.time(), **scalars}
@@ -85,6 +101,41 @@ class MetricSink:
             self._tb.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def drop_metrics_after(path: Path, step: int) -> int:
+    """Rewrite the metrics file ``path`` atomically without its records past ``step`` and
+    without lines that are not whole records (the last one, torn by a kill); how many lines
+    were dropped. A missing file stays missing; every kept line ends with a newline, so the
+    next record starts a line of its own."""
+    if not path.is_file():
+        return 0
+    kept: list[bytes] = []
+    lines = path.read_bytes().splitlines(keepends=True)
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:  # a torn line: cut off mid-record, or mid-character
+            continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int) \
+                and record["step"] <= step:
+            kept.append(line if line.endswith(b"\n") else line + b"\n")
+    if kept != lines:
+        atomic_write_bytes(path, lambda handle: handle.writelines(kept))
+    return len(lines) - len(kept)
+
+
+def wandb_run_id(run: RunDir) -> str:
+    """The W&B run id of ``run`` (made on first use, kept in ``run/wandb_id``): a resumed run
+    logs to the run its first attempt started."""
+    path = run.path / "wandb_id"
+    if path.is_file():
+        stored = path.read_text().strip()
+        if stored:
+            return stored
+    run_id = uuid.uuid4().hex[:16]
+    atomic_write_bytes(path, lambda handle: handle.write(run_id.encode() + b"\n"))
+    return run_id
 
 
 class Progress:

@@ -123,7 +123,7 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
             trainer.add_episode_listener(
                 lambda stats: components.add(stats, game.episode_reward_components()))
             trainer.add_update_hook(components.metrics)
-        sink = MetricSink(run, config, resume=resume is not None)
+        sink = MetricSink(run, config, resume_step=trainer.global_step)
         progress = Progress(trainer.num_updates * trainer.steps_per_update, trainer.global_step,
                             config.log.progress, config.game.name)
     except BaseException:  # the rater process (resubmitted tournaments) stops with us

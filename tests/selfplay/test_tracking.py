@@ -1,0 +1,119 @@
+"""Metric sinks of a resumed run: nothing a dead attempt logged past the checkpoint remains."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from selfplay.config import TrainConfig, build_config
+from selfplay.tracking import MetricSink, RunDir, drop_metrics_after
+
+
+def _config(tensorboard: bool = False, wandb: bool = False) -> TrainConfig:
+    return build_config("CartPole-v1", overrides=[f"log.tensorboard={str(tensorboard).lower()}",
+                                                  f"log.wandb={str(wandb).lower()}"])
+
+
+def _steps(path: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in path.read_text().splitlines()]
+
+
+def test_resume_drops_the_dead_attempts_metrics_and_its_torn_line(tmp_path: Path) -> None:
+    """An attempt logs steps 1-5 and is killed writing step 6 (half a line); the run resumes
+    from the checkpoint of step 3: steps 4 and 5 are logged once, by the resumed run."""
+    run = RunDir(tmp_path / "run")
+    sink = MetricSink(run, _config())
+    for step in range(1, 6):
+        sink.log(step, {"loss": float(step)})
+    sink.close()
+    with run.metrics_file.open("a") as handle:
+        handle.write('{"step": 6, "time": 1.0, "lo')  # SIGKILL in the middle of a write
+    resumed = MetricSink(run, _config(), resume_step=3)
+    assert _steps(run.metrics_file) == [1, 2, 3]  # already before the first new record
+    for step in (4, 5):
+        resumed.log(step, {"loss": -float(step)})
+    resumed.close()
+    records = [json.loads(line) for line in run.metrics_file.read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5]
+    assert [r["loss"] for r in records] == [1.0, 2.0, 3.0, -4.0, -5.0]
+
+
+def test_drop_metrics_after_keeps_whole_records_and_ends_lines(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    assert drop_metrics_after(path, 10) == 0 and not path.exists()  # no file: none made
+    path.write_text('{"step": 1}\n{"step": 2}\n')
+    before = path.stat().st_mtime_ns
+    assert drop_metrics_after(path, 2) == 0 and path.stat().st_mtime_ns == before  # untouched
+    path.write_text('{"step": 1}\n\xe9garbage\n{"step": 2}')  # whole, but its newline is lost
+    assert drop_metrics_after(path, 5) == 1
+    assert path.read_text() == '{"step": 1}\n{"step": 2}\n'  # the next record starts a line
+    assert drop_metrics_after(path, 0) == 2 and path.read_text() == ""
+
+
+def test_tensorboard_holds_no_step_twice_after_a_resume(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = RunDir(tmp_path / "run")
+    dead = MetricSink(run, _config(tensorboard=True))
+    for step in range(1, 7):
+        dead.log(step, {"loss": float(step)})
+    dead.close()  # the events of steps 4-6 are on disk, as a killed run's flushed ones are
+    resumed = MetricSink(run, _config(tensorboard=True), resume_step=3)
+    for step in range(4, 9):
+        resumed.log(step, {"loss": -float(step)})
+    resumed.close()
+    assert len(list(run.tensorboard.glob("events.out.tfevents.*"))) == 2
+    events = EventAccumulator(str(run.tensorboard))
+    events.Reload()
+    scalars = events.Scalars("loss")
+    assert [s.step for s in scalars] == list(range(1, 9))
+    assert [s.value for s in scalars] == [1.0, 2.0, 3.0, *(-float(s) for s in range(4, 9))]
+
+
+def test_wandb_resumes_the_run_of_the_first_attempt(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every attempt of a run logs to one W&B run: its id is kept in the run directory."""
+    calls: list[dict[str, Any]] = []
+
+    class FakeRun:
+        def log(self, scalars: dict[str, float], step: int) -> None: ...
+
+        def finish(self) -> None: ...
+
+    def init(**kwargs: Any) -> FakeRun:
+        calls.append(kwargs)
+        return FakeRun()
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
+    run = RunDir(tmp_path / "run")
+    MetricSink(run, _config(wandb=True)).close()
+    MetricSink(run, _config(wandb=True), resume_step=3).close()
+    MetricSink(RunDir(tmp_path / "other"), _config(wandb=True)).close()
+    assert [c["resume"] for c in calls] == ["allow"] * 3
+    assert calls[0]["id"] == calls[1]["id"] != calls[2]["id"]
+    assert (run.path / "wandb_id").read_text().strip() == calls[0]["id"]
+
+
+def test_resumed_training_logs_each_step_once(tmp_path: Path) -> None:
+    """A CartPole run, then the lines of an attempt killed after the checkpoint (steps past it
+    and a torn one); resuming it logs every step once."""
+    from selfplay.train import run_training
+
+    config = build_config("CartPole-v1", overrides=[
+        "total_steps=1024", "game.num_envs=2", "ppo.num_steps=128", "log.progress=false",
+        "log.tensorboard=false", "torch_threads=1"])
+    run_dir = tmp_path / "run"
+    first = run_training(config, run_dir=run_dir)
+    metrics = run_dir / "metrics.jsonl"
+    steps = _steps(metrics)
+    assert steps[-1] == first["global_step"] == 1024
+    with metrics.open("a") as handle:
+        handle.write('{"step": 1280, "time": 0}\n{"step": 1536, "ti')
+    second = run_training(config, resume=run_dir, total_steps=2048)
+    assert second["global_step"] == 2048
+    assert _steps(metrics) == list(range(256, 2049, 256))
