@@ -30,7 +30,8 @@ class GymEnvFacade(gym.Env[np.ndarray, Any]):
     The game must have ``num_envs == 1`` and ``num_seats == 1``. The game resets itself when an
     episode ends; the facade returns that episode's last observation from ``step`` and hands out
     the already-started next episode on the following ``reset()`` (a ``reset(seed=...)`` resets
-    the game again, deterministically).
+    the game again, deterministically). Observations and masks are copies: games reuse their
+    arrays, and gymnasium's users keep what they are given.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 30}
@@ -59,7 +60,7 @@ class GymEnvFacade(gym.Env[np.ndarray, Any]):
         else:
             batch = self.game.reset(seed=seed)
         self._next = None
-        return batch.obs[0, 0], self._info(batch)
+        return batch.obs[0, 0].copy(), self._info(batch)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         actions = np.asarray(action, self._action_dtype).reshape(self._action_shape)
@@ -72,6 +73,7 @@ class GymEnvFacade(gym.Env[np.ndarray, Any]):
             self._next = batch
             if batch.final_obs is not None:
                 obs = batch.final_obs[0, 0]
+        obs = obs.copy()  # games reuse their arrays; gym users keep what they are given
         if len(batch.episodes.env):
             info["episode"] = {"r": float(batch.episodes.ret[0]),
                                "l": int(batch.episodes.length[0])}

@@ -188,7 +188,7 @@ class ParallelEnvFacade(ParallelEnv[str, Any, Any]):
         """Per-agent observations from ``obs [A, ...]`` and the batch mask ``[1, A, ...]``."""
         out: dict[str, Any] = {}
         for i, agent in enumerate(self.possible_agents):
-            agent_obs = np.asarray(obs[i], self._obs_dtype)
+            agent_obs = np.array(obs[i], self._obs_dtype)  # a copy: games reuse their arrays
             if self._has_mask:
                 agent_mask = (np.ones(self._mask_shape, np.int8) if mask is None
                               else mask[0, i].astype(np.int8))

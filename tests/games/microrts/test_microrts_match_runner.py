@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from games.microrts.botmatch import BotGame
 from games.core import EngineBot, GameError
 from games.matches import MatchResult, MatchSpec
+from games.microrts.botmatch import BotGame
 from games.microrts.match_runner import BotMatchRunner, PolicyMatchRunner
 from league.db import LeagueDB
 from league.tournament import TournamentConfig, bot_tournament
@@ -71,7 +71,8 @@ def test_worker_processes_play_the_same_games(engine_home, tmp_path: Path) -> No
     stored = []
     for processes in (1, 2):
         with LeagueDB(tmp_path / f"league{processes}.db", game="microrts") as db:
-            summary = bot_tournament(db, "microrts", BOTS, config, max_steps=500, processes=processes)
+            summary = bot_tournament(db, "microrts", BOTS, config, max_steps=500,
+                                     processes=processes)
             assert summary.played == 6
             stored.append(sorted((m.key, m.side_a, m.outcome, m.length) for m in db.matches()))
     assert stored[0] == stored[1]

@@ -40,15 +40,15 @@ def test_pipelined_collection_fills_the_same_rollout(engine_home, workers: int, 
     lockstep = greedy_trainer(1, engine_home)
     pipelined = greedy_trainer(workers, engine_home, groups)
     calls: list[int] = []
-    act = pipelined._act_part  # noqa: SLF001 - counting the forward passes is the point
+    act = pipelined.actor._act_part  # noqa: SLF001 - counting the forward passes is the point
 
     def counting_act(t, batch, start, fn):  # type: ignore[no-untyped-def]
         calls.append(batch.obs.shape[0])
         return act(t, batch, start, fn)
 
-    pipelined._act_part = counting_act  # type: ignore[method-assign]  # noqa: SLF001
+    pipelined.actor._act_part = counting_act  # type: ignore[method-assign]  # noqa: SLF001
     try:
-        assert not lockstep.pipelined and pipelined.pipelined
+        assert not lockstep.actor.pipelined and pipelined.actor.pipelined
         assert pipelined.game.parts == parts  # type: ignore[attr-defined]
         episodes = 0
         for _ in range(2):  # the second collect starts from the first one's joined batch
