@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from games.files import CheckpointError, load_checkpoint, save_checkpoint
 from league.db import LeagueDB, Player
-from selfplay.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 SNAPSHOT_FORMAT = "league-snapshot"
 

@@ -1,109 +1,20 @@
-"""Checkpoint files: atomic writes, loading that never executes code.
+"""A run's checkpoints: where a run keeps them, and which file a command-line argument names.
 
-A checkpoint is a nested dict of tensors and plain Python values saved with ``torch.save``
-and read back with ``torch.load(weights_only=True)``. NumPy arrays are stored as tensors
-(tagged, so they come back as arrays), since the safe unpickler refuses NumPy objects.
+The file format itself (the container of tensors, arrays and plain values, written atomically and
+loaded without executing code) is :mod:`games.files`, which the league's snapshots share; its
+names are re-exported here for the trainer's modules.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+import sys
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-import torch
+from games.files import CheckpointError, atomic_write_bytes, load_checkpoint, save_checkpoint
 
-FORMAT = "selfplay-checkpoint"
-VERSION = 1
-_NP_TAG = "__ndarray__"
-
-
-class CheckpointError(Exception):
-    """A checkpoint that is missing, corrupt, or does not match what it is loaded into."""
-
-
-def to_safe(obj: Any) -> Any:
-    """Replace NumPy arrays/scalars with tagged tensors so the safe unpickler accepts them."""
-    if isinstance(obj, np.ndarray):
-        if obj.dtype == object:
-            raise TypeError("object arrays cannot be stored in a checkpoint")
-        if obj.dtype.kind == "U" or obj.dtype.kind == "S":
-            return {_NP_TAG: obj.tolist(), "dtype": obj.dtype.str}
-        # np.array, not np.ascontiguousarray: the latter turns a 0-d array into shape (1,)
-        return {_NP_TAG: torch.from_numpy(np.array(obj, order="C", copy=True))}
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, dict):
-        return {k: to_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [to_safe(v) for v in obj]
-    return obj
-
-
-def from_safe(obj: Any) -> Any:
-    """Inverse of :func:`to_safe`."""
-    if isinstance(obj, dict):
-        if _NP_TAG in obj:
-            value = obj[_NP_TAG]
-            if isinstance(value, torch.Tensor):
-                return value.numpy()
-            return np.asarray(value, dtype=obj["dtype"])
-        return {k: from_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [from_safe(v) for v in obj]
-    return obj
-
-
-def atomic_write_bytes(path: Path, write: Any) -> None:
-    """Call ``write(file)`` on a temp file beside ``path``, fsync, then rename over ``path``.
-
-    If anything fails, ``path`` keeps its previous content and the temp file is removed.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
-    """Atomically save ``payload`` (tensors, arrays, plain values) to ``path``."""
-    path = Path(path)
-    data = {"format": FORMAT, "version": VERSION, **to_safe(payload)}
-    atomic_write_bytes(path, lambda handle: torch.save(data, handle))
-    return path
-
-
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a checkpoint without executing code; :class:`CheckpointError` if unusable."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint not found: {path}")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
-        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(f"corrupt or unreadable checkpoint {path}: {reason}") from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a selfplay checkpoint")
-    if data.get("version") != VERSION:
-        raise CheckpointError(f"{path} has checkpoint format version {data.get('version')}, "
-                              f"this selfplay reads version {VERSION}")
-    return from_safe(data)  # type: ignore[no-any-return]
+__all__ = ["CheckpointError", "atomic_write_bytes", "load_checkpoint", "save_checkpoint",
+           "CHECKPOINT_SUFFIXES", "looks_like_path", "resolve_checkpoint", "run_checkpoints",
+           "list_checkpoints"]
 
 
 CHECKPOINT_SUFFIXES = (".pt", ".safetensors")
@@ -112,6 +23,26 @@ CHECKPOINT_SUFFIXES = (".pt", ".safetensors")
 def looks_like_path(spec: str) -> bool:
     """A command-line entry meant as a file or folder (bot names have no slash or suffix)."""
     return "/" in spec or spec.startswith(".") or spec.endswith(CHECKPOINT_SUFFIXES)
+
+
+def resolve_checkpoint(spec: str | Path) -> Path:
+    """The checkpoint file ``spec`` names: a file, or a run directory (or its ``checkpoints/``
+    folder), which means its newest checkpoint (said on stderr: ``using PATH``).
+
+    :class:`CheckpointError` (one line) for a missing path or a directory without checkpoints.
+    """
+    path = Path(spec)
+    if path.is_dir():
+        found = run_checkpoints(path)
+        if not found:
+            raise CheckpointError(f"{spec} holds no checkpoint (no checkpoints/update_*.pt); "
+                                  "give a checkpoint file or a run directory that has one")
+        print(f"using {found[-1]}", file=sys.stderr)
+        return found[-1]
+    if not path.is_file():
+        raise CheckpointError(f"no such checkpoint: {spec} (give a checkpoint file or a run "
+                              "directory)")
+    return path
 
 
 def run_checkpoints(run: Path) -> list[Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -9,8 +10,8 @@ import numpy as np
 import torch
 
 from games.core import GameSpec, SupportsFinalFrame, SupportsRender, VecGame
-from games.registry import make_game
-from selfplay.checkpoint import CheckpointError, load_checkpoint
+from games.registry import family_of, make_game
+from selfplay.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from selfplay.config import TrainConfig, config_from_mapping
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy
@@ -21,7 +22,9 @@ def load_agent(path: str | Path, spec: GameSpec | None = None,
                ) -> tuple[TrainConfig, ActorCritic, dict[str, Any]]:
     """Config, network and raw checkpoint of ``path`` (or of its already loaded ``state``).
 
-    ``spec`` defaults to the spec of a 1-env instance of the checkpoint's game.
+    ``spec`` defaults to the spec of a 1-env instance of the checkpoint's game. Weights that
+    do not fit the network built for ``spec`` are a one-line :class:`CheckpointError` (see
+    :func:`load_weights`).
     """
     if state is None:
         state = load_checkpoint(path)
@@ -31,17 +34,93 @@ def load_agent(path: str | Path, spec: GameSpec | None = None,
     except (KeyError, TypeError) as exc:
         raise CheckpointError(f"{path} lacks the training config or weights") from exc
     if spec is None:
-        game = make_game(config.game.name, num_envs=1, seed=config.seed,
-                         options=config.game.options)
-        spec = game.spec
-        game.close()
+        spec = trained_spec(config)
     agent = ActorCritic(spec, config.network, config.normalize)
+    load_weights(agent, weights, spec, config, str(path))
+    return config, agent.eval(), state
+
+
+def trained_spec(config: TrainConfig) -> GameSpec:
+    """The spec of one env of the game ``config`` trains on (staged as a match between two
+    policies where the game has two players: one env of it is a valid game)."""
+    name = config.game.name
+    family = family_of(name)
+    staging = family.match_setup(name, None, 1, config.seed).options if family.two_player \
+        else {}
+    game = make_game(name, num_envs=1, seed=config.seed,
+                     options={**config.game.options, **staging})
+    try:
+        return game.spec
+    finally:
+        game.close()
+
+
+def load_weights(agent: ActorCritic, weights: Mapping[str, Any], spec: GameSpec,
+                 trained: TrainConfig | None, source: str) -> None:
+    """Load ``weights`` of ``source`` (trained with ``trained``, None if unknown) into
+    ``agent`` (built for ``spec``).
+
+    Weights that do not fit are a one-line :class:`CheckpointError`: naming the shapes when
+    the game's observations or actions differ from the ones they were trained on (a board of
+    another size, say), else the first difference PyTorch finds. The trained shapes are only
+    looked up then: from the observation statistics saved with the weights, or from a game
+    built with the training config.
+    """
+    own = agent.state_dict()
+    resized = any(isinstance(value, torch.Tensor) and key in own
+                  and value.shape != own[key].shape for key, value in weights.items())
+    if resized:
+        message = shape_mismatch(source, spec, *_trained_shapes(weights, trained, spec))
+        if message is not None:
+            raise CheckpointError(message)
     try:
         agent.load_state_dict(weights)
-    except RuntimeError as exc:
-        raise CheckpointError(f"{path} does not match the network of game "
-                              f"{config.game.name}: {str(exc).splitlines()[0][:160]}") from exc
-    return config, agent.eval(), state
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise CheckpointError(f"{source} does not match the network of game {spec.name}: "
+                              f"{_first_difference(exc)}") from exc
+
+
+def _first_difference(exc: BaseException) -> str:
+    """The first line of PyTorch's state-dict error that says something (not its header)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith("Error(s) in loading state_dict"):
+        lines = lines[1:]
+    return lines[0][:200] if lines else type(exc).__name__
+
+
+def _trained_shapes(weights: Mapping[str, Any], trained: TrainConfig | None, spec: GameSpec
+                    ) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """Observation and action shapes ``weights`` were trained on (None where unknown)."""
+    mean = weights.get("obs_rms.mean")  # the normalization statistics: [*obs_shape]
+    obs = tuple(mean.shape) if isinstance(mean, torch.Tensor) else None
+    if trained is None or (obs is not None and obs != tuple(spec.obs_shape)):
+        return obs, None
+    try:
+        built = trained_spec(trained)
+    except Exception:  # noqa: BLE001 - not buildable here: PyTorch's difference is reported
+        return obs, None
+    return tuple(built.obs_shape), tuple(built.action_space.action_shape)
+
+
+def shape_mismatch(source: str, spec: GameSpec, obs: tuple[int, ...] | None,
+                   actions: tuple[int, ...] | None) -> str | None:
+    """Why a network trained on observations ``obs`` and actions ``actions`` cannot play
+    ``spec``'s game; None if those shapes are the game's (or unknown)."""
+    if obs is not None and obs != tuple(spec.obs_shape):
+        new = tuple(spec.obs_shape)
+        if spec.obs_kind in ("grid", "image") and len(obs) == len(new) == 3:
+            what = "board" if spec.obs_kind == "grid" else "image"
+            return (f"{source} was trained on observations of shape {obs} ({obs[1]}x{obs[2]} "
+                    f"{what}); this game gives {new} ({new[1]}x{new[2]} {what}): its network "
+                    f"is tied to the {what} size it was trained on until size-agnostic "
+                    f"networks land")
+        return (f"{source} was trained on observations of shape {obs}; this game gives {new}: "
+                f"its network takes only the observations it was trained on")
+    if actions is not None and actions != tuple(spec.action_space.action_shape):
+        return (f"{source} was trained on actions of shape {actions}; this game takes "
+                f"{tuple(spec.action_space.action_shape)}: its network outputs only the "
+                f"actions it was trained on")
+    return None
 
 
 def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
@@ -103,7 +182,9 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
 def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = None,
              deterministic: bool = False, seed: int | None = None,
              num_envs: int | None = None) -> dict[str, Any]:
-    """Mean/std return of a checkpoint's policy over ``episodes`` episodes."""
+    """Mean/std return of a checkpoint's policy over ``episodes`` episodes (a run directory,
+    or its ``checkpoints/`` folder, means its newest checkpoint)."""
+    checkpoint = resolve_checkpoint(checkpoint)
     state = load_checkpoint(checkpoint)
     config = config_from_mapping(state["config"])
     options = dict(config.game.options)

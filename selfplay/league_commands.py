@@ -16,7 +16,12 @@ from league.db import LEAGUE_DIR, LeagueDB, LeagueError, PlayerKind, default_pat
 from league.ratings import RatingConfig
 from league.report import write_report
 from league.tournament import TournamentConfig, run_tournament
-from selfplay.checkpoint import CheckpointError, load_checkpoint, looks_like_path, run_checkpoints
+from selfplay.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    looks_like_path,
+    resolve_checkpoint,
+)
 from selfplay.config import config_from_mapping, family_defaults
 from selfplay.evaluate import load_agent
 from selfplay.policy import FrozenPolicy
@@ -64,10 +69,11 @@ def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
     """
     path = Path(spec)
     if path.is_dir():
-        found = run_checkpoints(path)
-        if not found:
+        try:
+            found = resolve_checkpoint(path)
+        except CheckpointError:
             return f"{path.name}/no-checkpoint", "checkpoint", path.resolve() / "checkpoints"
-        return f"{path.name}/{found[-1].stem}", "checkpoint", found[-1].resolve()
+        return f"{path.name}/{found.stem}", "checkpoint", found.resolve()
     if path.is_file() or looks_like_path(spec):
         return str(path), "checkpoint", path.resolve()
     bots = {name.lower(): name for name in family_of(game).bot_names(game)}

@@ -32,7 +32,15 @@ from games.registry import family_of, make_game
 from league.db import LeagueDB
 from league.snapshots import Snapshot, load_player_snapshot
 from league.tournament import IncompatiblePlayer, TournamentConfig, run_tournament
-from selfplay.config import NetworkConfig, NormalizeConfig
+from selfplay.checkpoint import CheckpointError
+from selfplay.config import (
+    ConfigError,
+    NetworkConfig,
+    NormalizeConfig,
+    TrainConfig,
+    config_from_mapping,
+)
+from selfplay.evaluate import load_weights
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy
 
@@ -131,10 +139,13 @@ def snapshot_agent(spec: GameSpec, network: NetworkConfig, normalize: NormalizeC
     not fit it (a snapshot of another network in a shared database)."""
     agent = ActorCritic(spec, network, normalize)
     try:
-        agent.load_state_dict(snapshot.weights)
-    except (RuntimeError, KeyError, ValueError) as exc:
-        raise IncompatiblePlayer(f"does not fit this run's network: "
-                                 f"{str(exc).splitlines()[0][:160]}") from exc
+        trained: TrainConfig | None = config_from_mapping(snapshot.config)
+    except (ConfigError, TypeError):  # another version's config: shapes from the weights only
+        trained = None
+    try:
+        load_weights(agent, snapshot.weights, spec, trained, str(snapshot.path))
+    except CheckpointError as exc:
+        raise IncompatiblePlayer(f"does not fit this run's network: {exc}") from exc
     return agent
 
 

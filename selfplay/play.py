@@ -16,7 +16,7 @@ from selfplay.checkpoint import (
     CheckpointError,
     load_checkpoint,
     looks_like_path,
-    run_checkpoints,
+    resolve_checkpoint,
 )
 from selfplay.config import config_from_mapping
 from selfplay.evaluate import add_final_frame, load_agent, write_video
@@ -39,7 +39,8 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
          deterministic: bool = False,
          progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Play ``games`` games of ``checkpoint`` against ``vs`` (a bot name or a checkpoint path);
-    ``progress(finished, games)`` is called as games finish.
+    ``progress(finished, games)`` is called as games finish. A run directory (or its
+    ``checkpoints/`` folder), as either, means its newest checkpoint.
 
     Sides alternate between envs: by the game's own convention where it has one (microRTS:
     seat 0 is player 0 in even envs and player 1 in odd ones), otherwise the two players swap
@@ -51,6 +52,7 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
     """
     if games < 1:
         raise ValueError("games must be >= 1")
+    checkpoint = resolve_checkpoint(checkpoint)
     state = load_checkpoint(checkpoint)
     config = config_from_mapping(state["config"])
     opponent_path = _opponent_checkpoint(vs)
@@ -105,19 +107,14 @@ def _counts(outcomes: np.ndarray) -> dict[str, int]:
 
 
 def _opponent_checkpoint(vs: str) -> Path | None:
-    """``--vs`` as a checkpoint file (a run directory means its latest checkpoint); None for
+    """``--vs`` as a checkpoint file (a run directory means its newest checkpoint); None for
     a bot name."""
-    path = Path(vs)
-    if path.is_dir():
-        found = run_checkpoints(path)
-        if not found:
-            raise CheckpointError(f"--vs {vs}: the directory holds no checkpoint")
-        return found[-1]
-    if path.is_file():
-        return path
-    if looks_like_path(vs):
-        raise CheckpointError(f"--vs {vs}: no such checkpoint")
-    return None
+    if not (Path(vs).exists() or looks_like_path(vs)):
+        return None
+    try:
+        return resolve_checkpoint(vs)
+    except CheckpointError as exc:
+        raise CheckpointError(f"--vs: {exc}") from exc
 
 
 class _IdleSeat:

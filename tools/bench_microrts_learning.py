@@ -21,6 +21,7 @@ import argparse
 import json
 import platform
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,8 @@ def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | No
             last = time.perf_counter() - begin
             if horizon is None:  # anneal the learning rate to zero when the budget ends
                 updates_left = max(0, int((deadline - time.perf_counter()) / last))
-                config.total_steps = (trainer.update + updates_left) * trainer.steps_per_update
+                trainer.config = replace(trainer.config, total_steps=(
+                    trainer.update + updates_left) * trainer.steps_per_update)
         checkpoint = trainer.save(final=True)
     finally:
         sink.close()

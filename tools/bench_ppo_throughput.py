@@ -18,7 +18,7 @@ import json
 import platform
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -57,7 +57,7 @@ def run_selfplay(case: Case, seed: int) -> float:
     config = build_config(case.game, overrides=overrides, seed=seed, total_steps=batch)
     trainer = Trainer(config, make_game(case.game, case.num_envs, seed))
     trainer.train()  # warm-up update
-    config.total_steps = batch + case.total
+    trainer.config = replace(config, total_steps=batch + case.total)
     start = time.perf_counter()
     trainer.train()
     elapsed = time.perf_counter() - start

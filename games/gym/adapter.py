@@ -38,7 +38,7 @@ class EnvStateCodec(Protocol):
     """Captures and restores the simulator state of one env as plain data.
 
     Plain data means numpy arrays, Python scalars, strings, non-empty bytes and dicts/lists of
-    those, so that :func:`selfplay.checkpoint.save_checkpoint` can store it (arrays as tensors)
+    those, so that :func:`games.files.save_checkpoint` can store it (arrays as tensors)
     and ``torch.load(weights_only=True)`` read it back. The env's ``np_random`` state is handled
     by :class:`GymVecGame`, not by the codec.
     """

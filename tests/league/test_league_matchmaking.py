@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from games.files import from_safe, to_safe
 from league.matchmaking import Matchmaker, MatchmakingConfig, PayoffTable, pfsp_weights
 from league.ratings import PlayerRating, RatingConfig, rate_match, score_of
-from selfplay.checkpoint import from_safe, to_safe
 
 
 def test_pfsp_weightings_by_hand() -> None:

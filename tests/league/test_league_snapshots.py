@@ -9,6 +9,7 @@ import pytest
 import torch
 from ttt_players import BOTS, game_factory, policy_factory
 
+from games.files import CheckpointError
 from games.options import to_mapping
 from games.registry import make_game
 from league.db import LeagueDB
@@ -21,7 +22,6 @@ from league.snapshots import (
     snapshot_name,
 )
 from league.tournament import Policy, TournamentConfig, run_tournament
-from selfplay.checkpoint import CheckpointError
 from selfplay.config import build_config
 from selfplay.evaluate import load_agent
 from selfplay.networks import ActorCritic

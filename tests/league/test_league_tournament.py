@@ -17,6 +17,7 @@ import pytest
 from proc_helpers import count_matches
 from ttt_players import BOTS, BotPolicy, game_factory, policy_factory
 
+from games.core import GameError
 from league.db import LeagueDB, LeagueError
 from league.ratings import Rating, quality_matrix, win_probability
 from league.tournament import MatchResult, MatchSpec, TournamentConfig, run_tournament
@@ -95,7 +96,7 @@ def test_tournament_needs_two_seats(tmp_path: Path) -> None:
                     state: np.ndarray | None) -> np.ndarray:
                 return np.zeros(len(obs), np.int64)
 
-        with pytest.raises(LeagueError, match="two-seat game"):
+        with pytest.raises(GameError, match="two-seat game"):
             run_tournament(league, ["x", "y"], lambda name: Zero(),
                            lambda n, seed: make_game("CartPole-v1", num_envs=n, seed=seed),
                            TournamentConfig(games_per_pair=1))

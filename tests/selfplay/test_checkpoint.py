@@ -1,91 +1,33 @@
-"""Checkpoint files: round trip without code execution, atomicity, clear errors."""
+"""A run's checkpoints: which file a run directory or a path on the command line means."""
 
 from __future__ import annotations
 
-import os
-import pickle
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
 
-from selfplay.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-
-
-def test_round_trip_with_numpy_and_rng_state(tmp_path: Path) -> None:
-    rng = np.random.default_rng(3)
-    payload = {"w": torch.arange(4.0), "arr": np.arange(6, dtype=np.int16).reshape(2, 3),
-               "rng": rng.bit_generator.state, "names": np.array(["a", "bc"]),
-               "nested": [{"x": np.float32(1.5)}], "blob": b"\x00\x01"}
-    path = save_checkpoint(tmp_path / "c.pt", payload)
-    back = load_checkpoint(path)
-    assert torch.equal(back["w"], payload["w"])
-    assert back["arr"].dtype == np.int16 and np.array_equal(back["arr"], payload["arr"])
-    restored = np.random.default_rng()
-    restored.bit_generator.state = back["rng"]
-    assert restored.integers(1 << 30) == rng.integers(1 << 30)
-    assert back["names"].tolist() == ["a", "bc"]
-    assert back["nested"][0]["x"] == 1.5 and back["blob"] == b"\x00\x01"
+from selfplay.checkpoint import CheckpointError, resolve_checkpoint, save_checkpoint
 
 
-def test_zero_dimensional_arrays_keep_their_shape(tmp_path: Path) -> None:
-    """Guards a bug: a 0-d flag in tic-tac-toe's state came back as shape (1,) and --resume
-    failed with "state 'ready' has shape (1,), expected ()"."""
-    payload = {"flag": np.array(True), "x": np.array(2.5, np.float32),
-               "strided": np.arange(10)[::-2]}
-    back = load_checkpoint(save_checkpoint(tmp_path / "c.pt", payload))
-    assert back["flag"].shape == () and bool(back["flag"]) is True
-    assert back["x"].shape == () and back["x"].dtype == np.float32 and back["x"] == 2.5
-    assert back["strided"].tolist() == [9, 7, 5, 3, 1]
-
-
-class _Evil:
-    def __reduce__(self) -> tuple[object, tuple[str]]:
-        return (os.system, ("touch /tmp/selfplay-pwned",))
-
-
-def test_loading_never_executes_code(tmp_path: Path) -> None:
-    path = tmp_path / "evil.pt"
-    torch.save({"format": "selfplay-checkpoint", "version": 1, "x": _Evil()}, path)
-    with pytest.raises(CheckpointError, match="corrupt or unreadable"):
-        load_checkpoint(path)
-    assert not Path("/tmp/selfplay-pwned").exists()
-
-
-@pytest.mark.parametrize("content", [b"", b"not a checkpoint at all", pickle.dumps({"a": 1})])
-def test_corrupt_file_is_a_clear_error(tmp_path: Path, content: bytes) -> None:
-    path = tmp_path / "bad.pt"
-    path.write_bytes(content)
-    with pytest.raises(CheckpointError):
-        load_checkpoint(path)
-
-
-def test_truncated_checkpoint(tmp_path: Path) -> None:
-    path = save_checkpoint(tmp_path / "c.pt", {"w": torch.zeros(1000)})
-    path.write_bytes(path.read_bytes()[:500])
-    with pytest.raises(CheckpointError, match="corrupt"):
-        load_checkpoint(path)
-
-
-def test_wrong_format_and_version(tmp_path: Path) -> None:
-    path = tmp_path / "other.pt"
-    torch.save({"weights": torch.zeros(2)}, path)
-    with pytest.raises(CheckpointError, match="not a selfplay checkpoint"):
-        load_checkpoint(path)
-    torch.save({"format": "selfplay-checkpoint", "version": 99}, path)
-    with pytest.raises(CheckpointError, match="version 99"):
-        load_checkpoint(path)
-
-
-def test_failed_save_keeps_previous(tmp_path: Path) -> None:
-    path = save_checkpoint(tmp_path / "c.pt", {"w": torch.ones(3)})
-    with pytest.raises(Exception):  # noqa: B017 - any failure while writing
-        save_checkpoint(path, {"w": torch.zeros(3), "bad": lambda: None})
-    assert torch.equal(load_checkpoint(path)["w"], torch.ones(3))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"]  # no temp file left
-
-
-def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(CheckpointError, match="not found"):
-        load_checkpoint(tmp_path / "none.pt")
+def test_resolve_checkpoint_takes_a_run_directorys_newest(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    """A file is itself; a run directory or its checkpoints/ folder means its newest
+    checkpoint, named on stderr; a missing path or an empty directory is a one-line error."""
+    run = tmp_path / "run"
+    for update in (2, 10):
+        save_checkpoint(run / "checkpoints" / f"update_{update:07d}.pt", {"w": update})
+    newest = run / "checkpoints" / "update_0000010.pt"
+    (run / "checkpoints" / ".update_0000011.pt.x.tmp").write_bytes(b"half")  # a killed save
+    assert resolve_checkpoint(run / "checkpoints" / "update_0000002.pt").name == \
+        "update_0000002.pt"
+    assert capsys.readouterr().err == ""
+    for spec in (run, str(run), run / "checkpoints"):
+        assert resolve_checkpoint(spec) == newest
+        assert capsys.readouterr().err == f"using {newest}\n"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="empty holds no checkpoint") as empty:
+        resolve_checkpoint(tmp_path / "empty")
+    with pytest.raises(CheckpointError, match="no such checkpoint: .*gone.pt") as missing:
+        resolve_checkpoint(tmp_path / "gone.pt")
+    assert "\n" not in str(empty.value) + str(missing.value)

@@ -1,11 +1,23 @@
-"""``run_episodes``: which finished episodes an evaluation counts."""
+"""``run_episodes``: which finished episodes an evaluation counts; loading checkpoints (run
+directories, weights trained on other shapes)."""
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
+import numpy as np
+import pytest
+
+from games.core import Discrete, GameSpec
+from games.options import to_mapping
 from games.registry import make_game
-from selfplay.evaluate import run_episodes
+from league.snapshots import Snapshot, SnapshotInfo
+from league.tournament import IncompatiblePlayer
+from selfplay.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from selfplay.config import build_config
+from selfplay.evaluate import evaluate, load_agent, run_episodes, shape_mismatch
+from selfplay.league_rating import snapshot_agent
+from selfplay.networks import ActorCritic
 
 
 class EnvDependentPole:
@@ -36,3 +48,87 @@ def test_each_env_contributes_its_share_not_the_first_to_finish() -> None:
     finally:
         uneven.close()
     assert len(shares) == 5 and max(shares[:2]) < 60 and min(shares[2:]) == 500  # 2, 2, 1
+
+
+# --------------------------------------------------------------------------- loading weights
+
+
+def _untrained(path: Path, game: str, *overrides: str) -> Path:
+    """A checkpoint of an untrained network for ``game`` (config and weights only)."""
+    config = build_config(game, overrides=list(overrides))
+    made = make_game(game, num_envs=1, seed=0, options=config.game.options)
+    spec = made.spec
+    made.close()
+    agent = ActorCritic(spec, config.network, config.normalize)
+    return save_checkpoint(path, {"config": to_mapping(config), "agent": agent.state_dict()})
+
+
+def test_evaluate_takes_a_run_directory(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A run directory means its newest checkpoint, named on stderr and in the result."""
+    run = tmp_path / "run"
+    _untrained(run / "checkpoints" / "update_0000001.pt", "CartPole-v1")
+    newest = _untrained(run / "checkpoints" / "update_0000002.pt", "CartPole-v1")
+    result = evaluate(run, episodes=2, num_envs=1)
+    assert result["checkpoint"] == str(newest) and result["episodes"] == 2
+    assert f"using {newest}" in capsys.readouterr().err
+    with pytest.raises(CheckpointError, match="holds no checkpoint"):
+        evaluate(tmp_path, episodes=1)
+
+
+@pytest.mark.parametrize("normalized", [False, True])
+def test_another_observation_shape_is_named_not_dumped(tmp_path: Path, normalized: bool) -> None:
+    """CartPole weights (4 observations) for Acrobot (6): one line naming both shapes, from
+    the saved observation statistics or from the training config's game."""
+    path = _untrained(tmp_path / "pole.pt", "CartPole-v1", f"normalize.obs={normalized}")
+    acrobot = make_game("Acrobot-v1", num_envs=1, seed=0)
+    acrobot.close()
+    with pytest.raises(CheckpointError) as error:
+        load_agent(path, acrobot.spec)
+    assert str(error.value) == (f"{path} was trained on observations of shape (4,); this game "
+                                "gives (6,): its network takes only the observations it was "
+                                "trained on")
+
+
+def test_another_network_names_the_first_difference(tmp_path: Path) -> None:
+    """The same game with another network: PyTorch's first difference, on one line."""
+    path = _untrained(tmp_path / "pole.pt", "CartPole-v1", "network.hidden=[8]")
+    state = load_checkpoint(path)
+    state["config"]["network"]["hidden"] = [16]  # as if the config had changed since
+    with pytest.raises(CheckpointError, match=r"does not match the network of game "
+                       r"CartPole-v1: size mismatch for actor_torso\.1\.weight") as error:
+        load_agent(path, None, state)
+    assert "\n" not in str(error.value)
+
+
+def test_board_size_mismatch_message() -> None:
+    """Grid observations are named as boards (images as images), in the game's terms."""
+    spec = GameSpec(name="g", num_envs=1, num_seats=2, obs_shape=(27, 8, 8),
+                    obs_dtype=np.dtype(np.uint8), action_space=Discrete(3), obs_kind="grid")
+    assert shape_mismatch("a.pt", spec, (27, 16, 16), None) == (
+        "a.pt was trained on observations of shape (27, 16, 16) (16x16 board); this game "
+        "gives (27, 8, 8) (8x8 board): its network is tied to the board size it was trained "
+        "on until size-agnostic networks land")
+    assert shape_mismatch("a.pt", spec, (27, 8, 8), (64, 7)) == (
+        "a.pt was trained on actions of shape (64, 7); this game takes (): its network "
+        "outputs only the actions it was trained on")
+    assert shape_mismatch("a.pt", spec, (27, 8, 8), ()) is None
+    assert shape_mismatch("a.pt", spec, None, None) is None
+
+
+def test_league_snapshot_of_another_shape_is_incompatible(tmp_path: Path) -> None:
+    """A league snapshot loads through the same check: an incompatible player, with shapes."""
+    path = _untrained(tmp_path / "pole.pt", "CartPole-v1")
+    state = load_checkpoint(path)
+    acrobot = make_game("Acrobot-v1", num_envs=1, seed=0)
+    acrobot.close()
+    info = SnapshotInfo(game="CartPole-v1", env_steps=0, parent=None, config_hash="",
+                        created=0.0)
+    snapshot = Snapshot(state["agent"], state["config"], info, path)
+    config = build_config("Acrobot-v1")
+    with pytest.raises(IncompatiblePlayer, match=r"does not fit this run's network: .*pole\.pt "
+                       r"was trained on observations of shape \(4,\); this game gives \(6,\)"):
+        snapshot_agent(acrobot.spec, config.network, config.normalize, snapshot)
+    pole = make_game("CartPole-v1", num_envs=1, seed=0)
+    pole.close()
+    assert snapshot_agent(pole.spec, config.network, config.normalize, snapshot) is not None

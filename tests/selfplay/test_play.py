@@ -134,6 +134,21 @@ def test_checkpoint_seats_follow_the_games_own_sides() -> None:
         mrts.close()
 
 
+def test_play_takes_run_directories(tictactoe_checkpoint: Path, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A run directory (or its checkpoints/ folder) as the checkpoint or as ``--vs``: its newest
+    checkpoint, named on stderr; a directory without checkpoints is a clear error."""
+    run_dir = tictactoe_checkpoint.parent.parent
+    capsys.readouterr()
+    result = play(run_dir, str(run_dir / "checkpoints"), games=2)
+    assert result["checkpoint"] == result["opponent"] == str(tictactoe_checkpoint)
+    assert capsys.readouterr().err.count(f"using {tictactoe_checkpoint}\n") == 2
+    with pytest.raises(CheckpointError, match="holds no checkpoint"):
+        play(tmp_path, "random", games=2)
+    with pytest.raises(CheckpointError, match="--vs: .* holds no checkpoint"):
+        play(run_dir, str(tmp_path), games=2)
+
+
 # --------------------------------------------------------------------------- microRTS matches
 
 
@@ -235,3 +250,16 @@ def test_play_microrts_cli_json_human_and_video(microrts_checkpoints: dict[str, 
     assert re.search(r"microrts vs CoacAI on basesWorkers8x8: \d+ wins, \d+ losses, \d+ draws "
                      r"in 2 games; win rate [\d.]+% \(95% CI [\d.]+%-[\d.]+%\); by side "
                      r"\(W/L/D\) 0: \d+/\d+/\d+, 1: \d+/\d+/\d+$", line), line
+
+
+def test_play_microrts_on_a_map_of_another_size(microrts_checkpoints: dict[str, Path]) -> None:
+    """An 8x8 checkpoint on a 10x10 map: one line naming both board sizes, not PyTorch's
+    state-dict dump."""
+    plain = microrts_checkpoints["plain"]
+    with pytest.raises(CheckpointError) as error:
+        play(plain, "workerrush", games=1, map_name="basesWorkers10x10")
+    assert re.fullmatch(rf"{re.escape(str(plain))} was trained on observations of shape "
+                        r"\((\d+), 8, 8\) \(8x8 board\); this game gives \(\1, 10, 10\) "
+                        r"\(10x10 board\): its network is tied to the board size it was "
+                        r"trained on until size-agnostic networks land", str(error.value)), \
+        str(error.value)

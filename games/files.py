@@ -1,0 +1,109 @@
+"""Files every layer writes: atomic replacement, and the checkpoint container of tensors, arrays
+and plain values, loaded without executing code.
+
+A checkpoint is a nested dict of tensors and plain Python values saved with ``torch.save``
+and read back with ``torch.load(weights_only=True)``. NumPy arrays are stored as tensors
+(tagged, so they come back as arrays), since the safe unpickler refuses NumPy objects.
+What a checkpoint holds (a training run's state, a league snapshot) is its writer's business;
+this module only knows the container.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+FORMAT = "selfplay-checkpoint"
+VERSION = 1
+_NP_TAG = "__ndarray__"
+
+
+class CheckpointError(Exception):
+    """A checkpoint that is missing, corrupt, or does not match what it is loaded into."""
+
+
+def to_safe(obj: Any) -> Any:
+    """Replace NumPy arrays/scalars with tagged tensors so the safe unpickler accepts them."""
+    if isinstance(obj, np.ndarray):
+        if obj.dtype == object:
+            raise TypeError("object arrays cannot be stored in a checkpoint")
+        if obj.dtype.kind == "U" or obj.dtype.kind == "S":
+            return {_NP_TAG: obj.tolist(), "dtype": obj.dtype.str}
+        # np.array, not np.ascontiguousarray: the latter turns a 0-d array into shape (1,)
+        return {_NP_TAG: torch.from_numpy(np.array(obj, order="C", copy=True))}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        return {k: to_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_safe(v) for v in obj]
+    return obj
+
+
+def from_safe(obj: Any) -> Any:
+    """Inverse of :func:`to_safe`."""
+    if isinstance(obj, dict):
+        if _NP_TAG in obj:
+            value = obj[_NP_TAG]
+            if isinstance(value, torch.Tensor):
+                return value.numpy()
+            return np.asarray(value, dtype=obj["dtype"])
+        return {k: from_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [from_safe(v) for v in obj]
+    return obj
+
+
+def atomic_write_bytes(path: Path, write: Any) -> None:
+    """Call ``write(file)`` on a temp file beside ``path``, fsync, then rename over ``path``.
+
+    If anything fails, ``path`` keeps its previous content and the temp file is removed.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
+    """Atomically save ``payload`` (tensors, arrays, plain values) to ``path``."""
+    path = Path(path)
+    data = {"format": FORMAT, "version": VERSION, **to_safe(payload)}
+    atomic_write_bytes(path, lambda handle: torch.save(data, handle))
+    return path
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load a checkpoint without executing code; :class:`CheckpointError` if unusable."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"corrupt or unreadable checkpoint {path}: {reason}") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a selfplay checkpoint")
+    if data.get("version") != VERSION:
+        raise CheckpointError(f"{path} has checkpoint format version {data.get('version')}, "
+                              f"this selfplay reads version {VERSION}")
+    return from_safe(data)  # type: ignore[no-any-return]
