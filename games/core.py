@@ -290,6 +290,44 @@ class HasRewardComponents(Protocol):
         ...
 
 
+@runtime_checkable
+class SupportsTeachers(Protocol):
+    """Games whose seats are played by teachers: scripted players inside the game (live
+    cloning) or recorded games replayed through the engine. Their choices are labels for
+    behaviour cloning, next to the observations they were made at.
+
+    After ``reset`` and after each ``step``, ``teacher_actions`` holds what the teachers play
+    at the observations just returned, and ``imitate`` the seats whose actions are to be
+    learned (a teacher chosen by the run: a named player, or a game's winner). ``step``
+    plays the teachers' actions on every teacher seat, whatever it is given there, so
+    ``game.step(game.teacher_actions)`` advances every game as its teachers play it.
+    """
+
+    teacher_actions: np.ndarray
+    """``[E, A, *action_shape]`` the teachers' actions at the current observations (legal
+    under the current masks; zeros on seats without a teacher)"""
+    imitate: np.ndarray
+    """``bool [E, A]`` seats whose current actions are labels to learn"""
+
+
+@runtime_checkable
+class SupportsReplayPosition(Protocol):
+    """Games that stream recorded games and continue from a saved place in the stream.
+
+    Not an exact state: :meth:`resume_at` starts the games that were in progress again from
+    their beginning, and their steps already played come back with ``imitate`` all False, so
+    a resumed run learns from every recorded step once, and from no shard twice.
+    """
+
+    def replay_position(self) -> dict[str, object]:
+        """Where the stream is (plain values, for a checkpoint)."""
+        ...
+
+    def resume_at(self, position: dict[str, object]) -> Batch:
+        """Continue from ``position``; the first batch (as ``reset`` returns it)."""
+        ...
+
+
 class MapInfoLike(Protocol):
     name: str
 

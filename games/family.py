@@ -10,11 +10,12 @@ knows by name, how a match against one is staged (:meth:`Family.match_setup`) an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from games.core import EngineBot, GameError, Policy
+from games.core import EngineBot, GameError, Policy, VecGame
 from games.matches import GameFactory, MatchRunner, MatchSetup, VecGameRunner
 
 
@@ -41,6 +42,48 @@ class MatchDefaults:
 
     map_name: str | None = None
     max_steps: int | None = None
+
+
+@dataclass(frozen=True)
+class Teachers:
+    """Who plays the seats of a behaviour-cloning run's games, and whose actions are learned.
+
+    Either ``bots`` (live cloning: the family's scripted players choose, spread over seats,
+    sides and maps as in a tournament) or ``replays`` (a folder of recorded games, replayed
+    through the engine).
+    """
+
+    bots: tuple[str, ...] = ()
+    """live teachers: the family's scripted players, by name"""
+    replays: Path | None = None
+    """a folder of replay shards (``selfplay record``, ``play --record``)"""
+    imitate: tuple[str, ...] = ()
+    """learn only these players' actions (names as recorded; empty: every teacher's)"""
+    winners_only: bool = False
+    """learn only the actions of the games' winners (replays only: live games have no
+    winner yet)"""
+    held_out: bool = False
+    """replays: play the held-out share (validation) instead of the training share"""
+    validation_share: float = 0.05
+    """replays: the share of games held out for validation (chosen by each game's hash, so
+    the split never changes as shards are added)"""
+
+
+@dataclass(frozen=True)
+class RecordRequest:
+    """Games of scripted players to record as replays (``selfplay record``)."""
+
+    players: tuple[str, ...]
+    out: Path
+    games: int
+    maps: tuple[str, ...] = ()
+    """maps the games are spread over (empty: the family's default)"""
+    processes: int = 1
+    seed: int = 0
+    max_steps: int | None = None
+    """game length limit (``None``: the family's default)"""
+    shard_games: int = 100
+    """games per replay shard"""
 
 
 class Family:
@@ -122,6 +165,20 @@ class Family:
     def plays_engine_bots(self) -> bool:
         """Whether :meth:`match_runner` can play :class:`EngineBot` players."""
         return False
+
+    def record(self, game: str, request: RecordRequest,
+               progress: Callable[[int, int], None] | None = None) -> Mapping[str, Any]:
+        """Record ``request``'s games into its replay folder (resuming: finished shards are
+        kept); a summary. ``progress(done, total)`` as games finish."""
+        raise GameError(f"{game} cannot record games of scripted players")
+
+    def teacher_game(self, game: str, teachers: Teachers, num_envs: int, seed: int,
+                     options: Mapping[str, Any]) -> VecGame:
+        """``num_envs`` games of ``game`` (with the run's ``options``) whose seats
+        ``teachers`` play: a :class:`~games.core.SupportsTeachers` game for behaviour
+        cloning. A :class:`GameError` where the family has no such teachers."""
+        raise GameError(f"{game} has no teachers for behaviour cloning (no scripted players "
+                        "or replays of it)")
 
     def setup(self, quiet: bool = False) -> Mapping[str, Any] | None:
         """Fetch what the family's engine needs and check it (``selfplay setup <family>``);

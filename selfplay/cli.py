@@ -13,10 +13,6 @@ from typing import Any
 
 from selfplay.interrupts import Terminated
 
-PLANNED = {
-    "bc": "behaviour-cloning pretraining from replays (planned; not in this version)",
-}
-
 
 class UserError(Exception):
     """An error caused by input: printed as one line, no traceback."""
@@ -74,14 +70,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     from selfplay.train import run_training
 
     if args.resume is not None:
+        if args.init_from is not None:
+            raise UserError("--init-from starts a new run from a checkpoint's network and "
+                            "--resume continues a run from its own: give one of them")
         if args.game or args.config or args.set or args.seed is not None:
             raise UserError("--resume continues a run with its saved config; "
                             "only --total-steps may be given with it")
         config = None
     else:
-        config = build_config(args.game, args.config, args.set, args.seed, args.total_steps)
-        if args.no_progress:
-            config.log.progress = False
+        overrides = [*args.set, *(["log.progress=false"] if args.no_progress else [])]
+        config = build_config(args.game, args.config, overrides, args.seed, args.total_steps,
+                              args.init_from)
     try:
         if config is None:
             summary = run_training(None, resume=Path(args.resume),  # type: ignore[arg-type]
@@ -198,10 +197,93 @@ def cmd_games(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_planned(args: argparse.Namespace) -> int:
-    print(f"selfplay {args.command}: {PLANNED[args.command]}; not available in this version",
-          file=sys.stderr)
-    return 2
+def cmd_record(args: argparse.Namespace) -> int:
+    """``selfplay record``: scripted players' games into replay shards."""
+    from games.family import RecordRequest
+    from games.registry import family_of, resolve
+
+    if args.games < 1:
+        raise UserError("--games must be >= 1")
+    if args.processes < 1 or args.shard_games < 1:
+        raise UserError("--processes and --shard-games must be >= 1")
+    game = resolve(args.game).name
+    request = RecordRequest(tuple(args.players), Path(args.out), args.games,
+                            tuple(args.maps or ()), args.processes, _seed(args.seed) or 0,
+                            args.max_steps, args.shard_games)
+
+    def progress(done: int, total: int) -> None:
+        if not args.json:
+            print(f"\r  {done}/{total} games", end="" if done < total else "\n",
+                  file=sys.stderr, flush=True)
+
+    result = dict(family_of(game).record(game, request, progress))
+    _emit(result, args.json,
+          f"{result['recorded']} games recorded ({result['kept']} kept from before) in "
+          f"{result['shards']} shards under {result['folder']}; "
+          f"{result['games_per_hour']:,.0f} games/hour on {result['cores']} process(es)")
+    return 0
+
+
+def _names(value: str | None) -> list[str]:
+    """``a,b`` -> ``["a", "b"]`` (blanks dropped)."""
+    return [name.strip() for name in (value or "").split(",") if name.strip()]
+
+
+def cmd_bc(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from selfplay.bc import run_cloning
+    from selfplay.config import build_config, validate
+    from selfplay.run_loop import TrainingInterrupted
+
+    if args.teachers and args.replays:
+        raise UserError("--teachers (live scripted players) and --replays (recorded games) "
+                        "are exclusive: give one of them")
+    if args.imitate and args.winners_only:
+        raise UserError("--imitate (named players) and --winners-only are exclusive: give "
+                        "one of them")
+    if args.total_steps is not None and args.total_steps < 1:
+        raise UserError(f"--total-steps must be >= 1, got {args.total_steps}")
+    config = None
+    if args.resume is not None:
+        if (args.game or args.config or args.set or args.seed is not None or args.teachers
+                or args.replays or args.imitate or args.winners_only):
+            raise UserError("--resume continues a run with its saved config (teachers "
+                            "included); only --total-steps may be given with it")
+    else:
+        overrides = [*args.set, *(["log.progress=false"] if args.no_progress else [])]
+        config = build_config(args.game, args.config, overrides, _seed(args.seed))
+        bc = config.bc
+        if args.teachers:
+            bc = replace(bc, teachers=_names(args.teachers))
+        if args.replays:
+            bc = replace(bc, replays=str(Path(args.replays).expanduser().resolve()))
+        if args.imitate:
+            bc = replace(bc, imitate=_names(args.imitate))
+        if args.winners_only:
+            bc = replace(bc, winners_only=True)
+        if args.total_steps is not None:
+            bc = replace(bc, total_steps=args.total_steps)
+        config = replace(config, bc=bc)
+        validate(config)
+    try:
+        summary = run_cloning(config, run_dir=Path(args.run_dir) if args.run_dir else None,
+                              resume=Path(args.resume) if args.resume else None,
+                              total_steps=args.total_steps if args.resume else None)
+    except TrainingInterrupted as stop:
+        where = f"checkpoint saved: {stop.checkpoint}" if stop.checkpoint else "no checkpoint"
+        run = stop.checkpoint.parent.parent if stop.checkpoint else "RUN_DIR"
+        print(f"interrupted by {signal.Signals(stop.signum).name}; {where}; "
+              f"continue with: selfplay bc --resume {run}", file=sys.stderr)
+        return 128 + stop.signum
+    human = (f"cloned {summary['global_step']} steps in {summary['updates']} updates; "
+             f"run dir {summary['run_dir']}")
+    for key, label in (("bc/accuracy/cell", "accuracy"), ("val/accuracy/cell",
+                                                          "validation accuracy")):
+        if key in summary:
+            human += f"; {label} {summary[key]:.1%}"
+    _emit(summary, args.json, human)
+    return 0
 
 
 # --------------------------------------------------------------------------- parser
@@ -224,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", help="directory for config, logs and checkpoints")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last "
                        "checkpoint")
+    train.add_argument("--init-from", metavar="CHECKPOINT", help="start from this checkpoint's "
+                       "network (a run directory means its newest checkpoint; e.g. a behaviour-"
+                       "cloning run): weights and normalization statistics, a fresh optimizer")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
     train.set_defaults(func=cmd_train)
@@ -294,10 +379,33 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     league.set_defaults(func=cmd_league)
 
-    for name, text in PLANNED.items():
-        planned = sub.add_parser(name, help=f"{text} [not available yet]", add_help=True)
-        planned.add_argument("rest", nargs=argparse.REMAINDER)
-        planned.set_defaults(func=cmd_planned)
+    bc = sub.add_parser("bc", help="behaviour cloning: train the network on teachers' moves",
+                        description="Behaviour cloning: the network `selfplay train` uses learns "
+                        "the moves of live scripted teachers or of recorded games (masked "
+                        "cross-entropy per cell) and the games' outcomes (value head). Its "
+                        "checkpoints load wherever a training run's do (eval, play, league, "
+                        "train --init-from). Settings: the bc section of hyperparams/"
+                        "<family>.yaml, then --config, then --set, then these flags.")
+    bc.add_argument("--game", help="game name (see `selfplay games`)")
+    bc.add_argument("--teachers", metavar="A,B", help="live teachers: the game's scripted "
+                    "players, spread over seats and envs (bc.teachers)")
+    bc.add_argument("--replays", metavar="DIR", help="a folder of recorded games (bc.replays)")
+    bc.add_argument("--imitate", metavar="A,B", help="learn only these players' moves "
+                    "(bc.imitate; default: every teacher's)")
+    bc.add_argument("--winners-only", action="store_true", help="learn only each game's "
+                    "winner's moves (replays; bc.winners_only)")
+    bc.add_argument("--config", help="YAML file with settings (may say `base: <family>`)")
+    bc.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a setting, e.g. --set bc.learning_rate=1e-3 (repeatable)")
+    bc.add_argument("--seed", type=int)
+    bc.add_argument("--total-steps", type=int, help="environment steps to clone for "
+                    "(bc.total_steps)")
+    bc.add_argument("--run-dir", help="directory for config, logs and checkpoints")
+    bc.add_argument("--resume", metavar="RUN_DIR", help="continue a cloning run from its last "
+                    "checkpoint")
+    bc.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bc.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
+    bc.set_defaults(func=cmd_bc)
 
     from games.registry import families
 
@@ -307,6 +415,21 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("family", choices=needing)
     setup.add_argument("--json", action="store_true")
     setup.set_defaults(func=cmd_setup)
+
+    rec = sub.add_parser("record", help="record scripted players' games as replays (for "
+                         "behaviour cloning)")
+    rec.add_argument("--game", required=True)
+    rec.add_argument("--players", nargs="+", required=True,
+                     help="scripted players; every two play each other on both sides")
+    rec.add_argument("--maps", nargs="+", help="maps the shards cycle over (one size)")
+    rec.add_argument("--games", type=int, required=True, help="games in all")
+    rec.add_argument("--out", required=True, help="replay folder (a rerun resumes it)")
+    rec.add_argument("--processes", type=int, default=1, help="worker processes")
+    rec.add_argument("--shard-games", type=int, default=100, help="games per shard")
+    rec.add_argument("--max-steps", type=int, help="game length limit (default 2000)")
+    rec.add_argument("--seed", type=int, default=0)
+    rec.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    rec.set_defaults(func=cmd_record)
 
     games = sub.add_parser("games", help="list the games selfplay knows")
     games.add_argument("--json", action="store_true")

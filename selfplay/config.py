@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 
 from games.options import OptionError, from_mapping, to_mapping
+from selfplay.bc_config import BCConfig, bc_checks
 
 
 def _hyperparams_dir() -> Path:
@@ -58,7 +59,7 @@ class ConfigError(ValueError):
     """A bad configuration: unknown key, wrong type, missing or malformed file."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class GameConfig:
     name: str = "CartPole-v1"
     """Registered game name (see `selfplay train --help`)."""
@@ -68,7 +69,7 @@ class GameConfig:
     """Adapter-specific options, validated by the adapter."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class PPOConfig:
     num_steps: int = 128
     """Steps per environment per rollout."""
@@ -89,9 +90,15 @@ class PPOConfig:
     max_grad_norm: float = 0.5
     target_kl: float | None = None
     """Stop the update epochs early when approx-KL exceeds this."""
+    teacher_kl_coef: float = 0.0
+    """Needs init_from: weight of KL(teacher || policy) in the loss, the teacher being the
+    network the run started from (frozen), so the policy stays near it early on; decays
+    linearly to 0 over teacher_kl_steps. 0: off."""
+    teacher_kl_steps: int | None = None
+    """Env steps over which teacher_kl_coef decays linearly to 0 (None: total_steps)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class NetworkConfig:
     kind: Literal["auto", "mlp", "nature_cnn", "impala_cnn", "gridnet"] = "auto"
     """Torso: auto picks mlp for vectors, nature_cnn for images, gridnet for grid actions."""
@@ -108,7 +115,7 @@ class NetworkConfig:
     """Initial log standard deviation of continuous actions."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class NormalizeConfig:
     obs: bool = False
     """Running mean/std normalization of observations (continuous control)."""
@@ -120,7 +127,7 @@ class NormalizeConfig:
     clip_reward: float = 10.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class LogConfig:
     tensorboard: bool = True
     wandb: bool = False
@@ -133,7 +140,7 @@ class LogConfig:
     """Episodes averaged in the reported mean return."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckpointConfig:
     every_updates: int = 20
     """A checkpoint every this many updates ..."""
@@ -144,7 +151,7 @@ class CheckpointConfig:
     """Most recent checkpoints kept (older ones are deleted)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class LeagueConfig:
     enabled: bool = False
     """Train inside a league (two-seat games): snapshots, PFSP opponents, ratings."""
@@ -204,7 +211,7 @@ class LeagueConfig:
     it was created with; a run asking another K of an existing one is refused."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     game: GameConfig = field(default_factory=GameConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
@@ -213,9 +220,17 @@ class TrainConfig:
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     league: LeagueConfig = field(default_factory=LeagueConfig)
+    bc: BCConfig = field(default_factory=BCConfig)
+    """Behaviour cloning (``selfplay bc``)."""
     seed: int = 1
     total_steps: int = 100_000
     """Environment steps (summed over envs) to train for."""
+    init_from: str | None = None
+    """The checkpoint a new run takes its network from (actor, critic and normalization
+    statistics; a fresh optimizer and counters): ``selfplay train --init-from``, which records
+    the file here (a run directory means its newest checkpoint). A PPO, behaviour-cloning or
+    league-snapshot checkpoint of the same game and network. A resumed run continues from its
+    own checkpoint and never loads this again."""
     torch_threads: int = 1
     """Intra-op threads for torch (1 is fastest for small networks)."""
     acting_threads: int | None = None
@@ -273,6 +288,12 @@ def validate(config: TrainConfig) -> None:
         (all(h >= 1 for h in config.network.hidden), "network.hidden widths must be >= 1"),
         (config.ppo.clip_coef > 0, "ppo.clip_coef must be > 0"),
         (config.ppo.max_grad_norm > 0, "ppo.max_grad_norm must be > 0"),
+        (config.ppo.teacher_kl_coef >= 0, "ppo.teacher_kl_coef must be >= 0 (0: off)"),
+        (config.ppo.teacher_kl_steps is None or config.ppo.teacher_kl_steps >= 1,
+         "ppo.teacher_kl_steps must be >= 1 (or null: total_steps)"),
+        (config.ppo.teacher_kl_coef == 0 or config.init_from is not None,
+         "ppo.teacher_kl_coef > 0 needs init_from, the checkpoint whose network is the "
+         "teacher: give --init-from CHECKPOINT, or set ppo.teacher_kl_coef=0"),
         (config.seed >= 0, "seed must be >= 0"),
         (config.log.return_window >= 1, "log.return_window must be >= 1"),
         (0.0 <= config.league.self_play <= 1.0, "league.self_play must be in [0, 1]"),
@@ -296,6 +317,7 @@ def validate(config: TrainConfig) -> None:
          or config.league.db is not None,
          "league.role=main_exploiter needs league.db: the main run's league database, e.g. "
          "--set league.db=runs/main/league.db"),
+        *bc_checks(config.bc),
     ]
     for ok, message in checks:
         if not ok:
@@ -334,7 +356,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 # top-level keys that hold a section (a mapping); a YAML file or --set may not replace one with
 # a scalar or an empty value (an empty `ppo:` would silently drop the game's tuned settings)
-SECTIONS = ("game", "ppo", "network", "normalize", "log", "checkpoint", "league")
+SECTIONS = ("game", "ppo", "network", "normalize", "log", "checkpoint", "league", "bc")
 
 
 def check_sections(layer: dict[str, Any]) -> None:
@@ -430,7 +452,8 @@ def load_user_file(path: Path) -> dict[str, Any]:
 
 def build_config(game: str | None = None, config_file: str | Path | None = None,
                  overrides: list[str] | None = None, seed: int | None = None,
-                 total_steps: int | None = None) -> TrainConfig:
+                 total_steps: int | None = None,
+                 init_from: str | Path | None = None) -> TrainConfig:
     """Resolve a :class:`TrainConfig` from the layers described in the module docstring."""
     from games.registry import resolve  # local: keeps config importable without games
 
@@ -448,6 +471,8 @@ def build_config(game: str | None = None, config_file: str | Path | None = None,
         layers.append({"seed": seed})
     if total_steps is not None:
         layers.append({"total_steps": total_steps})
+    if init_from is not None:
+        layers.append({"init_from": str(init_from)})
     merged: dict[str, Any] = {}
     for layer in layers:
         merged = deep_merge(merged, layer)

@@ -43,6 +43,7 @@ __all__ = [
     "GridMaskIndex",
     "MaskedCategorical",
     "MaskedMultiCategorical",
+    "kl_divergence",
     "make_dist",
     "num_params",
     "param_shape",
@@ -345,6 +346,18 @@ class MaskedMultiCategorical:
     def _modes(self) -> Tensor:
         return torch.stack([p.argmax(-1) for p in self.logits], -1)  # [M, k]
 
+    def _expected_use(self) -> Tensor:
+        """``[M, k]``: the probability that component ``i`` is used (that the action type
+        drawn uses it), 0 for a component with no legal value. Needs ``gates``."""
+        assert self.gate_table is not None
+        p_type = self.probs[0]  # [M, n0]
+        if self.has_legal is not None:  # no legal type: the type is 0 for sure
+            forced = torch.zeros_like(p_type)
+            forced[:, 0] = 1.0
+            p_type = torch.where(self.has_legal[:, :1], p_type, forced)
+        use = p_type @ self.gate_table.to(p_type.dtype)
+        return use if self.has_legal is None else torch.where(self.has_legal, use, 0.0)
+
     # ----------------------------------------------------------------- API
 
     def mode(self) -> Tensor:
@@ -384,15 +397,7 @@ class MaskedMultiCategorical:
             [-(p * lp).sum(-1) for p, lp in zip(self.probs, self.log_probs, strict=True)], -1
         )  # [M, k]
         if self.gate_table is not None and actions is None:
-            # expected weighting: P(type uses component i); a type with no legal value is 0
-            p_type = self.probs[0]  # [M, n0]
-            if self.has_legal is not None:  # no legal type: the type is 0 for sure
-                forced = torch.zeros_like(p_type)
-                forced[:, 0] = 1.0
-                p_type = torch.where(self.has_legal[:, :1], p_type, forced)
-            ent = ent * (p_type @ self.gate_table.to(p_type.dtype))
-            if self.has_legal is not None:
-                ent = torch.where(self.has_legal, ent, 0.0)
+            ent = ent * self._expected_use()  # expected weighting: P(type uses component i)
         else:
             weights = self._weights(None if actions is None else self._from_actions(actions))
             if weights is not None:
@@ -432,6 +437,44 @@ class DiagGaussian:
 
     def entropy(self, actions: Tensor | None = None) -> Tensor:
         return (self.log_std + 0.5 * (1.0 + _LOG_2PI)).sum(-1)
+
+
+# --------------------------------------------------------------------------- divergence
+
+
+def kl_divergence(p: ActionDist, q: ActionDist) -> Tensor:
+    """``KL(p || q)`` ``[B]`` of two batches of distributions of one action space built over
+    the same masks (a teacher's ``p`` and a learner's ``q`` on the same observations).
+
+    Masked: only legal values count (illegal ones have probability 0 under both); a
+    categorical, component or grid cell with no legal value contributes 0. Multi-discrete
+    spaces sum over components and cells; with ``gates``, the KL of the gated joint
+    distribution: ``KL(type) + sum_i P_p(type uses i) * KL(component i)``, the type's
+    probabilities taken from ``p``. Diagonal Gaussians: the closed form, summed over dims.
+    Differentiable in both arguments (detach ``p`` to pull ``q`` toward it).
+    """
+    if isinstance(p, MaskedCategorical) and isinstance(q, MaskedCategorical):
+        if p.logits.shape != q.logits.shape:
+            raise ValueError(f"distributions of shapes {tuple(p.logits.shape)} and "
+                             f"{tuple(q.logits.shape)}")
+        kl = (p.probs * (p.log_probs - q.log_probs)).sum(-1)  # [B]; illegal terms 0 * finite
+        return kl if p.has_legal is None else torch.where(p.has_legal, kl, 0.0)
+    if isinstance(p, MaskedMultiCategorical) and isinstance(q, MaskedMultiCategorical):
+        if p.nvec != q.nvec or p.logits[0].shape != q.logits[0].shape:
+            raise ValueError("KL of multi-discrete distributions needs one space and the same "
+                             "mask (the same rows kept)")
+        kl = torch.stack([(pp * (lp - lq)).sum(-1) for pp, lp, lq
+                          in zip(p.probs, p.log_probs, q.log_probs, strict=True)], -1)  # [M, k]
+        if p.gate_table is not None:
+            kl = kl * p._expected_use()
+        elif p.has_legal is not None:
+            kl = torch.where(p.has_legal, kl, 0.0)
+        return p._to_batch(kl.sum(-1))
+    if isinstance(p, DiagGaussian) and isinstance(q, DiagGaussian):
+        var_ratio = torch.exp(2.0 * (p.log_std - q.log_std))  # [B, d]
+        t = (p.mean - q.mean) * torch.exp(-q.log_std)
+        return (0.5 * (var_ratio + t.square() - 1.0) - (p.log_std - q.log_std)).sum(-1)
+    raise TypeError(f"no KL between {type(p).__name__} and {type(q).__name__}")
 
 
 # --------------------------------------------------------------------------- factory

@@ -16,11 +16,12 @@ Every role's snapshots are registered in the league database with their role, an
 re-reads the database after each update, so runs sharing one ``league.db`` file play each
 other's new snapshots (the main agent meets the exploiters' snapshots through PFSP). At most
 ``max_active_opponents`` snapshot policies are loaded at a time (one forward pass each per
-step). Every ``snapshot_every`` updates the learner's weights are frozen as a snapshot; every
-``eval_every`` updates the newest snapshot plays rating matches against the reference pool
-(earlier snapshots and scripted anchors), and its TrueSkill rating is logged. Anchors may be
-bots that play inside the engine: their matches are played by the family's own match runner
-(:meth:`games.family.Family.match_runner`).
+step). Every ``snapshot_every`` updates the learner's weights are frozen as a snapshot (a run
+started from another network, ``init_from``, also at update 0, so the league rates the network
+it started from first); every ``eval_every`` updates the newest snapshot plays rating matches
+against the reference pool (earlier snapshots and scripted anchors), and its TrueSkill rating
+is logged. Anchors may be bots that play inside the engine: their matches are played by the
+family's own match runner (:meth:`games.family.Family.match_runner`).
 
 Bot envs (one seat: an engine bot plays the other side) keep the bot of the env layout unless
 ``league.bot_env_pfsp`` is set: then each one's next bot is drawn by PFSP
@@ -186,9 +187,17 @@ class LeagueHook:
             self.assign(np.flatnonzero(self.contested))
         else:
             self._reload_slots(restored["slots"])
+        # a run started from another network (init_from): that network is the run's first
+        # snapshot (update 0), rated before training moves it
+        first = restored is None and trainer.update == 0 and trainer.config.init_from is not None
+        if first:
+            self.latest = self.snapshot(trainer)
+        self.pending: dict[str, float] = {}  # rating metrics of the first snapshot, played here
         self.rater = BackgroundRater() if config.eval_process else None
         if self.rater is not None:
-            self._resubmit_unfinished()
+            self._resubmit_unfinished()  # the first snapshot's tournament among them
+        elif first:
+            self.pending = self.rate_latest()
         trainer.add_episode_listener(self.on_episodes)
         trainer.add_update_hook(self.after_update)
         trainer.add_state("league", self.state_dict)
@@ -387,7 +396,7 @@ class LeagueHook:
 
     def after_update(self) -> dict[str, float]:
         trainer = self.trainer
-        metrics: dict[str, float] = {}
+        metrics, self.pending = self.pending, {}
         self.sync_pool()
         if trainer.update % self.config.snapshot_every == 0:
             self.latest = self.snapshot(trainer)
@@ -419,7 +428,8 @@ class LeagueHook:
                 and Path(existing.path).is_file()):
             pid = existing.id
         else:
-            parent = self.db.player(self.latest).name if self.latest is not None else None
+            parent = (self.db.player(self.latest).name if self.latest is not None
+                      else trainer.config.init_from)  # the first: what the run started from
             pid = save_snapshot(self.db, self.snapshot_dir, name, trainer.learner_weights(),
                                 to_mapping(trainer.config), trainer.global_step,
                                 parent=parent, update=trainer.update, role=self.role)
@@ -496,7 +506,7 @@ class LeagueHook:
                and p.broken is None and not self._after_checkpoint(p)]
         every = self.config.eval_every
         rated: set[int] = set()  # the snapshot that was the newest at each rating update
-        for update in range(every, self.trainer.update + 1, every):
+        for update in range(0, self.trainer.update + 1, every):  # 0: an init_from snapshot
             newest = [p.id for p in own if int(p.metadata.get("update", 0)) <= update]
             if newest:
                 rated.add(max(newest))

@@ -4,6 +4,11 @@
 nothing of acting: it reads a filled :class:`~selfplay.rollout.RolloutBuffer` and the values
 after its last step, and returns the update's metrics. GAE and the loss are the pure functions
 of :mod:`selfplay.losses`.
+
+A run started from another network (``init_from``) may keep its policy near that network, the
+frozen *teacher*, early on: with ``ppo.teacher_kl_coef > 0`` each minibatch's loss gains
+``coef * mean KL(teacher || policy)`` over its observations (:func:`teacher_kl_coef` gives the
+decayed weight of an update).
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ import torch
 from torch import Tensor
 
 from games.core import MultiDiscrete
-from selfplay.config import TrainConfig
-from selfplay.distributions import GridMaskIndex
+from selfplay.config import PPOConfig, TrainConfig
+from selfplay.distributions import GridMaskIndex, kl_divergence
 from selfplay.inference import NumpyActorCritic
 from selfplay.losses import explained_variance, gae, ppo_loss
 from selfplay.networks import ActorCritic
@@ -24,26 +29,43 @@ from selfplay.optim import FlatAdam
 from selfplay.rollout import RolloutBuffer
 
 
+def teacher_kl_coef(ppo: PPOConfig, step: int, total_steps: int) -> float:
+    """The teacher penalty's weight after ``step`` env steps: ``ppo.teacher_kl_coef``, decayed
+    linearly to 0 at ``ppo.teacher_kl_steps`` (``total_steps`` when unset), 0 from then on."""
+    horizon = ppo.teacher_kl_steps if ppo.teacher_kl_steps is not None else total_steps
+    return ppo.teacher_kl_coef * max(0.0, 1.0 - step / max(horizon, 1))
+
+
 class PPOLearner:
-    """The PPO update of one network."""
+    """The PPO update of one network (kept near a frozen ``teacher`` network when given)."""
 
     def __init__(self, config: TrainConfig, agent: ActorCritic, device: torch.device,
                  sample_gen: torch.Generator,
-                 fast_policy: NumpyActorCritic | None = None) -> None:
+                 fast_policy: NumpyActorCritic | None = None,
+                 teacher: ActorCritic | None = None) -> None:
         self.config = config
         self.agent = agent
         self.device = device
         self.sample_gen = sample_gen
         self.fast_policy = fast_policy  # the acting mirror refreshed after each update
+        self.teacher = teacher  # frozen (no gradient): the penalty's target distribution
         self.optimizer = FlatAdam(agent, lr=config.ppo.learning_rate, eps=config.ppo.adam_eps)
 
     def learn(self, buf: RolloutBuffer, last_values: Tensor, learner_next: np.ndarray,
-              progress: float) -> dict[str, float]:
+              progress: float, teacher_coef: float = 0.0) -> dict[str, float]:
         """GAE, then ``update_epochs`` passes of minibatch PPO updates over ``buf``.
 
         ``last_values`` ``[E * A]`` are the values after the rollout's last step (bootstrap),
         ``learner_next`` ``bool [E, A]`` the learner's seats that act next (turn-based games),
         ``progress`` the share of training done before this update (learning-rate anneal).
+        ``teacher_coef > 0`` adds ``teacher_coef * KL(teacher || policy)`` to each minibatch's
+        loss: the forward KL of the teacher's masked action distribution on the minibatch's
+        observations (legal actions only; grid actions per cell, gated components weighted by
+        the teacher's action types, see :func:`~selfplay.distributions.kl_divergence`), which
+        is the policy's cross-entropy toward the teacher less the teacher's own entropy: 0 when
+        the policy equals the teacher. The teacher reads the observations as they were stored
+        (normalized with the learner's running statistics under ``normalize.obs``; they start
+        as the teacher's own).
         """
         cfg, agent = self.config.ppo, self.agent
         t_steps, e, a = buf.shape
@@ -106,6 +128,13 @@ class PPOLearner:
                                       clip_coef=cfg.clip_coef, clip_vloss=cfg.clip_vloss,
                                       vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
                                       norm_adv=cfg.norm_adv)
+                if teacher_coef > 0.0:
+                    assert self.teacher is not None, "a teacher penalty needs a teacher"
+                    with torch.no_grad():
+                        target = self.teacher.dist(mb_obs, mb_mask)
+                    teacher_kl = kl_divergence(target, dist).mean()
+                    loss = loss + teacher_coef * teacher_kl
+                    info["teacher_kl"] = teacher_kl.detach()
                 self.optimizer.zero_grad()
                 loss.backward()
                 grad_norm = self.optimizer.clip_grad_norm(cfg.max_grad_norm)
@@ -122,4 +151,6 @@ class PPOLearner:
         out["loss/explained_variance"] = explained_variance(b_values, b_returns)
         out["loss/learning_rate"] = lr
         out["loss/early_stop"] = float(stop)
+        if self.teacher is not None:
+            out["loss/teacher_kl_coef"] = teacher_coef
         return out

@@ -268,7 +268,7 @@ class ActorCritic(nn.Module):
             out = out.view(out.shape[0], space.cells, -1)
         return cast(Tensor, out)
 
-    def dist(self, obs: Tensor, mask: Tensor | None) -> ActionDist:
+    def dist(self, obs: Tensor, mask: Tensor | CompactGridMask | None) -> ActionDist:
         return make_dist(self.space, self.dist_params(obs), mask, self.log_std)
 
     def value_normalized(self, critic_in: Tensor, obs_features: Tensor | None = None) -> Tensor:

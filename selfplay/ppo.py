@@ -12,6 +12,7 @@ and its capabilities.
 from __future__ import annotations
 
 import ast
+import copy
 import math
 import random
 import time
@@ -27,11 +28,12 @@ from games.core import Batch, EpisodeStats, GameSpec, SupportsState, VecGame
 from games.options import to_mapping
 from selfplay.acting import Actor, EpisodeListener, EpisodeLog, Seats, Timer
 from selfplay.allocator import keep_freed_memory
-from selfplay.checkpoint import CheckpointError
-from selfplay.config import TrainConfig
+from selfplay.checkpoint import CheckpointError, load_checkpoint
+from selfplay.config import ConfigError, TrainConfig, config_from_mapping
 from selfplay.device import resolve_device
+from selfplay.evaluate import load_weights
 from selfplay.inference import NumpyActorCritic, supports
-from selfplay.learning import PPOLearner
+from selfplay.learning import PPOLearner, teacher_kl_coef
 from selfplay.networks import ActorCritic
 from selfplay.optim import FlatAdam
 from selfplay.rollout import RolloutBuffer, torch_dtype
@@ -49,13 +51,17 @@ class TrainingContext(Protocol):
     config: TrainConfig
     spec: GameSpec
     game: VecGame
-    seats: Seats
     device: torch.device
     act_gen: torch.Generator
     """the acting generator: opponents' policies draw from it too"""
     restored_extra: dict[str, Any]
     """what the checkpoint resumed from held for attached components, by name"""
     update: int
+
+    @property
+    def seats(self) -> Seats:
+        """Which policy plays which seat (the league writes the opponents' seats)."""
+        ...
 
     @property
     def global_step(self) -> int: ...
@@ -94,6 +100,10 @@ class Trainer:
         self.act_gen = (self.sample_gen if self.device.type == "cpu" else
                         torch.Generator(self.device).manual_seed(config.seed + 2))
         self.agent = ActorCritic(self.spec, config.network, config.normalize).to(self.device)
+        # the network the run started from, frozen (ppo.teacher_kl_coef): its weights come from
+        # init_from (start_from) or from the checkpoint resumed (load_state_dict)
+        self.teacher = (copy.deepcopy(self.agent).requires_grad_(False).eval()
+                        if config.ppo.teacher_kl_coef > 0 else None)
         obs_dtype = (torch.float32 if self.agent.obs_rms is not None
                      else torch_dtype(self.spec.obs_dtype))
         critic_shape = self.spec.state_shape if self.agent.critic_reads_state else None
@@ -105,7 +115,7 @@ class Trainer:
                             if config.fast_inference and self.device.type == "cpu"
                             and supports(self.agent) else None)
         self.learner = PPOLearner(config, self.agent, self.device, self.sample_gen,
-                                  self.fast_policy)
+                                  self.fast_policy, self.teacher)
         self.actor = Actor(config, game, self.agent, self.buffer, self.device, self.act_gen,
                            self.rng)
         self.actor.fast_policy = self.fast_policy
@@ -183,7 +193,16 @@ class Trainer:
     def learn(self) -> dict[str, float]:
         """GAE, then ``update_epochs`` passes of minibatch PPO updates."""
         return self.learner.learn(self.buffer, self.actor.last_values(),
-                                  self.actor.learner_next(), self.update / self.num_updates)
+                                  self.actor.learner_next(), self.update / self.num_updates,
+                                  self.teacher_coef())
+
+    def teacher_coef(self) -> float:
+        """This update's weight of the teacher penalty (:func:`teacher_kl_coef` at the env
+        steps trained before its rollout); 0 without a teacher."""
+        if self.teacher is None:
+            return 0.0
+        return teacher_kl_coef(self.config.ppo, self.update * self.steps_per_update,
+                               self.config.total_steps)
 
     def run_update(self) -> dict[str, float]:
         """Collect a rollout, learn from it; the update's metrics (the hooks' included)."""
@@ -213,6 +232,30 @@ class Trainer:
 
     # ----------------------------------------------------------------- checkpoints
 
+    def start_from(self, path: Path) -> None:
+        """Start from the network of checkpoint ``path`` (``init_from``: a PPO,
+        behaviour-cloning or snapshot checkpoint): its weights and normalization statistics,
+        bit for bit; the optimizer and the counters stay fresh. The teacher (if any) becomes a
+        frozen copy of it. A one-line :class:`CheckpointError` for a checkpoint of another game
+        or of another network."""
+        state = load_checkpoint(path)
+        game = state.get("game")
+        if game != self.spec.name:
+            raise CheckpointError(f"{path} is for game {game}, this run trains {self.spec.name}")
+        try:
+            trained = config_from_mapping(state["config"])
+            weights = state["agent"]
+        except (KeyError, TypeError) as exc:
+            raise CheckpointError(f"{path} lacks the training config or weights") from exc
+        except ConfigError as exc:
+            raise CheckpointError(f"{path} holds a config this selfplay cannot read: {exc}") \
+                from exc
+        load_weights(self.agent, weights, self.spec, trained, str(path))
+        if self.teacher is not None:
+            self.teacher.load_state_dict(self.agent.state_dict())
+        if self.fast_policy is not None:
+            self.fast_policy.refresh()
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: weights, optimizer, RNGs, counters, envs."""
         game = self.game
@@ -235,6 +278,7 @@ class Trainer:
             "batch": {"obs": batch.obs, "action_mask": batch.action_mask, "state": batch.state,
                       "alive": batch.alive},
             "extra": {name: get() for name, get in self.extra_state.items()},
+            **({"teacher": self.teacher.state_dict()} if self.teacher is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
@@ -242,9 +286,17 @@ class Trainer:
         if state.get("game") != self.spec.name:
             raise CheckpointError(f"checkpoint is for game {state.get('game')!r}, "
                                   f"not {self.spec.name!r}")
+        if state.get("algorithm") == "bc":
+            raise CheckpointError("this is a behaviour-cloning run: continue it with selfplay "
+                                  "bc --resume, or start PPO from it with train --init-from")
+        if self.teacher is not None and "teacher" not in state:
+            raise CheckpointError("checkpoint holds no teacher network, which "
+                                  "ppo.teacher_kl_coef > 0 needs (it was saved without one)")
         try:
             self.agent.load_state_dict(state["agent"])
             self.optimizer.load_state_dict(state["optimizer"])
+            if self.teacher is not None:  # saved with the run: init_from is not read again
+                self.teacher.load_state_dict(state["teacher"])
         except (RuntimeError, ValueError, KeyError) as exc:
             first = str(exc).strip().splitlines()[0][:200]
             raise CheckpointError(f"checkpoint does not match this network/config: {first}") \

@@ -51,13 +51,16 @@ class TrainingInterrupted(Exception):
 
 
 def progress_line(metrics: dict[str, float]) -> str:
-    """Steps/s, the recent mean return and win rate, for the progress bar."""
+    """Steps/s, the recent mean return and win rate (cloning: accuracy), for the progress
+    bar."""
     info = f"{metrics.get('perf/steps_per_second', 0.0):,.0f} steps/s"
     ret = metrics.get("episode/return_mean")
     if ret is not None:
         info += f"  return {ret:.1f}"
     if "episode/win_rate" in metrics:
         info += f"  win {metrics['episode/win_rate']:.0%}"
+    if "bc/accuracy/cell" in metrics:  # behaviour cloning
+        info += f"  accuracy {metrics['bc/accuracy/cell']:.0%}"
     return info
 
 

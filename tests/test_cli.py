@@ -35,9 +35,51 @@ def test_help_lists_every_subcommand() -> None:
         assert name in proc.stdout
 
 
-@pytest.mark.parametrize("command", ["bc"])
-def test_planned_commands_say_so(command: str) -> None:
-    assert_one_line_error(run(command), "not available in this version")
+def test_bc_clones_and_resumes(tmp_path: Path) -> None:
+    run_dir = tmp_path / "bc"
+    proc = run("bc", "--game", "tictactoe", "--teachers", "win_or_block,random", "--imitate",
+               "win_or_block", "--total-steps", "2048", "--run-dir", str(run_dir), "--json",
+               "--set", "bc.validate_every=2", *QUIET)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["global_step"] == 2048 and "val/accuracy/action" in summary
+    proc = run("bc", "--resume", str(run_dir), "--total-steps", "3072", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["global_step"] == 3072
+    assert "resuming" in proc.stderr
+
+
+def test_bc_ctrl_c_checkpoints_then_resumes(tmp_path: Path) -> None:
+    run_dir = tmp_path / "bc"
+    proc = subprocess.Popen([*SELFPLAY, "bc", "--game", "tictactoe", "--teachers", "random",
+                             "--total-steps", "100000000", "--run-dir", str(run_dir), *QUIET],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.time() + 60
+    while not (run_dir / "metrics.jsonl").exists() or not (run_dir / "metrics.jsonl").read_text():
+        assert time.time() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "checkpoint saved" in err
+    assert f"continue with: selfplay bc --resume {run_dir}" in err
+    resumed = run("bc", "--resume", str(run_dir), "--total-steps", "1", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--teachers", "random", "--winners-only"], "error: winners_only needs replays"),
+    (["--teachers", "minimax"], "error: unknown tictactoe bot 'minimax'"),
+    (["--teachers", "random", "--imitate", "win_or_block"], "error: imitate names"),
+    ([], "error: name the teachers"),
+    (["--teachers", "random", "--replays", "x"], "error: --teachers (live scripted players) "
+                                                 "and --replays"),
+])
+def test_bc_bad_input_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    assert_one_line_error(run("bc", "--game", "tictactoe", *args, "--run-dir",
+                              str(tmp_path / "run"), *QUIET), message)
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +115,16 @@ def test_eval_json(trained_run: Path) -> None:
     result = json.loads(proc.stdout)
     assert result["episodes"] == 3 and len(result["returns"]) == 3
     assert {"mean_return", "std_return"} <= set(result)
+
+
+def test_eval_takes_a_run_directory(trained_run: Path, tmp_path: Path) -> None:
+    """``eval --checkpoint RUN_DIR``: the run's newest checkpoint, named on stderr."""
+    newest = sorted((trained_run / "checkpoints").glob("update_*.pt"))[-1]
+    proc = run("eval", "--checkpoint", str(trained_run), "--episodes", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["checkpoint"] == str(newest)
+    assert f"using {newest}" in proc.stderr
+    assert_one_line_error(run("eval", "--checkpoint", str(tmp_path)), "holds no checkpoint")
 
 
 def test_eval_video(trained_run: Path, tmp_path: Path) -> None:
@@ -163,7 +215,8 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
                str(tmp_path / "l.db")).returncode == 0
     assert_one_line_error(run("league", "tournament", "--game", "tictactoe", "--players",
                               "random", "win_or_block", "--processes", "2", "--db",
-                              str(tmp_path / "p.db")), "microRTS engine bots only")
+                              str(tmp_path / "p.db")),
+                          "processes > 1 applies only to tournaments of engine bots")
     assert_one_line_error(run("league", "tournament", "--game", "tictactoe", "--players",
                               "random", "win_or_block", "--until-sigma", "2", "--min-quality",
                               "1.5", "--db", str(tmp_path / "q.db")), "--min-quality")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
-from games.core import GameError, ScriptedPolicy
-from games.family import Family
+from games.core import GameError, ScriptedPolicy, VecGame
+from games.family import Family, Teachers
 from games.matches import MatchSetup
 
 
@@ -34,6 +35,12 @@ class BoardGamesFamily(Family):
         if key not in bots:
             raise GameError(f"unknown {game} bot {bot!r}; known: {', '.join(sorted(bots))}")
         return MatchSetup({}, ScriptedPolicy(key, bots[key], seed), key)
+
+    def teacher_game(self, game: str, teachers: Teachers, num_envs: int, seed: int,
+                     options: Mapping[str, Any]) -> VecGame:
+        from games.boardgames.teachers import teacher_game
+
+        return teacher_game(game, teachers, num_envs, seed, options, _bots())
 
 
 FAMILIES = (BoardGamesFamily(),)

@@ -3,11 +3,11 @@ matches (bot envs, bot-vs-bot games) and has a set-up step (engine files, Java).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from games.core import EngineBot, GameError, Policy
-from games.family import Family, MatchConditions, MatchDefaults
+from games.core import EngineBot, GameError, Policy, VecGame
+from games.family import Family, MatchConditions, MatchDefaults, RecordRequest, Teachers
 from games.matches import GameFactory, MatchRunner, MatchSetup, VecGameRunner
 
 BOT_MAX_STEPS = 5000  # game length of bot-only tournaments (MicroRTS-Py's league)
@@ -78,6 +78,49 @@ class MicroRTSFamily(Family):
 
     def plays_engine_bots(self) -> bool:
         return True
+
+    def record(self, game: str, request: RecordRequest,
+               progress: Callable[[int, int], None] | None = None) -> Mapping[str, Any]:
+        """Scripted-bot games recorded in worker processes (see
+        :mod:`games.microrts.recorder`); the map defaults to the bots' tournament map."""
+        from games.microrts.botmatch import DEFAULT_MAP
+        from games.microrts.recorder import RecordPlan, record
+
+        plan = RecordPlan(request.players, request.maps or (DEFAULT_MAP,), request.games,
+                          request.shard_games, request.max_steps or 2000, request.seed,
+                          parallel=16)
+        return record(plan, request.out, request.processes, progress)
+
+    def teacher_game(self, game: str, teachers: Teachers, num_envs: int, seed: int,
+                     options: Mapping[str, Any]) -> VecGame:
+        """Every env a self-play game of teachers, in this process, observed as the run's
+        ``options`` say (fog of war, rotation). Replays play their own maps (of the run's
+        size) and game length; live bots play the run's maps."""
+        from dataclasses import replace
+
+        from games.microrts.maps import resolve_maps
+        from games.microrts.options import MicroRTSOptions
+        from games.options import from_mapping
+
+        opts = from_mapping(MicroRTSOptions, options, "game.options.")
+        opts = replace(opts, num_selfplay_envs=num_envs, bots=[], workers=1)
+        if teachers.replays is not None:
+            from games.microrts.replays import ReplayGame, replay_logs
+
+            size = resolve_maps(opts.maps or [opts.map])[0].shape
+            logs, maps, max_steps = replay_logs(
+                teachers.replays, list(teachers.imitate), teachers.winners_only,
+                teachers.held_out, teachers.validation_share, seed, size)
+            opts = replace(opts, maps=maps, max_steps=max_steps)
+            return ReplayGame(opts, num_envs, logs, seed=seed, name=game)
+        if teachers.winners_only:
+            raise GameError("--winners-only needs replays: live games have no winner yet")
+        if not teachers.bots:
+            raise GameError("name teacher bots or a replay folder")
+        from games.microrts.teacher_game import LiveBots, TeacherGame
+
+        bots = LiveBots(list(teachers.bots), list(teachers.imitate), seed=seed)
+        return TeacherGame(opts, num_envs, bots, seed=seed, name=game)
 
     def setup(self, quiet: bool = False) -> Mapping[str, Any]:
         from games.microrts.engine import setup

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -65,12 +66,12 @@ def test_resume_gives_same_next_update(tmp_path: Path, game: str, overrides: lis
     steps = 3
     base = make_trainer(game, [*overrides, "checkpoint.every_updates=2"], RunDir(tmp_path / "a"))
     per = base.steps_per_update
-    base.config.total_steps = per * steps
+    base.config = replace(base.config, total_steps=per * steps)
     base.train()
     reference = [p.detach().clone() for p in base.agent.parameters()]
 
     first = make_trainer(game, [*overrides, "checkpoint.every_updates=2"], RunDir(tmp_path / "b"))
-    first.config.total_steps = per * steps
+    first.config = replace(first.config, total_steps=per * steps)
     while first.update < 2:
         first.collect()
         first.learn()
@@ -79,7 +80,7 @@ def test_resume_gives_same_next_update(tmp_path: Path, game: str, overrides: lis
     from selfplay.checkpoint import load_checkpoint
 
     resumed = make_trainer(game, [*overrides], RunDir(tmp_path / "b"), seed=999)
-    resumed.config.total_steps = per * steps
+    resumed.config = replace(resumed.config, total_steps=per * steps)
     assert resumed.load_state_dict(load_checkpoint(path)) is True
     resumed.collect()
     resumed.learn()

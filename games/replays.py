@@ -1,0 +1,182 @@
+"""Replay folders: recorded games of any family, in shards.
+
+A replay folder holds shards ``shard-NNNNNN.npz`` and a ``manifest.jsonl``. A shard is a
+NumPy ``.npz`` archive (zip, deflated; read with ``allow_pickle=False``, so loading runs no
+code) of:
+
+- ``meta``: UTF-8 JSON bytes (``uint8``): ``format`` (``"selfplay-replays"``), ``version``,
+  ``game`` (the registry name), ``engine`` (what the family needs to replay exactly, e.g. the
+  engine files' hash), ``created``, and ``games``: one object per game with the family's
+  per-game metadata (for microRTS: map and its hash, size, players, seed, length, winner...).
+- the family's arrays (for microRTS: the order log and each game's offset into it).
+
+Shards are written atomically (a temp file renamed into place) and then listed in
+``manifest.jsonl`` (``{"shard", "games", "sha256", "bytes"}`` a line, rewritten atomically),
+so a killed recorder keeps every finished shard; a shard file missing from the manifest (a
+kill between the two writes) is checked and listed, or rewritten, when recording resumes.
+Readers skip a truncated or corrupt shard with a warning naming it and the games lost. A
+second family stores its own arrays and per-game keys under the same format version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import sys
+import time
+import zipfile
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from games.core import GameError
+from games.files import atomic_write_bytes
+
+FORMAT = "selfplay-replays"
+VERSION = 1
+MANIFEST = "manifest.jsonl"
+
+
+class ReplayError(GameError):
+    """A replay folder or shard that cannot be used (one line)."""
+
+
+class CorruptShard(ReplayError):
+    """A truncated or damaged shard: readers skip it (and say so); other replay errors stop
+    the run."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One shard: its metadata, its games' metadata and the family's arrays."""
+
+    path: Path
+    meta: dict[str, Any]
+    games: list[dict[str, Any]]
+    arrays: dict[str, np.ndarray]
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:06d}.npz"
+
+
+def shard_index(path: Path) -> int:
+    return int(path.stem.split("-")[1])
+
+
+def encode_shard(game: str, engine: Mapping[str, Any], games: list[dict[str, Any]],
+                 arrays: Mapping[str, np.ndarray]) -> bytes:
+    """The bytes of a shard (see the module docstring)."""
+    meta = {"format": FORMAT, "version": VERSION, "game": game, "engine": dict(engine),
+            "created": time.time(), "games": games}
+    payload: dict[str, Any] = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8),
+                               **arrays}
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **payload)
+    return buffer.getvalue()
+
+
+def write_shard(folder: Path, index: int, data: bytes) -> Path:
+    """Write shard ``index`` atomically (it is listed by :func:`list_shard`)."""
+    path = folder / shard_name(index)
+    atomic_write_bytes(path, lambda handle: handle.write(data))
+    return path
+
+
+def read_manifest(folder: Path) -> dict[str, dict[str, Any]]:
+    """The manifest's entries by shard file name (a torn last line is ignored)."""
+    path = folder / MANIFEST
+    entries: dict[str, dict[str, Any]] = {}
+    if not path.is_file():
+        return entries
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+            entries[str(entry["shard"])] = entry
+        except (ValueError, KeyError, TypeError):
+            continue
+    return entries
+
+
+def list_shard(folder: Path, path: Path, games: int) -> None:
+    """Add the finished shard ``path`` (``games`` games) to the folder's manifest."""
+    entries = read_manifest(folder)
+    data = path.read_bytes()
+    entries[path.name] = {"shard": path.name, "games": games,
+                          "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    text = "".join(json.dumps(entries[name]) + "\n" for name in sorted(entries))
+    atomic_write_bytes(folder / MANIFEST, lambda handle: handle.write(text.encode()))
+
+
+def read_shard(path: Path, arrays: bool = True) -> Shard:
+    """Load a shard (only its metadata with ``arrays=False``); :class:`CorruptShard` if it
+    is truncated or corrupt, :class:`ReplayError` if it is not a replay shard of this
+    format version."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            meta = json.loads(archive["meta"].tobytes().decode())
+            loaded = ({key: archive[key] for key in archive.files if key != "meta"}
+                      if arrays else {})
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise CorruptShard(f"corrupt or truncated replay shard {path}: "
+                          f"{str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}"
+                          ) from exc
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ReplayError(f"{path} is not a selfplay replay shard")
+    if meta.get("version") != VERSION:
+        raise ReplayError(f"{path} has replay format version {meta.get('version')}; this "
+                          f"selfplay reads version {VERSION}")
+    games = meta.get("games")
+    if not isinstance(games, list):
+        raise ReplayError(f"{path} lacks its games' metadata")
+    return Shard(path, meta, games, loaded)
+
+
+def shard_files(folder: Path) -> list[Path]:
+    """The folder's shard files, in index order; :class:`ReplayError` for a missing folder or
+    one without shards."""
+    if not folder.is_dir():
+        raise ReplayError(f"no such replay folder: {folder}")
+    paths = sorted(folder.glob("shard-*.npz"))
+    if not paths:
+        raise ReplayError(f"replay folder {folder} holds no shards (shard-*.npz); record "
+                          "some with `selfplay record`")
+    return paths
+
+
+def scan(folder: Path, warn: bool = True) -> list[Shard]:
+    """Every readable shard's metadata (no arrays), skipping corrupt ones with a warning that
+    names the file and the games lost (as the manifest counts them)."""
+    manifest = read_manifest(folder)
+    found = []
+    for path in shard_files(folder):
+        try:
+            found.append(read_shard(path, arrays=False))
+        except CorruptShard as exc:
+            if warn:
+                warn_skipped(exc, manifest.get(path.name))
+    if not found:
+        raise ReplayError(f"replay folder {folder} holds no readable shard")
+    return found
+
+
+def warn_skipped(exc: CorruptShard, entry: Mapping[str, Any] | None) -> None:
+    """Say on stderr that a shard is skipped, and how many games that loses."""
+    lost = f"{entry['games']} games" if entry and "games" in entry else "its games"
+    print(f"warning: {exc}; skipped ({lost} lost)", file=sys.stderr)
+
+
+def iter_shards(paths: list[Path], manifest: Mapping[str, Mapping[str, Any]]
+                ) -> Iterator[Shard]:
+    """Load ``paths`` one at a time (arrays included), skipping unreadable ones with a
+    warning."""
+    for path in paths:
+        try:
+            yield read_shard(path)
+        except CorruptShard as exc:
+            warn_skipped(exc, manifest.get(path.name))

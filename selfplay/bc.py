@@ -1,0 +1,114 @@
+"""Starting and resuming behaviour-cloning runs (what ``selfplay bc`` does).
+
+A cloning run is laid out, logged, checkpointed, interrupted and resumed as a training run
+(:mod:`selfplay.train`, :mod:`selfplay.run_dirs`); its teachers are settings (``bc.teachers``
+or ``bc.replays``, ``bc.imitate``, ``bc.winners_only``), so its saved config describes it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from games.family import Teachers
+from games.registry import family_of
+from selfplay.bc_config import BCConfig
+from selfplay.cloning import Cloner
+from selfplay.config import ConfigError, TrainConfig
+from selfplay.run_dirs import new_run, same_run, saved_config
+from selfplay.run_loop import load_resumable
+from selfplay.tracking import MetricSink, Progress, RunDir
+
+VALIDATION_SEED_OFFSET = 10_007
+"""Live teachers: the validation games' seed is the run's plus this."""
+
+
+def teachers_of(bc: BCConfig, held_out: bool = False) -> Teachers:
+    """The :class:`Teachers` that ``bc`` names (``held_out``: the validation share)."""
+    return Teachers(bots=tuple(bc.teachers),
+                    replays=Path(bc.replays) if bc.replays is not None else None,
+                    imitate=tuple(bc.imitate), winners_only=bc.winners_only,
+                    held_out=held_out, validation_share=bc.validation_share)
+
+
+def build_cloner(config: TrainConfig, run: RunDir | None) -> Cloner:
+    """A :class:`Cloner` of ``config`` on new teacher games (and validation games)."""
+    bc, name = config.bc, config.game.name
+    if not bc.teachers and bc.replays is None:
+        raise ConfigError("name the teachers: --teachers a,b (the game's scripted players, "
+                          "bc.teachers) or --replays DIR (recorded games, bc.replays)")
+    if bc.replays is not None and not Path(bc.replays).is_dir():
+        raise ConfigError(f"bc.replays: no such folder {bc.replays}")
+    family = family_of(name)
+    teachers = teachers_of(bc)
+    game = family.teacher_game(name, teachers, bc.num_envs, config.seed, config.game.options)
+    validation = None
+    try:
+        seed = config.seed + (0 if bc.replays is not None else VALIDATION_SEED_OFFSET)
+        if bc.validate_every > 0:
+            validation = family.teacher_game(name, replace(teachers, held_out=True),
+                                             bc.num_envs, seed, config.game.options)
+        return Cloner(config, game, validation, seed, run)
+    except BaseException:
+        game.close()
+        if validation is not None:
+            validation.close()
+        raise
+
+
+def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
+                resume: Path | None = None, total_steps: int | None = None) -> dict[str, Any]:
+    """Clone into a new run (``config``) or continue ``resume`` (``total_steps`` replaces its
+    ``bc.total_steps``); returns a summary. A ``run_dir`` that holds this run already is
+    resumed; one holding another is refused (see :func:`selfplay.run_dirs.same_run`)."""
+    if resume is None and run_dir is not None:
+        assert config is not None, "a new run needs its config"
+        same = same_run(Path(run_dir), config)
+        if same is not None:
+            return run_cloning(config, resume=same, total_steps=total_steps)
+    if resume is not None:
+        run = RunDir(resume)
+        config = saved_config(run, config)
+        if total_steps is not None:
+            config = replace(config, bc=replace(config.bc, total_steps=total_steps))
+        state, path = load_resumable(run)
+        cloner = build_cloner(config, run)
+        try:
+            exact = cloner.load_state_dict(state)
+        except BaseException:
+            cloner.close()
+            raise
+        note = "" if exact else " (its teacher games cannot be restored: new games start)"
+        print(f"resuming {run.path} from {path.name} at step {cloner.global_step}{note}",
+              file=sys.stderr)
+    else:
+        assert config is not None, "a new run needs its config"
+        run, created = new_run(config, run_dir)
+        try:
+            cloner = build_cloner(config, run)
+        except BaseException:
+            if created:  # a bad teacher name, say: leave no empty run behind
+                shutil.rmtree(run.path, ignore_errors=True)
+            raise
+    try:
+        run.write_config(config)
+        sink = MetricSink(run, config, resume_step=cloner.global_step)
+    except BaseException:
+        cloner.close()
+        raise
+    progress = Progress(cloner.num_updates * cloner.steps_per_update, cloner.global_step,
+                        config.log.progress, f"bc {config.game.name}")
+    try:
+        cloner.train(sink, progress)
+    finally:
+        progress.close()
+        sink.close()
+        cloner.close()
+    summary: dict[str, Any] = {"run_dir": str(run.path), "global_step": cloner.global_step,
+                               "updates": cloner.update}
+    summary.update({key: value for key, value in cloner.last_metrics.items()
+                    if key.startswith(("bc/accuracy/", "val/", "loss/bc_"))})
+    return summary

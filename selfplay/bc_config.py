@@ -1,0 +1,80 @@
+"""Settings of behaviour cloning (``selfplay bc``): the ``bc`` section of a training config.
+
+Who plays the games (live scripted teachers or recorded replays) and whose moves are learned
+are settings too, so a run directory's ``config.yaml`` describes the whole run and a resumed
+run plays the same teachers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class BCConfig:
+    teachers: list[str] = field(default_factory=list)
+    """Live teachers: the game family's scripted players (e.g. [win_or_block, random]),
+    spread over seats and envs. Exclusive with replays."""
+    replays: str | None = None
+    """A folder of recorded games replayed through the engine. Exclusive with teachers."""
+    imitate: list[str] = field(default_factory=list)
+    """Learn only these players' moves (names as the teachers or replays call them; empty:
+    every teacher's)."""
+    winners_only: bool = False
+    """Learn only the moves of each game's winner (replays only)."""
+    total_steps: int = 1_000_000
+    """Environment steps (summed over envs) to clone for."""
+    num_envs: int = 16
+    """Teacher games stepped together."""
+    num_steps: int = 64
+    """Steps per env collected per update."""
+    learning_rate: float = 3.0e-4
+    anneal_lr: bool = False
+    """Linearly decay the learning rate to 0 over bc.total_steps."""
+    adam_eps: float = 1.0e-5
+    epochs: int = 1
+    """Passes over each update's collected steps."""
+    minibatches: int = 4
+    """Minibatches per pass (one forward/backward each)."""
+    value_coef: float = 0.5
+    """Weight of the value head's loss on the games' outcomes."""
+    gamma: float = 0.99
+    """Discount of the outcome-based value targets."""
+    gae_lambda: float = 1.0
+    """1: Monte-Carlo value targets (outcome, bootstrapped at the rollout's end only; no extra
+    critic pass); below 1: GAE-style lambda-returns from the value head."""
+    max_grad_norm: float = 0.5
+    validate_every: int = 10
+    """Validate every this many updates (0: never): held-out replays, or live games with
+    another seed."""
+    validation_steps: int = 64
+    """Steps per env of one validation (the same positions each time: a fixed seed)."""
+    validation_share: float = 0.05
+    """Replays: the share of games held out for validation."""
+
+
+def bc_checks(bc: BCConfig) -> list[tuple[bool, str]]:
+    """``(ok, message)`` pairs that :func:`selfplay.config.validate` raises on."""
+    rows = bc.num_steps * bc.num_envs
+    return [
+        (not (bc.teachers and bc.replays),
+         "bc.teachers and bc.replays are exclusive: clone live teachers or replays, not both"),
+        (not (bc.imitate and bc.winners_only),
+         "bc.imitate and bc.winners_only are exclusive: imitate named players or the winners"),
+        (bc.total_steps >= 1, "bc.total_steps must be >= 1"),
+        (bc.num_envs >= 1, "bc.num_envs must be >= 1"),
+        (bc.num_steps >= 1, "bc.num_steps must be >= 1"),
+        (bc.epochs >= 1, "bc.epochs must be >= 1"),
+        (bc.minibatches >= 1, "bc.minibatches must be >= 1"),
+        (bc.num_steps < 1 or bc.num_envs < 1 or bc.minibatches <= rows,
+         f"bc.minibatches ({bc.minibatches}) exceeds the rows of one update, bc.num_steps * "
+         f"bc.num_envs ({rows}); set bc.minibatches <= {rows}"),
+        (bc.learning_rate > 0, "bc.learning_rate must be > 0"),
+        (bc.value_coef >= 0, "bc.value_coef must be >= 0"),
+        (0 < bc.gamma <= 1, "bc.gamma must be in (0, 1]"),
+        (0 <= bc.gae_lambda <= 1, "bc.gae_lambda must be in [0, 1]"),
+        (bc.max_grad_norm > 0, "bc.max_grad_norm must be > 0"),
+        (bc.validate_every >= 0, "bc.validate_every must be >= 0 (0: never)"),
+        (bc.validation_steps >= 1, "bc.validation_steps must be >= 1"),
+        (0 < bc.validation_share < 1, "bc.validation_share must be in (0, 1)"),
+    ]

@@ -1,0 +1,408 @@
+"""Behaviour cloning: the actor-critic network learns teachers' moves and games' outcomes.
+
+:class:`Cloner` is an :class:`~selfplay.run_loop.Algorithm`: each update it steps the
+teacher game (a :class:`~games.core.SupportsTeachers` game: scripted bots or replays)
+``bc.num_steps`` times into preallocated time-major buffers ``[T, E, A, ...]``, then runs
+``bc.epochs x bc.minibatches`` gradient steps of the masked cross-entropy of the teachers'
+actions (:mod:`selfplay.bc_loss`) plus the value head's loss on returns of the games' outcomes
+(+1 win, -1 loss, 0 otherwise, on the step an episode ends; :func:`selfplay.losses.gae`).
+Every ``bc.validate_every`` updates it measures the same on a validation game (held-out replays,
+or live games with another seed) replayed from the same seed each time. The network is
+:class:`~selfplay.networks.ActorCritic` built as ``selfplay train`` builds it, so its
+checkpoints load wherever a PPO checkpoint does.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from games.core import (
+    Batch,
+    Box,
+    EpisodeStats,
+    GameError,
+    MultiDiscrete,
+    Outcome,
+    SupportsReplayPosition,
+    SupportsState,
+    SupportsTeachers,
+    VecGame,
+)
+from games.options import to_mapping
+from selfplay.acting import EpisodeLog, Timer
+from selfplay.bc_loss import CloneTerms, clone_terms
+from selfplay.checkpoint import CheckpointError
+from selfplay.config import TrainConfig
+from selfplay.device import resolve_device
+from selfplay.distributions import GridMaskIndex
+from selfplay.losses import explained_variance, gae
+from selfplay.networks import ActorCritic
+from selfplay.optim import FlatAdam
+from selfplay.rollout import torch_dtype
+from selfplay.run_loop import RunLoop
+from selfplay.tracking import MetricSink, Progress, RunDir
+
+__all__ = ["Cloner", "component_names", "outcome_rewards"]
+
+
+def outcome_rewards(outcome: np.ndarray) -> np.ndarray:
+    """``float32``: +1 for a win, -1 for a loss, 0 for a draw or no outcome."""
+    return np.where(outcome == Outcome.NONE, 0, outcome).astype(np.float32)
+
+
+def component_names(game: VecGame) -> list[str]:
+    """Metric names of the action's components: ``action`` for one choice, else ``c0..``."""
+    space = game.spec.action_space
+    return [f"c{i}" for i in range(len(space.nvec))] if isinstance(space, MultiDiscrete) \
+        else ["action"]
+
+
+class _Sums:
+    """Cloning sums of several batches, kept on the device (one sync when read)."""
+
+    def __init__(self, components: int, device: torch.device) -> None:
+        self.values = torch.zeros(4 + 2 * components, device=device)
+        self.k = components
+
+    def add(self, terms: CloneTerms) -> None:
+        self.values += torch.cat([torch.stack([terms.nll.detach(), terms.cells, terms.exact,
+                                               terms.illegal]), terms.used, terms.correct])
+
+    def metrics(self, prefix: str, names: list[str]) -> dict[str, float]:
+        nll, cells, exact, illegal, *rest = self.values.tolist()
+        used, correct = rest[:self.k], rest[self.k:]
+        out = {f"{prefix}accuracy/{name}": c / u
+               for name, u, c in zip(names, used, correct, strict=True) if u > 0}
+        if cells > 0:
+            out[f"{prefix}accuracy/cell"] = exact / cells
+            out[f"{prefix}loss"] = nll / cells
+        out[f"{prefix}labelled_cells"] = cells
+        out[f"{prefix}illegal_labels"] = illegal
+        return out
+
+
+class Cloner:
+    """Owns the teacher game, the network, the optimizer and all a checkpoint must hold."""
+
+    def __init__(self, config: TrainConfig, game: VecGame, validation: VecGame | None = None,
+                 validation_seed: int = 0, run: RunDir | None = None) -> None:
+        if not isinstance(game, SupportsTeachers):
+            raise GameError(f"{game.spec.name} has no teachers' actions to clone")
+        if isinstance(game.spec.action_space, Box):
+            raise GameError(f"behaviour cloning needs discrete actions; {game.spec.name} has "
+                            "continuous ones")
+        self.config = config
+        self.bc = config.bc
+        self.game = game
+        self.validation = validation
+        self.validation_seed = validation_seed
+        self._validation_start: dict[str, object] | None = None
+        self.spec = spec = game.spec
+        torch.set_num_threads(config.torch_threads)
+        torch.manual_seed(config.seed)
+        self.sample_gen = torch.Generator().manual_seed(config.seed + 1)
+        self.device = resolve_device(config.device)
+        self.agent = ActorCritic(spec, config.network, config.normalize).to(self.device)
+        self.optimizer = FlatAdam(self.agent, lr=self.bc.learning_rate, eps=self.bc.adam_eps)
+        self.components = component_names(game)
+        t, e, a = self.bc.num_steps, spec.num_envs, spec.num_seats
+        self.shape = (t, e, a)
+        space = spec.action_space
+        # time-major buffers [T, E, A, ...] and NumPy views of them for the collection loop
+        self.obs = torch.zeros((t, e, a, *spec.obs_shape), dtype=torch_dtype(spec.obs_dtype))
+        state_shape = spec.state_shape if self.agent.critic_reads_state else None
+        self.state = (torch.zeros((t, e, a, *state_shape), dtype=torch_dtype(spec.state_dtype))
+                      if state_shape is not None else None)
+        self.mask = torch.zeros((t, e, a, *space.mask_shape), dtype=torch.bool)
+        self.labels = torch.zeros((t, e, a, *space.action_shape), dtype=torch.int64)
+        self.imitated = torch.zeros((t, e, a), dtype=torch.bool)
+        self.alive = torch.zeros((t, e, a), dtype=torch.bool)
+        self.rewards = torch.zeros((t, e, a))
+        self.dones = torch.zeros((t, e, a))
+        self.episodes = EpisodeLog(config.log.return_window)
+        self._all_seats = np.ones((e, a), bool)
+        self.timer = Timer()
+        self.global_step = 0
+        self.update = 0
+        self.last_metrics: dict[str, float] = {}
+        self.batch: Batch = game.reset(seed=config.seed)
+        self.loop = RunLoop(self, run, config.checkpoint)
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.bc.num_steps * self.spec.num_envs
+
+    @property
+    def num_updates(self) -> int:
+        return max(1, math.ceil(self.bc.total_steps / self.steps_per_update))
+
+    # ----------------------------------------------------------------- one update
+
+    def collect(self) -> None:
+        """Step the teacher game ``bc.num_steps`` times, recording what the teachers saw and
+        did, the games' outcomes and ends."""
+        game = self.game
+        assert isinstance(game, SupportsTeachers)
+        obs, mask, labels = self.obs.numpy(), self.mask.numpy(), self.labels.numpy()
+        state = self.state.numpy() if self.state is not None else None
+        imitated, alive = self.imitated.numpy(), self.alive.numpy()
+        rewards, dones = self.rewards.numpy(), self.dones.numpy()
+        tick = time.perf_counter()
+        for t in range(self.bc.num_steps):
+            batch = self.batch
+            obs[t] = batch.obs
+            if batch.action_mask is not None:
+                mask[t] = batch.action_mask
+            if state is not None:
+                state[t] = batch.state
+            labels[t] = game.teacher_actions  # copied before the game reuses its arrays
+            np.logical_and(game.imitate, batch.alive, out=imitated[t])
+            alive[t] = batch.alive
+            tick = self.timer.add("buffers", tick)
+            batch = game.step(labels[t])
+            tick = self.timer.add("env", tick)
+            dones[t] = (batch.terminated | batch.truncated)[:, None]
+            rewards[t] = 0.0
+            ended = batch.episodes
+            if len(ended.env):
+                rewards[t, ended.env, ended.seat] = outcome_rewards(ended.outcome)
+                self.episodes.add(ended, self._all_seats)
+            self.batch = batch
+            self.global_step += self.spec.num_envs
+            tick = self.timer.add("buffers", tick)
+
+    def _critic_in(self, obs_n: Tensor, state: Tensor | None, update: bool) -> Tensor:
+        return (self.agent.normalize_critic_input(obs_n, state, update=update)
+                if self.agent.critic_reads_state else obs_n)
+
+    @torch.no_grad()
+    def _values(self, obs: np.ndarray | Tensor, state: np.ndarray | Tensor | None) -> Tensor:
+        """Values (return units) of ``[..., *obs_shape]`` rows, flattened to ``[N]``."""
+        lead = obs.ndim - len(self.spec.obs_shape)  # [E, A] or [T, E, A]
+        obs_t = torch.as_tensor(obs).flatten(0, lead - 1).to(self.device)
+        state_t = (torch.as_tensor(state).flatten(0, lead - 1).to(self.device)
+                   if state is not None and self.state is not None else None)
+        obs_n = self.agent.normalize_obs(obs_t)
+        return self.agent.value(self._critic_in(obs_n, state_t, update=False)).cpu()
+
+    def returns(self) -> Tensor:
+        """``[T, E * A]`` value targets: returns of the outcomes, bootstrapped with the value
+        head after the last step (and at every step where ``bc.gae_lambda < 1``)."""
+        cfg = self.bc
+        t_steps, e, a = self.shape
+        n = e * a
+        last = self._values(self.batch.obs, self.batch.state)  # [N]
+        lam: float | Tensor = 1.0
+        if cfg.gae_lambda < 1.0:
+            values = torch.stack([self._values(self.obs[t], None if self.state is None
+                                               else self.state[t]) for t in range(t_steps)])
+            # turn-based seats: skip the steps where a seat is idle (see losses.gae)
+            next_alive = torch.cat([self.alive[1:], torch.from_numpy(self.batch.alive)[None]])
+            lam = torch.where(next_alive.view(t_steps, n), cfg.gae_lambda, 1.0)
+        else:  # lambda 1: the values cancel out of the returns
+            values = torch.zeros(t_steps, n)
+        _, returns = gae(self.rewards.view(t_steps, n), values, self.dones.view(t_steps, n),
+                         last, cfg.gamma, lam)
+        return returns
+
+    def learn(self) -> dict[str, float]:
+        """``bc.epochs`` passes of ``bc.minibatches`` gradient steps over the collected steps
+        (the rows of seats that acted)."""
+        cfg, agent, device = self.bc, self.agent, self.device
+        returns = self.returns()
+        alive = self.alive.view(-1)
+        rows = None if bool(alive.all()) else torch.nonzero(alive).squeeze(1)
+
+        def take(x: Tensor) -> Tensor:
+            flat = x.reshape(-1, *x.shape[3:]) if x.dim() >= 3 else x.reshape(-1)
+            return (flat if rows is None else flat[rows]).to(device, non_blocking=True)
+
+        b_obs = take(self.obs)
+        size = b_obs.shape[0]
+        if size == 0:
+            return {}
+        if agent.obs_rms is not None:
+            agent.obs_rms.update(b_obs)
+        b_obs = agent.normalize_obs(b_obs)
+        b_critic = self._critic_in(b_obs, take(self.state) if self.state is not None else None,
+                                   update=True)
+        b_mask = take(self.mask)
+        b_labels = take(self.labels)
+        b_imitated = take(self.imitated)
+        b_returns = take(returns)
+        if agent.value_rms is not None:
+            agent.value_rms.update(b_returns)
+        b_targets = agent.to_value_space(b_returns)
+        space = self.spec.action_space
+        grid = (GridMaskIndex(b_mask, space.cells)
+                if isinstance(space, MultiDiscrete) and space.cells is not None else None)
+
+        lr = cfg.learning_rate * ((1.0 - self.update / self.num_updates) if cfg.anneal_lr
+                                  else 1.0)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        minibatch = max(1, size // cfg.minibatches)
+        sums = _Sums(len(self.components), device)
+        losses: dict[str, list[Tensor]] = collections.defaultdict(list)
+        seen: list[tuple[Tensor, Tensor]] = []  # first pass: (value before the step, target)
+        for epoch in range(cfg.epochs):
+            perm = torch.randperm(size, generator=self.sample_gen).to(device)
+            for start in range(0, size - minibatch + 1, minibatch):
+                mb = perm[start:start + minibatch]
+                mb_obs = b_obs[mb]
+                dist, value = agent.forward_all(
+                    mb_obs, grid.select(mb) if grid is not None else b_mask[mb],
+                    mb_obs if b_critic is b_obs else b_critic[mb])
+                terms = clone_terms(dist, b_labels[mb], b_imitated[mb])
+                policy_loss = terms.loss()
+                value_loss = 0.5 * (value - b_targets[mb]).square().mean()
+                loss = policy_loss + cfg.value_coef * value_loss
+                self.optimizer.zero_grad()
+                loss.backward()
+                grad_norm = self.optimizer.clip_grad_norm(cfg.max_grad_norm)
+                self.optimizer.step()
+                sums.add(terms)
+                losses["bc_policy"].append(policy_loss.detach())
+                losses["bc_value"].append(value_loss.detach())
+                losses["grad_norm"].append(grad_norm)
+                if epoch == 0:
+                    seen.append((agent.from_value_space(value.detach()), b_returns[mb]))
+        out = {f"loss/{key}": float(torch.stack(v).mean()) for key, v in losses.items()}
+        out["loss/learning_rate"] = lr
+        out["loss/explained_variance"] = explained_variance(
+            torch.cat([v for v, _ in seen]), torch.cat([r for _, r in seen]))
+        metrics = sums.metrics("bc/", self.components)
+        metrics.pop("bc/loss", None)  # loss/bc_policy: the same per minibatch
+        metrics["bc/labelled_cells"] /= cfg.epochs  # the update's labelled cells, once
+        return {**out, **metrics}
+
+    @torch.no_grad()
+    def validate(self) -> dict[str, float]:
+        """Cloning loss and accuracies on ``bc.validation_steps`` steps of the validation
+        game, from the same seed each time (so values are comparable between updates)."""
+        game = self.validation
+        assert isinstance(game, SupportsTeachers)
+        agent, device = self.agent, self.device
+        sums = _Sums(len(self.components), device)
+        if isinstance(game, SupportsReplayPosition):  # the same held-out games each time
+            if self._validation_start is None:
+                game.reset(seed=self.validation_seed)
+                self._validation_start = game.replay_position()
+            batch = game.resume_at(self._validation_start)
+        else:
+            batch = game.reset(seed=self.validation_seed)
+        for _ in range(self.bc.validation_steps):
+            rows = torch.from_numpy(np.flatnonzero(batch.alive.reshape(-1)))
+
+            def pick(x: np.ndarray, rows: Tensor = rows) -> Tensor:
+                flat = torch.from_numpy(x).reshape(-1, *x.shape[2:])
+                return flat[rows].to(device, non_blocking=True)
+
+            mask = pick(batch.action_mask) if batch.action_mask is not None else None
+            dist = agent.dist(agent.normalize_obs(pick(batch.obs)), mask)
+            sums.add(clone_terms(dist, pick(game.teacher_actions), pick(game.imitate)))
+            batch = game.step(game.teacher_actions)
+        return sums.metrics("val/", self.components)
+
+    def run_update(self) -> dict[str, float]:
+        """Collect, learn, and validate when due; the update's metrics."""
+        start = time.perf_counter()
+        step0 = self.global_step
+        self.collect()
+        tick = time.perf_counter()
+        metrics = self.learn()
+        self.timer.add("learn", tick)
+        self.update += 1
+        elapsed = time.perf_counter() - start
+        metrics["perf/steps_per_second"] = (self.global_step - step0) / max(elapsed, 1e-9)
+        for name, seconds in self.timer.pop().items():
+            metrics[f"perf/{name}_fraction"] = seconds / max(elapsed, 1e-9)
+        summary = self.episodes.summary()
+        metrics["teachers/episodes"] = summary["episodes"]
+        if "episode/length_mean" in summary:
+            metrics["teachers/length_mean"] = summary["episode/length_mean"]
+        every = self.bc.validate_every
+        if self.validation is not None and every > 0 and (
+                self.update % every == 0 or self.update == self.num_updates):
+            tick = time.perf_counter()
+            metrics.update(self.validate())
+            metrics["perf/validation_seconds"] = time.perf_counter() - tick
+        self.last_metrics = metrics
+        return metrics
+
+    def train(self, sink: MetricSink | None = None, progress: Progress | None = None) -> None:
+        """Run updates until ``bc.total_steps`` (see :meth:`RunLoop.train`)."""
+        self.loop.train(sink, progress)
+
+    def close(self) -> None:
+        """Close the teacher and validation games."""
+        self.game.close()
+        if self.validation is not None:
+            self.validation.close()
+
+    # ----------------------------------------------------------------- checkpoints
+
+    def state_dict(self) -> dict[str, Any]:
+        """Weights (under ``agent``, with the run's config and game, as PPO's checkpoints),
+        optimizer, counters, generators, episode log and the teacher game's state."""
+        game, batch = self.game, self.batch
+        return {
+            "game": self.spec.name,
+            "config": to_mapping(self.config),
+            "agent": self.agent.state_dict(),
+            "algorithm": "bc",
+            "optimizer": self.optimizer.state_dict(),
+            "counters": {"global_step": self.global_step, "update": self.update},
+            "rng": {"torch": torch.get_rng_state(), "sample": self.sample_gen.get_state()},
+            "episodes": self.episodes.state_dict(),
+            "game_state": game.get_state() if isinstance(game, SupportsState) else None,
+            "replay_position": (game.replay_position()
+                                if isinstance(game, SupportsReplayPosition) else None),
+            "batch": {"obs": batch.obs, "action_mask": batch.action_mask, "state": batch.state,
+                      "alive": batch.alive},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> bool:
+        """Restore from :meth:`state_dict`; whether the teacher game's state was restored
+        (else its games start afresh, with a seed derived from the update)."""
+        if state.get("game") != self.spec.name:
+            raise CheckpointError(f"checkpoint is for game {state.get('game')!r}, "
+                                  f"not {self.spec.name!r}")
+        if state.get("algorithm") != "bc":
+            raise CheckpointError("checkpoint is not a behaviour-cloning run's; continue it "
+                                  "with selfplay train --resume")
+        try:
+            self.agent.load_state_dict(state["agent"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            first = str(exc).strip().splitlines()[0][:200]
+            raise CheckpointError(f"checkpoint does not match this network/config: {first}") \
+                from exc
+        self.global_step = int(state["counters"]["global_step"])
+        self.update = int(state["counters"]["update"])
+        torch.set_rng_state(state["rng"]["torch"])
+        self.sample_gen.set_state(state["rng"]["sample"])
+        self.episodes.load_state_dict(state["episodes"])
+        game = self.game
+        if state.get("game_state") is not None and isinstance(game, SupportsState):
+            game.set_state(state["game_state"])
+            saved = state["batch"]
+            e, a = self.spec.num_envs, self.spec.num_seats
+            self.batch = Batch(obs=saved["obs"], action_mask=saved["action_mask"],
+                               state=saved["state"], reward=np.zeros((e, a), np.float32),
+                               terminated=np.zeros(e, bool), truncated=np.zeros(e, bool),
+                               alive=saved["alive"], episodes=EpisodeStats.empty())
+            return True
+        if state.get("replay_position") is not None and isinstance(game, SupportsReplayPosition):
+            # the same place in the replays: no game learned twice, none skipped
+            self.batch = game.resume_at(state["replay_position"])
+            return False
+        self.batch = game.reset(seed=self.config.seed + 7919 * self.update)
+        return False

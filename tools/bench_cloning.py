@@ -1,0 +1,106 @@
+"""Behaviour cloning on microRTS replays: the update against the network's compute bound, and
+decoding against the update.
+
+    .venv/bin/python -m tools.bench_cloning --replays runs/bc16/replays --rounds 5
+
+A :class:`~selfplay.cloning.Cloner` with the run's settings (``hyperparams/microrts.yaml``,
+``bc`` section; ``--set`` overrides) replays the folder. Per round it collects one update's
+steps (decoding: the replay game stepping, labels and buffers) and learns from them (the
+cloning update: masked cross-entropy and value loss, gradient steps); then the bound runs the
+same network over the same rows with the same minibatches, forward + backward + optimizer
+step of the plain logits and values (no masks, labels or loss terms). Reported (medians over
+rounds): update / bound (the target is >= 0.85) and decoding speed / update speed in samples
+(seat-steps) per second (the target is >= 5). Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from selfplay.bc import build_cloner
+from selfplay.cloning import Cloner
+from selfplay.config import build_config
+
+
+def bound_update(cloner: Cloner) -> float:
+    """Seconds of the update's gradient steps on the collected rows without the cloning
+    loss's masks and labels; the network and optimizer are restored afterwards."""
+    agent, optimizer, cfg = cloner.agent, cloner.optimizer, cloner.bc
+    snapshot = {k: v.clone() for k, v in agent.state_dict().items()}
+    opt_state = optimizer.state_dict()
+    obs = cloner.obs.reshape(-1, *cloner.obs.shape[3:])
+    rows = torch.nonzero(cloner.alive.reshape(-1)).squeeze(1)
+    size = len(rows)
+    minibatch = max(1, size // cfg.minibatches)
+    gen = torch.Generator().manual_seed(0)
+    start = time.perf_counter()
+    b_obs = agent.normalize_obs(obs[rows])
+    for _ in range(cfg.epochs):
+        perm = torch.randperm(size, generator=gen)
+        for first in range(0, size - minibatch + 1, minibatch):
+            mb = b_obs[perm[first:first + minibatch]]
+            features = agent.actor_torso(mb)
+            logits = agent.actor_head(features)
+            value = agent.value_normalized(mb, features if agent.shared else None)
+            loss = logits.float().mean() + value.mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.clip_grad_norm(cfg.max_grad_norm)
+            optimizer.step()
+    seconds = time.perf_counter() - start
+    agent.load_state_dict(snapshot)
+    optimizer.load_state_dict(opt_state)
+    return seconds
+
+
+def measure(cloner: Cloner, rounds: int) -> dict[str, Any]:
+    samples = int(cloner.alive.numel())
+    collect_s, learn_s, bound_s = [], [], []
+    for _ in range(2):  # warm-up: the JIT compiler, allocator
+        cloner.collect()
+        cloner.learn()
+    for _ in range(rounds):
+        start = time.perf_counter()
+        cloner.collect()
+        tick = time.perf_counter()
+        cloner.learn()
+        done = time.perf_counter()
+        collect_s.append(tick - start)
+        learn_s.append(done - tick)
+        bound_s.append(bound_update(cloner))
+    collect, learn, bound = (statistics.median(x) for x in (collect_s, learn_s, bound_s))
+    return {"samples_per_update": samples, "rounds": rounds,
+            "collect_s": collect_s, "learn_s": learn_s, "bound_s": bound_s,
+            "decode_samples_per_s": samples / collect, "update_samples_per_s": samples / learn,
+            "bound_samples_per_s": samples / bound,
+            "update_vs_bound": bound / learn, "decode_vs_update": learn / collect}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replays", required=True)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--set", action="append", default=[])
+    args = parser.parse_args()
+    config = build_config("microrts", overrides=[
+        "log.progress=false", "log.tensorboard=false", f"bc.replays={args.replays}",
+        "bc.validate_every=0", "game.options.map=basesWorkers16x16A", *args.set])
+    cloner = build_cloner(config, None)
+    try:
+        result = measure(cloner, args.rounds)
+    finally:
+        cloner.close()
+    result.update({"machine": platform.machine(), "date": time.strftime("%Y-%m-%d %H:%M"),
+                   "torch_threads": config.torch_threads, "bc": vars(config.bc)})
+    print(json.dumps(result, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
