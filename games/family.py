@@ -3,7 +3,8 @@
 A family (``classic``, ``microrts``, ``pettingzoo``, ...) is a :class:`Family` object that the
 registry (:mod:`games.registry`) lists: its games and their factory, the scripted opponents it
 knows by name, how a match against one is staged (:meth:`Family.match_setup`) and played
-(:meth:`Family.match_runner`), and its set-up check (:meth:`Family.setup`). Code outside
+(:meth:`Family.match_runner`) and recorded (:meth:`Family.recording_game`), and its set-up
+check (:meth:`Family.setup`). Code outside
 ``games/<family>/`` asks the family, never tests its name. A new family is a module under
 ``games/<family>/`` defining a :class:`Family` subclass, plus one line in the registry.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from games.core import EngineBot, GameError, Policy, VecGame
-from games.matches import GameFactory, MatchRunner, MatchSetup, VecGameRunner
+from games.matches import GameFactory, MatchRunner, MatchSetup, RecordTo, VecGameRunner
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class MatchConditions:
     """the game length asked for (``None``: the family's default)"""
     processes: int = 1
     """worker processes, where the family's runner plays one game in each"""
+    record: RecordTo | None = None
+    """record the games as replays (a family that cannot: a one-line error before any game)"""
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,11 @@ class RecordRequest:
     """game length limit (``None``: the family's default)"""
     shard_games: int = 100
     """games per replay shard"""
+    parallel: int = 16
+    """games played at once in each process"""
+    opening: int = 0
+    """each game opens with up to this many cycles of random legal moves (never learned), so
+    that deterministic players do not repeat one game"""
 
 
 class Family:
@@ -160,7 +168,16 @@ class Family:
                             "with them are not supported")
         if conditions.processes > 1:
             raise GameError("processes > 1 applies only to tournaments of engine bots")
-        return VecGameRunner(game_factory, policies, conditions.num_envs, conditions.seed)
+        return VecGameRunner(game_factory, policies, conditions.num_envs, conditions.seed,
+                             conditions.record)
+
+    def recording_game(self, game: str, options: Mapping[str, Any], num_envs: int, seed: int,
+                       bot: str | None = None) -> VecGame:
+        """``num_envs`` two-seat games of ``game`` (with ``options``) that record what is
+        played in them (:class:`~games.core.SupportsRecording`): the caller plays seat 0, and
+        seat 1 too unless ``bot``, a scripted player that plays inside the engine, does. A
+        :class:`GameError` where the family cannot record its games."""
+        raise GameError(f"{game} cannot record its games as replays; drop --record")
 
     def plays_engine_bots(self) -> bool:
         """Whether :meth:`match_runner` can play :class:`EngineBot` players."""

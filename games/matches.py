@@ -1,10 +1,11 @@
-"""Playing matches between players, without recording them (the league schedules and records).
+"""Playing matches between players (the league schedules them and stores their results).
 
 A *match* is one game between two players (league player ids ``a`` and ``b``); a
 :class:`MatchRunner` plays the matches a schedule hands out, many at once, and reports each
 result as its game ends. :class:`VecGameRunner` plays them in the envs of any two-seat
 :class:`~games.core.VecGame`; a game family whose bots play inside its engine brings its own
-runner (:meth:`games.family.Family.match_runner`).
+runner (:meth:`games.family.Family.match_runner`). With :class:`RecordTo` a runner also
+records the games as replays (games that are :class:`~games.core.SupportsRecording`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from games.batches import random_actions
 from games.core import (
     Box,
     GameError,
@@ -23,8 +26,8 @@ from games.core import (
     Outcome,
     Policy,
     ScriptedPolicy,
+    SupportsRecording,
     VecGame,
-    random_actions,
 )
 
 GameFactory = Callable[[int, int], VecGame]  # (num_envs, seed) -> a two-seat game
@@ -47,6 +50,23 @@ class MatchResult:
     duration: float
 
 
+@dataclass(frozen=True)
+class RecordTo:
+    """Record a tournament's games as replays (``--record``)."""
+
+    folder: Path
+    names: Mapping[int, str]
+    """the name recorded for each league player id"""
+    shard_games: int = 100
+    """games per shard"""
+
+    def seat_names(self, owners: Any) -> list[str] | None:
+        """The names of the players owning a game's seats (ids, ``-1`` for none); ``None``
+        when a seat has no player (an idle env: not recorded)."""
+        ids = [int(i) for i in owners]
+        return None if min(ids) < 0 else [self.names.get(i, str(i)) for i in ids]
+
+
 
 class MatchRunner(Protocol):
     """Plays matches as the schedule hands them out, reporting each result as it ends."""
@@ -67,16 +87,24 @@ class VecGameRunner:
     """
 
     def __init__(self, game_factory: GameFactory, policies: Mapping[int, Policy],
-                 num_envs: int, seed: int) -> None:
+                 num_envs: int, seed: int, record: RecordTo | None = None) -> None:
         self.game_factory, self.policies = game_factory, policies
         self.num_envs, self.seed = num_envs, seed
+        self.record = record
 
     def run(self, next_match: Callable[[], MatchSpec | None],
             on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
         """Play until ``next_match`` returns ``None`` and every started game has ended."""
         game = self.game_factory(self.num_envs, self.seed)
         try:
+            if self.record is not None:
+                if not isinstance(game, SupportsRecording):
+                    raise GameError(f"{game.spec.name} cannot record its games as replays; "
+                                    "drop --record")
+                game.start_recording(self.record.folder, None, self.record.shard_games)
             self._run(game, next_match, on_result)
+            if isinstance(game, SupportsRecording) and self.record is not None:
+                game.finish_recording()
         finally:
             game.close()
 
@@ -112,6 +140,8 @@ class VecGameRunner:
                     seat_a[e] = 0 if int(sides[e, 0]) == match.side_a else 1
                     owner[e, seat_a[e]], owner[e, 1 - seat_a[e]] = match.a, match.b
                     started[e] = time.perf_counter()
+                if self.record is not None and isinstance(game, SupportsRecording):
+                    game.name_seats(e, self.record.seat_names(owner[e]))
 
         batch = game.reset(seed=self.seed)
         assign(np.arange(e_num))

@@ -16,6 +16,11 @@ so a killed recorder keeps every finished shard; a shard file missing from the m
 kill between the two writes) is checked and listed, or rewritten, when recording resumes.
 Readers skip a truncated or corrupt shard with a warning naming it and the games lost. A
 second family stores its own arrays and per-game keys under the same format version.
+
+Games recorded as they are played (``selfplay play --record``, league tournaments) are appended
+by a :class:`ShardAppender`: a shard of ``shard_games`` games is written (and listed) as soon as
+it is full, numbered after the folder's last one, so a rerun into the same folder adds shards and
+a killed process loses at most the games of its unfinished shard.
 """
 
 from __future__ import annotations
@@ -27,10 +32,10 @@ import sys
 import time
 import zipfile
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -180,3 +185,70 @@ def iter_shards(paths: list[Path], manifest: Mapping[str, Mapping[str, Any]]
             yield read_shard(path)
         except CorruptShard as exc:
             warn_skipped(exc, manifest.get(path.name))
+
+
+def folder_totals(folder: Path) -> tuple[int, int]:
+    """``(games, shards)`` the folder's manifest lists (zeros for a folder without one)."""
+    entries = read_manifest(folder)
+    return sum(int(entry.get("games", 0)) for entry in entries.values()), len(entries)
+
+
+def next_shard_index(folder: Path) -> int:
+    """The index of the next shard appended to ``folder`` (after its last one). A shard
+    written but not listed (a kill between the two writes) is listed now if it reads, and
+    removed if not: it never counted."""
+    listed = read_manifest(folder)
+    last = -1
+    for path in sorted(folder.glob("shard-*.npz")):
+        if path.name not in listed:
+            try:
+                shard = read_shard(path, arrays=False)
+            except CorruptShard:
+                path.unlink()
+                continue
+            list_shard(folder, path, len(shard.games))
+        last = max(last, shard_index(path))
+    return last + 1
+
+
+G = TypeVar("G")
+
+
+class ShardAppender(Generic[G]):
+    """Games appended to a replay folder in shards of ``shard_games`` (see the module
+    docstring); ``encode(games)`` makes a shard's bytes (:func:`encode_shard`)."""
+
+    def __init__(self, folder: Path, shard_games: int,
+                 encode: Callable[[list[G]], bytes]) -> None:
+        if shard_games < 1:
+            raise ReplayError(f"games per shard must be >= 1, got {shard_games}")
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder, self.shard_games, self.encode = folder, shard_games, encode
+        self.next_index = next_shard_index(folder)
+        self.pending: list[G] = []
+        self.games = 0
+        """games written by this appender"""
+        self.shards: list[str] = []
+        """the shards it wrote"""
+
+    def add(self, game: G) -> None:
+        """One finished game; the shard is written once it holds ``shard_games``."""
+        self.pending.append(game)
+        if len(self.pending) >= self.shard_games:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the games waiting as a shard (a partial one when called before it is full)."""
+        if not self.pending:
+            return
+        path = write_shard(self.folder, self.next_index, self.encode(self.pending))
+        list_shard(self.folder, path, len(self.pending))
+        self.games += len(self.pending)
+        self.shards.append(path.name)
+        self.next_index += 1
+        self.pending = []
+
+    def close(self) -> dict[str, Any]:
+        """Write the last, partial shard; what was written: ``folder``, ``games``, ``shards``."""
+        self.flush()
+        return {"folder": str(self.folder), "games": self.games, "shards": len(self.shards)}

@@ -20,17 +20,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from games.core import (
-    Batch,
-    EpisodeStats,
-    GameSpec,
-    Outcome,
-    Policy,
-    SupportsPartSteps,
-    VecGame,
-    concat_batches,
-    slice_batch,
-)
+from games.batches import concat_batches, slice_batch
+from games.core import Batch, EpisodeStats, GameSpec, Outcome, Policy, SupportsPartSteps, VecGame
 from selfplay.config import TrainConfig
 from selfplay.inference import NumpyActorCritic
 from selfplay.networks import ActorCritic
@@ -137,6 +128,21 @@ class EpisodeLog:
         self.count = int(state["count"])
 
 
+def bootstrap_truncated(batch: Batch, reward: np.ndarray, gamma: float,
+                        value: Callable[[np.ndarray, np.ndarray | None], Tensor]) -> None:
+    """Add ``gamma * V(final obs)`` to ``reward`` ``[E, A]`` in the envs whose episode was
+    truncated (not terminated) on the step that returned ``batch``: a time limit does not end
+    what the position is worth. ``value(final_obs, final_state)`` of ``[K, A, ...]`` rows is
+    ``[K * A]``."""
+    cut = batch.truncated & ~batch.terminated
+    if not cut.any() or batch.final_obs is None:
+        return
+    envs = np.flatnonzero(cut)
+    state = batch.final_state[envs] if batch.final_state is not None else None
+    values = value(batch.final_obs[envs], state).reshape(len(envs), -1)  # [K, A]
+    reward[envs] += gamma * values.cpu().numpy()
+
+
 class Timer:
     """Named wall-clock sections (env, inference, learn) summed per update."""
 
@@ -205,21 +211,11 @@ class Actor:
         return self.agent.normalize_critic_input(obs_n, state_t, update=update)
 
     @torch.inference_mode()
-    def _bootstrap_truncated(self, batch: Batch, reward: np.ndarray) -> None:
-        """Add ``gamma * V(final obs)`` to the reward of truncated (not terminated) episodes."""
-        cut = batch.truncated & ~batch.terminated
-        if not cut.any() or batch.final_obs is None:
-            return
-        envs = np.flatnonzero(cut)
-        a = self.spec.num_seats
-        obs = torch.from_numpy(batch.final_obs[envs]).reshape(len(envs) * a,
-                                                              *self.spec.obs_shape)
-        obs = obs.to(self.device)
-        obs_n = self.agent.normalize_obs(obs)
-        state = batch.final_state[envs] if batch.final_state is not None else None
-        critic_in = self._critic_input(obs_n, state, update=False)
-        value = self.agent.value(critic_in).reshape(len(envs), a).cpu().numpy()
-        reward[envs] += self.config.ppo.gamma * value
+    def _final_values(self, obs: np.ndarray, state: np.ndarray | None) -> Tensor:
+        """Values ``[K * A]`` of final observations ``[K, A, *obs_shape]`` (and states)."""
+        rows = torch.from_numpy(obs).reshape(-1, *self.spec.obs_shape).to(self.device)
+        obs_n = self.agent.normalize_obs(rows)
+        return self.agent.value(self._critic_input(obs_n, state, update=False))
 
     def collect(self) -> None:
         """Fill the rollout buffer with ``num_steps`` steps of every env."""
@@ -317,7 +313,7 @@ class Actor:
             reward = self.reward_scaler(reward, done, envs, self._np_trained[t, envs])
         elif batch.truncated.any():
             reward = reward.copy()
-        self._bootstrap_truncated(batch, reward)
+        bootstrap_truncated(batch, reward, self.config.ppo.gamma, self._final_values)
         self._np_rewards[t, envs] = reward
         self._np_dones[t, envs] = done[:, None]
         if len(batch.episodes.env):

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from games.core import SupportsReplayPosition
 from games.family import Teachers
 from games.registry import family_of
 from selfplay.bc_config import BCConfig
@@ -81,7 +82,11 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
         except BaseException:
             cloner.close()
             raise
-        note = "" if exact else " (its teacher games cannot be restored: new games start)"
+        note = ("" if exact else
+                " (the replays go on where they were: the games in progress start again, "
+                "without labels for their steps already learned)"
+                if isinstance(cloner.game, SupportsReplayPosition) else
+                " (its teacher games cannot be restored: new games start)")
         print(f"resuming {run.path} from {path.name} at step {cloner.global_step}{note}",
               file=sys.stderr)
     else:

@@ -8,6 +8,9 @@ run plays the same teachers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+ValueTarget = Literal["reward", "outcome"]
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,17 @@ class BCConfig:
     minibatches: int = 4
     """Minibatches per pass (one forward/backward each)."""
     value_coef: float = 0.5
-    """Weight of the value head's loss on the games' outcomes."""
-    gamma: float = 0.99
-    """Discount of the outcome-based value targets."""
+    """Weight of the value head's loss."""
+    value_target: ValueTarget = "reward"
+    """What the value head learns the discounted return of. ``reward``: the game's own
+    per-step reward, the one PPO's critic learns (in microRTS game.options.reward_weights'
+    weighted sum, the win/loss outcome included), so ``selfplay train --init-from`` starts PPO
+    from a critic on its own scale. ``outcome``: +1 for a win, -1 for a loss, 0 otherwise, on
+    the step an episode ends (a value head on its own scale, which PPO must relearn)."""
+    gamma: float | None = None
+    """Discount of the value targets (None: ppo.gamma, the discount PPO's critic uses)."""
     gae_lambda: float = 1.0
-    """1: Monte-Carlo value targets (outcome, bootstrapped at the rollout's end only; no extra
+    """1: Monte-Carlo value targets (bootstrapped at the rollout's end only; no extra
     critic pass); below 1: GAE-style lambda-returns from the value head."""
     max_grad_norm: float = 0.5
     validate_every: int = 10
@@ -71,7 +80,11 @@ def bc_checks(bc: BCConfig) -> list[tuple[bool, str]]:
          f"bc.num_envs ({rows}); set bc.minibatches <= {rows}"),
         (bc.learning_rate > 0, "bc.learning_rate must be > 0"),
         (bc.value_coef >= 0, "bc.value_coef must be >= 0"),
-        (0 < bc.gamma <= 1, "bc.gamma must be in (0, 1]"),
+        (bc.value_target in get_args(ValueTarget),
+         f"bc.value_target: {bc.value_target!r} is not one of "
+         f"{', '.join(map(repr, get_args(ValueTarget)))}"),
+        (bc.gamma is None or 0 < bc.gamma <= 1,
+         f"bc.gamma must be in (0, 1] (or null: ppo.gamma), got {bc.gamma}"),
         (0 <= bc.gae_lambda <= 1, "bc.gae_lambda must be in [0, 1]"),
         (bc.max_grad_norm > 0, "bc.max_grad_norm must be > 0"),
         (bc.validate_every >= 0, "bc.validate_every must be >= 0 (0: never)"),

@@ -13,8 +13,8 @@ from pathlib import Path
 from games.files import CheckpointError, atomic_write_bytes, load_checkpoint, save_checkpoint
 
 __all__ = ["CheckpointError", "atomic_write_bytes", "load_checkpoint", "save_checkpoint",
-           "CHECKPOINT_SUFFIXES", "looks_like_path", "resolve_checkpoint", "run_checkpoints",
-           "list_checkpoints"]
+           "CHECKPOINT_SUFFIXES", "looks_like_path", "names_checkpoint", "resolve_checkpoint",
+           "run_checkpoints", "list_checkpoints"]
 
 
 CHECKPOINT_SUFFIXES = (".pt", ".safetensors")
@@ -43,6 +43,18 @@ def resolve_checkpoint(spec: str | Path) -> Path:
         raise CheckpointError(f"no such checkpoint: {spec} (give a checkpoint file or a run "
                               "directory)")
     return path
+
+
+def names_checkpoint(given: str | Path | None, recorded: str | Path | None) -> bool:
+    """Whether ``given`` (a checkpoint file, or a run directory or its ``checkpoints/`` folder,
+    as :func:`resolve_checkpoint` takes it) names the checkpoint file ``recorded``: the same
+    file, or one of that directory's checkpoints (the newest when it was resolved, though the
+    run may have saved newer ones since). None names only None."""
+    if given is None or recorded is None:
+        return given is None and recorded is None
+    file, source = Path(recorded).resolve(), Path(given).resolve()
+    return file == source or (source.is_dir()
+                              and file.parent in (source, source / "checkpoints"))
 
 
 def run_checkpoints(run: Path) -> list[Path]:

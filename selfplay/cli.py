@@ -9,13 +9,14 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from selfplay.cli_common import UserError, emit, seed_flag
 from selfplay.interrupts import Terminated
+from selfplay.record_command import add_record_command
 
-
-class UserError(Exception):
-    """An error caused by input: printed as one line, no traceback."""
+if TYPE_CHECKING:
+    from selfplay.run_loop import TrainingInterrupted
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -48,20 +49,17 @@ def _video_path(value: str | None) -> Path | None:
     return path
 
 
-def _seed(value: int | None) -> int | None:
-    if value is not None and not 0 <= value < 2**63:
-        raise UserError(f"--seed must be in 0..2**63-1, got {value}")
-    return value
-
-
-def _emit(result: dict[str, Any], as_json: bool, human: str) -> None:
-    if as_json:
-        print(json.dumps(result))
-    else:
-        print(human)
-
-
 # --------------------------------------------------------------------------- commands
+
+
+def _interrupted(stop: TrainingInterrupted, command: str) -> int:
+    """Say where a run stopped by a signal left its checkpoint and how to continue it; the
+    exit status (128 + the signal)."""
+    where = f"checkpoint saved: {stop.checkpoint}" if stop.checkpoint else "no checkpoint"
+    run = stop.checkpoint.parent.parent if stop.checkpoint else "RUN_DIR"
+    print(f"interrupted by {signal.Signals(stop.signum).name}; {where}; "
+          f"continue with: selfplay {command} --resume {run}", file=sys.stderr)
+    return 128 + stop.signum
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -83,21 +81,17 @@ def cmd_train(args: argparse.Namespace) -> int:
                               args.init_from)
     try:
         if config is None:
-            summary = run_training(None, resume=Path(args.resume),  # type: ignore[arg-type]
+            summary = run_training(None, resume=Path(args.resume),
                                    total_steps=args.total_steps)
         else:
             summary = run_training(config, run_dir=Path(args.run_dir) if args.run_dir else None)
     except TrainingInterrupted as stop:
-        where = f"checkpoint saved: {stop.checkpoint}" if stop.checkpoint else "no checkpoint"
-        run = stop.checkpoint.parent.parent if stop.checkpoint else "RUN_DIR"
-        print(f"interrupted by {signal.Signals(stop.signum).name}; {where}; "
-              f"continue with: selfplay train --resume {run}", file=sys.stderr)
-        return 128 + stop.signum
+        return _interrupted(stop, "train")
     ret = summary.get("episode/return_mean")
     human = (f"trained {summary['global_step']} steps in {summary['updates']} updates; "
              f"run dir {summary['run_dir']}"
              + (f"; mean return {ret:.2f}" if ret is not None else ""))
-    _emit(summary, args.json, human)
+    emit(summary, args.json, human)
     return 0
 
 
@@ -107,12 +101,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         raise UserError("--episodes must be >= 1")
     result = evaluate(args.checkpoint, args.episodes, _video_path(args.video),
-                      deterministic=args.deterministic, seed=_seed(args.seed))
+                      deterministic=args.deterministic, seed=seed_flag(args.seed))
     human = (f"{result['game']}: mean return {result['mean_return']:.2f} "
              f"± {result['std_return']:.2f} over {result['episodes']} episodes")
     if result["video"]:
         human += f"; video {result['video']}"
-    _emit(result, args.json, human)
+    emit(result, args.json, human)
     return 0
 
 
@@ -126,9 +120,13 @@ def cmd_play(args: argparse.Namespace) -> int:
         if not args.json and (done == 1 or done % 10 == 0 or done == total):
             print(f"  {done}/{total} games", file=sys.stderr, flush=True)
 
+    if args.shard_games < 1:
+        raise UserError("--shard-games must be >= 1")
     result = play(args.checkpoint, args.vs, args.games, args.map,
-                  _video_path(args.video), seed=_seed(args.seed) or 0,
-                  deterministic=args.deterministic, progress=progress)
+                  _video_path(args.video), seed=seed_flag(args.seed) or 0,
+                  deterministic=args.deterministic, progress=progress,
+                  record=Path(args.record) if args.record else None,
+                  shard_games=args.shard_games)
     low, high = result["ci95"]
     where = f" on {', '.join(result['maps'])}" if result["maps"] else ""
     sides = ", ".join(f"{k}: {c['wins']}/{c['losses']}/{c['draws']}"
@@ -137,8 +135,15 @@ def cmd_play(args: argparse.Namespace) -> int:
              f"{result['losses']} losses, {result['draws']} draws in {result['games']} games; "
              f"win rate {result['win_rate']:.1%} (95% CI {low:.1%}-{high:.1%}); "
              f"by side (W/L/D) {sides}")
-    _emit(result, args.json, human)
+    if "record" in result:
+        human += "; " + _recorded(result["record"])
+    emit(result, args.json, human)
     return 0
+
+
+def _recorded(summary: dict[str, Any]) -> str:
+    return (f"{summary['games']} games recorded in {summary['shards']} new shard(s) under "
+            f"{summary['folder']}")
 
 
 def cmd_league(args: argparse.Namespace) -> int:
@@ -155,6 +160,8 @@ def cmd_league(args: argparse.Namespace) -> int:
             raise UserError("--min-quality must be in [0, 1)")
         if args.elo_k is not None and not args.elo_k > 0:
             raise UserError(f"--elo-k must be > 0, got {args.elo_k}")
+        if args.shard_games < 1:
+            raise UserError("--shard-games must be >= 1")
         adaptive = args.until_sigma is not None
         result = lc.tournament(args.game, args.players, args.db,
                                10 if args.games_per_pair is None else args.games_per_pair,
@@ -162,12 +169,16 @@ def cmd_league(args: argparse.Namespace) -> int:
                                quiet=args.json, max_steps=args.max_steps,
                                opening_games_per_pair=(args.games_per_pair or 0) if adaptive
                                else 0, processes=args.processes,
-                               min_quality=args.min_quality, elo_k=args.elo_k)
+                               min_quality=args.min_quality, elo_k=args.elo_k,
+                               record=Path(args.record) if args.record else None,
+                               shard_games=args.shard_games)
         human = (f"tournament {result['tournament']}: {result['played']} new matches "
                  f"({result['already_stored']} already stored)\n"
                  + lc.format_leaderboard(result["players"]))
         if result["skipped_players"]:
             human += f"\nskipped (missing or corrupt): {', '.join(result['skipped_players'])}"
+        if "record" in result:
+            human += "\n" + _recorded(result["record"])
     elif args.league_command == "leaderboard":
         result = lc.leaderboard(args.db, args.game)
         human = lc.format_leaderboard(result["players"])
@@ -185,7 +196,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     family = family_named(args.family)
     report = family.setup(quiet=args.json) or {}
     data = json.loads(json.dumps(dict(report), default=str))
-    _emit({"ok": True, **data}, args.json, f"{family.title or family.name} is ready")
+    emit({"ok": True, **data}, args.json, f"{family.title or family.name} is ready")
     return 0
 
 
@@ -193,34 +204,7 @@ def cmd_games(args: argparse.Namespace) -> int:
     from games.registry import known_games
 
     names = known_games()
-    _emit({"games": names}, args.json, "\n".join(names))
-    return 0
-
-
-def cmd_record(args: argparse.Namespace) -> int:
-    """``selfplay record``: scripted players' games into replay shards."""
-    from games.family import RecordRequest
-    from games.registry import family_of, resolve
-
-    if args.games < 1:
-        raise UserError("--games must be >= 1")
-    if args.processes < 1 or args.shard_games < 1:
-        raise UserError("--processes and --shard-games must be >= 1")
-    game = resolve(args.game).name
-    request = RecordRequest(tuple(args.players), Path(args.out), args.games,
-                            tuple(args.maps or ()), args.processes, _seed(args.seed) or 0,
-                            args.max_steps, args.shard_games)
-
-    def progress(done: int, total: int) -> None:
-        if not args.json:
-            print(f"\r  {done}/{total} games", end="" if done < total else "\n",
-                  file=sys.stderr, flush=True)
-
-    result = dict(family_of(game).record(game, request, progress))
-    _emit(result, args.json,
-          f"{result['recorded']} games recorded ({result['kept']} kept from before) in "
-          f"{result['shards']} shards under {result['folder']}; "
-          f"{result['games_per_hour']:,.0f} games/hour on {result['cores']} process(es)")
+    emit({"games": names}, args.json, "\n".join(names))
     return 0
 
 
@@ -252,7 +236,7 @@ def cmd_bc(args: argparse.Namespace) -> int:
                             "included); only --total-steps may be given with it")
     else:
         overrides = [*args.set, *(["log.progress=false"] if args.no_progress else [])]
-        config = build_config(args.game, args.config, overrides, _seed(args.seed))
+        config = build_config(args.game, args.config, overrides, seed_flag(args.seed))
         bc = config.bc
         if args.teachers:
             bc = replace(bc, teachers=_names(args.teachers))
@@ -271,18 +255,14 @@ def cmd_bc(args: argparse.Namespace) -> int:
                               resume=Path(args.resume) if args.resume else None,
                               total_steps=args.total_steps if args.resume else None)
     except TrainingInterrupted as stop:
-        where = f"checkpoint saved: {stop.checkpoint}" if stop.checkpoint else "no checkpoint"
-        run = stop.checkpoint.parent.parent if stop.checkpoint else "RUN_DIR"
-        print(f"interrupted by {signal.Signals(stop.signum).name}; {where}; "
-              f"continue with: selfplay bc --resume {run}", file=sys.stderr)
-        return 128 + stop.signum
+        return _interrupted(stop, "bc")
     human = (f"cloned {summary['global_step']} steps in {summary['updates']} updates; "
              f"run dir {summary['run_dir']}")
     for key, label in (("bc/accuracy/cell", "accuracy"), ("val/accuracy/cell",
                                                           "validation accuracy")):
         if key in summary:
             human += f"; {label} {summary[key]:.1%}"
-    _emit(summary, args.json, human)
+    emit(summary, args.json, human)
     return 0
 
 
@@ -365,6 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--elo-k", type=float, help="Elo K-factor of a new database (default "
                       "32); an existing database keeps the K it was created with, and "
                       "refuses another")
+    for p in (pl, tour):
+        p.add_argument("--record", metavar="DIR", help="also record the games as replays in "
+                       "this folder (as `selfplay record` does; a rerun appends shards)")
+        p.add_argument("--shard-games", type=int, default=100, help="with --record: games "
+                       "per shard (default 100)")
     board = league_sub.add_parser("leaderboard", help="rank, player, mu, sigma, mu-3sigma, "
                                   "Elo, games, win rate")
     board.add_argument("--game")
@@ -382,7 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
     bc = sub.add_parser("bc", help="behaviour cloning: train the network on teachers' moves",
                         description="Behaviour cloning: the network `selfplay train` uses learns "
                         "the moves of live scripted teachers or of recorded games (masked "
-                        "cross-entropy per cell) and the games' outcomes (value head). Its "
+                        "cross-entropy per cell) and, in its value head, the game's reward (or its "
+                        "outcomes: bc.value_target). Its "
                         "checkpoints load wherever a training run's do (eval, play, league, "
                         "train --init-from). Settings: the bc section of hyperparams/"
                         "<family>.yaml, then --config, then --set, then these flags.")
@@ -416,20 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--json", action="store_true")
     setup.set_defaults(func=cmd_setup)
 
-    rec = sub.add_parser("record", help="record scripted players' games as replays (for "
-                         "behaviour cloning)")
-    rec.add_argument("--game", required=True)
-    rec.add_argument("--players", nargs="+", required=True,
-                     help="scripted players; every two play each other on both sides")
-    rec.add_argument("--maps", nargs="+", help="maps the shards cycle over (one size)")
-    rec.add_argument("--games", type=int, required=True, help="games in all")
-    rec.add_argument("--out", required=True, help="replay folder (a rerun resumes it)")
-    rec.add_argument("--processes", type=int, default=1, help="worker processes")
-    rec.add_argument("--shard-games", type=int, default=100, help="games per shard")
-    rec.add_argument("--max-steps", type=int, help="game length limit (default 2000)")
-    rec.add_argument("--seed", type=int, default=0)
-    rec.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    rec.set_defaults(func=cmd_record)
+    add_record_command(sub)
 
     games = sub.add_parser("games", help="list the games selfplay knows")
     games.add_argument("--json", action="store_true")

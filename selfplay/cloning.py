@@ -1,11 +1,14 @@
-"""Behaviour cloning: the actor-critic network learns teachers' moves and games' outcomes.
+"""Behaviour cloning: the actor-critic network learns teachers' moves and their games' values.
 
 :class:`Cloner` is an :class:`~selfplay.run_loop.Algorithm`: each update it steps the
 teacher game (a :class:`~games.core.SupportsTeachers` game: scripted bots or replays)
 ``bc.num_steps`` times into preallocated time-major buffers ``[T, E, A, ...]``, then runs
 ``bc.epochs x bc.minibatches`` gradient steps of the masked cross-entropy of the teachers'
-actions (:mod:`selfplay.bc_loss`) plus the value head's loss on returns of the games' outcomes
-(+1 win, -1 loss, 0 otherwise, on the step an episode ends; :func:`selfplay.losses.gae`).
+actions (:mod:`selfplay.bc_loss`) plus the value head's loss on discounted returns
+(:func:`selfplay.losses.gae`) of the game's own rewards, which PPO's critic learns, so that
+``selfplay train --init-from`` starts from a critic on its scale (``bc.value_target:
+reward``), or of the games' outcomes (``outcome``: +1 win, -1 loss, 0 otherwise, on the step
+an episode ends).
 Every ``bc.validate_every`` updates it measures the same on a validation game (held-out replays,
 or live games with another seed) replayed from the same seed each time. The network is
 :class:`~selfplay.networks.ActorCritic` built as ``selfplay train`` builds it, so its
@@ -36,7 +39,7 @@ from games.core import (
     VecGame,
 )
 from games.options import to_mapping
-from selfplay.acting import EpisodeLog, Timer
+from selfplay.acting import EpisodeLog, Timer, bootstrap_truncated
 from selfplay.bc_loss import CloneTerms, clone_terms
 from selfplay.checkpoint import CheckpointError
 from selfplay.config import TrainConfig
@@ -45,8 +48,8 @@ from selfplay.distributions import GridMaskIndex
 from selfplay.losses import explained_variance, gae
 from selfplay.networks import ActorCritic
 from selfplay.optim import FlatAdam
-from selfplay.rollout import torch_dtype
-from selfplay.run_loop import RunLoop
+from selfplay.rollout import step_rows, torch_dtype
+from selfplay.run_loop import RunLoop, collect_and_learn
 from selfplay.tracking import MetricSink, Progress, RunDir
 
 __all__ = ["Cloner", "component_names", "outcome_rewards"]
@@ -58,10 +61,10 @@ def outcome_rewards(outcome: np.ndarray) -> np.ndarray:
 
 
 def component_names(game: VecGame) -> list[str]:
-    """Metric names of the action's components: ``action`` for one choice, else ``c0..``."""
+    """Metric names of the action's components: ``action`` for one choice, else the space's
+    component names (``type``, ``move``... in microRTS; ``c0``, ``c1``... by default)."""
     space = game.spec.action_space
-    return [f"c{i}" for i in range(len(space.nvec))] if isinstance(space, MultiDiscrete) \
-        else ["action"]
+    return list(space.component_names) if isinstance(space, MultiDiscrete) else ["action"]
 
 
 class _Sums:
@@ -100,6 +103,8 @@ class Cloner:
                             "continuous ones")
         self.config = config
         self.bc = config.bc
+        # the value targets' discount: bc.gamma, else PPO's (the critic PPO goes on training)
+        self.gamma = config.bc.gamma if config.bc.gamma is not None else config.ppo.gamma
         self.game = game
         self.validation = validation
         self.validation_seed = validation_seed
@@ -158,25 +163,40 @@ class Cloner:
         for t in range(self.bc.num_steps):
             batch = self.batch
             obs[t] = batch.obs
-            if batch.action_mask is not None:
-                mask[t] = batch.action_mask
             if state is not None:
                 state[t] = batch.state
             labels[t] = game.teacher_actions  # copied before the game reuses its arrays
             np.logical_and(game.imitate, batch.alive, out=imitated[t])
+            if batch.action_mask is not None:
+                mask[t] = batch.action_mask
+                # the policy loss reads only imitated seats: with their masks alone, the
+                # update's distributions skip the other seats' cells altogether
+                mask[t][~imitated[t]] = False
             alive[t] = batch.alive
             tick = self.timer.add("buffers", tick)
             batch = game.step(labels[t])
             tick = self.timer.add("env", tick)
             dones[t] = (batch.terminated | batch.truncated)[:, None]
-            rewards[t] = 0.0
-            ended = batch.episodes
-            if len(ended.env):
-                rewards[t, ended.env, ended.seat] = outcome_rewards(ended.outcome)
-                self.episodes.add(ended, self._all_seats)
+            self._value_rewards(batch, rewards[t])
+            if len(batch.episodes.env):
+                self.episodes.add(batch.episodes, self._all_seats)
             self.batch = batch
             self.global_step += self.spec.num_envs
             tick = self.timer.add("buffers", tick)
+
+    def _value_rewards(self, batch: Batch, out: np.ndarray) -> None:
+        """Write into ``out`` ``[E, A]`` the rewards the value head learns from the step that
+        returned ``batch`` (``bc.value_target``): the game's own rewards, with ``gamma * V``
+        of the final observation added where a time limit cut an episode (as PPO's rollout
+        does), or the outcomes of the episodes that ended."""
+        if self.bc.value_target == "reward":
+            out[:] = batch.reward
+            bootstrap_truncated(batch, out, self.gamma, self._values)
+            return
+        out[:] = 0.0
+        ended = batch.episodes
+        if len(ended.env):
+            out[ended.env, ended.seat] = outcome_rewards(ended.outcome)
 
     def _critic_in(self, obs_n: Tensor, state: Tensor | None, update: bool) -> Tensor:
         return (self.agent.normalize_critic_input(obs_n, state, update=update)
@@ -193,8 +213,9 @@ class Cloner:
         return self.agent.value(self._critic_in(obs_n, state_t, update=False)).cpu()
 
     def returns(self) -> Tensor:
-        """``[T, E * A]`` value targets: returns of the outcomes, bootstrapped with the value
-        head after the last step (and at every step where ``bc.gae_lambda < 1``)."""
+        """``[T, E * A]`` value targets: discounted returns (``bc.gamma``) of the collected
+        rewards (:meth:`_value_rewards`), bootstrapped with the value head after the last step
+        (and at every step where ``bc.gae_lambda < 1``)."""
         cfg = self.bc
         t_steps, e, a = self.shape
         n = e * a
@@ -209,7 +230,7 @@ class Cloner:
         else:  # lambda 1: the values cancel out of the returns
             values = torch.zeros(t_steps, n)
         _, returns = gae(self.rewards.view(t_steps, n), values, self.dones.view(t_steps, n),
-                         last, cfg.gamma, lam)
+                         last, self.gamma, lam)
         return returns
 
     def learn(self) -> dict[str, float]:
@@ -217,13 +238,7 @@ class Cloner:
         (the rows of seats that acted)."""
         cfg, agent, device = self.bc, self.agent, self.device
         returns = self.returns()
-        alive = self.alive.view(-1)
-        rows = None if bool(alive.all()) else torch.nonzero(alive).squeeze(1)
-
-        def take(x: Tensor) -> Tensor:
-            flat = x.reshape(-1, *x.shape[3:]) if x.dim() >= 3 else x.reshape(-1)
-            return (flat if rows is None else flat[rows]).to(device, non_blocking=True)
-
+        take = step_rows(self.alive, device)
         b_obs = take(self.obs)
         size = b_obs.shape[0]
         if size == 0:
@@ -313,17 +328,7 @@ class Cloner:
 
     def run_update(self) -> dict[str, float]:
         """Collect, learn, and validate when due; the update's metrics."""
-        start = time.perf_counter()
-        step0 = self.global_step
-        self.collect()
-        tick = time.perf_counter()
-        metrics = self.learn()
-        self.timer.add("learn", tick)
-        self.update += 1
-        elapsed = time.perf_counter() - start
-        metrics["perf/steps_per_second"] = (self.global_step - step0) / max(elapsed, 1e-9)
-        for name, seconds in self.timer.pop().items():
-            metrics[f"perf/{name}_fraction"] = seconds / max(elapsed, 1e-9)
+        metrics = collect_and_learn(self)
         summary = self.episodes.summary()
         metrics["teachers/episodes"] = summary["episodes"]
         if "episode/length_mean" in summary:

@@ -43,7 +43,6 @@ __all__ = [
     "GridMaskIndex",
     "MaskedCategorical",
     "MaskedMultiCategorical",
-    "kl_divergence",
     "make_dist",
     "num_params",
     "param_shape",
@@ -310,8 +309,8 @@ class MaskedMultiCategorical:
             self._probs = [p.softmax(-1) for p in self.logits]
         return self._probs
 
-    def _to_batch(self, per_row: Tensor) -> Tensor:
-        """Sum ``[M]`` per-row values to ``[B]``."""
+    def to_batch(self, per_row: Tensor) -> Tensor:
+        """Sum ``[M]`` per-row values (the kept rows: cells with a legal value) to ``[B]``."""
         if self.rows is None:
             return per_row.view(self.batch, -1).sum(1)
         out = per_row.new_zeros(self.batch)
@@ -346,7 +345,7 @@ class MaskedMultiCategorical:
     def _modes(self) -> Tensor:
         return torch.stack([p.argmax(-1) for p in self.logits], -1)  # [M, k]
 
-    def _expected_use(self) -> Tensor:
+    def expected_use(self) -> Tensor:
         """``[M, k]``: the probability that component ``i`` is used (that the action type
         drawn uses it), 0 for a component with no legal value. Needs ``gates``."""
         assert self.gate_table is not None
@@ -390,19 +389,19 @@ class MaskedMultiCategorical:
         weights = self._weights(acts)
         if weights is not None:
             lp = torch.where(weights, lp, 0.0)
-        return self._to_batch(lp.sum(-1))
+        return self.to_batch(lp.sum(-1))
 
     def entropy(self, actions: Tensor | None = None) -> Tensor:
         ent = torch.stack(
             [-(p * lp).sum(-1) for p, lp in zip(self.probs, self.log_probs, strict=True)], -1
         )  # [M, k]
         if self.gate_table is not None and actions is None:
-            ent = ent * self._expected_use()  # expected weighting: P(type uses component i)
+            ent = ent * self.expected_use()  # expected weighting: P(type uses component i)
         else:
             weights = self._weights(None if actions is None else self._from_actions(actions))
             if weights is not None:
                 ent = torch.where(weights, ent, 0.0)
-        return self._to_batch(ent.sum(-1))
+        return self.to_batch(ent.sum(-1))
 
 
 # --------------------------------------------------------------------------- Box
@@ -423,12 +422,8 @@ class DiagGaussian:
 
     def sample(self, generator: torch.Generator | None = None) -> Tensor:
         with torch.no_grad():
-            noise = torch.randn(
-                self.mean.shape,
-                generator=generator,
-                device=self.mean.device,
-                dtype=self.mean.dtype,
-            )
+            noise = torch.randn(self.mean.shape, generator=generator, device=self.mean.device,
+                                dtype=self.mean.dtype)
             return self.mean + noise * self.log_std.exp()
 
     def log_prob(self, actions: Tensor) -> Tensor:
@@ -437,44 +432,6 @@ class DiagGaussian:
 
     def entropy(self, actions: Tensor | None = None) -> Tensor:
         return (self.log_std + 0.5 * (1.0 + _LOG_2PI)).sum(-1)
-
-
-# --------------------------------------------------------------------------- divergence
-
-
-def kl_divergence(p: ActionDist, q: ActionDist) -> Tensor:
-    """``KL(p || q)`` ``[B]`` of two batches of distributions of one action space built over
-    the same masks (a teacher's ``p`` and a learner's ``q`` on the same observations).
-
-    Masked: only legal values count (illegal ones have probability 0 under both); a
-    categorical, component or grid cell with no legal value contributes 0. Multi-discrete
-    spaces sum over components and cells; with ``gates``, the KL of the gated joint
-    distribution: ``KL(type) + sum_i P_p(type uses i) * KL(component i)``, the type's
-    probabilities taken from ``p``. Diagonal Gaussians: the closed form, summed over dims.
-    Differentiable in both arguments (detach ``p`` to pull ``q`` toward it).
-    """
-    if isinstance(p, MaskedCategorical) and isinstance(q, MaskedCategorical):
-        if p.logits.shape != q.logits.shape:
-            raise ValueError(f"distributions of shapes {tuple(p.logits.shape)} and "
-                             f"{tuple(q.logits.shape)}")
-        kl = (p.probs * (p.log_probs - q.log_probs)).sum(-1)  # [B]; illegal terms 0 * finite
-        return kl if p.has_legal is None else torch.where(p.has_legal, kl, 0.0)
-    if isinstance(p, MaskedMultiCategorical) and isinstance(q, MaskedMultiCategorical):
-        if p.nvec != q.nvec or p.logits[0].shape != q.logits[0].shape:
-            raise ValueError("KL of multi-discrete distributions needs one space and the same "
-                             "mask (the same rows kept)")
-        kl = torch.stack([(pp * (lp - lq)).sum(-1) for pp, lp, lq
-                          in zip(p.probs, p.log_probs, q.log_probs, strict=True)], -1)  # [M, k]
-        if p.gate_table is not None:
-            kl = kl * p._expected_use()
-        elif p.has_legal is not None:
-            kl = torch.where(p.has_legal, kl, 0.0)
-        return p._to_batch(kl.sum(-1))
-    if isinstance(p, DiagGaussian) and isinstance(q, DiagGaussian):
-        var_ratio = torch.exp(2.0 * (p.log_std - q.log_std))  # [B, d]
-        t = (p.mean - q.mean) * torch.exp(-q.log_std)
-        return (0.5 * (var_ratio + t.square() - 1.0) - (p.log_std - q.log_std)).sum(-1)
-    raise TypeError(f"no KL between {type(p).__name__} and {type(q).__name__}")
 
 
 # --------------------------------------------------------------------------- factory

@@ -12,7 +12,7 @@ import torch
 from games.core import GameSpec, SupportsFinalFrame, SupportsRender, VecGame
 from games.registry import family_of, make_game
 from selfplay.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from selfplay.config import TrainConfig, config_from_mapping
+from selfplay.config import ConfigError, TrainConfig, config_from_mapping
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy
 
@@ -28,16 +28,26 @@ def load_agent(path: str | Path, spec: GameSpec | None = None,
     """
     if state is None:
         state = load_checkpoint(path)
-    try:
-        config = config_from_mapping(state["config"])
-        weights = state["agent"]
-    except (KeyError, TypeError) as exc:
-        raise CheckpointError(f"{path} lacks the training config or weights") from exc
+    config, weights = trained_config(state, path)
     if spec is None:
         spec = trained_spec(config)
     agent = ActorCritic(spec, config.network, config.normalize)
     load_weights(agent, weights, spec, config, str(path))
     return config, agent.eval(), state
+
+
+def trained_config(state: Mapping[str, Any], path: str | Path
+                   ) -> tuple[TrainConfig, Mapping[str, Any]]:
+    """The training config and the network weights of checkpoint ``state`` (read from
+    ``path``); a one-line :class:`CheckpointError` if it lacks them, or holds a config this
+    selfplay cannot read."""
+    try:
+        return config_from_mapping(state["config"]), state["agent"]
+    except (KeyError, TypeError) as exc:
+        raise CheckpointError(f"{path} lacks the training config or weights") from exc
+    except ConfigError as exc:
+        raise CheckpointError(f"{path} holds a config this selfplay cannot read: {exc}") \
+            from exc
 
 
 def trained_spec(config: TrainConfig) -> GameSpec:

@@ -10,8 +10,9 @@ from typing import Any
 
 from games.core import Policy, VecGame
 from games.family import MatchConditions
-from games.matches import MatchRunner
+from games.matches import MatchRunner, RecordTo
 from games.registry import family_of, make_game, resolve
+from games.replays import folder_totals
 from league.db import LEAGUE_DIR, LeagueDB, LeagueError, PlayerKind, default_path
 from league.ratings import RatingConfig
 from league.report import write_report
@@ -104,11 +105,15 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                num_envs: int, seed: int, quiet: bool = False,
                max_steps: int | None = None,
                opening_games_per_pair: int = 0, processes: int = 1,
-               min_quality: float = 0.0, elo_k: float | None = None) -> dict[str, Any]:
+               min_quality: float = 0.0, elo_k: float | None = None,
+               record: Path | None = None, shard_games: int = 100) -> dict[str, Any]:
     """Register ``players`` and play (or finish) their tournament; returns a summary.
     With ``until_sigma``, ``opening_games_per_pair`` > 0 opens it with a round robin.
     ``processes`` > 1 (engine bots only) plays one game per worker process.
-    ``elo_k``: the Elo K of a new database (an existing one must have been made with it)."""
+    ``elo_k``: the Elo K of a new database (an existing one must have been made with it).
+    ``record``: the matches played are also recorded into that replay folder (appending
+    shards of ``shard_games``; ``record`` in the summary counts what was added), under the
+    players' league names; a family that cannot record them is an error before any match."""
     game = resolve(game).name
     if len(players) < 2:
         raise LeagueError("a tournament needs at least two --players")
@@ -131,9 +136,11 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
         map_name = map_name or defaults.map_name
         if max_steps is not None:
             base_options["max_steps"] = max_steps
+        recording = None if record is None else RecordTo(
+            record, {db.player(name).id: name for name in names}, shard_games)
         conditions = MatchConditions(options=base_options, num_envs=num_envs, seed=seed,
                                      map_name=map_name, max_steps=max_steps or defaults.max_steps,
-                                     processes=processes)
+                                     processes=processes, record=recording)
         spec_cache: dict[str, Any] = {}
 
         def game_factory(envs: int, game_seed: int) -> VecGame:
@@ -173,11 +180,16 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                                   min_quality=min_quality,
                                   num_envs=num_envs, seed=seed, map=map_name or "",
                                   settings=tournament_settings(max_steps, defaults.max_steps))
+        before = folder_totals(record) if record is not None else (0, 0)
         summary = run_tournament(db, names, policy_factory, game_factory, config,
                                  progress=progress, runner=runner)
         board = [s.to_json() for s in db.leaderboard() if s.name in set(names)]
-        return {**summary.to_json(), "db": str(db.path),
-                "players": board}
+        result = {**summary.to_json(), "db": str(db.path), "players": board}
+        if record is not None:
+            after = folder_totals(record)
+            result["record"] = {"folder": str(record), "games": after[0] - before[0],
+                                "shards": after[1] - before[1]}
+        return result
     finally:
         db.close()
 

@@ -20,8 +20,9 @@ step). Every ``snapshot_every`` updates the learner's weights are frozen as a sn
 started from another network, ``init_from``, also at update 0, so the league rates the network
 it started from first); every ``eval_every`` updates the newest snapshot plays rating matches
 against the reference pool (earlier snapshots and scripted anchors), and its TrueSkill rating
-is logged. Anchors may be bots that play inside the engine: their matches are played by the
-family's own match runner (:meth:`games.family.Family.match_runner`).
+is logged (the tournaments' bookkeeping: :mod:`selfplay.snapshot_ratings`). Anchors may be
+bots that play inside the engine: their matches are played by the family's own match runner
+(:meth:`games.family.Family.match_runner`).
 
 Bot envs (one seat: an engine bot plays the other side) keep the bot of the env layout unless
 ``league.bot_env_pfsp`` is set: then each one's next bot is drawn by PFSP
@@ -40,7 +41,6 @@ uninterrupted one.
 from __future__ import annotations
 
 import os
-import sys
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,7 +61,6 @@ from league.db import LeagueDB, LeagueError, Player
 from league.matchmaking import Matchmaker, MatchmakingConfig
 from league.ratings import RatingConfig
 from league.snapshots import (
-    Snapshot,
     load_player_snapshot,
     save_snapshot,
     snapshot_name,
@@ -70,10 +69,9 @@ from league.snapshots import (
 from league.tournament import IncompatiblePlayer
 from selfplay.config import ConfigError, LeagueConfig
 from selfplay.league_bot_envs import LEARNER, BotEnvDraws
-from selfplay.league_rating import BackgroundRater, RatingJob, rate_snapshot, snapshot_agent
-from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy
 from selfplay.ppo import TrainingContext
+from selfplay.snapshot_ratings import SnapshotFit, SnapshotRatings
 
 MAIN = -2  # a main exploiter's stand-in for the main agent, played as its newest snapshot
 
@@ -110,8 +108,8 @@ class LeagueHook:
         self.slots: OrderedDict[int, int] = OrderedDict()  # player id -> owner slot (LRU)
         self.opponent = np.full(trainer.spec.num_envs, LEARNER, np.int64)  # [E] pick of seat 1
         self.pooled: set[int] = set()  # snapshot ids ever added to the matchmaker
-        self.incompatible: set[int] = set()  # snapshots of other networks (shared databases)
-        self.compatible: set[int] = set()  # other runs' snapshots known to fit this network
+        self.fit = SnapshotFit(self.db, self.run_name, trainer.spec, trainer.config.network,
+                               trainer.config.normalize)
         # snapshots dropped because their file could not be read -> the file's mtime then
         # (None: missing); they rejoin once the file changes or another process reads it
         self.dropped: dict[int, float | None] = {}
@@ -179,8 +177,7 @@ class LeagueHook:
         if self.bot_draws is not None:
             self.bot_draws.start(None if restored is None else restored.get("bot_envs"))
         if restored is None:
-            own = [p for p in players if p.kind == "snapshot" and self._own(p)
-                   and p.broken is None and not self._after_checkpoint(p)]
+            own = self._own_snapshots(players)
             self.latest = own[-1].id if own else None  # newest at the checkpoint resumed from
             # a new run (or an old checkpoint): draw opponents afresh
             trainer.seats.assign(np.arange(trainer.spec.num_envs), 1, 0)
@@ -189,15 +186,15 @@ class LeagueHook:
             self._reload_slots(restored["slots"])
         # a run started from another network (init_from): that network is the run's first
         # snapshot (update 0), rated before training moves it
-        first = restored is None and trainer.update == 0 and trainer.config.init_from is not None
-        if first:
-            self.latest = self.snapshot(trainer)
+        first = None
+        if restored is None and trainer.update == 0 and trainer.config.init_from is not None:
+            first = self.latest = self.snapshot(trainer)
         self.pending: dict[str, float] = {}  # rating metrics of the first snapshot, played here
-        self.rater = BackgroundRater() if config.eval_process else None
-        if self.rater is not None:
-            self._resubmit_unfinished()  # the first snapshot's tournament among them
-        elif first:
-            self.pending = self.rate_latest()
+        self.ratings = SnapshotRatings(self.db, trainer, config, self.anchors, self.fit)
+        if self.ratings.rater is not None:  # the first snapshot's tournament among them
+            self.ratings.resubmit_unfinished(self._own_snapshots(self.db.players()))
+        elif first is not None:
+            self.pending = self.ratings.rate(first)
         trainer.add_episode_listener(self.on_episodes)
         trainer.add_update_hook(self.after_update)
         trainer.add_state("league", self.state_dict)
@@ -254,6 +251,11 @@ class LeagueHook:
     def _own(self, player: Player) -> bool:
         return snapshot_run(player.name) == self.run_name
 
+    def _own_snapshots(self, players: list[Player]) -> list[Player]:
+        """This run's readable snapshots up to the checkpoint it resumed from, oldest first."""
+        return [p for p in players if p.kind == "snapshot" and self._own(p)
+                and p.broken is None and not self._after_checkpoint(p)]
+
     def _is_target(self, player: Player) -> bool:
         """Whether ``player`` is a snapshot of the main agent a main exploiter plays."""
         target = self.config.target
@@ -269,7 +271,7 @@ class LeagueHook:
                 self._retry_dropped(player)
                 continue
             if (player.kind != "snapshot" or player.broken is not None
-                    or player.id in self.pooled or player.id in self.incompatible
+                    or player.id in self.pooled or player.id in self.fit.incompatible
                     or self._after_checkpoint(player)):
                 continue
             self.pooled.add(player.id)
@@ -337,7 +339,7 @@ class LeagueHook:
         if snapshot is None:
             self.dropped[pid] = _mtime(self.db.player(pid).path)
         try:
-            agent = None if snapshot is None else self._agent_of(pid, snapshot)
+            agent = None if snapshot is None else self.fit.agent_of(pid, snapshot)
         except IncompatiblePlayer:
             agent = None
         if agent is None:
@@ -349,22 +351,6 @@ class LeagueHook:
                                                     generator=trainer.act_gen))
         self.slots[pid] = slot
         return True
-
-    def _agent_of(self, pid: int, snapshot: Snapshot) -> ActorCritic:
-        """This run's network with ``snapshot``'s weights; :class:`IncompatiblePlayer` (and the
-        snapshot kept out of this run's pool, once reported) if they do not fit it: a run
-        sharing the database with another network."""
-        trainer = self.trainer
-        try:
-            return snapshot_agent(trainer.spec, trainer.config.network, trainer.config.normalize,
-                              snapshot)
-        except IncompatiblePlayer as exc:
-            if pid not in self.incompatible:
-                self.incompatible.add(pid)
-                name = self.db.player(pid).name
-                print(f"warning: snapshot {name} {exc}; it stays out of this run's pool",
-                      file=sys.stderr)
-            raise
 
     # ----------------------------------------------------------------- training games
 
@@ -401,9 +387,8 @@ class LeagueHook:
         if trainer.update % self.config.snapshot_every == 0:
             self.latest = self.snapshot(trainer)
         if self.latest is not None and trainer.update % self.config.eval_every == 0:
-            metrics.update(self.rate_latest())
-        if self.rater is not None:
-            metrics.update(self.rater.collect())
+            metrics.update(self.ratings.rate(self.latest))
+        metrics.update(self.ratings.collect())
         metrics["league/opponent_share_selfplay"] = float((trainer.seats.of_seat(1) == 0).mean())
         if self.bot_draws is not None:  # which bots the bot envs play now
             metrics.update(self.bot_draws.metrics())
@@ -440,97 +425,12 @@ class LeagueHook:
             self.matchmaker.add_snapshot(pid, LEARNER)
         return pid
 
-    def rating_job(self, pid: int) -> RatingJob | None:
-        """The rating tournament of snapshot ``pid``: against the last ``eval_pool`` snapshots
-        registered before it (a replay after a resume meets the pool the crashed run met) and
-        the anchors; ``None`` if that pool is empty."""
-        earlier = [p for p in self.db.players()
-                   if p.kind == "snapshot" and p.broken is None and p.id < pid]
-        snapshots = [p.name for p in earlier if self._fits(p)]
-        pool = snapshots[-self.config.eval_pool:] + self.anchors
-        if not pool:
-            return None
-        trainer = self.trainer
-        player = self.db.player(pid)
-        return RatingJob(db_path=str(self.db.path), spec=trainer.spec,
-                         options=dict(trainer.config.game.options),
-                         network=trainer.config.network, normalize=trainer.config.normalize,
-                         latest=player.name, pool=tuple(pool),
-                         games_per_pair=self.config.eval_games, num_envs=self.config.eval_envs,
-                         seed=int(player.metadata.get("update", trainer.update)),
-                         run_seed=trainer.config.seed, device=str(trainer.device),
-                         snapshots=len(snapshots) + 1)
-
-    def _fits(self, player: Player) -> bool:
-        """Whether ``player``'s snapshot fits this run's network. Another run's snapshot is
-        loaded once to find out (reported once if it does not fit), here rather than in the
-        rater process, which would leave it in every later pool; an unreadable file counts as
-        fitting: the rating tournament reports and flags it."""
-        if player.id in self.incompatible:
-            return False
-        if self._own(player) or player.id in self.compatible:
-            return True
-        snapshot = load_player_snapshot(self.db, player.id)
-        if snapshot is None:
-            return True
-        try:
-            self._agent_of(player.id, snapshot)
-        except IncompatiblePlayer:
-            return False
-        self.compatible.add(player.id)
-        return True
-
-    def rate_latest(self) -> dict[str, float]:
-        """Rating matches of the newest snapshot against earlier ones and the anchors: played
-        now, or handed to the rater process (``league.eval_process``; its result is logged at
-        a later update, with ``league/rated_update``)."""
-        assert self.latest is not None
-        job = self.rating_job(self.latest)
-        if job is None:
-            return {}
-        if self.rater is not None:
-            self.rater.submit(job)
-            return {}
-        try:
-            return rate_snapshot(job, self.db, self._agent_of)
-        except Exception as exc:  # noqa: BLE001 - rating must never stop training
-            print(f"warning: rating {job.latest} failed: {exc}", file=sys.stderr)
-            return {}
-
-    def _resubmit_unfinished(self) -> None:
-        """Hand the rater the tournaments of this run's snapshots (up to the checkpoint
-        resumed from) that the previous process's rater did not finish; each plays only its
-        matches not yet stored."""
-        assert self.rater is not None
-        own = [p for p in self.db.players() if p.kind == "snapshot" and self._own(p)
-               and p.broken is None and not self._after_checkpoint(p)]
-        every = self.config.eval_every
-        rated: set[int] = set()  # the snapshot that was the newest at each rating update
-        for update in range(0, self.trainer.update + 1, every):  # 0: an init_from snapshot
-            newest = [p.id for p in own if int(p.metadata.get("update", 0)) <= update]
-            if newest:
-                rated.add(max(newest))
-        for player in own:
-            if player.id not in rated:
-                continue
-            job = self.rating_job(player.id)
-            if job is None:
-                continue
-            stored = len(self.db.match_keys(f"eval@{player.name}/"))
-            if stored < len(job.pool) * job.games_per_pair:
-                self.rater.submit(job)
-
     def finish(self) -> dict[str, float]:
         """At the end of training: wait for the rater's tournaments; the newest rating."""
-        if self.rater is None or not self.rater.pending:
-            return {}
-        print(f"waiting for {self.rater.pending} snapshot rating tournament(s)",
-              file=sys.stderr, flush=True)
-        return self.rater.collect(wait=True)
+        return self.ratings.finish()
 
     def close(self) -> None:
-        if self.rater is not None:
-            self.rater.close()
+        self.ratings.close()
         self.db.close()
 
 

@@ -21,12 +21,13 @@ from torch import Tensor
 
 from games.core import MultiDiscrete
 from selfplay.config import PPOConfig, TrainConfig
-from selfplay.distributions import GridMaskIndex, kl_divergence
+from selfplay.distributions import GridMaskIndex
 from selfplay.inference import NumpyActorCritic
+from selfplay.kl import kl_divergence
 from selfplay.losses import explained_variance, gae, ppo_loss
 from selfplay.networks import ActorCritic
 from selfplay.optim import FlatAdam
-from selfplay.rollout import RolloutBuffer
+from selfplay.rollout import RolloutBuffer, step_rows
 
 
 def teacher_kl_coef(ppo: PPOConfig, step: int, total_steps: int) -> float:
@@ -61,7 +62,7 @@ class PPOLearner:
         ``teacher_coef > 0`` adds ``teacher_coef * KL(teacher || policy)`` to each minibatch's
         loss: the forward KL of the teacher's masked action distribution on the minibatch's
         observations (legal actions only; grid actions per cell, gated components weighted by
-        the teacher's action types, see :func:`~selfplay.distributions.kl_divergence`), which
+        the teacher's action types, see :func:`~selfplay.kl.kl_divergence`), which
         is the policy's cross-entropy toward the teacher less the teacher's own entropy: 0 when
         the policy equals the teacher. The teacher reads the observations as they were stored
         (normalized with the learner's running statistics under ``normalize.obs``; they start
@@ -79,13 +80,7 @@ class PPOLearner:
         advantages, returns = gae(buf.rewards.view(t_steps, n), buf.values.view(t_steps, n),
                                   buf.dones.view(t_steps, n), last_values,
                                   cfg.gamma, lam)
-        trained = buf.trained.view(-1)
-        rows = None if bool(trained.all()) else torch.nonzero(trained).squeeze(1)
-
-        def take(x: Tensor) -> Tensor:
-            flat = buf.flat(x) if x.dim() >= 3 and x.shape[:3] == buf.shape else x.reshape(-1)
-            return (flat if rows is None else flat[rows]).to(self.device, non_blocking=True)
-
+        take = step_rows(buf.trained, self.device)
         b_obs = take(buf.obs)
         b_mask = take(buf.mask) if buf.mask is not None else None
         b_critic = take(buf.critic_in) if buf.critic_in is not None else b_obs

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from games.core import Box, GameError, HasMaps, HasSides, Outcome, Policy, SupportsRender, VecGame
+from games.core import (
+    Box,
+    GameError,
+    HasMaps,
+    HasSides,
+    Outcome,
+    Policy,
+    SupportsRecording,
+    SupportsRender,
+    VecGame,
+)
 from games.registry import family_of, make_game
 from selfplay.checkpoint import (
     CheckpointError,
@@ -37,7 +47,8 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[f
 def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None = None,
          video: Path | None = None, seed: int = 0, num_envs: int | None = None,
          deterministic: bool = False,
-         progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+         progress: Callable[[int, int], None] | None = None,
+         record: Path | None = None, shard_games: int = 100) -> dict[str, Any]:
     """Play ``games`` games of ``checkpoint`` against ``vs`` (a bot name or a checkpoint path);
     ``progress(finished, games)`` is called as games finish. A run directory (or its
     ``checkpoints/`` folder), as either, means its newest checkpoint.
@@ -49,6 +60,12 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
     a 95 % interval, the same counts per side (``sides[k]``: the games it played as side
     ``k``, the engine player where the game has players, else the seat) and the maps that
     were played (``maps``; ``map`` when there was one).
+
+    With ``record`` the games counted are also recorded into that replay folder (appending
+    shards of ``shard_games``; ``record`` in the result says what was written), staged by the
+    family as games that replay exactly (:meth:`~games.family.Family.recording_game`: against
+    a bot inside the engine, the bot thinks for its seat); a family that cannot record them
+    is a :class:`GameError` before any game.
     """
     if games < 1:
         raise ValueError("games must be >= 1")
@@ -57,11 +74,16 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
     config = config_from_mapping(state["config"])
     opponent_path = _opponent_checkpoint(vs)
     envs = num_envs or min(games, 16)
-    setup = family_of(config.game.name).match_setup(config.game.name,
-                                                    None if opponent_path else vs, envs, seed,
-                                                    map_name)
+    family = family_of(config.game.name)
+    setup = family.match_setup(config.game.name, None if opponent_path else vs, envs, seed,
+                               map_name)
     options = {**config.game.options, **setup.options}
-    game = make_game(config.game.name, num_envs=envs, seed=seed, options=options)
+    if record is None:
+        game = make_game(config.game.name, num_envs=envs, seed=seed, options=options)
+    else:  # a bot playing inside the engine thinks for its seat instead
+        engine_bot = None if opponent_path or setup.scripted else setup.opponent_name or vs
+        game = family.recording_game(config.game.name, options, envs, seed, engine_bot)
+    recorded: Mapping[str, Any] | None = None
     try:
         spec = game.spec
         _, agent, _ = load_agent(checkpoint, spec, state)
@@ -84,7 +106,16 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
         if len(policies) != spec.num_seats:
             raise RuntimeError(f"{spec.name} has {spec.num_seats} seats for "
                                f"{len(policies)} players")
-        outcomes, sides, maps = _run(game, policies, games, seed, video, progress)
+        names = None
+        if record is not None:
+            if not isinstance(game, SupportsRecording):
+                raise GameError(f"{spec.name} cannot record its games as replays; drop --record")
+            names = (player_name(checkpoint),
+                     player_name(opponent_path) if opponent_path else opponent_name or vs)
+            game.start_recording(record, None, shard_games)
+        outcomes, sides, maps = _run(game, policies, games, seed, video, progress, names)
+        if isinstance(game, SupportsRecording) and names is not None:
+            recorded = game.finish_recording()
     finally:
         game.close()
     counts = _counts(outcomes)
@@ -94,7 +125,16 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
             "maps": maps, **counts,
             "win_rate": counts["wins"] / len(outcomes), "ci95": [low, high],
             "sides": [_counts(outcomes[sides == k]) for k in range(int(sides.max()) + 1)],
-            "video": str(video) if video is not None else None}
+            "video": str(video) if video is not None else None,
+            **({"record": dict(recorded)} if recorded is not None else {})}
+
+
+def player_name(checkpoint: Path) -> str:
+    """A checkpoint's name in recorded games: ``run/update_N`` for a run's checkpoint, else
+    the file's stem."""
+    if checkpoint.parent.name == "checkpoints":
+        return f"{checkpoint.parent.parent.name}/{checkpoint.stem}"
+    return checkpoint.stem
 
 
 def _counts(outcomes: np.ndarray) -> dict[str, int]:
@@ -141,12 +181,13 @@ def _checkpoint_seats(game: VecGame, policies: list[Policy]) -> np.ndarray:
 
 
 def _run(game: VecGame, policies: list[Policy], games: int, seed: int, video: Path | None,
-         progress: Callable[[int, int], None] | None = None
-         ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+         progress: Callable[[int, int], None] | None = None,
+         names: tuple[str, str] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Outcomes of the checkpoint (policy 0) over ``games`` games (``int8 [G]``), a fixed
     quota per env, with sides alternating between envs; the side it played in each (``int
     [G]``: the engine player where the game has ``players``, else the seat); the names of the
-    maps of the envs that played (for games with ``env_map``)."""
+    maps of the envs that played (for games with ``env_map``). With ``names`` (the
+    checkpoint's and its opponent's) a recording game records the games counted."""
     spec = game.spec
     e = spec.num_envs
     envs = np.arange(e)
@@ -166,6 +207,11 @@ def _run(game: VecGame, policies: list[Policy], games: int, seed: int, video: Pa
         raise GameError(f"{spec.name} cannot render frames; drop --video")
     recording = video is not None
     batch = game.reset(seed=seed)
+    recorder = game if names is not None and isinstance(game, SupportsRecording) else None
+    if recorder is not None and names is not None:
+        for env in range(e):  # the seats' players, in the envs with games to count
+            recorder.name_seats(env, None if not quota[env] else
+                                names if seat_of[0][env] == 0 else names[::-1])
     dtype = np.float32 if isinstance(spec.action_space, Box) else np.int64
     actions = np.zeros((e, spec.num_seats, *spec.action_space.action_shape), dtype)
     while (played < quota).any():
@@ -186,6 +232,8 @@ def _run(game: VecGame, policies: list[Policy], games: int, seed: int, video: Pa
                 add_final_frame(game, frames)
             if played[env] < quota[env]:
                 played[env] += 1
+                if played[env] == quota[env] and recorder is not None:
+                    recorder.name_seats(env, None)  # its next games are not counted
                 outcomes.append(outcome)
                 sides.append(int(side_of[env]))
                 if progress is not None:

@@ -15,7 +15,6 @@ import ast
 import copy
 import math
 import random
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,15 +28,15 @@ from games.options import to_mapping
 from selfplay.acting import Actor, EpisodeListener, EpisodeLog, Seats, Timer
 from selfplay.allocator import keep_freed_memory
 from selfplay.checkpoint import CheckpointError, load_checkpoint
-from selfplay.config import ConfigError, TrainConfig, config_from_mapping
+from selfplay.config import TrainConfig
 from selfplay.device import resolve_device
-from selfplay.evaluate import load_weights
+from selfplay.evaluate import load_weights, trained_config
 from selfplay.inference import NumpyActorCritic, supports
 from selfplay.learning import PPOLearner, teacher_kl_coef
 from selfplay.networks import ActorCritic
 from selfplay.optim import FlatAdam
 from selfplay.rollout import RolloutBuffer, torch_dtype
-from selfplay.run_loop import RunLoop, TrainingInterrupted, load_resumable
+from selfplay.run_loop import RunLoop, TrainingInterrupted, collect_and_learn, load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
 
 __all__ = ["Trainer", "TrainingContext", "TrainingInterrupted", "load_resumable"]
@@ -206,17 +205,7 @@ class Trainer:
 
     def run_update(self) -> dict[str, float]:
         """Collect a rollout, learn from it; the update's metrics (the hooks' included)."""
-        start = time.perf_counter()
-        step0 = self.global_step
-        self.collect()
-        tick = time.perf_counter()
-        metrics = self.learn()
-        self.timer.add("learn", tick)
-        self.update += 1
-        elapsed = time.perf_counter() - start
-        metrics["perf/steps_per_second"] = (self.global_step - step0) / max(elapsed, 1e-9)
-        for name, seconds in self.timer.pop().items():
-            metrics[f"perf/{name}_fraction"] = seconds / max(elapsed, 1e-9)
+        metrics = collect_and_learn(self)
         metrics.update(self.episodes.summary())
         for hook in self.after_update:
             metrics.update(hook())
@@ -242,14 +231,7 @@ class Trainer:
         game = state.get("game")
         if game != self.spec.name:
             raise CheckpointError(f"{path} is for game {game}, this run trains {self.spec.name}")
-        try:
-            trained = config_from_mapping(state["config"])
-            weights = state["agent"]
-        except (KeyError, TypeError) as exc:
-            raise CheckpointError(f"{path} lacks the training config or weights") from exc
-        except ConfigError as exc:
-            raise CheckpointError(f"{path} holds a config this selfplay cannot read: {exc}") \
-                from exc
+        trained, weights = trained_config(state, path)
         load_weights(self.agent, weights, self.spec, trained, str(path))
         if self.teacher is not None:
             self.teacher.load_state_dict(self.agent.state_dict())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -11,6 +13,25 @@ from games.core import Box, GameSpec
 
 def torch_dtype(dtype: np.dtype) -> torch.dtype:
     return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
+
+
+def flat_steps(tensor: Tensor) -> Tensor:
+    """Time-major steps ``[T, E, A, ...]`` (or ``[T, E * A]``) as rows ``[T * E * A, ...]``."""
+    return tensor.reshape(-1, *tensor.shape[3:]) if tensor.dim() >= 3 else tensor.reshape(-1)
+
+
+def step_rows(keep: Tensor, device: torch.device) -> Callable[[Tensor], Tensor]:
+    """``take(x)``: the rows of time-major steps ``x`` (``[T, E, A, ...]`` or ``[T, E * A]``)
+    where ``keep`` (``bool [T, E, A]``: the steps an update learns from) is true, as
+    ``[K, ...]`` on ``device``."""
+    flat_keep = keep.reshape(-1)
+    rows = None if bool(flat_keep.all()) else torch.nonzero(flat_keep).squeeze(1)
+
+    def take(x: Tensor) -> Tensor:
+        flat = flat_steps(x)
+        return (flat if rows is None else flat[rows]).to(device, non_blocking=True)
+
+    return take
 
 
 class RolloutBuffer:
@@ -40,4 +61,4 @@ class RolloutBuffer:
 
     def flat(self, tensor: Tensor) -> Tensor:
         """``[T, E, A, ...]`` -> ``[T*E*A, ...]``."""
-        return tensor.reshape(-1, *tensor.shape[3:])
+        return flat_steps(tensor)

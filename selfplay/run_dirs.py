@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from games.options import to_mapping
-from selfplay.checkpoint import CheckpointError, list_checkpoints
+from selfplay.checkpoint import CheckpointError, list_checkpoints, names_checkpoint
 from selfplay.config import TrainConfig, config_from_mapping, read_yaml
 from selfplay.tracking import RunDir
 
@@ -44,7 +44,10 @@ def holds_checkpoints(run: RunDir) -> bool:
 def same_run(run_dir: Path, config: TrainConfig) -> Path | None:
     """``run_dir`` if it holds checkpoints of a run with ``config``'s settings (running the same
     command again continues it; said on stderr), None if it holds no checkpoint; a
-    :class:`FileExistsError` naming the settings of another run that differ."""
+    :class:`FileExistsError` naming the settings of another run that differ.
+
+    ``config.init_from`` is compared as given (:func:`names_checkpoint`): a run directory
+    names the checkpoint the run started from even when it has saved newer ones since."""
     run = RunDir(run_dir)
     if not holds_checkpoints(run):
         return None
@@ -52,7 +55,10 @@ def same_run(run_dir: Path, config: TrainConfig) -> Path | None:
         raise FileExistsError(f"{run.path} holds checkpoints but no config.yaml, so it "
                               "cannot be resumed; pick another --run-dir")
     assert config is not None, "a new run needs its config"
-    differ = config_differences(config_from_mapping(read_yaml(run.config_file)), config)
+    saved = config_from_mapping(read_yaml(run.config_file))
+    if names_checkpoint(config.init_from, saved.init_from):
+        config = replace(config, init_from=saved.init_from)  # the file it named at the start
+    differ = config_differences(saved, config)
     if differ:
         shown = ", ".join(differ[:6]) + (", ..." if len(differ) > 6 else "")
         raise FileExistsError(f"{run.path} already holds a run with other settings "

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from selfplay.acting import Timer
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from selfplay.config import CheckpointConfig
 from selfplay.interrupts import Terminated
@@ -39,6 +40,37 @@ class Algorithm(Protocol):
     def state_dict(self) -> dict[str, Any]:
         """Everything a checkpoint holds to continue exactly."""
         ...
+
+
+class CollectsAndLearns(Algorithm, Protocol):
+    """An algorithm whose update collects steps, then learns from them (PPO, cloning)."""
+
+    @property
+    def timer(self) -> Timer:
+        """Wall-clock sections of the update (env, inference, buffers...)."""
+        ...
+
+    def collect(self) -> None: ...
+
+    def learn(self) -> dict[str, float]: ...
+
+
+def collect_and_learn(algorithm: CollectsAndLearns) -> dict[str, float]:
+    """Collect, learn, advance ``update``; the learning metrics with ``perf/steps_per_second``
+    and the share of the update's wall time in each of the timer's sections
+    (``perf/<section>_fraction``, ``learn`` included)."""
+    start = time.perf_counter()
+    step0 = algorithm.global_step
+    algorithm.collect()
+    tick = time.perf_counter()
+    metrics = algorithm.learn()
+    algorithm.timer.add("learn", tick)
+    algorithm.update += 1
+    elapsed = max(time.perf_counter() - start, 1e-9)
+    metrics["perf/steps_per_second"] = (algorithm.global_step - step0) / elapsed
+    for name, seconds in algorithm.timer.pop().items():
+        metrics[f"perf/{name}_fraction"] = seconds / elapsed
+    return metrics
 
 
 class TrainingInterrupted(Exception):

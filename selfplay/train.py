@@ -37,24 +37,29 @@ def build_trainer(config: TrainConfig, run: RunDir | None,
         raise
 
 
-def run_training(config: TrainConfig, run_dir: Path | None = None,
+def run_training(config: TrainConfig | None, run_dir: Path | None = None,
                  resume: Path | None = None, total_steps: int | None = None) -> dict[str, Any]:
-    """Train a new run (``config``) or continue ``resume``; returns a summary.
+    """Train a new run (``config``) or continue ``resume`` (``config`` None: its saved one;
+    ``total_steps`` replaces its ``total_steps``); returns a summary.
 
     A ``run_dir`` that already holds checkpoints of a run with the same config is resumed
     (running the same command again after a crash or a kill continues the run); one with
     another config is refused, naming the settings that differ.
 
     A new run with ``config.init_from`` starts from that checkpoint's network (a run directory
-    means its newest checkpoint, and the file is what the saved config records); a resumed run
-    continues from its own checkpoint and never loads ``init_from`` again.
+    means its newest checkpoint, and that file's absolute path is what the saved config
+    records); a resumed run continues from its own checkpoint and never loads ``init_from``
+    again. The same command run again resumes its run even when the ``init_from`` run
+    directory has saved newer checkpoints since (see :func:`selfplay.run_dirs.same_run`).
     """
-    if resume is None and config is not None and config.init_from is not None:
-        config = replace(config, init_from=str(resolve_checkpoint(config.init_from)))
     if resume is None and run_dir is not None:
+        assert config is not None, "a new run needs its config"
         same = same_run(Path(run_dir), config)
         if same is not None:
             return run_training(config, resume=same)
+    if resume is None and config is not None and config.init_from is not None:
+        config = replace(config,
+                         init_from=str(resolve_checkpoint(config.init_from).resolve()))
     if resume is not None:
         run = RunDir(resume)
         config = saved_config(run, config)
@@ -67,6 +72,7 @@ def run_training(config: TrainConfig, run_dir: Path | None = None,
         print(f"resuming {run.path} from {path.name} at step {trainer.global_step}{note}",
               file=sys.stderr)
     else:
+        assert config is not None, "a new run needs its config"
         run, created = new_run(config, run_dir)
         try:
             trainer = build_trainer(config, run, None if config.init_from is None

@@ -31,15 +31,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from games.core import (
-    Batch,
-    Discrete,
-    EpisodeStats,
-    EpisodeTracker,
-    GameError,
-    GameSpec,
-    outcome_from_rewards,
-)
+from games.batches import EpisodeTracker, outcome_from_rewards
+from games.core import Batch, Discrete, EpisodeStats, GameError, GameSpec
 from games.options import from_mapping
 
 NUM_CELLS = 9

@@ -18,16 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import numpy as np
 
-from games.core import (
-    ActionSpace,
-    Batch,
-    Box,
-    Discrete,
-    EpisodeStats,
-    EpisodeTracker,
-    GameError,
-    GameSpec,
-)
+from games.batches import EpisodeTracker
+from games.core import ActionSpace, Batch, Box, Discrete, EpisodeStats, GameError, GameSpec
 
 STATE_FORMAT = "selfplay.games.gym/1"
 _NEW_GAME: dict[str, Any] = {"new_game": True}  # reset options of a MultiLifeEnv

@@ -114,6 +114,7 @@ from games.microrts.maps import MapInfo, resolve_maps
 from games.microrts.opponents import Opponents
 from games.microrts.options import (
     ACTION_GATES,
+    ACTION_NAMES,
     ACTION_NVEC,
     DEFAULT_REWARD_WEIGHTS,
     MASK_WIDTH,
@@ -147,7 +148,7 @@ def random_legal_actions(mask: np.ndarray, rng: np.random.Generator,
 
     Only cells whose unit may act (mask column 0, no-op, is set) are drawn; each component is
     uniform among its legal values (0 when none is legal); other cells get all zeros. Much
-    cheaper than :func:`games.core.random_actions`, which draws noise for every cell.
+    cheaper than :func:`games.batches.random_actions`, which draws noise for every cell.
     """
     if out is None:
         out = np.zeros((*mask.shape[:-1], len(ACTION_NVEC)), np.int64)
@@ -224,7 +225,8 @@ class MicroRTSVecGame:
         self.spec = GameSpec(
             name=name, num_envs=num_envs, num_seats=num_seats,
             obs_shape=(len(OBS_PLANES), height, width), obs_dtype=np.dtype(np.uint8),
-            action_space=MultiDiscrete(ACTION_NVEC, grid=(height, width), gates=ACTION_GATES),
+            action_space=MultiDiscrete(ACTION_NVEC, grid=(height, width), gates=ACTION_GATES,
+                                       names=ACTION_NAMES),
             state_shape=(len(OBS_PLANES), height, width), state_dtype=np.dtype(np.uint8),
             state_is_obs=not opts.partial_obs,
             obs_kind="grid", zero_sum=not any(opts.reward_weights[1:]), render_fps=30)

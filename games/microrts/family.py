@@ -1,5 +1,7 @@
 """The microRTS family: its bots play inside the Java engine, so it stages and plays its own
-matches (bot envs, bot-vs-bot games) and has a set-up step (engine files, Java)."""
+matches (bot envs, bot-vs-bot games) and has a set-up step (engine files, Java). Recorded
+games are staged as self-play envs, a bot thinking for its seat as a teacher
+(:mod:`games.microrts.recording`)."""
 
 from __future__ import annotations
 
@@ -54,8 +56,12 @@ class MicroRTSFamily(Family):
                      conditions: MatchConditions, game_factory: GameFactory) -> MatchRunner:
         """Bots only: bot-vs-bot games inside the engine (one per worker process with
         ``processes`` > 1); policies and bots: bot envs whose bot changes per match; policies
-        only: the default runner."""
+        only: the default runner. With ``conditions.record`` every kind of match is recorded
+        (bot games as self-play games of bots thinking for their seats), in this process."""
         bots = {pid: p.name for pid, p in policies.items() if isinstance(p, EngineBot)}
+        record = conditions.record
+        if record is not None and conditions.processes > 1:
+            raise GameError("--record plays every game in this process; drop --processes")
         if len(bots) == len(policies):
             from games.microrts.botmatch import DEFAULT_MAP
             from games.microrts.match_runner import BotMatchRunner
@@ -64,20 +70,52 @@ class MicroRTSFamily(Family):
             return BotMatchRunner(bots, map_name=conditions.map_name or DEFAULT_MAP,
                                   max_steps=conditions.max_steps or BOT_MAX_STEPS,
                                   parallel=conditions.num_envs if processes == 1 else 1,
-                                  processes=processes)
+                                  processes=processes, record=record)
         if conditions.processes > 1:
             raise GameError("processes > 1 applies only to tournaments of engine bots")
         if not bots:
-            return VecGameRunner(game_factory, policies, conditions.num_envs, conditions.seed)
+            if record is not None:
+                def recording_factory(num_envs: int, seed: int) -> VecGame:
+                    staged = self.match_setup(game, None, num_envs, seed, conditions.map_name)
+                    return self.recording_game(game, {**conditions.options, **staged.options},
+                                               num_envs, seed)
+
+                game_factory = recording_factory
+            return VecGameRunner(game_factory, policies, conditions.num_envs, conditions.seed,
+                                 record)
         from games.microrts.match_runner import PolicyMatchRunner
 
         options = {**conditions.options,
                    **({"map": conditions.map_name} if conditions.map_name else {})}
         return PolicyMatchRunner(policies, options, num_envs=conditions.num_envs,
-                                 seed=conditions.seed)
+                                 seed=conditions.seed, record=record)
 
     def plays_engine_bots(self) -> bool:
         return True
+
+    def recording_game(self, game: str, options: Mapping[str, Any], num_envs: int, seed: int,
+                       bot: str | None = None) -> VecGame:
+        """Self-play envs in this process (a :class:`~games.microrts.recording.RecordingGame`);
+        with ``bot``, a :class:`~games.microrts.teacher_game.TeacherGame` whose bot thinks
+        for seat 1, seeing the whole board as the engine's bots do."""
+        from dataclasses import replace
+
+        from games.microrts.options import MicroRTSOptions, env_layout
+        from games.microrts.recording import RecordingGame
+        from games.options import from_mapping
+
+        opts = from_mapping(MicroRTSOptions, options, "game.options.")
+        opts = replace(opts, num_selfplay_envs=num_envs, bots=[], workers=1)
+        if bot is None:
+            return RecordingGame(opts, num_envs, seed=seed, name=game)
+        from games.microrts.bots import resolve_bot
+        from games.microrts.teacher_game import LiveBots, TeacherGame, seat_pair
+
+        name = resolve_bot(bot).name
+        players = env_layout(opts, num_envs).players  # [E, 2]
+        pairs = [seat_pair(players, e, name) for e in range(num_envs)]
+        bots = LiveBots([name], seed=seed, schedule=lambda e, _: pairs[e], full_view=True)
+        return TeacherGame(opts, num_envs, bots, seed=seed, name=game)
 
     def record(self, game: str, request: RecordRequest,
                progress: Callable[[int, int], None] | None = None) -> Mapping[str, Any]:
@@ -88,7 +126,7 @@ class MicroRTSFamily(Family):
 
         plan = RecordPlan(request.players, request.maps or (DEFAULT_MAP,), request.games,
                           request.shard_games, request.max_steps or 2000, request.seed,
-                          parallel=16)
+                          parallel=request.parallel, opening=request.opening)
         return record(plan, request.out, request.processes, progress)
 
     def teacher_game(self, game: str, teachers: Teachers, num_envs: int, seed: int,
@@ -111,6 +149,11 @@ class MicroRTSFamily(Family):
             logs, maps, max_steps = replay_logs(
                 teachers.replays, list(teachers.imitate), teachers.winners_only,
                 teachers.held_out, teachers.validation_share, seed, size)
+            pair = 2 if opts.alternate_sides else 1  # envs sharing a map (both sides)
+            if len(maps) * pair > num_envs:
+                raise GameError(f"the replays hold {len(maps)} maps and each needs {pair} "
+                                f"env(s): use at least {len(maps) * pair} envs "
+                                f"(bc.num_envs={num_envs})")
             opts = replace(opts, maps=maps, max_steps=max_steps)
             return ReplayGame(opts, num_envs, logs, seed=seed, name=game)
         if teachers.winners_only:

@@ -20,6 +20,13 @@ Sides: :attr:`games.matches.MatchSpec.side_a` is the engine player (0 or 1) of p
 ``a``; player 0 acts first and wins same-cycle conflicts, which is why schedules alternate
 sides. A game stopped by ``max_steps`` is a draw, as in microRTS tournaments. Each match's
 ``seed`` seeds the bots' ``java.util.Random`` fields (see :func:`bots.seed_bot`).
+
+**Recording** (``record``, a :class:`games.matches.RecordTo`): a game replays exactly only
+through the self-play client, so recorded matches are staged as self-play games
+(:class:`~games.microrts.teacher_game.TeacherGame`) whose bots think for their seats from
+Python (:class:`~games.microrts.teacher_game.LiveBots`, seeing the whole board), in this
+process: slower than bots inside Java, and seeded per env and game rather than by the match's
+seed. Policy-vs-bot matches are then self-play envs too, the bot on the policy's other seat.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from games.core import EngineBot, GameError, Outcome, Policy
-from games.matches import MatchResult, MatchSpec
+from games.matches import MatchResult, MatchSpec, RecordTo
 from games.microrts import bots as bots_mod
 from games.microrts.botmatch import (
     _WIN_LOSS,
@@ -57,7 +64,10 @@ class BotMatchRunner:
     """
 
     def __init__(self, players: Mapping[int, str], map_name: str = DEFAULT_MAP,
-                 max_steps: int = 5000, parallel: int = 16, processes: int = 1) -> None:
+                 max_steps: int = 5000, parallel: int = 16, processes: int = 1,
+                 record: RecordTo | None = None, writer: Any = None) -> None:
+        """``record``: record the games (``writer``: a shared
+        :class:`~games.microrts.orderlog.ReplayWriter`, closed by its owner)."""
         if parallel < 1:
             raise GameError(f"parallel must be >= 1, got {parallel}")
         if processes < 1:
@@ -67,6 +77,9 @@ class BotMatchRunner:
                               f"at a time: parallel must be 1, got {parallel}")
         if max_steps < 1:
             raise GameError(f"max_steps must be >= 1, got {max_steps}")
+        if record is not None and processes > 1:
+            raise GameError("recorded games are played in this process; drop --processes")
+        self.record, self.writer = record, writer
         # fail fast (unknown bot or map) before the JVM starts
         self.players = {int(pid): bots_mod.resolve_bot(name).name
                         for pid, name in players.items()}
@@ -102,6 +115,9 @@ class BotMatchRunner:
 
         if self.processes > 1:
             self._run_in_processes(pull, on_result)
+            return
+        if self.record is not None:
+            self._run_recorded(pull, on_result, self.record)
             return
         first: list[MatchSpec] = []
         while len(first) < self.parallel:
@@ -158,6 +174,75 @@ class BotMatchRunner:
                 arena.client.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
+
+    def _run_recorded(self, pull: Callable[[], MatchSpec | None],
+                      on_result: Callable[[MatchSpec, MatchResult], None],
+                      record: RecordTo) -> None:
+        """The matches as recorded self-play games of bots thinking for their seats (see the
+        module docstring); an env whose match ends restarts with the next one."""
+        from games.microrts.options import MicroRTSOptions
+        from games.microrts.orderlog import ReplayWriter
+        from games.microrts.teacher_game import LiveBots, TeacherGame
+
+        first: list[MatchSpec] = []
+        while len(first) < self.parallel and (match := pull()) is not None:
+            first.append(match)
+        if not first:
+            return
+        for match in first:
+            self.game_for(match)  # unknown ids fail before the JVM starts
+        n = len(first)
+        pairs = [("", "")] * n  # [E] bots by engine player; "": none (an idle env)
+        current: list[MatchSpec | None] = [None] * n
+        started = np.zeros(n)  # [E] wall-clock start of each env's match
+        bots = LiveBots(sorted(set(self.players.values())), seed=first[0].seed,
+                        schedule=lambda e, _: pairs[e])
+        options = MicroRTSOptions(map=self.map_name, bots=[], num_selfplay_envs=n,
+                                  max_steps=self.max_steps)
+        writer = self.writer or ReplayWriter(record.folder, record.shard_games)
+        game = TeacherGame(options, n, bots, seed=first[0].seed)
+
+        def assign(e: int, match: MatchSpec | None) -> None:
+            current[e], started[e] = match, time.perf_counter()
+            if match is None:
+                pairs[e] = ("", "")
+                game.name_seats(e, None)
+                return
+            bot_game = self.game_for(match)
+            pairs[e] = (bot_game.bot_a, bot_game.bot_b)
+            a_first = match.side_a == 0
+            ids = (match.a, match.b) if a_first else (match.b, match.a)  # by engine player
+            names = [record.names.get(i, self.players[i]) for i in ids]
+            game.name_seats(e, [names[int(p)] for p in game.players[e]])
+
+        try:
+            game.record_into(writer)
+            for e, match in enumerate(first):
+                assign(e, match)
+            game.reset()
+            while any(m is not None for m in current):
+                ep = game.step(game.teacher_actions).episodes
+                freed = []
+                for i in np.flatnonzero(ep.seat == 0).tolist():
+                    e = int(ep.env[i])
+                    match = current[e]
+                    if match is None:
+                        continue
+                    p0, outcome = int(game.players[e, 0]), int(ep.outcome[i])
+                    winner = (-1 if outcome not in (Outcome.WIN, Outcome.LOSS) else
+                              p0 if outcome == Outcome.WIN else 1 - p0)
+                    result = 0 if winner < 0 else 1 if winner == match.side_a else -1
+                    on_result(match, MatchResult(result, int(ep.length[i]),
+                                                 time.perf_counter() - started[e]))
+                    freed.append(e)
+                for e in freed:
+                    assign(e, pull())
+                if freed:
+                    game.restart(freed)
+        finally:
+            game.close()
+            if self.writer is None:
+                writer.close()
 
     def _run_in_processes(self, pull: Callable[[], MatchSpec | None],
                           on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
@@ -216,15 +301,19 @@ class PolicyMatchRunner:
     aside and played by a :class:`BotMatchRunner` (bots act inside Java there) once
     ``num_envs`` of them are waiting or the schedule ends: the games in flight finish, the bot
     games are played, and pulling resumes, so an adaptive schedule sees their results soon.
+    With ``record`` the bot envs are self-play envs whose bot thinks for seat 1 (see the
+    module docstring), and every game goes to one replay folder.
     """
 
     def __init__(self, policies: Mapping[int, Policy], options: Mapping[str, object],
-                 num_envs: int = 8, seed: int = 0) -> None:
+                 num_envs: int = 8, seed: int = 0, record: RecordTo | None = None) -> None:
         self.bots = {pid: p.name for pid, p in policies.items() if isinstance(p, EngineBot)}
         self.policies = {pid: p for pid, p in policies.items() if pid not in self.bots}
         self.options = dict(options)
         self.num_envs = max(2, num_envs + num_envs % 2)  # both sides in the bot envs
         self.seed = seed
+        self.record = record
+        self._writer: Any = None  # the ReplayWriter of a recorded run
 
     def _policy_side(self, match: MatchSpec) -> int:
         """The engine player of the match's network policy (matches with one bot)."""
@@ -243,17 +332,52 @@ class PolicyMatchRunner:
             "alternate_sides": True, "workers": 1}, "game.options.")
         pending: deque[MatchSpec] = deque()  # pulled, waiting for an env that fits
         exhausted = [False]
-        for phase in itertools.count():
-            seed = self.seed + 7919 * phase  # each phase's random bots draw anew
-            bot_games = self._policy_phase(opts, next_match, on_result, pending, exhausted,
-                                           seed)
-            if bot_games:
-                queue = deque(bot_games)
-                BotMatchRunner(self.bots, map_name=opts.map, max_steps=opts.max_steps,
-                               parallel=self.num_envs).run(
-                    functools.partial(_pop_or_none, queue), on_result)
-            if exhausted[0] and not pending:
-                return
+        if self.record is not None:
+            from games.microrts.orderlog import ReplayWriter
+
+            self._writer = ReplayWriter(self.record.folder, self.record.shard_games)
+        try:
+            for phase in itertools.count():
+                seed = self.seed + 7919 * phase  # each phase's random bots draw anew
+                bot_games = self._policy_phase(opts, next_match, on_result, pending,
+                                               exhausted, seed)
+                if bot_games:
+                    queue = deque(bot_games)
+                    BotMatchRunner(self.bots, map_name=opts.map, max_steps=opts.max_steps,
+                                   parallel=self.num_envs, record=self.record,
+                                   writer=self._writer).run(
+                        functools.partial(_pop_or_none, queue), on_result)
+                if exhausted[0] and not pending:
+                    return
+        finally:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+    def _make_game(self, opts: Any, seed: int) -> tuple[Any, Callable[[int, str], object]]:
+        """The phase's game and how a bot env gets its bot: engine bot envs, or (recording)
+        self-play envs whose seat 1 a :class:`LiveBots` bot plays."""
+        from dataclasses import replace
+
+        from games.microrts.adapter import MicroRTSVecGame
+        from games.microrts.teacher_game import LiveBots, TeacherGame, seat_pair
+
+        e_num = 2 * self.num_envs
+        if self._writer is None:
+            plain = MicroRTSVecGame(opts, num_envs=e_num, seed=seed)
+            return plain, plain.set_bot
+        pairs = [("", "")] * e_num  # [E] bots by engine player
+        bots = LiveBots(sorted(set(self.bots.values())), seed=seed,
+                        schedule=lambda e, _: pairs[e], full_view=True)
+        game = TeacherGame(replace(opts, num_selfplay_envs=e_num, bots=[]), e_num, bots,
+                           seed=seed)
+        game.record_into(self._writer)
+
+        def set_bot(e: int, bot: str) -> object:
+            pairs[e] = seat_pair(game.players, e, bot)
+            return bot
+
+        return game, set_bot
 
     def _policy_phase(self, opts: Any, next_match: Callable[[], MatchSpec | None],
                       on_result: Callable[[MatchSpec, MatchResult], None],
@@ -261,10 +385,8 @@ class PolicyMatchRunner:
                       ) -> list[MatchSpec]:
         """Matches with a network policy until the schedule ends or ``num_envs`` bot-vs-bot
         matches wait; returns those (``pending`` carries pulled matches to the next phase)."""
-        from games.microrts.adapter import MicroRTSVecGame
-
         n = self.num_envs
-        game = MicroRTSVecGame(opts, num_envs=2 * n, seed=seed)
+        game, set_bot = self._make_game(opts, seed)
         players = game.players  # [E, 2] engine player of each seat, -1: the bot's seat
         e_num = 2 * n
         current: list[MatchSpec | None] = [None] * e_num
@@ -304,15 +426,21 @@ class PolicyMatchRunner:
                 current[e] = match
                 owner[e] = -1
                 if match is None:
+                    if self.record is not None:
+                        game.name_seats(e, None)
                     continue
                 if e < n:  # self-play env: seat s plays engine player players[e, s]
                     seat_a = 0 if int(players[e, 0]) == match.side_a else 1
                     owner[e, seat_a], owner[e, 1 - seat_a] = match.a, match.b
+                    seat_ids = [int(owner[e, 0]), int(owner[e, 1])]
                 else:
                     bot, policy = ((match.b, match.a) if match.a in self.policies
                                    else (match.a, match.b))
-                    game.set_bot(e, self.bots[bot])
+                    set_bot(e, self.bots[bot])
                     owner[e, 0] = policy
+                    seat_ids = [policy, bot]
+                if self.record is not None:
+                    game.name_seats(e, self.record.seat_names(seat_ids))
                 started[e] = time.perf_counter()
                 restart.append(e)
             return restart
@@ -352,6 +480,8 @@ class PolicyMatchRunner:
                         if e >= n and match.a not in self.policies:  # seat 0 played b
                             result = -result
                         current[e] = None
+                        if self.record is not None:
+                            game.name_seats(e, None)  # its next game is no match's
                         on_result(match, MatchResult(result, int(length[e]), now - started[e]))
                         free.append(e)
                 if free and (pending or not exhausted) and len(bot_games) < n:

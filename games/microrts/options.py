@@ -29,6 +29,7 @@ OBS_PLANES = (
 )
 NUM_ENGINE_PLANES = 27  # the planes before "wall" come from the engine
 ACTION_NVEC = (6, 4, 4, 4, 4, 7, 49)
+ACTION_NAMES = ("type", "move", "harvest", "return", "produce", "unit_type", "attack")
 MASK_WIDTH = sum(ACTION_NVEC)  # 78
 ACTION_GATES: tuple[tuple[int, ...] | None, ...] = (None, (1,), (2,), (3,), (4,), (4,), (5,))
 

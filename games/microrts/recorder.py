@@ -12,26 +12,25 @@ yet listed, and readable) are kept.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from games.core import GameError, Outcome
+from games.core import GameError
+from games.files import atomic_write_bytes
 from games.microrts import bots as bots_mod
 from games.microrts.maps import resolve_maps
 from games.microrts.options import MicroRTSOptions
-from games.microrts.replays import ENGINE, board_hash, map_sha1, step_orders
+from games.microrts.orderlog import RecordedGame, encode_games
 from games.microrts.teacher_game import LiveBots, TeacherGame
 from games.replays import (
     CorruptShard,
-    encode_shard,
     list_shard,
     read_manifest,
     read_shard,
@@ -52,6 +51,9 @@ class RecordPlan:
     seed: int = 0
     parallel: int = 16
     """games played at once in each worker"""
+    opening: int = 0
+    """each game opens with up to this many cycles of random legal actions (see
+    :class:`~games.microrts.teacher_game.TeacherGame`): deterministic bots then differ"""
 
     def pairings(self) -> list[tuple[str, str]]:
         names = self.players
@@ -83,75 +85,76 @@ def check_plan(plan: RecordPlan) -> RecordPlan:
     if len(sizes) > 1:
         raise GameError(f"maps of several sizes ({', '.join(f'{h}x{w}' for h, w in sizes)}): "
                         "record one size per replay folder")
+    if plan.opening < 0 or plan.opening >= plan.max_steps:
+        raise GameError(f"opening must be in 0..{plan.max_steps - 1}, got {plan.opening}")
     return RecordPlan(players, tuple(info.name for info in infos), plan.games,
-                      plan.shard_games, plan.max_steps, plan.seed, plan.parallel)
+                      plan.shard_games, plan.max_steps, plan.seed, plan.parallel, plan.opening)
+
+
+PLAN_FILE = "plan.json"
+
+
+def check_resumed_plan(folder: Path, plan: RecordPlan) -> None:
+    """The folder's recording plan (``plan.json``, written by the first run) must be
+    ``plan``: another plan would record games twice or mix games of two plans. Writes it on
+    the first run. ``parallel`` may differ (it changes no game)."""
+    wanted = {k: v for k, v in asdict(plan).items() if k != "parallel"}
+    wanted = json.loads(json.dumps(wanted))  # tuples as lists, as read back
+    path = folder / PLAN_FILE
+    if path.is_file():
+        try:
+            found = json.loads(path.read_text())
+        except ValueError as exc:
+            raise GameError(f"{path} is corrupt ({exc}); delete it only if the folder's "
+                            "shards were recorded with this very command") from exc
+        diff = sorted(k for k in wanted.keys() | found.keys() if wanted.get(k) != found.get(k))
+        if diff:
+            shown = ", ".join(f"{k} {found.get(k)!r} -> {wanted.get(k)!r}" for k in diff)
+            raise GameError(f"{folder} was recorded with another plan ({shown}); record "
+                            "into another folder, or repeat the first command to resume")
+        return
+    data = json.dumps(wanted, indent=1).encode()
+    atomic_write_bytes(path, lambda handle: handle.write(data))
 
 
 def record_shard(plan: RecordPlan, k: int, folder: Path) -> tuple[int, int, int]:
     """Play and write shard ``k`` of ``plan``; (shard, games, engine steps)."""
     wanted = plan.shard_games_of(k)
     map_name = plan.maps[k % len(plan.maps)]
-    info = resolve_maps([map_name])[0]
     parallel = min(plan.parallel, len(wanted))
     queue = list(range(len(wanted)))
     env_game: list[int | None] = [None] * parallel
+    games: list[RecordedGame | None] = [None] * len(wanted)
+    game: TeacherGame | None = None
 
     def schedule(e: int, _: int) -> tuple[str, str]:
         g = queue.pop(0) if queue else None  # None: an extra game, not recorded
         env_game[e] = g
-        return wanted[g if g is not None else 0]
+        pair = wanted[g if g is not None else 0]
+        assert game is not None
+        game.name_seats(e, None if g is None else [pair[p] for p in game.players[e]])
+        return pair
+
+    def finished(e: int, recorded: RecordedGame) -> None:
+        g = env_game[e]
+        assert g is not None
+        recorded.meta["seed"] = [plan.seed + 7919 * k, e]
+        games[g] = recorded
 
     bots = LiveBots(list(plan.players), seed=plan.seed + 7919 * k, schedule=schedule)
     options = MicroRTSOptions(map=map_name, bots=[], num_selfplay_envs=parallel,
                               max_steps=plan.max_steps)
-    logs: list[list[np.ndarray]] = [[] for _ in range(parallel)]
-    games: list[dict[str, Any] | None] = [None] * len(wanted)
-    orders: list[np.ndarray | None] = [None] * len(wanted)
     steps = 0
-    sha = map_sha1(Path(info.path))
-    game = TeacherGame(options, parallel, bots, seed=plan.seed + k)
+    game = TeacherGame(options, parallel, bots, seed=plan.seed + k, opening=plan.opening)
     try:
-        unrotated = np.zeros(game.players.shape, bool)  # recorded as the engine sees it
+        game.record_to(finished)
         game.reset()
         while any(g is None for g in games):
-            playing = list(env_game)
-            env, rows = step_orders(game.teacher_actions, game.players, unrotated,
-                                    game.game_step)
-            if len(rows):
-                bounds = np.searchsorted(env, np.arange(parallel + 1))
-                for e in range(parallel):
-                    if bounds[e + 1] > bounds[e] and playing[e] is not None:
-                        logs[e].append(rows[bounds[e]:bounds[e + 1]])
-            batch = game.step(game.teacher_actions)
+            game.step(game.teacher_actions)
             steps += parallel
-            ep = batch.episodes
-            for i in np.flatnonzero(ep.seat == 0).tolist():
-                e = int(ep.env[i])
-                g = playing[e]
-                if g is None:
-                    continue
-                p0 = int(game.players[e, 0])
-                outcome = int(ep.outcome[i])
-                winner = (-1 if outcome not in (Outcome.WIN, Outcome.LOSS) else
-                          p0 if outcome == Outcome.WIN else 1 - p0)
-                board = game.final_board(e)
-                games[g] = {"map": map_name, "map_sha1": sha, "height": info.shape[0],
-                            "width": info.shape[1], "players": list(wanted[g]),
-                            "seed": [plan.seed + 7919 * k, e], "max_steps": plan.max_steps,
-                            "length": int(ep.length[i]), "winner": winner,
-                            "truncated": bool(batch.truncated[e]),
-                            "final": board_hash(board, p0) if board is not None else ""}
-                orders[g] = (np.concatenate(logs[e]) if logs[e]
-                             else np.zeros((0, 6), np.int32))
-                logs[e] = []
     finally:
         game.close()
-    counts = [len(o) for o in orders if o is not None]
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    data = encode_shard("microrts", ENGINE, [g for g in games if g is not None],
-                        {"orders": np.concatenate([o for o in orders if o is not None]),
-                         "offsets": offsets})
-    write_shard(folder, k, data)
+    write_shard(folder, k, encode_games([g for g in games if g is not None]))
     return k, len(wanted), steps
 
 
@@ -159,6 +162,8 @@ def _kept_shards(folder: Path, plan: RecordPlan) -> set[int]:
     """Shards already recorded: listed in the manifest, or written and readable (listed
     now); a written but unreadable one is removed, to be recorded again."""
     listed = read_manifest(folder)
+    for stale in folder.glob(".shard-*.tmp"):  # a write a kill interrupted
+        stale.unlink(missing_ok=True)
     kept = set()
     for k in range(plan.num_shards):
         path = folder / shard_name(k)
@@ -182,6 +187,7 @@ def record(plan: RecordPlan, folder: Path, processes: int = 1,
     """Record ``plan`` into ``folder`` (resuming: finished shards are kept); a summary."""
     plan = check_plan(plan)
     folder.mkdir(parents=True, exist_ok=True)
+    check_resumed_plan(folder, plan)
     kept = _kept_shards(folder, plan)
     todo = [k for k in range(plan.num_shards) if k not in kept]
     start = time.perf_counter()

@@ -1,10 +1,11 @@
 """microRTS replays: order logs that the engine replays into observations, masks and labels.
 
-**What a shard stores** (see :mod:`games.replays` for the container). Each game's orders as
-they were issued through the adapter, one row per non-no-op unit order: ``orders`` ``int32
-[N, 6]`` columns :data:`ORDER_COLUMNS` (game step, engine player, cell, action type, the
-parameter of that type: a direction or the attack offset, produced unit type), sorted by step
-and player; ``offsets`` ``int64 [G+1]`` where each game's rows start. Per game (JSON): map name
+**What a shard stores** (see :mod:`games.replays` for the container; the log's code is in
+:mod:`games.microrts.orderlog`). Each game's orders as they were issued through the adapter,
+one row per non-no-op unit order: ``orders`` ``int32 [N, 6]`` columns :data:`ORDER_COLUMNS`
+(game step, engine player, cell, action type, the parameter of that type: a direction or the
+attack offset, produced unit type), sorted by step and player; ``offsets`` ``int64 [G+1]``
+where each game's rows start. Per game (JSON): map name
 and SHA-1 of its file, height, width, ``players`` (the names of engine players 0 and 1),
 ``seed``, ``max_steps``, ``length``, ``winner`` (0, 1, or -1 for a draw), ``truncated``, and
 ``final`` (a hash of the final board seen from player 0). The shard's ``engine`` names the
@@ -12,8 +13,9 @@ engine files' hash and the client: replays need the same engine.
 
 **Why an order log.** The engine is deterministic given the orders, so replaying the log through
 the same self-play client rebuilds every observation and mask exactly, for any observation
-setting of the run that reads it (fog of war, rotation); a 16x16 game takes about 2-3 KB.
-Decoded arrays would take about 0.5 MB per game. Replaying costs an engine step, measured in
+setting of the run that reads it (fog of war, rotation); a 16x16 game takes 0.4-2.2 KB.
+Decoded arrays would take about 55 MB per 950-step game (observations, masks and actions of
+both seats, uncompressed). Replaying costs an engine step, measured in
 ``tools/bench_replays.py`` against the cloning update that consumes it.
 
 :class:`ReplayLogs` feeds a :class:`~games.microrts.teacher_game.TeacherGame` from a replay
@@ -26,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,59 +37,17 @@ import numpy as np
 from games.core import Batch, Outcome
 from games.microrts.engine import SDIST_SHA256
 from games.microrts.maps import resolve_maps
-from games.microrts.options import OBS_PLANES, MicroRTSOptions
-from games.microrts.orders import _PARAM_COMPONENT
+from games.microrts.options import MicroRTSOptions
+from games.microrts.orderlog import (  # noqa: F401 - the format's pieces, named here too
+    ENGINE,
+    ORDER_COLUMNS,
+    board_hash,
+    log_to_rows,
+    map_sha1,
+    step_orders,
+)
 from games.microrts.teacher_game import TeacherGame
 from games.replays import ReplayError, Shard, iter_shards, read_manifest, scan
-
-ORDER_COLUMNS = ("t", "player", "cell", "type", "param", "unit_type")
-ENGINE = {"microrts_sdist_sha256": SDIST_SHA256, "client": "JNIGridnetSharedMemClientSelfPlay",
-          "unit_type_table": "original"}
-_OWN, _ENEMY = OBS_PLANES.index("owner_own"), OBS_PLANES.index("owner_enemy")
-
-
-def map_sha1(path: Path) -> str:
-    return hashlib.sha1(path.read_bytes()).hexdigest()
-
-
-def board_hash(board: np.ndarray, seat0_player: int) -> str:
-    """A hash of a final board ``[H, W, 29]`` seen by seat 0, as player 0 sees it."""
-    planes = np.array(board, np.uint8)
-    if seat0_player == 1:
-        planes[..., [_OWN, _ENEMY]] = planes[..., [_ENEMY, _OWN]]
-    return hashlib.sha1(planes.tobytes()).hexdigest()[:16]
-
-
-def step_orders(actions: np.ndarray, players: np.ndarray, rotated: np.ndarray,
-                steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The orders in seat-frame ``actions`` ``[E, A, HW, 7]`` (seats play ``players`` ``[E,
-    A]``, ``rotated`` ``bool [E, A]``; envs at game step ``steps`` ``[E]``) as log rows: the
-    env of each row ``[K]`` and the rows ``int32 [K, 6]``, sorted by env, player and cell."""
-    e, s, c = np.nonzero(actions[..., 0])
-    rows = actions[e, s, c]  # [K, 7]
-    kind = rows[:, 0]
-    param = rows[np.arange(len(rows)), _PARAM_COMPONENT[kind]]
-    turn = rotated[e, s]
-    cells = np.where(turn, actions.shape[2] - 1 - c, c)
-    moving = turn & (kind >= 1) & (kind <= 4)
-    param = np.where(moving, (param + 2) % 4, param)
-    param = np.where(turn & (kind == 5), 48 - param, param)
-    out = np.stack([steps[e], players[e, s], cells, kind, param, rows[:, 5]], 1).astype(np.int32)
-    order = np.lexsort((out[:, 2], out[:, 1], e))
-    return e[order], out[order]
-
-
-def log_to_rows(log: np.ndarray) -> np.ndarray:
-    """Log rows ``[K, 6]`` -> engine-frame orders ``[K, 8]`` (``[cell, *action]``)."""
-    out = np.zeros((len(log), 8), np.int32)
-    out[:, 0] = log[:, 2]
-    out[:, 1] = log[:, 3]
-    k = np.arange(len(log))
-    out[k, 1 + _PARAM_COMPONENT[log[:, 3]]] = log[:, 4]
-    out[k, 1] = log[:, 3]  # type 0 rows (none stored) would have overwritten it
-    produce = log[:, 3] == 4
-    out[produce, 6] = log[produce, 5]
-    return out
 
 
 @dataclass
@@ -99,11 +59,26 @@ class ReplayGameRef:
     meta: dict[str, Any]
 
 
+@dataclass
+class MapStream:
+    """The games of one map: its shards in a seeded order per epoch, and the games read from
+    the current one that no env has taken yet."""
+
+    map: str
+    index: int
+    shards: list[Path]
+    order: list[Path] = field(default_factory=list)
+    cursor: int = 0
+    epoch: int = 0
+    queue: deque[tuple[ReplayGameRef, np.ndarray]] = field(default_factory=deque)
+
+
 class ReplayLogs:
     """Recorded games as a :class:`~games.microrts.teacher_game.TeacherSource`.
 
-    ``games`` (refs of the selected games, by map) are streamed shard by shard in a seeded
-    order per epoch; env ``e`` plays the next game of its map. ``imitate`` (names as
+    ``games`` (refs of the selected games) are streamed map by map: each map's shards in a
+    seeded order per epoch, one shard read at a time and only its games of that map queued;
+    env ``e`` plays the next game of its map. ``imitate`` (names as
     recorded, matched without case) or ``winners_only`` pick the labelled seats.
     """
 
@@ -116,10 +91,10 @@ class ReplayLogs:
         self._by_shard: dict[Path, list[ReplayGameRef]] = {}
         for ref in games:
             self._by_shard.setdefault(ref.shard, []).append(ref)
-        self.epoch = 0
-        self._order: list[Path] = []
-        self._cursor = 0
-        self._queues: dict[str, deque[tuple[ReplayGameRef, np.ndarray]]] = {}
+        maps = sorted({ref.meta["map"] for ref in games})
+        self._streams = {m: MapStream(m, i, sorted({r.shard for r in games
+                                                    if r.meta["map"] == m}))
+                         for i, m in enumerate(maps)}
         self._game: TeacherGame | None = None
         self.current: list[tuple[ReplayGameRef, np.ndarray] | None] = []
         self._steps: np.ndarray = np.zeros(0, np.int64)
@@ -131,32 +106,35 @@ class ReplayLogs:
 
     # ---------------------------------------------------------------- the stream
 
-    def _next_shard(self) -> None:
-        if self._cursor >= len(self._order):
-            rng = np.random.default_rng((self.seed, self.epoch))
-            paths = sorted(self._by_shard)
-            self._order = [paths[i] for i in rng.permutation(len(paths))]
-            self._cursor = 0
-            self.epoch += 1
-        path = self._order[self._cursor]
-        self._cursor += 1
-        wanted = self._by_shard[path]
+    def _next_shard(self, stream: MapStream) -> None:
+        """Queue the games of ``stream``'s map in its next shard (a new seeded order at
+        each epoch); a shard that became unreadable is dropped for good."""
+        if stream.cursor >= len(stream.order):
+            rng = np.random.default_rng((self.seed, stream.index, stream.epoch))
+            stream.order = [stream.shards[i] for i in rng.permutation(len(stream.shards))]
+            stream.cursor = 0
+            stream.epoch += 1
+        path = stream.order[stream.cursor]
+        stream.cursor += 1
+        wanted = [ref for ref in self._by_shard[path] if ref.meta["map"] == stream.map]
         for shard in iter_shards([path], self.manifest):
-            for ref in wanted:
-                self._queues.setdefault(ref.meta["map"], deque()).append(
-                    (ref, _game_orders(shard, ref.index)))
+            stream.queue.extend((ref, _game_orders(shard, ref.index)) for ref in wanted)
             return
-        self._by_shard.pop(path)  # unreadable now: the warning said so; never again
-        if not self._by_shard:
-            raise ReplayError("every replay shard became unreadable")
+        for other in self._streams.values():
+            if path in other.shards:
+                other.shards.remove(path)
+                other.order = [p for p in other.order if p != path]
+                other.cursor = min(other.cursor, len(other.order))
+        if not stream.shards:
+            raise ReplayError(f"every replay shard of map {stream.map} became unreadable")
 
     def _next_game(self, map_name: str) -> tuple[ReplayGameRef, np.ndarray]:
-        for _ in range(2 * len(self._by_shard) + 2):
-            queue = self._queues.get(map_name)
-            if queue:
-                return queue.popleft()
-            self._next_shard()
-        raise ReplayError(f"no replayed game on map {map_name}")
+        stream = self._streams.get(map_name)
+        if stream is None:
+            raise ReplayError(f"no replayed game on map {map_name}")
+        while not stream.queue:
+            self._next_shard(stream)
+        return stream.queue.popleft()
 
     # ---------------------------------------------------------------- TeacherSource
 
@@ -174,32 +152,37 @@ class ReplayLogs:
             self._step_rows.pop(e, None)
 
     def position(self, steps: np.ndarray) -> dict[str, object]:
-        """The stream's place: epoch, shard order and cursor, queued games, each env's game
-        and how many of its steps were played (``steps`` ``[E]``)."""
+        """The stream's place: per map its epoch, shard order, cursor and queued games; each
+        env's game and how many of its steps were played (``steps`` ``[E]``)."""
         def ref(entry: tuple[ReplayGameRef, np.ndarray] | None) -> list[object] | None:
             return None if entry is None else [entry[0].shard.name, entry[0].index]
 
-        return {"epoch": self.epoch, "order": [p.name for p in self._order],
-                "cursor": self._cursor,
-                "queues": {m: [ref(x) for x in q] for m, q in self._queues.items()},
+        return {"maps": {m: {"epoch": st.epoch, "order": [p.name for p in st.order],
+                             "cursor": st.cursor, "queue": [ref(x) for x in st.queue]}
+                         for m, st in self._streams.items()},
                 "current": [ref(x) for x in self.current], "steps": steps.tolist()}
 
     def restore(self, position: dict[str, Any]) -> None:
         """Continue from :meth:`position` (at the next ``begin`` of every env)."""
         by_name = {p.name: p for p in self._by_shard}
         refs = {(r.shard.name, r.index): r for rs in self._by_shard.values() for r in rs}
-        wanted = [tuple(x) for q in position["queues"].values() for x in q]
+        saved = position["maps"]
+        wanted = [tuple(x) for st in saved.values() for x in st["queue"]]
         wanted += [tuple(x) for x in position["current"] if x is not None]
         loaded: dict[tuple[str, int], tuple[ReplayGameRef, np.ndarray]] = {}
-        for name in sorted({w[0] for w in wanted}):
-            for shard in iter_shards([by_name[name]], self.manifest) if name in by_name else []:
+        for name in sorted({w[0] for w in wanted} & by_name.keys()):
+            for shard in iter_shards([by_name[name]], self.manifest):
                 for key in wanted:
                     if key[0] == name and key in refs:
                         loaded[key] = (refs[key], _game_orders(shard, int(key[1])))
-        self.epoch, self._cursor = int(position["epoch"]), int(position["cursor"])
-        self._order = [by_name[n] for n in position["order"] if n in by_name]
-        self._queues = {m: deque(loaded[tuple(x)] for x in q if tuple(x) in loaded)
-                        for m, q in position["queues"].items()}
+        for m, stream in self._streams.items():
+            if m not in saved:
+                continue
+            st = saved[m]
+            order = [by_name[n] for n in st["order"] if n in by_name]
+            stream.epoch, stream.order = int(st["epoch"]), order
+            stream.cursor = min(int(st["cursor"]), len(order))
+            stream.queue = deque(loaded[tuple(x)] for x in st["queue"] if tuple(x) in loaded)
         self._restore = {e: loaded[tuple(x)] for e, x in enumerate(position["current"])
                          if x is not None and tuple(x) in loaded}
         self._skip_until = np.array(position["steps"], np.int64)
@@ -245,12 +228,17 @@ class ReplayLogs:
         _, rows, players = cached
         return rows[players == player]
 
+    def plays(self, e: int, player: int) -> bool:
+        return True  # both sides of a recorded game
+
     def imitated(self, e: int, player: int) -> bool:
         entry = self.current[e]
         if entry is None or (self._game is not None
                              and self._game.game_step[e] < self._skip_until[e]):
             return False
         meta = entry[0].meta
+        if self._game is not None and self._game.game_step[e] < meta.get("opening", 0):
+            return False  # the random opening: recorded, never learned
         if self.winners_only and meta["winner"] != player:
             return False
         return not self.imitate or meta["players"][player].lower() in self.imitate
@@ -266,7 +254,7 @@ def select_games(folder: Path, imitate: list[str], winners_only: bool, held_out:
     """The games of ``folder`` in the training share (or the ``held_out`` one), checked
     against this engine, the run's board ``size`` and the players named in ``imitate``."""
     shards = scan(folder)
-    refs: list[ReplayGameRef] = []
+    every: list[tuple[float, ReplayGameRef]] = []
     names: set[str] = set()
     steps: set[int] = set()
     for shard in shards:
@@ -286,8 +274,12 @@ def select_games(folder: Path, imitate: list[str], winners_only: bool, held_out:
             names.update(str(p).lower() for p in meta["players"])
             steps.add(int(meta["max_steps"]))
             key = hashlib.sha1(f"{shard.path.name}:{i}".encode()).digest()
-            if (int.from_bytes(key[:4], "big") / 2**32 < share) == held_out:
-                refs.append(ReplayGameRef(shard.path, i, meta))
+            every.append((int.from_bytes(key[:4], "big") / 2**32, ReplayGameRef(shard.path, i,
+                                                                                  meta)))
+    # the held-out share by each game's hash (stable as shards are added); at least one game
+    # of two or more, so that validation has something to play
+    lowest = min(u for u, _ in every) if len(every) > 1 and share > 0 else -1.0
+    refs = [ref for u, ref in every if (u < share or u == lowest) == held_out]
     missing = sorted({n.lower() for n in imitate} - names)
     if missing:
         raise ReplayError(f"--imitate {', '.join(missing)}: no such player in {folder} "

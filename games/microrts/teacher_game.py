@@ -1,16 +1,23 @@
 """microRTS games whose seats teachers play: scripted bots thinking live, or recorded games
 replayed through the engine (:class:`~games.core.SupportsTeachers`, for behaviour cloning).
 
-A :class:`TeacherGame` is a :class:`~games.microrts.adapter.MicroRTSVecGame` with every seat
-played by a :class:`TeacherSource`. After ``reset`` and each ``step`` the source's orders for
-the state just reached are converted into the seats' action layout (rotated where a seat sees
-the board rotated), and every order the seat's mask refuses becomes a no-op, as the engine
-would make it: ``teacher_actions`` ``[E, A, HW, 7]`` are legal labels at the observations
-returned, ``imitate`` ``bool [E, A]`` the seats whose labels count. ``step`` then plays those
-actions, so labels and games are the same orders, with no extra engine step.
+A :class:`TeacherGame` is a :class:`~games.microrts.recording.RecordingGame` (self-play envs,
+recordable) whose seats a :class:`TeacherSource` plays: every seat, or those of the sides the
+source says it plays (a scripted opponent thinking for one side while the caller's policy
+plays the other, so that the game replays exactly). After ``reset`` and each ``step`` the
+source's orders for the state just reached are converted into the seats' action layout
+(rotated where a seat sees the board rotated), and every order the seat's mask refuses becomes
+a no-op, as the engine would make it: ``teacher_actions`` ``[E, A, HW, 7]`` are legal labels
+at the observations returned, ``imitate`` ``bool [E, A]`` the seats whose labels count,
+``teacher_seats`` ``bool [E, A]`` the seats the source plays. ``step`` then plays those
+actions on the teachers' seats and the caller's on the others, so labels and games are the
+same orders, with no extra engine step.
 
 Both seats of a game are asked about the same position before either order is issued (the
-engine then issues player 0's orders first, as in every self-play game of the adapter).
+engine then issues player 0's orders first, as in every self-play game of the adapter). A
+label is what the teacher ordered and the mask allowed, which the engine may still cancel in a
+same-cycle clash (player 1 moving onto a cell player 0 just claimed); a replay repeats the
+same clash, so recordings stay exact.
 """
 
 from __future__ import annotations
@@ -21,9 +28,10 @@ import numpy as np
 
 from games.core import Batch, GameError
 from games.microrts import bots as bots_mod
-from games.microrts.adapter import MicroRTSVecGame
+from games.microrts.adapter import random_legal_actions
 from games.microrts.options import ACTION_NVEC, MicroRTSOptions
 from games.microrts.orders import legal_rows, orders_to_rows
+from games.microrts.recording import RecordingGame
 
 
 class TeacherSource(Protocol):
@@ -41,6 +49,11 @@ class TeacherSource(Protocol):
     def orders(self, e: int, player: int, t: int) -> np.ndarray:
         """``int [K, 8]`` engine-frame orders ``[cell, *action]`` of ``player`` in env ``e``
         at step ``t`` of its game."""
+        ...
+
+    def plays(self, e: int, player: int) -> bool:
+        """Whether the source plays ``player`` in env ``e``'s current game (otherwise the
+        caller of ``step`` does)."""
         ...
 
     def imitated(self, e: int, player: int) -> bool:
@@ -62,12 +75,17 @@ def rotate_rows(cells: np.ndarray, actions: np.ndarray, num_cells: int
     return num_cells - 1 - cells, out
 
 
-class TeacherGame(MicroRTSVecGame):
-    """Every seat played by ``source``; labels exposed as ``teacher_actions`` and ``imitate``
-    (see the module docstring). In one process: ``workers`` must be 1."""
+class TeacherGame(RecordingGame):
+    """The seats ``source`` plays played by it; labels exposed as ``teacher_actions`` and
+    ``imitate`` (see the module docstring). In one process: ``workers`` must be 1."""
 
     def __init__(self, options: MicroRTSOptions, num_envs: int, source: TeacherSource,
-                 seed: int | None = None, name: str = "microrts") -> None:
+                 seed: int | None = None, name: str = "microrts", opening: int = 0) -> None:
+        """``opening``: each game starts with a random number of cycles, up to ``opening``,
+        where the teachers' seats play uniformly random legal actions (never labels), so
+        deterministic bots play different games from there on."""
+        if opening < 0:
+            raise GameError(f"microrts: opening must be >= 0, got {opening}")
         if options.workers != 1:
             raise GameError("microrts: teacher games run in one process; drop workers or "
                             "set it to 1")
@@ -79,27 +97,36 @@ class TeacherGame(MicroRTSVecGame):
         self._label_flip = 0
         self.teacher_actions: np.ndarray = self._labels[0]
         self.imitate: np.ndarray = self._imitate[0]
-        self.game_step = np.zeros(self.num_envs, np.int64)
-        """``[E]`` steps played of each env's current game"""
+        self.teacher_seats = np.zeros((self.num_envs, self.num_seats), bool)
+        """``bool [E, A]`` the seats the source plays in the current games"""
         self._begun: list[np.ndarray] = []
+        self.opening = opening
+        self.opening_steps = np.zeros(self.num_envs, np.int64)
+        """``[E]`` random cycles at the start of each env's current game"""
+        self._opening_rng = np.random.default_rng((0 if seed is None else seed, 104729))
 
     @property
     def engine(self) -> Any:
         """The Java side: ``game_state(e)``, ``utt`` (for sources)."""
         return self._engine
 
-    def final_board(self, e: int) -> np.ndarray | None:
-        """The last position of env ``e``'s latest finished game (``[H, W, 29]``, seen by
-        seat 0, unrotated), or None."""
-        return self._episodes.final_board(e)
-
     def reset(self, seed: int | None = None) -> Batch:
         batch = super().reset(seed)
         self._begun.clear()
-        self.game_step[:] = 0
+        if seed is not None:
+            self._opening_rng = np.random.default_rng((seed, 104729))
+        self._draw_openings(np.arange(self.num_envs))
         self._source.begin(self, np.arange(self.num_envs))
         self._choose(batch)
         return batch
+
+    def _draw_openings(self, envs: np.ndarray) -> None:
+        if self.opening:
+            self.opening_steps[envs] = self._opening_rng.integers(0, self.opening + 1,
+                                                                  len(envs))
+
+    def _game_meta(self, e: int) -> dict[str, Any]:
+        return {"opening": int(self.opening_steps[e])} if self.opening else {}
 
     def restart(self, envs: np.ndarray | list[int]) -> Batch:
         batch = super().restart(envs)
@@ -108,10 +135,12 @@ class TeacherGame(MicroRTSVecGame):
         return batch
 
     def step(self, actions: np.ndarray) -> Batch:
-        """One cycle with the teachers' actions on every seat (``actions`` is ignored: every
-        seat is a teacher's)."""
-        batch = super().step(self.teacher_actions)
-        self.game_step += 1
+        """One cycle with the teachers' actions on their seats and ``actions`` ``[E, A, HW,
+        7]`` on the others (read, never written; ignored where every seat is a teacher's)."""
+        played = self.teacher_actions
+        if not self.teacher_seats.all():
+            played = np.where(self.teacher_seats[:, :, None, None], played, actions)
+        batch = super().step(played)
         if self._begun:
             ended = np.concatenate(self._begun)
             self._source.ended(self, batch, ended)
@@ -129,6 +158,7 @@ class TeacherGame(MicroRTSVecGame):
         envs = np.unique(np.concatenate(self._begun))
         self._begun.clear()
         self.game_step[envs] = 0
+        self._draw_openings(envs)
         self._source.begin(self, envs)
 
     def _choose(self, batch: Batch) -> None:
@@ -138,6 +168,7 @@ class TeacherGame(MicroRTSVecGame):
         imitate = self._imitate[self._label_flip]
         labels.fill(0)
         imitate.fill(False)
+        self.teacher_seats.fill(False)
         mask = batch.action_mask  # bool [E, A, HW, 78], seat frame
         assert mask is not None
         num_cells = labels.shape[2]
@@ -145,6 +176,12 @@ class TeacherGame(MicroRTSVecGame):
             t = int(self.game_step[e])
             for s in np.flatnonzero(self.alive[e]):
                 player = int(self.players[e, s])
+                if not self._source.plays(e, player):
+                    continue
+                self.teacher_seats[e, s] = True
+                if t < self.opening_steps[e]:  # the random opening: played, never learned
+                    random_legal_actions(mask[e, s], self._opening_rng, out=labels[e, s])
+                    continue
                 imitate[e, s] = self._source.imitated(e, player)
                 rows = self._source.orders(e, player, t)
                 if not len(rows):
@@ -170,12 +207,15 @@ class LiveBots:
     Env ``e`` plays the pair ``schedule(e, game)``: the names of the bots playing engine
     players 0 and 1 of that env's ``game``-th game (by default :func:`pair_schedule` cycled
     over the envs). Each (env, player) keeps one Java bot per name, ``reset()`` and reseeded
-    from ``(seed, env, game, player)`` at each game start. ``imitate`` (canonical names; empty:
-    all) picks whose actions are labels. With fog of war the bots see what their side sees.
+    from ``(seed, env, game, player)`` at each game start. A side named ``""`` is not theirs:
+    the caller of ``step`` plays it (:meth:`plays`). ``imitate`` (canonical names; empty: all)
+    picks whose actions are labels. With fog of war the bots see what their side sees, unless
+    ``full_view`` (as the engine's own bots do, in its bot envs).
     """
 
     def __init__(self, names: list[str], imitate: list[str] | None = None,
-                 seed: int | None = None, schedule: Any = None) -> None:
+                 seed: int | None = None, schedule: Any = None,
+                 full_view: bool = False) -> None:
         if not names:
             raise GameError("microrts: name at least one teacher bot")
         self.names = [bots_mod.resolve_bot(n).name for n in names]
@@ -185,6 +225,7 @@ class LiveBots:
             raise GameError(f"microrts: --imitate {', '.join(sorted(missing))} is not among "
                             f"the teachers ({', '.join(self.names)})")
         self.seed = seed
+        self.full_view = full_view
         pairs = pair_schedule(self.names)
         self.schedule = schedule or (lambda e, game: pairs[e % len(pairs)])
         self.env_players: list[tuple[str, str]] = []
@@ -194,14 +235,19 @@ class LiveBots:
         self._game: TeacherGame | None = None
 
     def begin(self, game: TeacherGame, envs: np.ndarray) -> None:
-        if self._game is not game:
+        fresh = self._game is not game
+        if fresh:
             self._game = game
             self.env_players = [("", "")] * game.num_envs
+        if fresh or len(envs) == game.num_envs:
+            # a reset starts the game numbering again: the same seed, the same games
             self._games = np.zeros(game.num_envs, np.int64)
         for e in envs.tolist():
             pair = self.schedule(e, int(self._games[e]))
             self.env_players[e] = pair
             for player, name in enumerate(pair):
+                if not name:
+                    continue
                 bot = self._bot(e, player, name)
                 bot.reset()
                 if self.seed is not None:
@@ -224,12 +270,25 @@ class LiveBots:
         game = self._game
         assert game is not None
         state = game.engine.game_state(e)
-        if game.options.partial_obs:
+        if game.options.partial_obs and not self.full_view:
             import jpype
 
             state = jpype.JClass("rts.PartiallyObservableGameState")(state, player)
         bot = self._bot(e, player, self.env_players[e][player])
         return orders_to_rows(bot.getAction(player, state), game.width)
 
+    def plays(self, e: int, player: int) -> bool:
+        return bool(self.env_players[e][player])
+
     def imitated(self, e: int, player: int) -> bool:
         return not self.imitate or self.env_players[e][player] in self.imitate
+
+
+def seat_pair(players: np.ndarray, e: int, bot: str | None, seat: int = 1) -> tuple[str, str]:
+    """:class:`LiveBots` names (by engine player) for env ``e`` when ``bot`` plays its seat
+    ``seat`` (``players`` ``[E, A]``) and the caller the other: ``""`` on the caller's side,
+    on both without a bot."""
+    pair = ["", ""]
+    if bot:
+        pair[int(players[e, seat])] = bot
+    return pair[0], pair[1]

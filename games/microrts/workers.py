@@ -27,14 +27,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from games.core import (
-    Batch,
-    EpisodeStats,
-    GameError,
-    GameSpec,
-    concat_batches,
-    concat_episodes,
-)
+from games.batches import concat_batches, concat_episodes
+from games.core import Batch, EpisodeStats, GameError, GameSpec
 from games.microrts import bots as bots_mod
 from games.microrts.adapter import (
     REWARD_COMPONENTS,

@@ -55,7 +55,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from games.core import Batch, Discrete, EpisodeStats, EpisodeTracker, GameError, GameSpec, Outcome
+from games.batches import EpisodeTracker
+from games.core import Batch, Discrete, EpisodeStats, GameError, GameSpec, Outcome
 from games.options import from_mapping
 from games.pettingzoo import catalog
 from games.pettingzoo.catalog import GameInfo

@@ -10,7 +10,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from games.core import Box, Discrete, GameError, VecGame, random_actions
+from games.batches import random_actions
+from games.core import Box, Discrete, GameError, VecGame
 from games.gym.atari import resolve_game
 from games.options import OptionError
 from games.registry import make_game

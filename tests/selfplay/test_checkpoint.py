@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from selfplay.checkpoint import CheckpointError, resolve_checkpoint, save_checkpoint
+from selfplay.checkpoint import (
+    CheckpointError,
+    names_checkpoint,
+    resolve_checkpoint,
+    save_checkpoint,
+)
 
 
 def test_resolve_checkpoint_takes_a_run_directorys_newest(tmp_path: Path,
@@ -31,3 +36,21 @@ def test_resolve_checkpoint_takes_a_run_directorys_newest(tmp_path: Path,
     with pytest.raises(CheckpointError, match="no such checkpoint: .*gone.pt") as missing:
         resolve_checkpoint(tmp_path / "gone.pt")
     assert "\n" not in str(empty.value) + str(missing.value)
+
+
+def test_names_checkpoint_compares_what_was_given(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run directory (or its checkpoints/ folder) names each of its checkpoints, not only
+    its newest; a file names itself, relative or absolute; None names only None."""
+    monkeypatch.chdir(tmp_path)
+    for update in (1, 2):
+        save_checkpoint(tmp_path / "run" / "checkpoints" / f"update_{update:07d}.pt", {})
+    old = str(tmp_path / "run" / "checkpoints" / "update_0000001.pt")
+    assert names_checkpoint("run", old) and names_checkpoint(tmp_path / "run", old)
+    assert names_checkpoint("run/checkpoints", old)
+    assert names_checkpoint("run/checkpoints/update_0000001.pt", old)
+    assert not names_checkpoint("run/checkpoints/update_0000002.pt", old)
+    (tmp_path / "other").mkdir()
+    assert not names_checkpoint("other", old)
+    assert names_checkpoint(None, None)
+    assert not names_checkpoint(None, old) and not names_checkpoint("run", None)

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from dist_helpers import NVEC, grid_case, make_gen, random_mask
 
 from games.core import Box, Discrete, MultiDiscrete
 from selfplay.distributions import (
@@ -15,19 +16,10 @@ from selfplay.distributions import (
     MaskedCategorical,
     MaskedMultiCategorical,
     _any,
-    kl_divergence,
     make_dist,
     num_params,
     param_shape,
 )
-
-
-def _gen(seed: int = 0) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def _random_mask(shape: tuple[int, ...], gen: torch.Generator, p: float = 0.5) -> torch.Tensor:
-    return torch.rand(shape, generator=gen) < p
 
 
 def _legal_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -56,15 +48,15 @@ def _chi2_ok(stat: float, dof: int) -> bool:
 
 
 def test_discrete_sampling_is_legal_and_matches_softmax_over_legal() -> None:
-    gen = _gen(1)
+    gen = make_gen(1)
     rows, n, per_row = 5, 7, 20_000  # 10^5 samples
     logits = torch.randn(rows, n, generator=gen) * 2
-    mask = _random_mask((rows, n), gen)
+    mask = random_mask((rows, n), gen)
     mask[:, 3] = True  # every row has a legal action
     dist = MaskedCategorical(
         logits.repeat_interleave(per_row, 0), mask.repeat_interleave(per_row, 0)
     )
-    actions = dist.sample(_gen(2)).view(rows, per_row)
+    actions = dist.sample(make_gen(2)).view(rows, per_row)
     assert actions.dtype == torch.int64
     for r in range(rows):
         assert mask[r][actions[r]].all(), "sampled an illegal action"
@@ -75,9 +67,9 @@ def test_discrete_sampling_is_legal_and_matches_softmax_over_legal() -> None:
 
 
 def test_discrete_entropy_and_log_prob_ignore_illegal_logits() -> None:
-    gen = _gen(3)
+    gen = make_gen(3)
     logits = torch.randn(6, 5, generator=gen)
-    mask = _random_mask((6, 5), gen)
+    mask = random_mask((6, 5), gen)
     mask[:, 0] = True
     mask[:, 4] = False
     dist = MaskedCategorical(logits, mask)
@@ -96,7 +88,7 @@ def test_discrete_entropy_and_log_prob_ignore_illegal_logits() -> None:
 
 
 def test_discrete_unmasked_matches_torch_categorical() -> None:
-    gen = _gen(4)
+    gen = make_gen(4)
     logits = torch.randn(8, 6, generator=gen)
     actions = torch.randint(0, 6, (8,), generator=gen)
     ours = MaskedCategorical(logits, None)
@@ -106,21 +98,21 @@ def test_discrete_unmasked_matches_torch_categorical() -> None:
 
 
 def test_discrete_row_without_legal_action() -> None:
-    logits = torch.randn(3, 4, generator=_gen(5))
+    logits = torch.randn(3, 4, generator=make_gen(5))
     mask = torch.ones(3, 4, dtype=torch.bool)
     mask[1] = False
     dist = MaskedCategorical(logits, mask)
     for seed in range(20):
-        assert dist.sample(_gen(seed))[1].item() == 0
+        assert dist.sample(make_gen(seed))[1].item() == 0
     assert dist.mode()[1].item() == 0
     assert dist.log_prob(torch.zeros(3, dtype=torch.long))[1].item() == 0.0
     assert dist.entropy()[1].item() == 0.0
 
 
 def test_discrete_gradients_finite_and_zero_on_illegal_logits() -> None:
-    gen = _gen(6)
+    gen = make_gen(6)
     logits = torch.randn(16, 9, generator=gen, requires_grad=True)
-    mask = _random_mask((16, 9), gen, p=0.3)
+    mask = random_mask((16, 9), gen, p=0.3)
     mask[0] = False  # one row with nothing legal
     dist = MaskedCategorical(logits, mask)
     actions = dist.sample(gen)
@@ -131,21 +123,6 @@ def test_discrete_gradients_finite_and_zero_on_illegal_logits() -> None:
 
 
 # --------------------------------------------------------------------------- MultiDiscrete
-
-
-NVEC = (3, 4, 5)
-
-
-def _grid_case(
-    batch: int, cells: int, seed: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Generator]:
-    gen = _gen(seed)
-    total = sum(NVEC)
-    logits = torch.randn(batch, cells, total, generator=gen) * 1.5
-    mask = _random_mask((batch, cells, total), gen, p=0.6)
-    mask &= _random_mask((batch, cells, 1), gen, p=0.7)  # ~30% cells without any legal value
-    mask[:, :, 3:7] &= _random_mask((batch, cells, 1), gen, p=0.8)  # some components empty
-    return logits, mask, gen
 
 
 def _legal(actions: torch.Tensor, mask: torch.Tensor, nvec: tuple[int, ...]) -> torch.Tensor:
@@ -159,7 +136,7 @@ def _legal(actions: torch.Tensor, mask: torch.Tensor, nvec: tuple[int, ...]) -> 
 
 
 def test_grid_sampling_never_illegal() -> None:
-    logits, mask, gen = _grid_case(batch=40, cells=25, seed=7)
+    logits, mask, gen = grid_case(batch=40, cells=25, seed=7)
     space = MultiDiscrete(NVEC, grid=(5, 5))
     dist = make_dist(space, logits, mask)
     for _ in range(100):  # 100 x 1000 cells = 10^5 cell samples
@@ -171,10 +148,10 @@ def test_grid_sampling_never_illegal() -> None:
 
 
 def test_grid_frequencies_match_softmax_over_legal() -> None:
-    gen = _gen(8)
+    gen = make_gen(8)
     total = sum(NVEC)
     logits = torch.randn(2, total, generator=gen)  # two distinct cells
-    mask = _random_mask((2, total), gen, p=0.7)
+    mask = random_mask((2, total), gen, p=0.7)
     mask[:, [0, 3, 7]] = True  # each component has a legal value
     reps = 25_000  # 50,000 samples of the cell pair, 10^5 cell samples
     space = MultiDiscrete(NVEC, cells=2)
@@ -192,7 +169,7 @@ def test_grid_frequencies_match_softmax_over_legal() -> None:
 
 
 def test_multi_entropy_is_sum_of_legal_component_entropies() -> None:
-    logits, mask, _ = _grid_case(batch=3, cells=4, seed=9)
+    logits, mask, _ = grid_case(batch=3, cells=4, seed=9)
     dist = MaskedMultiCategorical(logits, mask, NVEC, cells=4)
     expected = torch.zeros(3, dtype=torch.float64)
     for b, c in itertools.product(range(3), range(4)):
@@ -209,7 +186,7 @@ def test_multi_entropy_is_sum_of_legal_component_entropies() -> None:
 
 
 def test_multi_unmasked_matches_torch_categoricals() -> None:
-    gen = _gen(10)
+    gen = make_gen(10)
     logits = torch.randn(6, sum(NVEC), generator=gen)
     dist = make_dist(MultiDiscrete(NVEC), logits, None)
     actions = dist.sample(gen)
@@ -231,13 +208,13 @@ def test_grid_sampling_stays_legal_when_the_uniform_draw_is_zero(monkeypatch) ->
     dist = MaskedMultiCategorical(logits, mask, NVEC, cells=2)
     real_rand = torch.rand
     monkeypatch.setattr(torch, "rand", lambda *a, **k: torch.zeros_like(real_rand(*a, **k)))
-    actions = dist.sample(_gen(0))
+    actions = dist.sample(make_gen(0))
     assert actions[0].tolist() == [[2, 2, 4]] * 2  # columns 2, 5, 11 of (3, 4, 5)
     assert torch.isfinite(dist.log_prob(actions)).all()
 
 
 def test_grid_all_masked_cells_and_components_contribute_nothing() -> None:
-    gen = _gen(11)
+    gen = make_gen(11)
     total = sum(NVEC)
     logits = torch.randn(2, 3, total, generator=gen)
     mask = torch.ones(2, 3, total, dtype=torch.bool)
@@ -259,7 +236,7 @@ def test_grid_all_masked_cells_and_components_contribute_nothing() -> None:
 
 
 def test_grid_compact_equals_dense() -> None:
-    logits, mask, gen = _grid_case(batch=6, cells=16, seed=12)
+    logits, mask, gen = grid_case(batch=6, cells=16, seed=12)
     space = MultiDiscrete(NVEC, cells=16, gates=(None, (1, 2), (2,)))
     dense = make_dist(space, logits, mask, compact=False)
     compact = make_dist(space, logits, mask, compact=True)
@@ -275,15 +252,15 @@ def test_a_minibatch_of_a_grid_mask_index_equals_its_dense_masks() -> None:
     """A rollout's masks indexed once, a minibatch's rows selected in random order: exactly the
     dense minibatch's distribution (same values, gradients and samples for a seeded
     generator); a mismatched batch is refused."""
-    logits, mask, gen = _grid_case(batch=30, cells=16, seed=21)
+    logits, mask, gen = grid_case(batch=30, cells=16, seed=21)
     space = MultiDiscrete(NVEC, cells=16, gates=(None, (1, 2), (2,)))
     index = GridMaskIndex(mask, cells=16)
     for rows in (torch.randperm(30, generator=gen)[:11], torch.arange(30), torch.tensor([4])):
         params = logits[rows].clone().requires_grad_(True)
         dense = make_dist(space, params, mask[rows])
         picked = make_dist(space, params, index.select(rows))
-        actions = dense.sample(_gen(5))
-        assert torch.equal(picked.sample(_gen(5)), actions)
+        actions = dense.sample(make_gen(5))
+        assert torch.equal(picked.sample(make_gen(5)), actions)
         assert torch.equal(picked.log_prob(actions), dense.log_prob(actions))
         assert torch.equal(picked.entropy(actions), dense.entropy(actions))
         assert torch.equal(picked.entropy(), dense.entropy())
@@ -298,7 +275,7 @@ def test_a_minibatch_of_a_grid_mask_index_equals_its_dense_masks() -> None:
 
 
 def test_grid_gradients_finite_and_zero_on_illegal_logits() -> None:
-    logits, mask, gen = _grid_case(batch=4, cells=9, seed=13)
+    logits, mask, gen = grid_case(batch=4, cells=9, seed=13)
     logits.requires_grad_(True)
     space = MultiDiscrete(NVEC, grid=(3, 3), gates=(None, (1,), None))
     dist = make_dist(space, logits.view(4, -1), mask.view(4, -1))  # flat params are accepted
@@ -315,7 +292,7 @@ GATED = MultiDiscrete((3, 4, 5), gates=(None, (1,), (1, 2)))  # type 0 uses noth
 
 
 def test_gated_log_prob_excludes_unused_components() -> None:
-    gen = _gen(14)
+    gen = make_gen(14)
     logits = torch.randn(3, 12, generator=gen)
     actions = torch.tensor([[0, 2, 3], [1, 2, 3], [2, 2, 3]])
     base = make_dist(GATED, logits, None).log_prob(actions)
@@ -338,7 +315,7 @@ def test_gated_log_prob_excludes_unused_components() -> None:
 
 
 def test_gated_entropy_given_actions_counts_used_components_only() -> None:
-    gen = _gen(15)
+    gen = make_gen(15)
     logits = torch.randn(3, 12, generator=gen)
     dist = make_dist(GATED, logits, None)
     actions = torch.tensor([[0, 0, 0], [1, 0, 0], [2, 0, 0]])
@@ -351,7 +328,7 @@ def test_gated_entropy_given_actions_counts_used_components_only() -> None:
 
 def test_gated_expected_entropy_is_the_joint_entropy() -> None:
     """entropy() without actions = entropy of the joint (type, used components) distribution."""
-    gen = _gen(16)
+    gen = make_gen(16)
     nvec = (3, 2, 3)
     space = MultiDiscrete(nvec, gates=(None, (1,), (1, 2)))
     logits = torch.randn(2, sum(nvec), generator=gen).double()
@@ -375,108 +352,11 @@ def test_gated_expected_entropy_is_the_joint_entropy() -> None:
         assert dist.entropy()[b].item() == pytest.approx(joint, abs=1e-9)
 
 
-# --------------------------------------------------------------------------- KL
-
-
-def _joint(logits: torch.Tensor, mask: torch.Tensor, nvec: tuple[int, ...],
-           gates: list[tuple[int, ...]]) -> dict[tuple[int, ...], float]:
-    """The gated joint distribution of one row, by enumeration: (type, used values) -> p."""
-    probs = [torch.softmax(lg.masked_fill(~mk, -math.inf), -1).tolist()
-             for lg, mk in zip(logits.split(nvec), mask.split(nvec), strict=True)]
-    joint = {}
-    for t in range(nvec[0]):
-        used = [i for i in range(1, len(nvec)) if t in gates[i]]
-        for values in itertools.product(*(range(nvec[i]) for i in used)):
-            joint[(t, *values)] = probs[0][t] * math.prod(
-                probs[i][v] for i, v in zip(used, values, strict=True))
-    return joint
-
-
-def test_masked_categorical_kl_counts_legal_actions_only() -> None:
-    """KL(p || q) of the distributions renormalized over the legal actions (torch's KL of the
-    -inf-masked ones); 0 for equal logits and for a row without a legal action; gradients
-    finite, none on illegal logits."""
-    gen = _gen(30)
-    p_logits, q_logits = torch.randn(5, 6, generator=gen), torch.randn(5, 6, generator=gen)
-    mask = _random_mask((5, 6), gen)
-    mask[:, :2] = True  # two legal actions at least
-    mask[4] = False  # no legal action
-    q_logits.requires_grad_(True)
-    kl = kl_divergence(MaskedCategorical(p_logits, mask), MaskedCategorical(q_logits, mask))
-    for r in range(4):
-        ref = torch.distributions.kl_divergence(
-            torch.distributions.Categorical(logits=p_logits[r].masked_fill(~mask[r], -math.inf)),
-            torch.distributions.Categorical(logits=q_logits[r].masked_fill(~mask[r], -math.inf)))
-        assert kl[r].item() == pytest.approx(ref.item(), abs=1e-5)
-    assert kl[4] == 0 and (kl[:4] > 0).all()
-    same = kl_divergence(MaskedCategorical(p_logits, mask), MaskedCategorical(p_logits, mask))
-    assert (same == 0).all()
-    grad, = torch.autograd.grad(kl.sum(), q_logits)
-    assert torch.isfinite(grad).all() and (grad[~mask] == 0).all()
-
-
-def test_gated_kl_is_the_kl_of_the_joint_distributions() -> None:
-    """With gates, the KL of the joint (type, used components) distributions, the types'
-    probabilities taken from p; an illegal type and an illegal value count for nothing."""
-    gen = _gen(31)
-    nvec = (3, 2, 3)
-    gates = [(), (1,), (1, 2)]
-    space = MultiDiscrete(nvec, gates=(None, (1,), (1, 2)))
-    p_logits = torch.randn(2, sum(nvec), generator=gen).double()
-    q_logits = torch.randn(2, sum(nvec), generator=gen).double()
-    mask = torch.ones(2, sum(nvec), dtype=torch.bool)
-    mask[1, 2] = False  # type 2 illegal in row 1
-    mask[1, 5] = False  # one value of component 2 illegal in row 1
-    kl = kl_divergence(make_dist(space, p_logits, mask), make_dist(space, q_logits, mask))
-    for b in range(2):
-        p = _joint(p_logits[b], mask[b], nvec, gates)
-        q = _joint(q_logits[b], mask[b], nvec, gates)
-        want = sum(pa * math.log(pa / q[a]) for a, pa in p.items() if pa > 0)
-        assert kl[b].item() == pytest.approx(want, abs=1e-9)
-
-
-def test_grid_kl_sums_cells_and_components_compact_or_dense() -> None:
-    """Grid actions: the sum over cells and components of the legal values' KL; empty cells
-    and components add nothing; the compact and the dense masks give the same values."""
-    p_logits, mask, gen = _grid_case(batch=3, cells=4, seed=32)
-    q_logits = torch.randn(p_logits.shape, generator=gen)
-    space = MultiDiscrete(NVEC, cells=4)
-    dense = kl_divergence(make_dist(space, p_logits, mask, compact=False),
-                          make_dist(space, q_logits, mask, compact=False))
-    compact = kl_divergence(make_dist(space, p_logits, mask), make_dist(space, q_logits, mask))
-    torch.testing.assert_close(compact, dense)
-    want = torch.zeros(3, dtype=torch.float64)
-    for b, c in itertools.product(range(3), range(4)):
-        for pl, ql, mk in zip(p_logits[b, c].split(NVEC), q_logits[b, c].split(NVEC),
-                              mask[b, c].split(NVEC), strict=True):
-            if mk.any():
-                want[b] += torch.distributions.kl_divergence(
-                    torch.distributions.Categorical(logits=pl.masked_fill(~mk, -math.inf)),
-                    torch.distributions.Categorical(logits=ql.masked_fill(~mk, -math.inf)))
-    torch.testing.assert_close(dense.double(), want, rtol=1e-5, atol=1e-5)
-    with pytest.raises(ValueError, match="the same mask"):
-        kl_divergence(make_dist(space, p_logits, mask),
-                      make_dist(space, q_logits, torch.ones_like(mask)))
-
-
-def test_diag_gaussian_kl_matches_torch() -> None:
-    gen = _gen(33)
-    p = DiagGaussian(torch.randn(4, 3, generator=gen), torch.tensor([-0.5, 0.0, 0.7]))
-    q = DiagGaussian(torch.randn(4, 3, generator=gen), torch.tensor([0.2, -0.3, 0.0]))
-    ref = torch.distributions.kl_divergence(
-        torch.distributions.Normal(p.mean, p.log_std.exp()),
-        torch.distributions.Normal(q.mean, q.log_std.exp())).sum(-1)
-    torch.testing.assert_close(kl_divergence(p, q), ref)
-    assert (kl_divergence(p, p) == 0).all()
-    with pytest.raises(TypeError, match="no KL between"):
-        kl_divergence(p, MaskedCategorical(torch.zeros(4, 3)))
-
-
 # --------------------------------------------------------------------------- Box
 
 
 def test_diag_gaussian_matches_torch_normal() -> None:
-    gen = _gen(17)
+    gen = make_gen(17)
     mean = torch.randn(5, 3, generator=gen)
     log_std = torch.tensor([-0.5, 0.0, 0.7])
     dist = make_dist(Box((-1.0,) * 3, (1.0,) * 3), mean, None, log_std)
@@ -515,15 +395,15 @@ def test_diag_gaussian_log_std_gets_gradients() -> None:
     ids=["discrete", "multi", "grid", "box"],
 )
 def test_seeded_generator_is_deterministic(space: Discrete | MultiDiscrete | Box) -> None:
-    params = torch.randn(32, num_params(space), generator=_gen(18))
+    params = torch.randn(32, num_params(space), generator=make_gen(18))
     log_std = torch.zeros(2) if isinstance(space, Box) else None
     mask = None
     if not isinstance(space, Box):
-        mask = _random_mask((32, *space.mask_shape), _gen(19), p=0.7)
+        mask = random_mask((32, *space.mask_shape), make_gen(19), p=0.7)
     dist = make_dist(space, params, mask, log_std)
-    a = dist.sample(_gen(20))
-    b = dist.sample(_gen(20))
-    c = dist.sample(_gen(21))
+    a = dist.sample(make_gen(20))
+    b = dist.sample(make_gen(20))
+    c = dist.sample(make_gen(21))
     assert a.shape == (32, *space.action_shape)
     assert torch.equal(a, b)
     assert not torch.equal(a, c)

@@ -3,6 +3,7 @@ directories, weights trained on other shapes)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -99,6 +100,34 @@ def test_another_network_names_the_first_difference(tmp_path: Path) -> None:
                        r"CartPole-v1: size mismatch for actor_torso\.1\.weight") as error:
         load_agent(path, None, state)
     assert "\n" not in str(error.value)
+
+
+def test_a_config_this_selfplay_cannot_read_is_one_line(tmp_path: Path) -> None:
+    """Checkpoints are read alike by eval/play (load_agent) and train --init-from
+    (Trainer.start_from): a config of another version is one CheckpointError line."""
+    from selfplay.ppo import Trainer
+
+    path = _untrained(tmp_path / "pole.pt", "CartPole-v1")
+    state = load_checkpoint(path)
+    state["config"]["ppo"]["no_such_setting"] = 1
+    state["game"] = "CartPole-v1"
+    save_checkpoint(path, state)
+    message = (re.escape(f"{path} holds a config this selfplay cannot read: unknown key ")
+               + "'ppo.no_such_setting'")
+    with pytest.raises(CheckpointError, match=message):
+        load_agent(path)
+    config = build_config("CartPole-v1", overrides=["log.tensorboard=false"])
+    trainer = Trainer(config, make_game("CartPole-v1", num_envs=1, seed=0))
+    try:
+        with pytest.raises(CheckpointError, match=message):
+            trainer.start_from(path)
+        del state["config"]["ppo"]["no_such_setting"], state["agent"]
+        save_checkpoint(path, state)
+        with pytest.raises(CheckpointError,
+                           match=re.escape(f"{path} lacks the training config or weights")):
+            trainer.start_from(path)
+    finally:
+        trainer.game.close()
 
 
 def test_board_size_mismatch_message() -> None:

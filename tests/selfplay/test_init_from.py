@@ -23,8 +23,8 @@ from selfplay.checkpoint import (
     save_checkpoint,
 )
 from selfplay.config import ConfigError, TrainConfig, build_config, read_yaml
-from selfplay.distributions import kl_divergence
 from selfplay.inference import NumpyActorCritic
+from selfplay.kl import kl_divergence
 from selfplay.networks import ActorCritic
 from selfplay.ppo import Trainer
 from selfplay.train import build_trainer, run_training
@@ -119,6 +119,30 @@ def test_a_run_directory_means_its_newest_checkpoint_recorded_in_the_config(
     run_training(tictactoe([], init_from=source), run_dir=run)
     assert f"using {newest(source)}" in capsys.readouterr().err
     assert read_yaml(run / "config.yaml")["init_from"] == str(newest(source))
+
+
+def test_the_same_command_again_resumes_though_the_source_run_moved_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--init-from given relative (a run directory) is recorded as the absolute path of the
+    checkpoint it named. Run again into the same run directory after the source run has saved
+    a newer checkpoint, the same command resumes its run (as given, it still names the same
+    source) and the record stays; another checkpoint is another run, refused."""
+    monkeypatch.chdir(tmp_path)
+    run_training(tictactoe([], seed=3), run_dir=Path("src"))
+    first = (tmp_path / "src" / "checkpoints" / "update_0000001.pt").resolve()
+    run_training(tictactoe([], init_from="src"), run_dir=Path("run"))
+    assert read_yaml(tmp_path / "run" / "config.yaml")["init_from"] == str(first)
+    run_training(None, resume=Path("src"), total_steps=2 * PER_UPDATE)  # the source goes on
+    assert newest(tmp_path / "src").name == "update_0000002.pt"
+    capsys.readouterr()
+    summary = run_training(tictactoe([], init_from="src"), run_dir=Path("run"))
+    assert "already holds this run (same settings): resuming it" in capsys.readouterr().err
+    assert summary["updates"] == 1
+    assert read_yaml(tmp_path / "run" / "config.yaml")["init_from"] == str(first)
+    with pytest.raises(FileExistsError, match=r"other settings \(init_from\)"):
+        run_training(tictactoe([], init_from="src/checkpoints/update_0000002.pt"),
+                     run_dir=Path("run"))
 
 
 def test_another_network_is_a_one_line_error(source: Path) -> None:
@@ -216,7 +240,7 @@ def test_resume_continues_exactly_without_reading_init_from_again(source: Path,
     run_training(tictactoe(sets, updates=3, init_from=init), run_dir=tmp_path / "a")
     run_training(tictactoe(sets, updates=2, init_from=init), run_dir=tmp_path / "b")
     init.unlink()
-    run_training(None, resume=tmp_path / "b", total_steps=3 * PER_UPDATE)  # type: ignore[arg-type]
+    run_training(None, resume=tmp_path / "b", total_steps=3 * PER_UPDATE)
     want = load_checkpoint(newest(tmp_path / "a"))
     got = load_checkpoint(newest(tmp_path / "b"))
     assert newest(tmp_path / "b").name == "update_0000003.pt"

@@ -164,7 +164,7 @@ def test_shared_database_with_another_network(tmp_path: Path, capsys) -> None:
     hook, _ = train_in_league(tmp_path / "b", [*common, "network.hidden=[16, 16]"], seed=2,
                               total_steps=32 * 32 * 12, per_update=lambda t: None)
     err = capsys.readouterr().err
-    assert hook.incompatible == first_run  # tried (as opponents or in rating games), left out
+    assert hook.fit.incompatible == first_run  # tried (as opponents or in rating games), left out
     assert err.count("does not fit this run's network") == len(first_run)  # once each
     with LeagueDB(shared) as db:
         assert all(p.broken is None for p in db.players())
@@ -272,15 +272,15 @@ def test_a_dead_rater_is_replaced_and_its_job_played(tmp_path: Path, capsys) -> 
         "league.eval_envs=4", "league.eval_process=true"], seed=2, total_steps=32 * 32 * 2)
     trainer = Trainer(config, make_game("tictactoe", config.game.num_envs, config.seed))
     hook = attach(trainer, tmp_path)
-    assert hook is not None and hook.rater is not None
+    assert hook is not None and hook.ratings.rater is not None
     try:
         trainer.train()
         assert hook.latest is not None
-        job = hook.rating_job(hook.latest)
+        job = hook.ratings.job(hook.latest)
         assert job is not None and len(job.pool) == 3  # a snapshot and the two anchors
         total = 3 * 400
-        hook.rater.submit(job)
-        pool = hook.rater._pool  # noqa: SLF001 - killing the rater is the point
+        hook.ratings.rater.submit(job)
+        pool = hook.ratings.rater._pool  # noqa: SLF001 - killing the rater is the point
         assert pool is not None
         deadline = time.monotonic() + 60
         while not hook.db.match_keys(f"eval@{job.latest}/") and time.monotonic() < deadline:
@@ -290,7 +290,7 @@ def test_a_dead_rater_is_replaced_and_its_job_played(tmp_path: Path, capsys) -> 
         os.kill(pids[0], signal.SIGKILL)
         partial = len(hook.db.match_keys(f"eval@{job.latest}/"))
         assert 0 < partial < total
-        metrics = hook.rater.collect(wait=True)
+        metrics = hook.ratings.rater.collect(wait=True)
         assert "league/mu" in metrics
         assert len(hook.db.match_keys(f"eval@{job.latest}/")) == total  # finished, none twice
         assert hook.db.replay_ratings() == hook.db.ratings()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from games.core import GameError, Outcome, VecGame, random_actions
+from games.batches import random_actions
+from games.core import GameError, Outcome, VecGame
 from games.microrts.adapter import (
     OBS_PLANES,
     REWARD_COMPONENTS,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from games.core import concat_batches, slice_batch
+from games.batches import concat_batches, slice_batch
 from selfplay.config import build_config
 from selfplay.ppo import Trainer
 from selfplay.train import build_trainer

@@ -1,0 +1,129 @@
+"""The microRTS order log: how a game's orders are stored in replay shards, and how recorded
+games are appended to a replay folder.
+
+The format is described in :mod:`games.microrts.replays`: one row per non-no-op unit order,
+columns :data:`ORDER_COLUMNS`, engine frame (unrotated), sorted by step and player; per game
+its metadata (:class:`RecordedGame`). :class:`ReplayWriter` appends games to a folder in shards
+(:class:`games.replays.ShardAppender`), refusing a folder whose games another engine, board
+size or game length played (a cloning run reads one of each per folder).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from games.microrts.engine import SDIST_SHA256
+from games.microrts.options import OBS_PLANES
+from games.microrts.orders import _PARAM_COMPONENT
+from games.replays import ReplayError, ShardAppender, encode_shard, scan
+
+ORDER_COLUMNS = ("t", "player", "cell", "type", "param", "unit_type")
+ENGINE = {"microrts_sdist_sha256": SDIST_SHA256, "client": "JNIGridnetSharedMemClientSelfPlay",
+          "unit_type_table": "original"}
+_OWN, _ENEMY = OBS_PLANES.index("owner_own"), OBS_PLANES.index("owner_enemy")
+
+
+def map_sha1(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes()).hexdigest()
+
+
+def board_hash(board: np.ndarray, seat0_player: int) -> str:
+    """A hash of a final board ``[H, W, 29]`` seen by seat 0, as player 0 sees it."""
+    planes = np.array(board, np.uint8)
+    if seat0_player == 1:
+        planes[..., [_OWN, _ENEMY]] = planes[..., [_ENEMY, _OWN]]
+    return hashlib.sha1(planes.tobytes()).hexdigest()[:16]
+
+
+def step_orders(actions: np.ndarray, players: np.ndarray, rotated: np.ndarray,
+                steps: np.ndarray, acting: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The orders in seat-frame ``actions`` ``[E, A, HW, 7]`` (seats play ``players`` ``[E,
+    A]``, ``rotated`` ``bool [E, A]``; envs at game step ``steps`` ``[E]``) as log rows: the
+    env of each row ``[K]`` and the rows ``int32 [K, 6]``, sorted by env, player and cell.
+    With ``acting`` ``bool [E, A, HW]`` only the cells where it is set (a unit that can act:
+    the engine ignores orders elsewhere)."""
+    ordered = actions[..., 0] != 0
+    if acting is not None:
+        ordered &= acting
+    e, s, c = np.nonzero(ordered)
+    rows = actions[e, s, c]  # [K, 7]
+    kind = rows[:, 0]
+    param = rows[np.arange(len(rows)), _PARAM_COMPONENT[kind]]
+    turn = rotated[e, s]
+    cells = np.where(turn, actions.shape[2] - 1 - c, c)
+    moving = turn & (kind >= 1) & (kind <= 4)
+    param = np.where(moving, (param + 2) % 4, param)
+    param = np.where(turn & (kind == 5), 48 - param, param)
+    out = np.stack([steps[e], players[e, s], cells, kind, param, rows[:, 5]], 1).astype(np.int32)
+    order = np.lexsort((out[:, 2], out[:, 1], e))
+    return e[order], out[order]
+
+
+def log_to_rows(log: np.ndarray) -> np.ndarray:
+    """Log rows ``[K, 6]`` -> engine-frame orders ``[K, 8]`` (``[cell, *action]``)."""
+    out = np.zeros((len(log), 8), np.int32)
+    out[:, 0] = log[:, 2]
+    out[:, 1] = log[:, 3]
+    k = np.arange(len(log))
+    out[k, 1 + _PARAM_COMPONENT[log[:, 3]]] = log[:, 4]
+    out[k, 1] = log[:, 3]  # type 0 rows (none stored) would have overwritten it
+    produce = log[:, 3] == 4
+    out[produce, 6] = log[produce, 5]
+    return out
+
+
+@dataclass
+class RecordedGame:
+    """One finished game: its metadata (keys as in :mod:`games.microrts.replays`) and its
+    order log ``int32 [N, 6]``."""
+
+    meta: dict[str, Any]
+    orders: np.ndarray
+
+
+def encode_games(games: list[RecordedGame]) -> bytes:
+    """The bytes of a shard holding ``games``."""
+    counts = [len(g.orders) for g in games]
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    orders = (np.concatenate([g.orders for g in games]) if games
+              else np.zeros((0, len(ORDER_COLUMNS)), np.int32))
+    return encode_shard("microrts", ENGINE, [g.meta for g in games],
+                        {"orders": orders.astype(np.int32), "offsets": offsets})
+
+
+class ReplayWriter(ShardAppender[RecordedGame]):
+    """microRTS games appended to ``folder`` in shards of ``shard_games`` (see
+    :class:`games.replays.ShardAppender`); :meth:`check` refuses games that do not fit the
+    folder's."""
+
+    def __init__(self, folder: Path, shard_games: int = 100) -> None:
+        super().__init__(folder, shard_games, encode_games)
+        self.kinds: set[tuple[int, int, int]] = set()
+        """``(height, width, max_steps)`` of the games in the folder"""
+        if not any(folder.glob("shard-*.npz")):
+            return
+        for shard in scan(folder, warn=False):
+            engine = shard.meta.get("engine", {})
+            if (shard.meta.get("game") != "microrts"
+                    or engine.get("microrts_sdist_sha256") != SDIST_SHA256):
+                raise ReplayError(f"{folder} holds games of another game or engine "
+                                  f"({shard.path.name}); record into another folder")
+            self.kinds.update((int(g["height"]), int(g["width"]), int(g["max_steps"]))
+                              for g in shard.games)
+
+    def check(self, size: tuple[int, int], max_steps: int) -> None:
+        """Games of this board ``size`` and length limit may join the folder (one of each
+        per folder: a cloning run replays one board size and game length)."""
+        kind = (size[0], size[1], max_steps)
+        if self.kinds and kind not in self.kinds:
+            h, w, steps = sorted(self.kinds)[0]
+            raise ReplayError(f"{self.folder} holds {h}x{w} games of max_steps {steps}; these "
+                              f"are {size[0]}x{size[1]} games of max_steps {max_steps}: record "
+                              "into another folder")
+        self.kinds.add(kind)

@@ -1,0 +1,158 @@
+"""Rating bookkeeping of a league run (:class:`~selfplay.league_training.LeagueHook`).
+
+:class:`SnapshotFit` knows which snapshots of the league database fit the run's network (runs of
+other networks may share the database: their snapshots are loaded once to find out, a misfit
+reported once and kept out). :class:`SnapshotRatings` decides which rating tournament a
+snapshot plays (the last ``eval_pool`` snapshots registered before it, and the anchors), plays
+it between updates or hands it to the rater process (``league.eval_process``,
+:class:`~selfplay.league_rating.BackgroundRater`), and after a resume hands the rater again the
+tournaments the previous process did not finish.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from games.core import GameSpec
+from league.db import LeagueDB, Player
+from league.snapshots import Snapshot, load_player_snapshot, snapshot_run
+from league.tournament import IncompatiblePlayer
+from selfplay.config import LeagueConfig, NetworkConfig, NormalizeConfig
+from selfplay.league_rating import BackgroundRater, RatingJob, rate_snapshot, snapshot_agent
+from selfplay.networks import ActorCritic
+from selfplay.ppo import TrainingContext
+
+
+class SnapshotFit:
+    """Which snapshots of ``db`` fit the network of run ``run_name`` (its own always do)."""
+
+    def __init__(self, db: LeagueDB, run_name: str, spec: GameSpec, network: NetworkConfig,
+                 normalize: NormalizeConfig) -> None:
+        self.db = db
+        self.run_name = run_name
+        self.spec = spec
+        self.network = network
+        self.normalize = normalize
+        self.incompatible: set[int] = set()  # snapshots of other networks (shared databases)
+        self.compatible: set[int] = set()  # other runs' snapshots known to fit this network
+
+    def agent_of(self, pid: int, snapshot: Snapshot) -> ActorCritic:
+        """This run's network with ``snapshot``'s weights; :class:`IncompatiblePlayer` (and the
+        snapshot kept out of this run's pool, once reported) if they do not fit it: a run
+        sharing the database with another network."""
+        try:
+            return snapshot_agent(self.spec, self.network, self.normalize, snapshot)
+        except IncompatiblePlayer as exc:
+            if pid not in self.incompatible:
+                self.incompatible.add(pid)
+                name = self.db.player(pid).name
+                print(f"warning: snapshot {name} {exc}; it stays out of this run's pool",
+                      file=sys.stderr)
+            raise
+
+    def fits(self, player: Player) -> bool:
+        """Whether ``player``'s snapshot fits this run's network. Another run's snapshot is
+        loaded once to find out (reported once if it does not fit), here rather than in the
+        rater process, which would leave it in every later pool; an unreadable file counts as
+        fitting: the rating tournament reports and flags it."""
+        if player.id in self.incompatible:
+            return False
+        if snapshot_run(player.name) == self.run_name or player.id in self.compatible:
+            return True
+        snapshot = load_player_snapshot(self.db, player.id)
+        if snapshot is None:
+            return True
+        try:
+            self.agent_of(player.id, snapshot)
+        except IncompatiblePlayer:
+            return False
+        self.compatible.add(player.id)
+        return True
+
+
+class SnapshotRatings:
+    """The rating tournaments of one run's snapshots, played here or in a rater process."""
+
+    def __init__(self, db: LeagueDB, trainer: TrainingContext, config: LeagueConfig,
+                 anchors: list[str], fit: SnapshotFit) -> None:
+        self.db = db
+        self.trainer = trainer
+        self.config = config
+        self.anchors = anchors
+        self.fit = fit
+        self.rater = BackgroundRater() if config.eval_process else None
+
+    def job(self, pid: int) -> RatingJob | None:
+        """The rating tournament of snapshot ``pid``: against the last ``eval_pool`` snapshots
+        registered before it (a replay after a resume meets the pool the crashed run met) and
+        the anchors; ``None`` if that pool is empty."""
+        earlier = [p for p in self.db.players()
+                   if p.kind == "snapshot" and p.broken is None and p.id < pid]
+        snapshots = [p.name for p in earlier if self.fit.fits(p)]
+        pool = snapshots[-self.config.eval_pool:] + self.anchors
+        if not pool:
+            return None
+        trainer = self.trainer
+        player = self.db.player(pid)
+        return RatingJob(db_path=str(self.db.path), spec=trainer.spec,
+                         options=dict(trainer.config.game.options),
+                         network=trainer.config.network, normalize=trainer.config.normalize,
+                         latest=player.name, pool=tuple(pool),
+                         games_per_pair=self.config.eval_games, num_envs=self.config.eval_envs,
+                         seed=int(player.metadata.get("update", trainer.update)),
+                         run_seed=trainer.config.seed, device=str(trainer.device),
+                         snapshots=len(snapshots) + 1)
+
+    def rate(self, pid: int) -> dict[str, float]:
+        """Rating matches of snapshot ``pid`` against earlier ones and the anchors: played
+        now, or handed to the rater process (``league.eval_process``; its result is logged at
+        a later update, with ``league/rated_update``)."""
+        job = self.job(pid)
+        if job is None:
+            return {}
+        if self.rater is not None:
+            self.rater.submit(job)
+            return {}
+        try:
+            return rate_snapshot(job, self.db, self.fit.agent_of)
+        except Exception as exc:  # noqa: BLE001 - rating must never stop training
+            print(f"warning: rating {job.latest} failed: {exc}", file=sys.stderr)
+            return {}
+
+    def resubmit_unfinished(self, own: list[Player]) -> None:
+        """Hand the rater the tournaments of this run's snapshots ``own`` (up to the
+        checkpoint resumed from) that the previous process's rater did not finish; each plays
+        only its matches not yet stored."""
+        assert self.rater is not None
+        every = self.config.eval_every
+        rated: set[int] = set()  # the snapshot that was the newest at each rating update
+        for update in range(0, self.trainer.update + 1, every):  # 0: an init_from snapshot
+            newest = [p.id for p in own if int(p.metadata.get("update", 0)) <= update]
+            if newest:
+                rated.add(max(newest))
+        for player in own:
+            if player.id not in rated:
+                continue
+            job = self.job(player.id)
+            if job is None:
+                continue
+            stored = len(self.db.match_keys(f"eval@{player.name}/"))
+            if stored < len(job.pool) * job.games_per_pair:
+                self.rater.submit(job)
+
+    def collect(self) -> dict[str, float]:
+        """The rater's finished tournaments' metrics (none without a rater)."""
+        return self.rater.collect() if self.rater is not None else {}
+
+    def finish(self) -> dict[str, float]:
+        """At the end of training: wait for the rater's tournaments; the newest rating."""
+        if self.rater is None or not self.rater.pending:
+            return {}
+        print(f"waiting for {self.rater.pending} snapshot rating tournament(s)",
+              file=sys.stderr, flush=True)
+        return self.rater.collect(wait=True)
+
+    def close(self) -> None:
+        """Stop the rater process (its tournament in flight resumes with the run)."""
+        if self.rater is not None:
+            self.rater.close()

@@ -1,0 +1,58 @@
+"""Appending games to a replay folder (:class:`games.replays.ShardAppender`): full shards
+written as they fill, a rerun continuing the numbering without touching what is there, a shard
+left unlisted by a kill listed (or, unreadable, removed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from games.replays import (
+    ShardAppender,
+    encode_shard,
+    folder_totals,
+    read_manifest,
+    read_shard,
+    shard_name,
+    write_shard,
+)
+
+
+def encode(games: list[dict[str, Any]]) -> bytes:
+    return encode_shard("toy", {}, games, {"moves": np.arange(len(games))})
+
+
+def test_shards_fill_then_a_rerun_appends(tmp_path: Path) -> None:
+    folder = tmp_path / "replays"
+    first = ShardAppender(folder, 2, encode)
+    for i in range(5):
+        first.add({"game": i})
+        assert len(first.shards) == (i + 1) // 2  # a shard is written as soon as it is full
+    assert first.close() == {"folder": str(folder), "games": 5, "shards": 3}
+    assert folder_totals(folder) == (5, 3)
+    before = {p.name: p.read_bytes() for p in folder.glob("shard-*.npz")}
+
+    second = ShardAppender(folder, 2, encode)
+    second.add({"game": 5})
+    assert second.close()["shards"] == 1
+    assert sorted(read_manifest(folder)) == [shard_name(k) for k in range(4)]
+    assert all((folder / name).read_bytes() == data for name, data in before.items())
+    assert [g["game"] for k in range(4) for g in read_shard(folder / shard_name(k)).games] == \
+        list(range(6))
+
+
+def test_a_shard_written_but_not_listed_is_kept_or_dropped(tmp_path: Path) -> None:
+    """A kill between writing a shard and listing it: the next appender lists it if it reads
+    (its games were finished) and removes it if it does not, then numbers after the last."""
+    folder = tmp_path / "replays"
+    folder.mkdir()
+    write_shard(folder, 0, encode([{"game": 0}]))  # written, never listed
+    (folder / shard_name(1)).write_bytes(b"not a shard")
+    appender = ShardAppender(folder, 1, encode)
+    assert read_manifest(folder)[shard_name(0)]["games"] == 1
+    assert not (folder / shard_name(1)).exists()
+    appender.add({"game": 1})
+    assert sorted(read_manifest(folder)) == [shard_name(0), shard_name(1)]
+    assert folder_totals(folder) == (2, 2)
