@@ -15,13 +15,14 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 
 from league.ratings import PlayerRating, RatingConfig, rate_match, score_of
+from league.records import Match, MatchRecord, Player, Standing
 
 SCHEMA_VERSION = 1
 PlayerKind = Literal["snapshot", "bot", "checkpoint"]
@@ -79,72 +80,6 @@ def default_path(game: str) -> Path:
 
 class LeagueError(Exception):
     """A user-facing league problem: wrong database, unknown player, bad argument."""
-
-
-@dataclass(frozen=True)
-class Player:
-    id: int
-    name: str
-    kind: str
-    path: str | None
-    metadata: dict[str, Any]
-    frozen: bool
-    broken: str | None  # why its file could not be used, or None
-    created: float
-
-
-@dataclass(frozen=True)
-class Match:
-    id: int
-    key: str
-    player_a: int
-    player_b: int
-    side_a: int  # seat of player a; b plays the other seat
-    map: str
-    seed: int | None  # the match's seed in its schedule (tournament.match_seed); engines that
-    # seed single games (microRTS bot-vs-bot) play it from this seed, others from the batch's
-    outcome: int  # for player a: 1 win, 0 draw, -1 loss
-    length: int
-    duration: float
-    created: float
-
-
-class MatchRecord(NamedTuple):
-    """A finished game to store (see :meth:`LeagueDB.record_match`)."""
-
-    a: int
-    b: int
-    outcome: int  # for player a: 1 win, 0 draw, -1 loss
-    key: str  # idempotency key: a second match with the same key is ignored
-    side_a: int = 0
-    map: str = ""
-    seed: int | None = None
-    length: int = 0
-    duration: float = 0.0
-
-
-@dataclass(frozen=True)
-class Standing:
-    """One leaderboard row (``to_json`` gives the fields of ``league leaderboard --json``)."""
-
-    rank: int
-    player_id: int
-    name: str
-    kind: str
-    mu: float
-    sigma: float
-    conservative: float
-    elo: float
-    games: int
-    wins: int
-    draws: int
-    losses: int
-    win_rate: float  # wins / games (0 without games)
-    frozen: bool
-    broken: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _check_same_player(name: str, row: tuple[Any, ...], kind: str, path: str | None,

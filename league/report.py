@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from league.db import LeagueDB, Standing
+from league.db import LeagueDB
+from league.records import Standing
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from games.files import CheckpointError, load_checkpoint, save_checkpoint
-from league.db import LeagueDB, Player
+from league.db import LeagueDB
+from league.records import Player
 
 SNAPSHOT_FORMAT = "league-snapshot"
 

@@ -57,9 +57,10 @@ from games.core import (
 )
 from games.options import to_mapping
 from games.registry import family_of
-from league.db import LeagueDB, LeagueError, Player
+from league.db import LeagueDB, LeagueError
 from league.matchmaking import Matchmaker, MatchmakingConfig
 from league.ratings import RatingConfig
+from league.records import Player
 from league.snapshots import (
     load_player_snapshot,
     save_snapshot,

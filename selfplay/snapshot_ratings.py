@@ -14,7 +14,8 @@ from __future__ import annotations
 import sys
 
 from games.core import GameSpec
-from league.db import LeagueDB, Player
+from league.db import LeagueDB
+from league.records import Player
 from league.snapshots import Snapshot, load_player_snapshot, snapshot_run
 from league.tournament import IncompatiblePlayer
 from selfplay.config import LeagueConfig, NetworkConfig, NormalizeConfig

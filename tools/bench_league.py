@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 import trueskill
 
-from league.db import LeagueDB, MatchRecord
+from league.db import LeagueDB
 from league.matchmaking import Matchmaker
 from league.ratings import PlayerRating, Rating, RatingConfig, rate_1vs1, rate_match
+from league.records import MatchRecord
 
 
 def per_call_us(fn: object, n: int) -> float:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from league.db import SCHEMA_VERSION, LeagueDB, LeagueError, MatchRecord, default_path
+from league.db import SCHEMA_VERSION, LeagueDB, LeagueError, default_path
 from league.ratings import PlayerRating, RatingConfig, rate_match
+from league.records import MatchRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 
