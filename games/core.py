@@ -139,6 +139,10 @@ class GameSpec:
     """the global state equals each seat's observation (a fully observed game): a critic in
     ``critic_input: auto`` mode then reads the observation and may share the actor's torso"""
     obs_kind: str = "vector"  # "vector" (features), "image" (C, H, W) or "grid" (C, H, W cells)
+    pad_plane: int | None = None
+    """grid games whose boards differ in size: the observation (and state) plane that is 1 on
+    padding cells, outside an env's board in the batch's grid. Padding cells have all-False
+    masks; size-agnostic networks pool only over the cells where this plane is 0"""
     zero_sum: bool = False
     render_fps: int = 30
 

@@ -113,6 +113,10 @@ class NetworkConfig:
     """Actor and critic share the torso (only when the critic reads the observation)."""
     log_std_init: float = 0.0
     """Initial log standard deviation of continuous actions."""
+    grid_critic: Literal["pool", "flatten"] = "pool"
+    """gridnet's critic head: pool (the mean and max of the encoder's features over the board's
+    cells: any board size) or flatten (a dense layer over the whole feature map, tied to the
+    board size; networks saved before size-agnostic ones load as flatten)."""
 
 
 @dataclass(frozen=True)
@@ -486,6 +490,16 @@ def config_from_mapping(data: dict[str, Any]) -> TrainConfig:
         raise ConfigError(str(exc)) from exc
     validate(config)
     return config
+
+
+def saved_config_from_mapping(data: dict[str, Any]) -> TrainConfig:
+    """A run's resolved config as saved (config.yaml, checkpoints, snapshots). Saved configs
+    hold every key, so a missing one dates the run: a network without ``grid_critic`` was
+    saved before size-agnostic gridnets and has the flatten critic."""
+    network = data.get("network")
+    if isinstance(network, dict) and "grid_critic" not in network:
+        data = {**data, "network": {**network, "grid_critic": "flatten"}}
+    return config_from_mapping(data)
 
 
 def config_to_yaml(config: TrainConfig) -> str:

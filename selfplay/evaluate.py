@@ -12,7 +12,7 @@ import torch
 from games.core import GameSpec, SupportsFinalFrame, SupportsRender, VecGame
 from games.registry import family_of, make_game
 from selfplay.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from selfplay.config import ConfigError, TrainConfig, config_from_mapping
+from selfplay.config import ConfigError, TrainConfig, saved_config_from_mapping
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy
 
@@ -42,7 +42,7 @@ def trained_config(state: Mapping[str, Any], path: str | Path
     ``path``); a one-line :class:`CheckpointError` if it lacks them, or holds a config this
     selfplay cannot read."""
     try:
-        return config_from_mapping(state["config"]), state["agent"]
+        return saved_config_from_mapping(state["config"]), state["agent"]
     except (KeyError, TypeError) as exc:
         raise CheckpointError(f"{path} lacks the training config or weights") from exc
     except ConfigError as exc:
@@ -120,10 +120,15 @@ def shape_mismatch(source: str, spec: GameSpec, obs: tuple[int, ...] | None,
         new = tuple(spec.obs_shape)
         if spec.obs_kind in ("grid", "image") and len(obs) == len(new) == 3:
             what = "board" if spec.obs_kind == "grid" else "image"
+            if obs[0] != new[0]:
+                return (f"{source} was trained on {obs[0]} observation planes; this game gives "
+                        f"{new[0]} (the game's observation changed since): retrain it, or "
+                        f"play it with the version of selfplay that trained it")
+            tied = ("(network.grid_critic: flatten; train with pool for a network that plays "
+                    "every size)" if spec.obs_kind == "grid" else "")
             return (f"{source} was trained on observations of shape {obs} ({obs[1]}x{obs[2]} "
                     f"{what}); this game gives {new} ({new[1]}x{new[2]} {what}): its network "
-                    f"is tied to the {what} size it was trained on until size-agnostic "
-                    f"networks land")
+                    f"is tied to the {what} size it was trained on {tied}".rstrip())
         return (f"{source} was trained on observations of shape {obs}; this game gives {new}: "
                 f"its network takes only the observations it was trained on")
     if actions is not None and actions != tuple(spec.action_space.action_shape):
@@ -196,7 +201,7 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = No
     or its ``checkpoints/`` folder, means its newest checkpoint)."""
     checkpoint = resolve_checkpoint(checkpoint)
     state = load_checkpoint(checkpoint)
-    config = config_from_mapping(state["config"])
+    config = saved_config_from_mapping(state["config"])
     options = dict(config.game.options)
     if video is not None:
         options["render"] = True

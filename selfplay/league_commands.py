@@ -23,7 +23,7 @@ from selfplay.checkpoint import (
     looks_like_path,
     resolve_checkpoint,
 )
-from selfplay.config import config_from_mapping, family_defaults
+from selfplay.config import family_defaults, saved_config_from_mapping
 from selfplay.evaluate import load_agent
 from selfplay.policy import FrozenPolicy
 
@@ -161,7 +161,7 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
             if "spec" not in spec_cache:
                 game_factory(1, seed).close()
             state = load_checkpoint(path)
-            other = config_from_mapping(state["config"]).game.name
+            other = saved_config_from_mapping(state["config"]).game.name
             if other != game:
                 raise CheckpointError(f"{path} plays {other}, not {game}")
             _, agent, _ = load_agent(path, spec_cache["spec"], state)

@@ -38,7 +38,7 @@ from selfplay.config import (
     NetworkConfig,
     NormalizeConfig,
     TrainConfig,
-    config_from_mapping,
+    saved_config_from_mapping,
 )
 from selfplay.evaluate import load_weights
 from selfplay.networks import ActorCritic
@@ -139,7 +139,7 @@ def snapshot_agent(spec: GameSpec, network: NetworkConfig, normalize: NormalizeC
     not fit it (a snapshot of another network in a shared database)."""
     agent = ActorCritic(spec, network, normalize)
     try:
-        trained: TrainConfig | None = config_from_mapping(snapshot.config)
+        trained: TrainConfig | None = saved_config_from_mapping(snapshot.config)
     except (ConfigError, TypeError):  # another version's config: shapes from the weights only
         trained = None
     try:

@@ -13,6 +13,7 @@ from typing import cast
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn import functional
 
 from games.core import Box, Discrete, GameSpec, MultiDiscrete
 from selfplay.config import NetworkConfig, NormalizeConfig
@@ -117,9 +118,9 @@ class GridEncoder(nn.Module):
 
 
 class GridDecoder(nn.Module):
-    """Transposed convs back to per-cell logits ``[B, H*W, n_out]``."""
+    """Transposed convs back to per-cell logits ``[B, H*W, n_out]`` for any board ``H x W``."""
 
-    def __init__(self, channels: list[int], n_out: int, grid: tuple[int, int]) -> None:
+    def __init__(self, channels: list[int], n_out: int) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         rev = list(reversed(channels))
@@ -132,14 +133,49 @@ class GridDecoder(nn.Module):
             if not last:
                 layers.append(nn.ReLU())
         self.net = nn.Sequential(*layers)
-        self.grid = grid
 
-    def forward(self, features: Tensor) -> Tensor:
-        out = self.net(features)  # [B, n_out, H', W'] with H' >= H
-        h, w = self.grid
+    def forward(self, features: Tensor, grid: tuple[int, int]) -> Tensor:
+        out = self.net(features)  # [B, n_out, H', W'] with H' >= H, W' >= W
+        h, w = grid
         if out.shape[2:] != (h, w):
             out = out[:, :, :h, :w]
         return out.permute(0, 2, 3, 1).reshape(out.shape[0], h * w, -1)  # a view if NHWC
+
+
+class BoardPool(nn.Module):
+    """Size-agnostic critic head: the mean and the max of a grid encoder's feature map over
+    the board's cells (padding cells excluded), then an MLP to one value.
+
+    ``pad_plane`` is the input plane that is 1 on padding cells (a smaller board in a larger
+    batch grid; None: every cell is on the board). A feature cell counts when any input cell it
+    was pooled from is on the board: the on-board mask goes through the encoder's pools."""
+
+    def __init__(self, channels: int, hidden: int, stages: int, pad_plane: int | None) -> None:
+        super().__init__()
+        self.pad_plane = pad_plane
+        self.stages = stages
+        self.mlp = nn.Sequential(layer_init(nn.Linear(2 * channels, hidden)), nn.ReLU(),
+                                 layer_init(nn.Linear(hidden, 1), gain=1.0))
+
+    def on_board(self, board: Tensor) -> Tensor | None:
+        """``float [B, 1, h, w]`` 1 where a feature cell covers the board; None if no padding."""
+        if self.pad_plane is None:
+            return None
+        on = 1.0 - board[:, self.pad_plane:self.pad_plane + 1].float()
+        for _ in range(self.stages):
+            on = functional.max_pool2d(on, 3, 2, padding=1)
+        return on
+
+    def forward(self, features: Tensor, board: Tensor) -> Tensor:
+        on = self.on_board(board)
+        if on is None:
+            pooled = torch.cat([features.mean((2, 3)), features.amax((2, 3))], 1)
+        else:
+            count = on.sum((2, 3)).clamp_min(1.0)  # [B, 1]
+            mean = (features * on).sum((2, 3)) / count
+            off = (1.0 - on) * torch.finfo(features.dtype).min
+            pooled = torch.cat([mean, (features + off).amax((2, 3))], 1)
+        return cast(Tensor, self.mlp(pooled)).squeeze(-1)
 
 
 def _flat_dim(shape: tuple[int, ...]) -> int:
@@ -198,16 +234,22 @@ class ActorCritic(nn.Module):
             if not (isinstance(self.space, MultiDiscrete) and self.space.grid is not None):
                 raise ValueError("network.kind 'gridnet' needs per-cell grid actions")
             self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels)
-            self.actor_head = GridDecoder(net.channels, sum(self.space.nvec), self.space.grid)
+            self.actor_head = GridDecoder(net.channels, sum(self.space.nvec))
+            self.pooled_critic = net.grid_critic == "pool"
             if not self.shared:  # else the critic head reads the actor's encoder features
-                self.critic_torso = nn.Sequential(
-                    GridEncoder(critic_shape[0], net.channels), nn.Flatten())
-            with torch.no_grad():
-                torso = self.actor_torso if self.shared else self.critic_torso
-                flat = torso(torch.zeros(1, *critic_shape)).flatten(1).shape[1]
-            self.critic_head = nn.Sequential(
-                layer_init(nn.Linear(flat, net.hidden[-1])), nn.ReLU(),
-                layer_init(nn.Linear(net.hidden[-1], 1), gain=1.0))
+                encoder = GridEncoder(critic_shape[0], net.channels)
+                self.critic_torso = (encoder if self.pooled_critic
+                                     else nn.Sequential(encoder, nn.Flatten()))
+            if self.pooled_critic:
+                self.critic_head = BoardPool(net.channels[-1], net.hidden[-1],
+                                             len(net.channels), spec.pad_plane)
+            else:
+                with torch.no_grad():
+                    torso = self.actor_torso if self.shared else self.critic_torso
+                    flat = torso(torch.zeros(1, *critic_shape)).flatten(1).shape[1]
+                self.critic_head = nn.Sequential(
+                    layer_init(nn.Linear(flat, net.hidden[-1])), nn.ReLU(),
+                    layer_init(nn.Linear(net.hidden[-1], 1), gain=1.0))
         else:
             raise ValueError(f"unknown network.kind {kind!r}")
         self.log_std: nn.Parameter | None = None
@@ -261,7 +303,11 @@ class ActorCritic(nn.Module):
 
     def dist_params(self, obs: Tensor) -> Tensor:
         """Distribution parameters: logits ``[B, n]``, ``[B, cells, sum(nvec)]`` or means."""
-        features = self.actor_torso(obs)
+        return self._params(obs, self.actor_torso(obs))
+
+    def _params(self, obs: Tensor, features: Tensor) -> Tensor:
+        if self.kind == "gridnet":  # logits for the cells of this board, whatever its size
+            return cast(Tensor, self.actor_head(features, (obs.shape[-2], obs.shape[-1])))
         out = self.actor_head(features)
         space = self.space
         if isinstance(space, MultiDiscrete) and space.cells is not None and out.dim() == 2:
@@ -275,10 +321,11 @@ class ActorCritic(nn.Module):
         """Critic output ``[B]`` in the (possibly normalized) value space."""
         if self.shared:
             feats = obs_features if obs_features is not None else self.actor_torso(critic_in)
-            feats = feats.flatten(1)  # a grid encoder's feature map
         else:
             feats = self.critic_torso(critic_in)
-        return cast(Tensor, self.critic_head(feats)).squeeze(-1)
+        if self.kind == "gridnet" and self.pooled_critic:
+            return cast(Tensor, self.critic_head(feats, critic_in))
+        return cast(Tensor, self.critic_head(feats.flatten(1))).squeeze(-1)
 
     def value(self, critic_in: Tensor) -> Tensor:
         """Value ``[B]`` in return units."""
@@ -289,11 +336,7 @@ class ActorCritic(nn.Module):
                     critic_in: Tensor) -> tuple[ActionDist, Tensor]:
         """Distribution and normalized value in one pass (shares the torso when configured)."""
         features = self.actor_torso(obs)
-        params = self.actor_head(features)
-        space = self.space
-        if isinstance(space, MultiDiscrete) and space.cells is not None and params.dim() == 2:
-            params = params.view(params.shape[0], space.cells, -1)
-        dist = make_dist(space, params, mask, self.log_std)
+        dist = make_dist(self.space, self._params(obs, features), mask, self.log_std)
         value = self.value_normalized(critic_in, features if self.shared else None)
         return dist, value
 

@@ -28,13 +28,14 @@ from selfplay.checkpoint import (
     looks_like_path,
     resolve_checkpoint,
 )
-from selfplay.config import config_from_mapping
+from selfplay.config import saved_config_from_mapping
 from selfplay.evaluate import add_final_frame, load_agent, write_video
 from selfplay.policy import FrozenPolicy
 
 
-def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
-    """95 % Wilson score interval of a binomial proportion."""
+def wilson_interval(successes: float, trials: int, z: float = 1.959964) -> tuple[float, float]:
+    """95 % Wilson score interval of a binomial proportion (``successes`` may count draws as
+    halves)."""
     if trials == 0:
         return (0.0, 1.0)
     p = successes / trials
@@ -48,10 +49,12 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
          video: Path | None = None, seed: int = 0, num_envs: int | None = None,
          deterministic: bool = False,
          progress: Callable[[int, int], None] | None = None,
-         record: Path | None = None, shard_games: int = 100) -> dict[str, Any]:
+         record: Path | None = None, shard_games: int = 100,
+         options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Play ``games`` games of ``checkpoint`` against ``vs`` (a bot name or a checkpoint path);
     ``progress(finished, games)`` is called as games finish. A run directory (or its
-    ``checkpoints/`` folder), as either, means its newest checkpoint.
+    ``checkpoints/`` folder), as either, means its newest checkpoint. ``options`` replace game
+    options of the checkpoint's config and of the match (``max_steps``, say).
 
     Sides alternate between envs: by the game's own convention where it has one (microRTS:
     seat 0 is player 0 in even envs and player 1 in odd ones), otherwise the two players swap
@@ -71,13 +74,13 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
         raise ValueError("games must be >= 1")
     checkpoint = resolve_checkpoint(checkpoint)
     state = load_checkpoint(checkpoint)
-    config = config_from_mapping(state["config"])
+    config = saved_config_from_mapping(state["config"])
     opponent_path = _opponent_checkpoint(vs)
     envs = num_envs or min(games, 16)
     family = family_of(config.game.name)
     setup = family.match_setup(config.game.name, None if opponent_path else vs, envs, seed,
                                map_name)
-    options = {**config.game.options, **setup.options}
+    options = {**config.game.options, **setup.options, **(options or {})}
     if record is None:
         game = make_game(config.game.name, num_envs=envs, seed=seed, options=options)
     else:  # a bot playing inside the engine thinks for its seat instead
@@ -92,7 +95,7 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
         opponent_name = setup.opponent_name
         if opponent_path is not None:
             other_state = load_checkpoint(opponent_path)
-            other_game = config_from_mapping(other_state["config"]).game.name
+            other_game = saved_config_from_mapping(other_state["config"]).game.name
             if other_game != config.game.name:
                 raise CheckpointError(f"{opponent_path} plays {other_game}, not "
                                       f"{config.game.name}")

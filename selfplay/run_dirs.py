@@ -14,7 +14,7 @@ from typing import Any
 
 from games.options import to_mapping
 from selfplay.checkpoint import CheckpointError, list_checkpoints, names_checkpoint
-from selfplay.config import TrainConfig, config_from_mapping, read_yaml
+from selfplay.config import TrainConfig, read_yaml, saved_config_from_mapping
 from selfplay.tracking import RunDir
 
 # settings that do not change what a run computes: a re-run may differ in them
@@ -55,7 +55,7 @@ def same_run(run_dir: Path, config: TrainConfig) -> Path | None:
         raise FileExistsError(f"{run.path} holds checkpoints but no config.yaml, so it "
                               "cannot be resumed; pick another --run-dir")
     assert config is not None, "a new run needs its config"
-    saved = config_from_mapping(read_yaml(run.config_file))
+    saved = saved_config_from_mapping(read_yaml(run.config_file))
     if names_checkpoint(config.init_from, saved.init_from):
         config = replace(config, init_from=saved.init_from)  # the file it named at the start
     differ = config_differences(saved, config)
@@ -74,7 +74,7 @@ def saved_config(run: RunDir, config: TrainConfig | None) -> TrainConfig:
     if not run.config_file.is_file():
         raise CheckpointError(f"{run.path} is not a selfplay run directory (no config.yaml, "
                               "no checkpoint); nothing to resume")
-    saved = config_from_mapping(read_yaml(run.config_file))
+    saved = saved_config_from_mapping(read_yaml(run.config_file))
     if config is not None:
         saved = replace(saved, log=replace(saved.log, progress=config.log.progress))
     return saved

@@ -39,7 +39,7 @@ from league.db import LeagueDB
 from league.ratings import PlayerRating
 from league.snapshots import load_player_snapshot
 from league.tournament import TournamentConfig, bot_tournament, run_tournament
-from selfplay.config import config_from_mapping, read_yaml
+from selfplay.config import read_yaml, saved_config_from_mapping
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy
 
@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
 
-    run_config = config_from_mapping(read_yaml(args.run / "config.yaml"))
+    run_config = saved_config_from_mapping(read_yaml(args.run / "config.yaml"))
     options = dict(run_config.game.options)
     map_name = str(options.get("map"))
     max_steps = int(options.get("max_steps", 2000))  # type: ignore[call-overload]

@@ -21,22 +21,24 @@ if TYPE_CHECKING:
         play_bots,
         round_robin,
     )
+    from games.microrts.mixed_sizes import MixedSizeGame
     from games.microrts.workers import MicroRTSWorkers
 
 __all__ = ["BotGame", "BotGameResult", "MicroRTSOptions", "MicroRTSVecGame", "MicroRTSWorkers",
-           "ensure_engine", "find_java", "make", "play_bot_games", "play_bots",
+           "MixedSizeGame", "ensure_engine", "find_java", "make", "play_bot_games", "play_bots",
            "random_legal_actions", "round_robin", "setup", "start_jvm"]
 _LAZY = {"MicroRTSOptions": "adapter", "MicroRTSVecGame": "adapter",
          "random_legal_actions": "adapter", "BotGame": "botmatch", "BotGameResult": "botmatch",
          "play_bot_games": "botmatch", "play_bots": "botmatch", "round_robin": "botmatch",
-         "MicroRTSWorkers": "workers"}
+         "MicroRTSWorkers": "workers", "MixedSizeGame": "mixed_sizes"}
 
 
 def make(name: str = "microrts", num_envs: int = 1, seed: int | None = None,
-         **options: Any) -> MicroRTSVecGame | MicroRTSWorkers:
+         **options: Any) -> MicroRTSVecGame | MixedSizeGame | MicroRTSWorkers:
     """The registry factory: ``num_envs`` environments configured by ``options``
     (keys of :class:`~games.microrts.options.MicroRTSOptions`; an unknown key is an error)."""
-    from games.microrts.adapter import MicroRTSOptions, MicroRTSVecGame
+    from games.microrts.adapter import MicroRTSOptions
+    from games.microrts.mixed_sizes import vec_game
     from games.options import from_mapping
 
     opts = from_mapping(MicroRTSOptions, options, "game.options.")
@@ -44,7 +46,7 @@ def make(name: str = "microrts", num_envs: int = 1, seed: int | None = None,
         from games.microrts.workers import MicroRTSWorkers
 
         return MicroRTSWorkers(opts, num_envs=num_envs, seed=seed, name=name)
-    return MicroRTSVecGame(opts, num_envs=num_envs, seed=seed, name=name)
+    return vec_game(opts, num_envs=num_envs, seed=seed, name=name)
 
 
 def __getattr__(attr: str) -> Any:

@@ -21,11 +21,13 @@ games player 0's unit actions are issued before player 1's are read, so player 0
 both claim; against a bot, both sides' orders are read first and two orders for one cell cancel
 each other (the engine's default conflict rule). Sides matter. Without it, seat 0 is player 0.
 
-**Observations** ``uint8 [E, A, 29, H, W]`` one-hot planes (:data:`OBS_PLANES`): hit points
+**Observations** ``uint8 [E, A, 30, H, W]`` one-hot planes (:data:`OBS_PLANES`): hit points
 (0..4+), carried/held resources (0..4+), owner (none/own/enemy: relative to the seat), unit type
 (none, resource, base, barracks, worker, light, heavy, ranged), current action (none, move,
 harvest, return, produce, attack), walls, visible (all ones without ``partial_obs``; with it, the
-cells in sight of the seat's units, by the engine's rule; unseen cells have no other plane set).
+cells in sight of the seat's units, by the engine's rule; unseen cells have no other plane set),
+off_map (:data:`PAD_PLANE`: all zeros here; 1 on the padding cells of a smaller map in a
+mixed-size batch, :mod:`games.microrts.mixed_sizes`).
 The engine already writes ownership relative to each row's player, so a step's conversion is one
 transposing byte copy per (group, seat pattern), with no recomputation.
 With ``rotate_player1`` the board is also rotated 180 degrees for seats playing player 1 (so on
@@ -34,7 +36,7 @@ back and forth to match (cell ``i`` <-> ``HW-1-i``, directions ``d`` <-> ``(d+2)
 offset ``k`` <-> ``48-k``), touching only the cells with units. Default off: unrotated
 policies learn both sides anyway.
 
-**Global state** ``[E, A, 29, H, W]`` for a centralized critic: the unfogged board from the seat's
+**Global state** ``[E, A, 30, H, W]`` for a centralized critic: the unfogged board from the seat's
 perspective (visible plane all ones). With full observability it is the observation array
 itself. Masks come from the full game state, as in the engine, even with ``partial_obs``.
 
@@ -120,6 +122,7 @@ from games.microrts.options import (
     MASK_WIDTH,
     NUM_ENGINE_PLANES,
     OBS_PLANES,
+    PAD_PLANE,
     REWARD_COMPONENTS,
     SELFPLAY,
     EnvLayout,
@@ -130,7 +133,7 @@ from games.microrts.render import draw_board
 
 __all__ = [  # the game's interface (options and layout re-exported from options.py)
     "ACTION_GATES", "ACTION_NVEC", "DEFAULT_REWARD_WEIGHTS", "MASK_WIDTH", "NUM_ENGINE_PLANES",
-    "OBS_PLANES", "REWARD_COMPONENTS", "SELFPLAY", "EnvLayout", "MicroRTSOptions",
+    "OBS_PLANES", "PAD_PLANE", "REWARD_COMPONENTS", "SELFPLAY", "EnvLayout", "MicroRTSOptions",
     "MicroRTSVecGame", "env_layout", "random_legal_actions",
 ]
 
@@ -181,9 +184,11 @@ class MicroRTSVecGame:
 
     def __init__(self, options: MicroRTSOptions, num_envs: int, seed: int | None = None,
                  name: str = "microrts", envs: tuple[int, int] | None = None,
-                 compiled: bool | None = None) -> None:
+                 compiled: bool | None = None, env_ids: np.ndarray | None = None) -> None:
         """``envs=(start, stop)`` builds only those envs of the ``num_envs``-env layout (a
-        worker process's share, see :mod:`games.microrts.workers`). ``compiled`` picks the
+        worker process's share, see :mod:`games.microrts.workers`), ``env_ids`` only the envs
+        listed (increasing; one map size: a size group of
+        :class:`~games.microrts.mixed_sizes.MixedSizeGame`). ``compiled`` picks the
         per-step conversions: numba kernels (:mod:`games.microrts.kernels`; the default when
         numba is installed) or numpy (the reference they are tested against)."""
         if compiled and not kernels.AVAILABLE:
@@ -191,29 +196,36 @@ class MicroRTSVecGame:
         self.compiled = kernels.AVAILABLE if compiled is None else compiled
         opts = options
         layout = env_layout(opts, num_envs)
-        start, stop = envs if envs is not None else (0, num_envs)
-        if not 0 <= start < stop <= num_envs:
-            raise GameError(f"microrts: env range {start}..{stop} outside 0..{num_envs}")
-        num_envs = stop - start
+        if env_ids is None:
+            start, stop = envs if envs is not None else (0, num_envs)
+            if not 0 <= start < stop <= num_envs:
+                raise GameError(f"microrts: env range {start}..{stop} outside 0..{num_envs}")
+            env_ids = np.arange(start, stop)
+        ids = np.asarray(env_ids, np.int64)
+        num_envs = len(ids)
         self.options = opts
         self.seed = seed
-        self.map_infos: list[MapInfo] = resolve_maps(opts.maps or [opts.map])
-        self.height, self.width = self.map_infos[0].shape
+        self.map_infos: list[MapInfo] = resolve_maps(opts.maps or [opts.map], same_size=False)
+
+        # --- who plays what where: engine groups, seats' engine rows, opponents
+        self.env_map = [self.map_infos[layout.maps[e]] for e in ids.tolist()]
+        sizes = {m.shape for m in self.env_map}
+        if len(sizes) > 1:
+            raise GameError(f"microrts: maps of sizes {sorted(sizes)} in one batch: only "
+                            "games.microrts.make pads mixed sizes (MixedSizeGame)")
+        self.height, self.width = self.env_map[0].shape
         height, width, cells = self.height, self.width, self.height * self.width
         num_seats = layout.players.shape[1]
         self.num_envs, self.num_seats = num_envs, num_seats
-
-        # --- who plays what where: engine groups, seats' engine rows, opponents
-        self.env_map = [self.map_infos[k] for k in layout.maps[start:stop]]
-        self.players = layout.players[start:stop].copy()  # [E, A]
-        bot_specs = list(layout.bots[start:stop])
+        self.players = layout.players[ids].copy()  # [E, A]
+        bot_specs = [layout.bots[e] for e in ids.tolist()]
         self._engine = eng = EngineGroups(self.players, bot_specs, self.env_map, opts.partial_obs)
         self.groups = eng.groups
         self._env_slot, self._env_group = eng.env_slot, eng.env_group
         self._seat_group, self._seat_row = eng.seat_group, eng.seat_row
         self._game_state = eng.game_state
         self._opponents = opp = Opponents(
-            eng, [spec.name if spec is not None else None for spec in bot_specs], start)
+            eng, [spec.name if spec is not None else None for spec in bot_specs], ids)
         self.env_bot, self.opponent_names, self.ended_opponent_names = (
             opp.env_bot, opp.names, opp.ended)
         self._num_sp = self.env_bot.count(None)  # self-play games: envs 0.._num_sp-1 here
@@ -229,7 +241,8 @@ class MicroRTSVecGame:
                                        names=ACTION_NAMES),
             state_shape=(len(OBS_PLANES), height, width), state_dtype=np.dtype(np.uint8),
             state_is_obs=not opts.partial_obs,
-            obs_kind="grid", zero_sum=not any(opts.reward_weights[1:]), render_fps=30)
+            obs_kind="grid", zero_sum=not any(opts.reward_weights[1:]), render_fps=30,
+            pad_plane=PAD_PLANE)
         self._action_shape = (num_envs, num_seats, cells, len(ACTION_NVEC))
         self._conv = Conversions(eng, opts, self._rotated, self.env_map, self._num_sp,
                                  (height, width), self.compiled)
@@ -238,7 +251,7 @@ class MicroRTSVecGame:
         self._failed: str | None = None  # a Java exception left the games in an unknown state
         self._closed = False
         self._java_exception: type[BaseException] = Exception
-        eng.start(height, width, several_maps=len(self.map_infos) > 1)
+        eng.start(height, width, several_maps=len({m.path for m in self.env_map}) > 1)
         self._java_exception = eng.java_exception
         self._conv.link()
         # the engine's int32 buffers [R, ...] (all groups' rows), for tests and the benchmark
@@ -263,7 +276,7 @@ class MicroRTSVecGame:
             self._opponents.games_started[:] = 0
         envs = np.arange(self.num_envs)
         if self.seed is not None:
-            entropy = (self.seed, self._opponents.first_env, self.num_envs)
+            entropy = (self.seed, int(self._opponents.env_ids[0]), self.num_envs)
             bots_mod.seed_engine(int(np.random.SeedSequence(entropy).generate_state(1)[0]))
         self._opponents.install(envs)
         try:

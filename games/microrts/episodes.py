@@ -130,13 +130,13 @@ class Episodes:
         return episodes
 
     def final_board(self, e: int) -> np.ndarray | None:
-        """``uint8 [H, W, 29]``: the last position of env ``e``'s latest finished game, unfogged
+        """``uint8 [H, W, 30]``: the last position of env ``e``'s latest finished game, unfogged
         and unrotated, seen by seat 0 (``None`` if none has finished yet)."""
         flip = int(self.final_flip_of[e])
         if flip < 0:
             return None
         finals = self.final_state if self.final_state is not None else self.final_obs
-        planes = finals[flip][e, 0]  # [29, H, W] unfogged, seen by seat 0
+        planes = finals[flip][e, 0]  # [30, H, W] unfogged, seen by seat 0
         if self._conversions.rotated[e, 0]:
             planes = planes[:, ::-1, ::-1]
         return planes.transpose(1, 2, 0)

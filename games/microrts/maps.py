@@ -174,13 +174,14 @@ def resolve_map(name: str) -> MapInfo:
     return _cached_parse(str(path.resolve()), path.stat().st_mtime, path.stem)
 
 
-def resolve_maps(names: Sequence[str]) -> list[MapInfo]:
-    """Several maps that must share one size (one environment batch has one grid shape)."""
+def resolve_maps(names: Sequence[str], same_size: bool = True) -> list[MapInfo]:
+    """Several maps; with ``same_size`` they must share one size (a batch of one grid shape,
+    where no padding is wanted)."""
     if not names:
         raise GameError("no microRTS map given")
     infos = [resolve_map(n) for n in names]
     shapes = {m.shape for m in infos}
-    if len(shapes) > 1:
+    if same_size and len(shapes) > 1:
         listed = ", ".join(f"{m.name} ({m.height}x{m.width})" for m in infos)
         raise GameError(f"microRTS maps in one environment must have the same size; got {listed}")
     return infos

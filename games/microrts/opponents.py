@@ -18,15 +18,16 @@ class Opponents:
 
     ``names`` is each env's current opponent; ``ended`` the opponent of each env's last finished
     game, the one its episode statistics belong to (a swap takes over ``names`` as the next game
-    starts, before the step reporting the end returns). ``first_env``: the index of env 0 in
-    the whole layout (a worker's share), part of the bots' seeds."""
+    starts, before the step reporting the end returns). ``env_ids``: each env's index in the
+    whole layout (a worker's share, a size group), part of the bots' seeds."""
 
-    def __init__(self, engine: EngineGroups, env_bot: list[str | None], first_env: int) -> None:
+    def __init__(self, engine: EngineGroups, env_bot: list[str | None],
+                 env_ids: np.ndarray) -> None:
         self._engine = engine
         self.env_bot = env_bot
         self.names = [b if b is not None else SELFPLAY for b in env_bot]
         self.ended = list(self.names)
-        self.first_env = first_env
+        self.env_ids = env_ids
         self.games_started = np.zeros(len(env_bot), np.int64)  # per env, for bot seeds
         self._pending: dict[int, tuple[str, Any]] = {}  # env -> (name, Java bot)
 
@@ -53,7 +54,7 @@ class Opponents:
             return
         for e in envs.tolist():
             if self._engine.is_bot_env(e):
-                entropy = (seed, self.first_env + e, int(self.games_started[e]))
+                entropy = (seed, int(self.env_ids[e]), int(self.games_started[e]))
                 bot_seed = int(np.random.SeedSequence(entropy).generate_state(1)[0])
                 bots_mod.seed_bot(self._engine.bot(e), bot_seed)
         self.games_started[envs] += 1

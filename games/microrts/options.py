@@ -25,8 +25,9 @@ OBS_PLANES = (
     "type_heavy", "type_ranged",
     "action_none", "action_move", "action_harvest", "action_return", "action_produce",
     "action_attack",
-    "wall", "visible",
+    "wall", "visible", "off_map",
 )
+PAD_PLANE = OBS_PLANES.index("off_map")  # 1 outside an env's board in a mixed-size batch
 NUM_ENGINE_PLANES = 27  # the planes before "wall" come from the engine
 ACTION_NVEC = (6, 4, 4, 4, 4, 7, 49)
 ACTION_NAMES = ("type", "move", "harvest", "return", "produce", "unit_type", "attack")

@@ -32,9 +32,13 @@ def map_sha1(path: Path) -> str:
     return hashlib.sha1(path.read_bytes()).hexdigest()
 
 
+_HASHED_PLANES = OBS_PLANES.index("off_map")  # the planes of format v1's hashes
+
+
 def board_hash(board: np.ndarray, seat0_player: int) -> str:
-    """A hash of a final board ``[H, W, 29]`` seen by seat 0, as player 0 sees it."""
-    planes = np.array(board, np.uint8)
+    """A hash of a final board ``[H, W, planes]`` seen by seat 0, as player 0 sees it (the
+    planes up to ``visible``: replays recorded before the off-map plane keep their hashes)."""
+    planes = np.array(board[..., :_HASHED_PLANES], np.uint8)
     if seat0_player == 1:
         planes[..., [_OWN, _ENEMY]] = planes[..., [_ENEMY, _OWN]]
     return hashlib.sha1(planes.tobytes()).hexdigest()[:16]

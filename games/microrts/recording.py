@@ -98,7 +98,7 @@ class RecordingGame(MicroRTSVecGame):
     # ------------------------------------------------------------------ VecGame
 
     def final_board(self, e: int) -> np.ndarray | None:
-        """The last position of env ``e``'s latest finished game (``[H, W, 29]``, seen by
+        """The last position of env ``e``'s latest finished game (``[H, W, 30]``, seen by
         seat 0, unrotated), or None."""
         return self._episodes.final_board(e)
 

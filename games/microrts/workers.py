@@ -34,10 +34,10 @@ from games.microrts.adapter import (
     REWARD_COMPONENTS,
     SELFPLAY,
     MicroRTSOptions,
-    MicroRTSVecGame,
     env_layout,
 )
 from games.microrts.maps import resolve_maps
+from games.microrts.mixed_sizes import vec_game
 from games.options import from_mapping, to_mapping
 from games.pools import ignore_stop_signals
 from games.shared_arrays import ArraySpec, SharedArrays
@@ -129,7 +129,7 @@ def _serve(conn: Connection, options: dict[str, Any], num_envs: int, envs: tuple
     ignore_stop_signals()
     try:
         opts = from_mapping(MicroRTSOptions, {**options, "workers": 1}, "game.options.")
-        game = MicroRTSVecGame(opts, num_envs, seed=seed, name=name, envs=envs)
+        game = vec_game(opts, num_envs, seed=seed, name=name, envs=envs)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         conn.send(("error", _describe(exc)))
         return
@@ -188,7 +188,7 @@ class MicroRTSWorkers:
         self.alive = self.players >= 0
         self.alive.setflags(write=False)
         self.opponent_names = [b.name if b is not None else SELFPLAY for b in layout.bots]
-        map_infos = resolve_maps(options.maps or [options.map])
+        map_infos = resolve_maps(options.maps or [options.map], same_size=False)
         self.env_map = [map_infos[k] for k in layout.maps]  # as the adapter's
         self.ended_opponent_names = list(self.opponent_names)  # as the adapter's
         self._pending_names: dict[int, str] = {}  # env -> bot set_bot gave its next game

@@ -177,11 +177,13 @@ def _untrained_microrts(path: Path, seed: int, *options: str) -> Path:
 
 @pytest.fixture(scope="module")
 def microrts_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``plain`` and ``other`` (different weights) on basesWorkers8x8; ``maps`` trained on a
+    """``plain`` and ``other`` (different weights) on basesWorkers8x8, ``flat`` with the
+    size-bound critic; ``maps`` trained on a
     list of two maps without side alternation."""
     root = tmp_path_factory.mktemp("mrts")
     return {"plain": _untrained_microrts(root / "plain.pt", 0),
             "other": _untrained_microrts(root / "other.pt", 1),
+            "flat": _untrained_microrts(root / "flat.pt", 3, "network.grid_critic=flatten"),
             "maps": _untrained_microrts(
                 root / "maps.pt", 2, "game.options.maps=[basesWorkers8x8A,basesWorkers8x8B]",
                 "game.options.alternate_sides=false")}
@@ -252,14 +254,21 @@ def test_play_microrts_cli_json_human_and_video(microrts_checkpoints: dict[str, 
                      r"\(W/L/D\) 0: \d+/\d+/\d+, 1: \d+/\d+/\d+$", line), line
 
 
-def test_play_microrts_on_a_map_of_another_size(microrts_checkpoints: dict[str, Path]) -> None:
-    """An 8x8 checkpoint on a 10x10 map: one line naming both board sizes, not PyTorch's
-    state-dict dump."""
+def test_one_checkpoint_plays_every_map_size(microrts_checkpoints: dict[str, Path]) -> None:
+    """An 8x8 checkpoint (pooled critic) plays an 8x8, a 9x8 and a 16x16 map in one process;
+    a flatten-critic checkpoint on another size is one line naming both board sizes, not
+    PyTorch's state-dict dump."""
     plain = microrts_checkpoints["plain"]
+    for name in ("basesWorkers8x8", "NoWhereToRun9x8", "basesWorkers16x16"):
+        result = play(plain, "workerrush", games=2, map_name=name)
+        assert result["maps"] == [name]
+        assert result["wins"] + result["losses"] + result["draws"] == 2
+    flat = microrts_checkpoints["flat"]
+    assert play(flat, "workerrush", games=2)["games"] == 2  # its own size
     with pytest.raises(CheckpointError) as error:
-        play(plain, "workerrush", games=1, map_name="basesWorkers10x10")
-    assert re.fullmatch(rf"{re.escape(str(plain))} was trained on observations of shape "
+        play(flat, "workerrush", games=1, map_name="basesWorkers10x10")
+    assert re.fullmatch(rf"{re.escape(str(flat))} was trained on observations of shape "
                         r"\((\d+), 8, 8\) \(8x8 board\); this game gives \(\1, 10, 10\) "
                         r"\(10x10 board\): its network is tied to the board size it was "
-                        r"trained on until size-agnostic networks land", str(error.value)), \
-        str(error.value)
+                        r"trained on \(network.grid_critic: flatten; train with pool for a "
+                        r"network that plays every size\)", str(error.value)), str(error.value)

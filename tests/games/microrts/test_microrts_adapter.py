@@ -27,14 +27,14 @@ def test_spec_and_shapes_mixed(make_game) -> None:
     assert isinstance(game, VecGame)
     spec = game.spec
     assert (spec.num_envs, spec.num_seats, spec.obs_kind) == (5, 2, "grid")
-    assert spec.obs_shape == (len(OBS_PLANES), 8, 8) == (29, 8, 8)
+    assert spec.obs_shape == (len(OBS_PLANES), 8, 8) == (30, 8, 8)
     assert spec.state_shape == spec.obs_shape
     assert spec.action_space.nvec == (6, 4, 4, 4, 4, 7, 49)
     assert spec.action_space.gates == (None, (1,), (2,), (3,), (4,), (4,), (5,))
     assert spec.action_space.action_shape == (64, 7)
     assert spec.action_space.mask_shape == (64, 78)
     batch = game.reset()
-    assert batch.obs.shape == (5, 2, 29, 8, 8) and batch.obs.dtype == np.uint8
+    assert batch.obs.shape == (5, 2, 30, 8, 8) and batch.obs.dtype == np.uint8
     assert batch.action_mask.shape == (5, 2, 64, 78) and batch.action_mask.dtype == bool
     assert batch.state is batch.obs  # full observability: the state is the observation
     assert batch.reward.shape == (5, 2) and batch.reward.dtype == np.float32
@@ -52,7 +52,7 @@ def test_spec_and_shapes_mixed(make_game) -> None:
 def test_bot_only_has_one_seat(make_game) -> None:
     game = make_game(3, bots=["Passive"])
     batch = game.reset()
-    assert game.num_seats == 1 and batch.obs.shape == (3, 1, 29, 8, 8)
+    assert game.num_seats == 1 and batch.obs.shape == (3, 1, 30, 8, 8)
     assert batch.alive.all()
 
 
@@ -475,7 +475,7 @@ def test_registry_builds_microrts(engine_home) -> None:
                                                       "num_selfplay_envs": 2})
     try:
         assert game.spec.num_seats == 2
-        assert game.reset().obs.shape == (2, 2, 29, 8, 8)
+        assert game.reset().obs.shape == (2, 2, 30, 8, 8)
     finally:
         game.close()
 

@@ -14,7 +14,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from games.microrts.adapter import ACTION_NVEC, MicroRTSVecGame
+from games.microrts.adapter import ACTION_NVEC, PAD_PLANE, MicroRTSVecGame
 
 _OFFSETS = np.cumsum((0, *ACTION_NVEC))
 STEPS = 600
@@ -44,14 +44,17 @@ def scripted_actions(mask: np.ndarray, t: int) -> np.ndarray:
 
 
 def trajectory_hash(game: MicroRTSVecGame, steps: int) -> tuple[str, list[tuple[int, ...]]]:
-    """sha256 over ``steps`` steps' obs, masks, rewards (little-endian float32) and flags, and
-    the finished episodes as (env, seat, outcome, length)."""
+    """sha256 over ``steps`` steps' obs (the planes before off_map), masks, rewards
+    (little-endian float32) and flags, and the finished episodes as (env, seat, outcome,
+    length)."""
     digest = hashlib.sha256()
     episodes: list[tuple[int, ...]] = []
     batch = game.reset()
     for t in range(steps):
         assert batch.action_mask is not None
-        for array in (batch.obs, batch.action_mask, batch.reward.astype("<f4"),
+        # the planes before off_map (hashed since the first adapter); one map size: no padding
+        assert not batch.obs[:, :, PAD_PLANE].any()
+        for array in (batch.obs[:, :, :PAD_PLANE], batch.action_mask, batch.reward.astype("<f4"),
                       batch.terminated, batch.truncated):
             digest.update(np.ascontiguousarray(array).tobytes())
         batch = game.step(scripted_actions(batch.action_mask, t))
