@@ -42,8 +42,12 @@ class MicroRTSOptions:
     map: str = "basesWorkers16x16"
     """shipped map name (e.g. basesWorkers8x8) or a path to an XML map"""
     maps: list[str] = field(default_factory=list)
-    """several maps of one size spread over the envs, each played from both sides (see
-    :func:`env_layout`; overrides ``map``)"""
+    """several maps spread over the envs, each played from both sides (see :func:`env_layout`;
+    overrides ``map``); maps of different sizes are padded to the largest
+    (:mod:`games.microrts.mixed_sizes`)"""
+    map_weights: list[float] = field(default_factory=list)
+    """the share of envs on each of ``maps`` (one weight per map; empty: equal shares), e.g.
+    [1, 1, 2] puts half of the side pairs on the third map"""
     bots: list[str] = field(default_factory=lambda: ["WorkerRush"])
     """opponents of the bot envs (see games.microrts.bots), cycled over them; in training with
     ``league.bot_env_pfsp`` each bot env's next bot is drawn among them instead (set_bot)"""
@@ -80,6 +84,13 @@ class MicroRTSOptions:
             raise ValueError(f"num_selfplay_envs must be >= 0, got {self.num_selfplay_envs}")
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.map_weights:
+            if len(self.map_weights) != len(self.maps):
+                raise ValueError(f"map_weights needs one weight per map of maps ("
+                                 f"{len(self.maps)}), got {len(self.map_weights)}")
+            if min(self.map_weights) < 0 or sum(self.map_weights) <= 0:
+                raise ValueError(f"map_weights must be >= 0 with a positive sum, got "
+                                 f"{list(self.map_weights)}")
         if not 4 <= self.render_cell <= 128:
             raise ValueError(f"render_cell must be in 4..128, got {self.render_cell}")
 
@@ -102,8 +113,11 @@ def env_layout(opts: MicroRTSOptions, num_envs: int) -> EnvLayout:
     With several maps and ``alternate_sides``, both envs of a side pair share a map, so every
     map is played from both sides (cycling maps env by env would tie map ``k`` to side
     ``k % 2``). Side pair ``p`` of the bot envs plays bot ``p % len(bots)`` on map
-    ``(p + p // lcm(len(bots), len(maps))) % len(maps)``: the maps cycle with the pairs, shifted
-    by one after each common cycle, so every bot meets every map once there are enough envs.
+    ``order[p + p // lcm(len(bots), len(maps))]``: the maps follow the pairs in ``order``,
+    shifted by one after each common cycle, so every bot meets every map once there are enough
+    envs. ``order`` is :func:`map_order`: ``0, 1, ..., len(maps)-1`` repeated, or with
+    ``map_weights`` a smooth weighted round robin (each map's share of any prefix as close to
+    its weight's as whole pairs allow). Self-play pair ``i`` plays map ``order[i]``.
     """
     if num_envs < 1:
         raise GameError(f"microrts: num_envs must be >= 1, got {num_envs}")
@@ -121,16 +135,32 @@ def env_layout(opts: MicroRTSOptions, num_envs: int) -> EnvLayout:
     num_maps = max(1, len(opts.maps))
     pair = 2 if opts.alternate_sides else 1  # envs that differ only by side
     maps = [0] * num_envs
+    order = map_order(list(opts.map_weights) or [1.0] * num_maps, 2 * num_envs + 2)
     for i in range(num_sp):
         side = i % 2 if opts.alternate_sides else 0
         players[i] = (side, 1 - side)
-        maps[i] = (i // pair) % num_maps
+        maps[i] = order[i // pair]
     for j in range(num_bot):
         e = num_sp + j
         side = j % 2 if opts.alternate_sides else 0
         players[e, 0] = side
         bots[e] = bot_specs[(j // pair) % len(bot_specs)]
         step = j // pair
-        maps[e] = (step + step // math.lcm(len(bot_specs), num_maps)) % num_maps
+        maps[e] = order[step + step // math.lcm(len(bot_specs), num_maps)]
     return EnvLayout(players, bots, maps)
+
+
+def map_order(weights: list[float], length: int) -> list[int]:
+    """``length`` map indices by smooth weighted round robin: each step every map gains its
+    weight and the richest map (the first on ties) is picked and pays the total. Equal weights
+    give ``0, 1, ..., n-1`` repeated."""
+    total = sum(weights)
+    credit = [0.0] * len(weights)
+    order = []
+    for _ in range(length):
+        credit = [c + w for c, w in zip(credit, weights, strict=True)]
+        k = max(range(len(credit)), key=lambda i: (credit[i], -i))
+        credit[k] -= total
+        order.append(k)
+    return order
 

@@ -124,3 +124,24 @@ def test_workers_match_one_process(engine_home) -> None:
     finally:
         one.close()
         two.close()
+
+
+def test_map_weights_share_the_envs(engine_home) -> None:
+    """``map_weights`` [1, 1, 2]: half the side pairs on the third map, both sides of each;
+    without weights the layout is the equal cycle it always was."""
+    from games.microrts.options import env_layout
+
+    opts = MicroRTSOptions(maps=MAPS, map_weights=[1, 1, 2], num_selfplay_envs=16,
+                           bots=["WorkerRush"])
+    layout = env_layout(opts, 24)
+    sp = np.array(layout.maps[:16])
+    assert np.bincount(sp, minlength=3).tolist() == [4, 4, 8]
+    assert (sp[0::2] == sp[1::2]).all()  # a side pair shares its map
+    bot = np.array(layout.maps[16:])
+    assert np.bincount(bot, minlength=3).tolist() == [2, 2, 4]
+    equal = env_layout(MicroRTSOptions(maps=MAPS, num_selfplay_envs=6, bots=["WorkerRush"]), 12)
+    assert equal.maps == [0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2]
+    with pytest.raises(ValueError, match="map_weights needs one weight per map of maps"):
+        MicroRTSOptions(maps=MAPS, map_weights=[1, 2])
+    with pytest.raises(ValueError, match="map_weights must be >= 0"):
+        MicroRTSOptions(maps=MAPS, map_weights=[1, -1, 1])

@@ -1,0 +1,79 @@
+"""Training on microRTS maps of several sizes at once: padding cells never reach the losses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from games.microrts.options import PAD_PLANE
+from selfplay.config import build_config
+from selfplay.networks import BoardPool
+from selfplay.train import build_trainer
+
+MAPS = "[basesWorkers8x8A,NoWhereToRun9x8,basesWorkers10x10]"
+
+
+def test_padded_cells_get_no_gradient_and_no_log_prob() -> None:
+    """Two PPO updates on a batch of 8x8, 9x8 and 10x10 maps padded to 10x10: the gradient of
+    the loss reaches the per-cell logits of board cells (units acting) and never those of
+    padding cells, so no padding cell has a log-prob, an entropy or a value share."""
+    config = build_config("microrts", overrides=[
+        "game.num_envs=6", f"game.options.maps={MAPS}", "game.options.bots=[WorkerRush]",
+        "game.options.num_selfplay_envs=2", "game.options.max_steps=60", "ppo.num_steps=32",
+        "ppo.num_minibatches=2", "ppo.update_epochs=1", "league.enabled=false",
+        "log.progress=false", "log.tensorboard=false", "network.channels=[8,16]",
+        "network.hidden=[16]"], total_steps=6 * 32 * 2)
+    trainer = build_trainer(config, None)
+    agent = trainer.agent
+    seen: dict[str, Any] = {"obs": None, "pad": 0.0, "board": 0.0, "checked": 0}
+
+    def keep_obs(_: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+        seen["obs"] = inputs[0]
+
+    def watch_logits(_: torch.nn.Module, __: Any, logits: torch.Tensor) -> None:
+        if not logits.requires_grad:
+            return  # acting: no gradient
+        padding = seen["obs"][:, PAD_PLANE].flatten(1).bool()  # [B, H*W]
+        assert padding.any(), "no padded row in the minibatch"
+
+        def check(grad: torch.Tensor) -> None:
+            per_cell = grad.abs().sum(-1)  # [B, H*W]
+            seen["pad"] += float(per_cell[padding].sum())
+            seen["board"] += float(per_cell[~padding].sum())
+            seen["checked"] += 1
+
+        logits.register_hook(check)
+
+    agent.actor_torso.register_forward_pre_hook(keep_obs)
+    agent.actor_head.register_forward_hook(watch_logits)
+    try:
+        assert trainer.spec.obs_shape[1:] == (10, 10)
+        for _ in range(2):
+            trainer.run_update()
+    finally:
+        trainer.game.close()
+    assert seen["checked"] >= 4  # 2 updates x 2 minibatches
+    assert seen["board"] > 0, "the loss never reached a board cell: the check cannot fail"
+    assert seen["pad"] == 0.0
+
+
+def test_board_pool_ignores_padding_features() -> None:
+    """The pooled critic's value does not move when features outside the board change, and
+    their gradient is exactly zero; features on the board do move it."""
+    torch.manual_seed(0)
+    pool = BoardPool(channels=4, hidden=8, stages=2, pad_plane=0)
+    board = torch.zeros(2, 3, 16, 16)
+    board[0, 0, :, 9:] = 1  # row 0: a 16x9 board padded to 16x16
+    board[0, 0, 9:, :] = 1  # ... and to 9 rows: a 9x9 board
+    features = torch.randn(2, 4, 4, 4, requires_grad=True)
+    value = pool(features, board)
+    value.sum().backward()
+    on = pool.on_board(board)
+    assert on is not None and on[1].all() and not on[0].all()
+    off = ~on.bool().expand_as(features)
+    assert features.grad is not None
+    assert (features.grad[off] == 0).all() and features.grad[~off].abs().sum() > 0
+    changed = features.detach().clone()
+    changed[off] += 5.0
+    assert torch.equal(pool(changed, board), value.detach())
