@@ -365,6 +365,21 @@ class SupportsRecording(Protocol):
 class MapInfoLike(Protocol):
     name: str
 
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The board's ``(height, width)``."""
+        ...
+
+
+def trained_boards(game: object, spec: GameSpec) -> dict[str, list[int]]:
+    """What a checkpoint records of the boards it learned on: ``{map name: [height, width]}``
+    for games with maps, ``{"": [height, width]}`` for other grid games, else empty."""
+    if isinstance(game, HasMaps):
+        return {m.name: list(m.shape) for m in game.env_map}
+    if spec.obs_kind == "grid" and len(spec.obs_shape) == 3:
+        return {"": list(spec.obs_shape[1:])}
+    return {}
+
 
 @runtime_checkable
 class HasMaps(Protocol):

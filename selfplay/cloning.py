@@ -37,6 +37,7 @@ from games.core import (
     SupportsState,
     SupportsTeachers,
     VecGame,
+    trained_boards,
 )
 from games.options import to_mapping
 from selfplay.acting import EpisodeLog, Timer, bootstrap_truncated
@@ -361,6 +362,7 @@ class Cloner:
         return {
             "game": self.spec.name,
             "config": to_mapping(self.config),
+            "boards": trained_boards(game, self.spec),
             "agent": self.agent.state_dict(),
             "algorithm": "bc",
             "optimizer": self.optimizer.state_dict(),

@@ -125,7 +125,7 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
     low, high = wilson_interval(counts["wins"], len(outcomes))
     return {"checkpoint": str(checkpoint), "opponent": opponent_name or vs,
             "game": config.game.name, "map": maps[0] if len(maps) == 1 else None,
-            "maps": maps, **counts,
+            "maps": maps, "trained_on": state.get("boards"), **counts,
             "win_rate": counts["wins"] / len(outcomes), "ci95": [low, high],
             "sides": [_counts(outcomes[sides == k]) for k in range(int(sides.max()) + 1)],
             "video": str(video) if video is not None else None,

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from games.core import Batch, EpisodeStats, GameSpec, SupportsState, VecGame
+from games.core import Batch, EpisodeStats, GameSpec, SupportsState, VecGame, trained_boards
 from games.options import to_mapping
 from selfplay.acting import Actor, EpisodeListener, EpisodeLog, Seats, Timer
 from selfplay.allocator import keep_freed_memory
@@ -245,6 +245,7 @@ class Trainer:
         return {
             "game": self.spec.name,
             "config": to_mapping(self.config),
+            "boards": trained_boards(game, self.spec),
             "agent": self.agent.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "counters": {"global_step": self.global_step, "update": self.update},

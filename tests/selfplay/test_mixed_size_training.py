@@ -77,3 +77,21 @@ def test_board_pool_ignores_padding_features() -> None:
     changed = features.detach().clone()
     changed[off] += 5.0
     assert torch.equal(pool(changed, board), value.detach())
+
+
+def test_checkpoint_records_its_boards(tmp_path) -> None:
+    """A run on three map sizes saves them with its checkpoints: {map: [height, width]}."""
+    from games.files import load_checkpoint
+    from selfplay.checkpoint import resolve_checkpoint
+    from selfplay.train import run_training
+
+    config = build_config("microrts", overrides=[
+        "game.num_envs=6", f"game.options.maps={MAPS}", "game.options.num_selfplay_envs=6",
+        "game.options.max_steps=60", "ppo.num_steps=16", "ppo.num_minibatches=1",
+        "ppo.update_epochs=1", "league.enabled=false", "log.progress=false",
+        "log.tensorboard=false", "network.channels=[8]", "network.hidden=[8]"],
+        total_steps=6 * 16)
+    run_training(config, run_dir=tmp_path / "run")
+    state = load_checkpoint(resolve_checkpoint(tmp_path / "run"))
+    assert state["boards"] == {"basesWorkers8x8A": [8, 8], "NoWhereToRun9x8": [8, 9],
+                               "basesWorkers10x10": [10, 10]}
