@@ -131,6 +131,11 @@ class Family:
         :class:`GameError` naming the known bots for an unknown one."""
         raise GameError(f"{game} has no scripted opponents; play another checkpoint")
 
+    def map_options(self, game: str, map_name: str) -> dict[str, Any]:
+        """The game options that play ``map_name`` instead of the configured map(s); a
+        :class:`GameError` for a family without maps."""
+        raise GameError(f"game {game!r} has no maps; drop --map")
+
     def match_setup(self, game: str, bot: str | None, num_envs: int, seed: int,
                     map_name: str | None = None) -> MatchSetup:
         """Options (and scripted policy) for ``num_envs`` games of ``game`` against ``bot``;

@@ -101,7 +101,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         raise UserError("--episodes must be >= 1")
     result = evaluate(args.checkpoint, args.episodes, _video_path(args.video),
-                      deterministic=args.deterministic, seed=seed_flag(args.seed))
+                      deterministic=args.deterministic, seed=seed_flag(args.seed),
+                      map_name=args.map)
     human = (f"{result['game']}: mean return {result['mean_return']:.2f} "
              f"± {result['std_return']:.2f} over {result['episodes']} episodes")
     if result["video"]:
@@ -299,6 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--video", help="write one episode to this .mp4/.gif")
     ev.add_argument("--deterministic", action="store_true", help="take the most likely action")
     ev.add_argument("--seed", type=int)
+    ev.add_argument("--map", help="play this map instead of the training's (microRTS)")
     ev.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     ev.set_defaults(func=cmd_eval)
 

@@ -196,17 +196,24 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
 
 def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = None,
              deterministic: bool = False, seed: int | None = None,
-             num_envs: int | None = None) -> dict[str, Any]:
+             num_envs: int | None = None, map_name: str | None = None) -> dict[str, Any]:
     """Mean/std return of a checkpoint's policy over ``episodes`` episodes (a run directory,
-    or its ``checkpoints/`` folder, means its newest checkpoint)."""
+    or its ``checkpoints/`` folder, means its newest checkpoint), on its training's game or
+    on ``map_name`` (games with maps)."""
     checkpoint = resolve_checkpoint(checkpoint)
     state = load_checkpoint(checkpoint)
     config = saved_config_from_mapping(state["config"])
     options = dict(config.game.options)
-    if video is not None:
-        options["render"] = True
+    family = family_of(config.game.name)
     envs = num_envs or (1 if video is not None else min(episodes, 8))
     eval_seed = seed if seed is not None else config.seed + 10_000
+    if family.two_player:  # the policy plays every seat of every env
+        options.update(family.match_setup(config.game.name, None, envs, eval_seed,
+                                          map_name).options)
+    elif map_name is not None:
+        options.update(family.map_options(config.game.name, map_name))
+    if video is not None:
+        options["render"] = True
     game = make_game(config.game.name, num_envs=envs, seed=eval_seed, options=options)
     try:
         _, agent, _ = load_agent(checkpoint, game.spec, state)

@@ -303,9 +303,10 @@ class ActorCritic(nn.Module):
 
     def dist_params(self, obs: Tensor) -> Tensor:
         """Distribution parameters: logits ``[B, n]``, ``[B, cells, sum(nvec)]`` or means."""
-        return self._params(obs, self.actor_torso(obs))
+        return self.params_from_features(obs, self.actor_torso(obs))
 
-    def _params(self, obs: Tensor, features: Tensor) -> Tensor:
+    def params_from_features(self, obs: Tensor, features: Tensor) -> Tensor:
+        """Distribution parameters from the actor torso's ``features`` of ``obs``."""
         if self.kind == "gridnet":  # logits for the cells of this board, whatever its size
             return cast(Tensor, self.actor_head(features, (obs.shape[-2], obs.shape[-1])))
         out = self.actor_head(features)
@@ -336,7 +337,7 @@ class ActorCritic(nn.Module):
                     critic_in: Tensor) -> tuple[ActionDist, Tensor]:
         """Distribution and normalized value in one pass (shares the torso when configured)."""
         features = self.actor_torso(obs)
-        dist = make_dist(self.space, self._params(obs, features), mask, self.log_std)
+        dist = make_dist(self.space, self.params_from_features(obs, features), mask, self.log_std)
         value = self.value_normalized(critic_in, features if self.shared else None)
         return dist, value
 

@@ -47,7 +47,7 @@ def bound_update(cloner: Cloner) -> float:
         for first in range(0, size - minibatch + 1, minibatch):
             mb = b_obs[perm[first:first + minibatch]]
             features = agent.actor_torso(mb)
-            logits = agent.actor_head(features)
+            logits = agent.params_from_features(mb, features)
             value = agent.value_normalized(mb, features if agent.shared else None)
             loss = logits.float().mean() + value.mean()
             optimizer.zero_grad()

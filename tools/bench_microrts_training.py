@@ -81,7 +81,7 @@ class ComputeBound:
             for sel in self.acting:
                 obs = self.obs[sel]
                 features = agent.actor_torso(obs)
-                agent.actor_head(features)
+                agent.params_from_features(obs, features)
                 agent.value_normalized(obs if self.critic is self.obs else self.critic[sel],
                                        features if agent.shared else None)
 
@@ -95,7 +95,7 @@ class ComputeBound:
                 mb = perm[start:start + self.minibatch]
                 obs = self.obs[mb]
                 features = agent.actor_torso(obs)
-                logits = agent.actor_head(features)
+                logits = agent.params_from_features(obs, features)
                 value = agent.value_normalized(obs if self.critic is self.obs else self.critic[mb],
                                                features if agent.shared else None)
                 loss = logits.float().mean() + value.mean()

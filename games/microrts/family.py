@@ -30,6 +30,11 @@ class MicroRTSFamily(Family):
 
         return bot_names()
 
+    def map_options(self, game: str, map_name: str) -> dict[str, Any]:
+        """One map for every env: ``map`` set, a training's ``maps`` list and its weights
+        dropped."""
+        return {"map": map_name, "maps": [], "map_weights": []}
+
     def match_setup(self, game: str, bot: str | None, num_envs: int, seed: int,
                     map_name: str | None = None) -> MatchSetup:
         """Matches alternate sides even where training did not (``alternate_sides``); a
@@ -37,7 +42,7 @@ class MicroRTSFamily(Family):
         bot env: the bot plays inside the engine and the game has one seat."""
         options: dict[str, Any] = {"alternate_sides": True}
         if map_name is not None:
-            options.update(map=map_name, maps=[])
+            options.update(self.map_options(game, map_name))
         if bot is None:
             return MatchSetup({**options, "num_selfplay_envs": num_envs})
         from games.microrts.bots import resolve_bot
@@ -86,7 +91,8 @@ class MicroRTSFamily(Family):
         from games.microrts.match_runner import PolicyMatchRunner
 
         options = {**conditions.options,
-                   **({"map": conditions.map_name} if conditions.map_name else {})}
+                   **(self.map_options(game, conditions.map_name) if conditions.map_name
+                      else {})}
         return PolicyMatchRunner(policies, options, num_envs=conditions.num_envs,
                                  seed=conditions.seed, record=record)
 

@@ -137,7 +137,12 @@ def test_board_size_mismatch_message() -> None:
     assert shape_mismatch("a.pt", spec, (27, 16, 16), None) == (
         "a.pt was trained on observations of shape (27, 16, 16) (16x16 board); this game "
         "gives (27, 8, 8) (8x8 board): its network is tied to the board size it was trained "
-        "on until size-agnostic networks land")
+        "on (network.grid_critic: flatten; train with pool for a network that plays every "
+        "size)")
+    assert shape_mismatch("a.pt", spec, (26, 8, 8), None) == (
+        "a.pt was trained on 26 observation planes; this game gives 27 (the game's "
+        "observation changed since): retrain it, or play it with the version of selfplay that "
+        "trained it")
     assert shape_mismatch("a.pt", spec, (27, 8, 8), (64, 7)) == (
         "a.pt was trained on actions of shape (64, 7); this game takes (): its network "
         "outputs only the actions it was trained on")

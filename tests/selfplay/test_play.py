@@ -184,6 +184,9 @@ def microrts_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     return {"plain": _untrained_microrts(root / "plain.pt", 0),
             "other": _untrained_microrts(root / "other.pt", 1),
             "flat": _untrained_microrts(root / "flat.pt", 3, "network.grid_critic=flatten"),
+            "mixed": _untrained_microrts(
+                root / "mixed.pt", 4, "game.options.maps=[basesWorkers8x8A,NoWhereToRun9x8]",
+                "game.options.map_weights=[1,3]"),
             "maps": _untrained_microrts(
                 root / "maps.pt", 2, "game.options.maps=[basesWorkers8x8A,basesWorkers8x8B]",
                 "game.options.alternate_sides=false")}
@@ -272,3 +275,21 @@ def test_one_checkpoint_plays_every_map_size(microrts_checkpoints: dict[str, Pat
                         r"\(10x10 board\): its network is tied to the board size it was "
                         r"trained on \(network.grid_critic: flatten; train with pool for a "
                         r"network that plays every size\)", str(error.value)), str(error.value)
+
+
+def test_mixed_size_checkpoint_plays_its_maps_and_any_map(
+        microrts_checkpoints: dict[str, Path]) -> None:
+    """A checkpoint trained on weighted maps of two sizes plays its own list (padded to 8x9)
+    and, with --map, one map of a third size (its weights dropped with its list); eval takes
+    --map too."""
+    from selfplay.evaluate import evaluate
+
+    mixed = microrts_checkpoints["mixed"]
+    own = play(mixed, "workerrush", games=4)
+    assert sorted(own["maps"]) == ["NoWhereToRun9x8", "basesWorkers8x8A"]
+    assert own["wins"] + own["losses"] + own["draws"] == 4
+    other = play(mixed, "workerrush", games=2, map_name="basesWorkers10x10")
+    assert other["maps"] == ["basesWorkers10x10"]
+    assert other["trained_on"] is None  # saved without a run: no boards recorded
+    result = evaluate(mixed, episodes=2, map_name="NoWhereToRun9x8")
+    assert result["episodes"] == 2
