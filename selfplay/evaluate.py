@@ -77,6 +77,7 @@ def load_weights(agent: ActorCritic, weights: Mapping[str, Any], spec: GameSpec,
     built with the training config.
     """
     own = agent.state_dict()
+    weights = with_pad_plane(weights, own, spec)
     resized = any(isinstance(value, torch.Tensor) and key in own
                   and value.shape != own[key].shape for key, value in weights.items())
     if resized:
@@ -88,6 +89,26 @@ def load_weights(agent: ActorCritic, weights: Mapping[str, Any], spec: GameSpec,
     except (RuntimeError, KeyError, ValueError) as exc:
         raise CheckpointError(f"{source} does not match the network of game {spec.name}: "
                               f"{_first_difference(exc)}") from exc
+
+
+def with_pad_plane(weights: Mapping[str, Any], own: Mapping[str, Any], spec: GameSpec
+                   ) -> Mapping[str, Any]:
+    """Weights saved before the game's padding plane (``spec.pad_plane``, appended after the
+    planes they read) with a zero input weight for it: exactly the saved network on boards
+    without padding, where that plane is all zeros. Other weights are returned as they are."""
+    plane = spec.pad_plane
+    if plane is None:
+        return weights
+    upgraded = dict(weights)
+    for key, value in weights.items():
+        target = own.get(key)
+        if (isinstance(value, torch.Tensor) and isinstance(target, torch.Tensor)
+                and value.dim() == target.dim() == 4 and value.shape[1] == plane
+                and target.shape[1] == plane + 1
+                and (value.shape[0], *value.shape[2:]) == (target.shape[0], *target.shape[2:])):
+            zero = value.new_zeros((value.shape[0], 1, *value.shape[2:]))
+            upgraded[key] = torch.cat([value, zero], 1)  # an input conv's weight [out, in, k, k]
+    return upgraded
 
 
 def _first_difference(exc: BaseException) -> str:

@@ -23,8 +23,13 @@ Differences from that benchmark: its rushes were POWorkerRush and POLightRush (w
 observability, as in the competition; ``--bots POWorkerRush,POLightRush,CoacAI,Mayari``
 replays that, and their published figures are shown for either spelling); its unit type
 table was ``VERSION_ORIGINAL_FINETUNED`` (our engine uses the default one); our players get
-no 100 ms per-cycle limit. A checkpoint loads only where its network fits the map's board
-(today: the size it was trained on); elsewhere the loader's one-line error ends the run.
+no 100 ms per-cycle limit. A checkpoint with the pooled critic (``network.grid_critic:
+pool``, the default) plays every map; one with the flatten critic only its own board size
+(elsewhere the loader's one-line error ends the run).
+
+Zero-shot: maps the checkpoint never trained on (its recorded ``boards``, else its config's
+maps) and bots it never met in training (its config's bot envs) are marked ``*``, and the
+means over those cells and over the others are reported apart.
 """
 
 from __future__ import annotations
@@ -209,12 +214,26 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
-def summary(cells: dict[tuple[str, str], Cell], maps: list[str], bots: list[str]
-            ) -> dict[str, Any]:
+def trained_on(state: dict[str, Any], options: dict[str, Any], num_envs: int
+               ) -> tuple[set[str], set[str]]:
+    """The maps and the engine bots a checkpoint met in training (``state``: the checkpoint;
+    ``options`` and ``num_envs``: its config's game)."""
+    boards = state.get("boards")
+    if isinstance(boards, dict) and boards:
+        maps = {str(m) for m in boards}
+    else:
+        maps = {resolve_map(str(m)).name for m in (options.get("maps") or [options["map"]])}
+    has_bot_envs = num_envs > int(options.get("num_selfplay_envs") or 0)
+    bots = {resolve_bot(str(b)).name for b in (options.get("bots") or []) if has_bot_envs}
+    return maps, bots
+
+
+def summary(cells: dict[tuple[str, str], Cell], maps: list[str], bots: list[str],
+            seen: tuple[set[str], set[str]] = (set(), set())) -> dict[str, Any]:
     """Every figure: the cells (with 95 % Wilson intervals of the win rate, draws half), the
     per-map and per-bot means of the cells' win rates and the overall mean, and the published
     figures beside them (a mean's only over the paper's own maps or bots)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for m in maps:
         for b in bots:
             c = cells[(m, b)]
@@ -222,7 +241,8 @@ def summary(cells: dict[tuple[str, str], Cell], maps: list[str], bots: list[str]
             rows.append({"map": m, "bot": b, "games": c.games, "wins": c.wins,
                          "draws": c.draws, "losses": c.losses, "win_rate": c.rate,
                          "ci95": [low, high], "sides": c.sides,
-                         "seconds": round(c.seconds, 1), "published": published(m, b)})
+                         "seconds": round(c.seconds, 1), "published": published(m, b),
+                         "zero_shot": m not in seen[0] or b not in seen[1]})
     columns = [_COLUMN.get(b, b) for b in bots]
     all_bots = sorted(columns) == sorted(BOTS)
     all_maps = sorted(maps) == sorted(MAPS)
@@ -236,6 +256,11 @@ def summary(cells: dict[tuple[str, str], Cell], maps: list[str], bots: list[str]
                       for b, col in zip(bots, columns, strict=True)},
         "overall": {"win_rate": _mean([c.rate for c in cells.values()]),
                     "published": PUBLISHED_OVERALL if all_bots and all_maps else None},
+        "zero_shot": {"cells": sum(r["zero_shot"] for r in rows),
+                      "win_rate": _mean([r["win_rate"] for r in rows if r["zero_shot"]])},
+        "trained": {"cells": sum(not r["zero_shot"] for r in rows),
+                    "win_rate": _mean([r["win_rate"] for r in rows if not r["zero_shot"]])},
+        "trained_maps": sorted(seen[0]), "trained_bots": sorted(seen[1]),
     }
 
 
@@ -245,9 +270,11 @@ def _pub(value: int | None) -> str:
 
 def table(figures: dict[str, Any], maps: list[str], bots: list[str]) -> str:
     """The maps x bots table: each cell ``win% [95 % interval] W-D-L | published%``."""
-    width = max(len(m) for m in [*maps, "mean"]) + 2
+    seen_maps, seen_bots = set(figures["trained_maps"]), set(figures["trained_bots"])
+    width = max(len(m) for m in [*maps, "mean"]) + 3
     cell_w = 30
-    lines = [f"{'map':<{width}}" + "".join(f"{b:<{cell_w}}" for b in bots) + "mean"]
+    lines = [f"{'map':<{width}}" + "".join(f"{_star(b, seen_bots):<{cell_w}}" for b in bots)
+             + "mean"]
     by_cell = {(r["map"], r["bot"]): r for r in figures["cells"]}
     for m in maps:
         text = []
@@ -256,26 +283,40 @@ def table(figures: dict[str, Any], maps: list[str], bots: list[str]) -> str:
             low, high = r["ci95"]
             text.append(f"{100 * r['win_rate']:5.1f} [{100 * low:.0f}-{100 * high:.0f}] "
                         f"{r['wins']}-{r['draws']}-{r['losses']} | {_pub(r['published'])}")
-        lines.append(f"{m:<{width}}" + "".join(f"{t:<{cell_w}}" for t in text)
+        lines.append(f"{_star(m, seen_maps):<{width}}" + "".join(f"{t:<{cell_w}}" for t in text)
                      + _mean_text(figures["map_means"][m]))
     means = [_mean_text(figures["bot_means"][b]) for b in bots]
     lines.append(f"{'mean':<{width}}" + "".join(f"{t:<{cell_w}}" for t in means)
                  + _mean_text(figures["overall"]))
+    zero, known = figures["zero_shot"], figures["trained"]
+    lines.append(f"\n* never met in training. Zero-shot cells (a map or a bot never met): "
+                 f"{zero['cells']}, mean {_percent(zero['win_rate'])}; cells of trained maps "
+                 f"and bots: {known['cells']}, mean {_percent(known['win_rate'])}")
     return "\n".join(lines)
+
+
+def _star(name: str, seen: set[str]) -> str:
+    return name if name in seen else f"{name}*"
+
+
+def _percent(rate: float) -> str:
+    return "-" if math.isnan(rate) else f"{100 * rate:.1f} %"
 
 
 def _mean_text(mean: dict[str, Any]) -> str:
     return f"{100 * mean['win_rate']:5.1f} | {_pub(mean['published'])}"
 
 
-def _checked_checkpoint(spec: str) -> Path:
-    """The checkpoint file ``spec`` names, loaded once here so that a missing, corrupt or
-    non-microRTS checkpoint is a one-line :class:`CheckpointError` before any game."""
+def _checked_checkpoint(spec: str) -> tuple[Path, tuple[set[str], set[str]]]:
+    """The checkpoint file ``spec`` names and the maps and bots it trained on, loaded once
+    here so that a missing, corrupt or non-microRTS checkpoint is a one-line
+    :class:`CheckpointError` before any game."""
     path = resolve_checkpoint(spec)
-    config, _ = trained_config(load_checkpoint(path), path)
+    state = load_checkpoint(path)
+    config, _ = trained_config(state, path)
     if family_of(config.game.name).name != "microrts":
         raise CheckpointError(f"{path} plays {config.game.name}, not microrts")
-    return path
+    return path, trained_on(state, dict(config.game.options), config.game.num_envs)
 
 
 def _names(value: str, what: str) -> list[str]:
@@ -317,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             info = resolve_map(spec)
             maps.setdefault(info.name, (spec, info))
         bots = list(dict.fromkeys(resolve_bot(b).name for b in _names(args.bots, "bots")))
-        checkpoint = _checked_checkpoint(args.checkpoint)
+        checkpoint, seen = _checked_checkpoint(args.checkpoint)
         out = args.json
         if out is not None and (out.is_dir() or out.parent.exists()
                                 and not os.access(out.parent, os.W_OK)):
@@ -337,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
 
         run(str(checkpoint), shares, args.deterministic, processes, on_result)
-        figures = summary(cells, list(maps), bots)
+        figures = summary(cells, list(maps), bots, seen)
     except (GameError, CheckpointError, OptionError, ConfigError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

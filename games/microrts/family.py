@@ -112,6 +112,7 @@ class MicroRTSFamily(Family):
 
         opts = from_mapping(MicroRTSOptions, options, "game.options.")
         opts = replace(opts, num_selfplay_envs=num_envs, bots=[], workers=1)
+        _one_size(opts, "recording (--record)")
         if bot is None:
             return RecordingGame(opts, num_envs, seed=seed, name=game)
         from games.microrts.bots import resolve_bot
@@ -148,6 +149,7 @@ class MicroRTSFamily(Family):
 
         opts = from_mapping(MicroRTSOptions, options, "game.options.")
         opts = replace(opts, num_selfplay_envs=num_envs, bots=[], workers=1)
+        _one_size(opts, "behaviour cloning")
         if teachers.replays is not None:
             from games.microrts.replays import ReplayGame, replay_logs
 
@@ -177,6 +179,19 @@ class MicroRTSFamily(Family):
 
         report = to_mapping(setup(quiet=quiet))
         return report if isinstance(report, dict) else {}
+
+
+def _one_size(options: Any, what: str) -> None:
+    """A one-line :class:`GameError` when ``options.maps`` mixes board sizes: ``what`` plays
+    one grid (its replays are of one size)."""
+    from games.microrts.maps import resolve_maps
+
+    infos = resolve_maps(options.maps or [options.map], same_size=False)
+    sizes = sorted({f"{m.height}x{m.width}" for m in infos})
+    if len(sizes) > 1:
+        raise GameError(f"{what} plays maps of one size; game.options.maps mixes "
+                        f"{', '.join(sizes)}: pick one size (--map, or --set "
+                        f"game.options.maps=[...]), then train on all with --init-from")
 
 
 FAMILIES = (MicroRTSFamily(),)

@@ -293,3 +293,56 @@ def test_mixed_size_checkpoint_plays_its_maps_and_any_map(
     assert other["trained_on"] is None  # saved without a run: no boards recorded
     result = evaluate(mixed, episodes=2, map_name="NoWhereToRun9x8")
     assert result["episodes"] == 2
+
+
+def test_checkpoint_from_before_the_off_map_plane_plays_its_own_size(tmp_path: Path) -> None:
+    """A network saved before size-agnostic networks (29 observation planes, flatten critic,
+    no grid_critic key in its config) loads with a zero weight for the off_map plane: it plays
+    its board exactly as it did, and plays games."""
+    from dataclasses import replace
+
+    import torch
+
+    from games.options import to_mapping
+    from games.registry import make_game
+    from selfplay.checkpoint import save_checkpoint
+    from selfplay.config import build_config
+    from selfplay.evaluate import load_agent
+    from selfplay.networks import ActorCritic
+
+    config = build_config("microrts", overrides=[
+        "game.options.map=basesWorkers8x8", "game.options.max_steps=100",
+        "network.channels=[8,16]", "network.hidden=[16]", "network.grid_critic=flatten"])
+    game = make_game("microrts", num_envs=1, seed=0,
+                     options={**config.game.options, "num_selfplay_envs": 0})
+    spec = game.spec
+    game.close()
+    old_spec = replace(spec, obs_shape=(29, 8, 8), state_shape=(29, 8, 8), pad_plane=None)
+    torch.manual_seed(5)
+    old = ActorCritic(old_spec, config.network, config.normalize)
+    mapping = to_mapping(config)
+    del mapping["network"]["grid_critic"]  # as saved then
+    path = save_checkpoint(tmp_path / "old.pt", {"config": mapping, "agent": old.state_dict()})
+
+    _, agent, _ = load_agent(path, spec)
+    obs = (torch.rand(4, 30, 8, 8) < 0.2).float()
+    obs[:, 29] = 0  # no padding on its own board
+    with torch.no_grad():
+        assert torch.equal(agent.dist_params(obs), old.dist_params(obs[:, :29]))
+        assert torch.equal(agent.value(obs), old.value(obs[:, :29]))
+    result = play(path, "workerrush", games=2)
+    assert result["wins"] + result["losses"] + result["draws"] == 2
+
+
+def test_tournament_of_8x8_checkpoints_on_a_9x8_map(microrts_checkpoints: dict[str, Path],
+                                                   tmp_path: Path) -> None:
+    """League tournaments take --map of any size: two 8x8 checkpoints and a bot on
+    NoWhereToRun9x8 (checkpoint against checkpoint, and against the engine bot)."""
+    from selfplay.league_commands import tournament
+
+    result = tournament("microrts", [str(microrts_checkpoints["plain"]),
+                                     str(microrts_checkpoints["other"]), "workerrush"],
+                        str(tmp_path / "league.db"), games_per_pair=2, until_sigma=None,
+                        map_name="NoWhereToRun9x8", num_envs=2, seed=1, quiet=True,
+                        max_steps=100)
+    assert result["played"] == 6

@@ -56,7 +56,8 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _rows(stdout: str) -> dict[str, str]:
     """The printed table's rows by their first word (a map, or ``mean``)."""
     lines = stdout[stdout.index("\nmap "):].strip().splitlines()[1:]
-    return {line.split()[0]: line for line in lines}
+    return {line.split()[0].rstrip("*"): line for line in lines if line.strip()
+            and not line.startswith("*")}
 
 
 def test_table_counts_every_game_and_its_means_are_the_cells(checkpoint: Path,
@@ -104,6 +105,29 @@ def test_table_counts_every_game_and_its_means_are_the_cells(checkpoint: Path,
         assert 0 <= low <= cell["win_rate"] <= high <= 1
     assert 100 * result["overall"]["win_rate"] == pytest.approx(float(means[-1][0]), abs=0.05)
     assert result["overall"]["published"] is None
+    # trained on basesWorkers8x8 against WorkerRush, LightRush, RandomBiased and CoacAI: both
+    # maps are new to it, so every cell is zero-shot, and the table says so
+    assert result["trained_maps"] == ["basesWorkers8x8"]
+    assert result["trained_bots"] == ["CoacAI", "LightRush", "RandomBiased", "WorkerRush"]
+    assert all(cell["zero_shot"] for cell in result["cells"])
+    assert result["zero_shot"]["cells"] == 4 and result["trained"]["cells"] == 0
+    assert "Zero-shot cells (a map or a bot never met): 4" in proc.stdout
+    assert "basesWorkers8x8A*" in proc.stdout
+
+
+def test_zero_shot_cells_are_those_of_unseen_maps_or_bots() -> None:
+    from tools.bench_cog import Cell, summary
+
+    cells = {(m, b): Cell() for m in ("a", "b") for b in ("X", "Y")}
+    for (m, b), cell in cells.items():
+        won = int(m == "a") + int(b == "X")
+        cell.add({"wins": won, "draws": 0, "losses": 2 - won,
+                  "sides": [{"games": 1, "wins": 0, "draws": 0, "losses": 1}] * 2}, 1.0)
+    figures = summary(cells, ["a", "b"], ["X", "Y"], ({"a"}, {"X"}))
+    assert [c["zero_shot"] for c in figures["cells"]] == [False, True, True, True]
+    assert figures["trained"] == {"cells": 1, "win_rate": 1.0}
+    assert figures["zero_shot"]["cells"] == 3
+    assert figures["zero_shot"]["win_rate"] == pytest.approx((0.5 + 0.5 + 0.0) / 3)
 
 
 def test_a_cell_split_over_processes_still_plays_both_sides(checkpoint: Path,

@@ -145,3 +145,17 @@ def test_map_weights_share_the_envs(engine_home) -> None:
         MicroRTSOptions(maps=MAPS, map_weights=[1, 2])
     with pytest.raises(ValueError, match="map_weights must be >= 0"):
         MicroRTSOptions(maps=MAPS, map_weights=[1, -1, 1])
+
+
+def test_cloning_and_recording_refuse_mixed_sizes(engine_home) -> None:
+    """Cloning and recording play one grid: mixed sizes are one line naming them."""
+    from games.family import Teachers
+    from games.microrts.family import MicroRTSFamily
+
+    family = MicroRTSFamily()
+    options = {"maps": MAPS}
+    with pytest.raises(GameError, match=r"behaviour cloning plays maps of one size; "
+                       r"game.options.maps mixes 10x10, 8x8, 8x9"):
+        family.teacher_game("microrts", Teachers(bots=("WorkerRush",)), 4, 0, options)
+    with pytest.raises(GameError, match=r"recording \(--record\) plays maps of one size"):
+        family.recording_game("microrts", options, 2, 0)
