@@ -10,6 +10,14 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 # 2.13.0 is the CPU build available offline on the development machines.
 TORCH_PIN ?= torch==2.13.0
 GAME ?= microrts
+# Lux (games/lux): Jux and the official engine, installed without their dependencies (the `lux`
+# extra has them; juxai-s2 pins jax[cuda11]==0.4.7, which has no wheel for Python >= 3.11), and
+# vec_noise, the C extension the official engine's map generator imports: it has no wheel and
+# builds only with pip <= 25.2 (run from a temporary folder; the venv's pip stays) and two
+# compiler flags. Without a C compiler it is skipped with a warning: Jux does not need it.
+LUX_ENGINE := juxai-s2==3.0.0 luxai-s2==3.0.1
+VEC_NOISE := vec-noise==1.1.4
+VEC_NOISE_LOG := $(VENV)/vec_noise-build.log
 ARGS ?=
 TEST_ARGS ?=
 
@@ -26,8 +34,31 @@ $(VENV)/.stamp-train: pyproject.toml | $(PY)
 	$(VENV)/bin/selfplay setup microrts
 	@touch $@
 
+# after the `lux` extra: Jux, luxai_s2 and vec_noise (see LUX_ENGINE above)
+define install_lux_engine
+	$(PIP) install --no-deps $(LUX_ENGINE)
+	@$(PY) -c "import vec_noise" 2>/dev/null || { \
+	  cc=$$($(PY) -c "import os, sysconfig; print((os.environ.get('CC') or sysconfig.get_config_var('CC') or 'cc').split()[0])"); \
+	  inc=$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])"); \
+	  skip="the official Lux engine cannot generate maps (Jux can)"; \
+	  if ! command -v "$$cc" >/dev/null 2>&1; then \
+	    echo "warning: vec_noise not built: no C compiler ($$cc) found; $$skip; install gcc and run make install-dev again"; \
+	  elif [ ! -f "$$inc/Python.h" ]; then \
+	    echo "warning: vec_noise not built: no Python headers ($$inc/Python.h; Debian: python3-dev); $$skip"; \
+	  else \
+	    tmp=$$(mktemp -d) && \
+	    { $(PIP) install --target "$$tmp" "pip==25.2" && \
+	      CFLAGS="-D_COMPLEX_H -fgnu89-inline" PYTHONPATH="$$tmp" $(PY) -m pip --disable-pip-version-check \
+	        install --no-deps --no-build-isolation --no-use-pep517 --no-binary vec-noise $(VEC_NOISE); \
+	    } >$(VEC_NOISE_LOG) 2>&1 && rm -f $(VEC_NOISE_LOG) || \
+	      echo "warning: vec_noise did not build (see $(VEC_NOISE_LOG)); $$skip"; \
+	    rm -rf "$$tmp"; \
+	  fi; }
+endef
+
 $(VENV)/.stamp-dev: pyproject.toml $(VENV)/.stamp-train
 	$(PIP) install -e ".[all]"
+	$(install_lux_engine)
 	@# headless Chromium renders the league report in a test (Debian package; skipped without,
 	@# failed without when SELFPLAY_REQUIRE_CHROMIUM=1, as in .ci/run)
 	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
