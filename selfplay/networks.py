@@ -236,6 +236,9 @@ class ActorCritic(nn.Module):
             self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels)
             self.actor_head = GridDecoder(net.channels, sum(self.space.nvec))
             self.pooled_critic = net.grid_critic == "pool"
+            if self.pooled_critic and norm.obs and spec.pad_plane is not None:
+                raise ValueError("normalize.obs would rescale the padding plane the pooled "
+                                 "critic reads; keep it off for one-hot boards")
             if not self.shared:  # else the critic head reads the actor's encoder features
                 encoder = GridEncoder(critic_shape[0], net.channels)
                 self.critic_torso = (encoder if self.pooled_critic
