@@ -359,12 +359,12 @@ class PolicyMatchRunner:
         self-play envs whose seat 1 a :class:`LiveBots` bot plays."""
         from dataclasses import replace
 
-        from games.microrts.adapter import MicroRTSVecGame
+        from games.microrts.mixed_sizes import vec_game
         from games.microrts.teacher_game import LiveBots, TeacherGame, seat_pair
 
         e_num = 2 * self.num_envs
-        if self._writer is None:
-            plain = MicroRTSVecGame(opts, num_envs=e_num, seed=seed)
+        if self._writer is None:  # maps of several sizes (a training's rating games) padded
+            plain = vec_game(opts, num_envs=e_num, seed=seed)
             return plain, plain.set_bot
         pairs = [("", "")] * e_num  # [E] bots by engine player
         bots = LiveBots(sorted(set(self.bots.values())), seed=seed,

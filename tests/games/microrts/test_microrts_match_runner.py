@@ -240,3 +240,15 @@ def test_checkpoint_matches_play_the_engine_side_scheduled(make_game) -> None:
     assert base_of[0] != base_of[1]
     assert a.base_cells == {base_of[0], base_of[1]}  # a played both engine sides
     assert b.base_cells == {base_of[0], base_of[1]}
+
+
+def test_policy_matches_on_maps_of_several_sizes(engine_home) -> None:
+    """A training's rating games with maps of several sizes (the rater passes the run's
+    options): policy matches are played on the padded batch, every pulled match once."""
+    policies = {1: _Idle(), 2: _Idle(), 3: EngineBot("WorkerRush")}
+    options = {"maps": ["basesWorkers8x8A", "NoWhereToRun9x8"], "max_steps": 40}
+    runner = PolicyMatchRunner(policies, options, num_envs=4)  # each size in both halves
+    queue = [MatchSpec(f"m{k}", 1, 2 + k % 2, k % 2, 0) for k in range(8)] + [None]
+    results: dict[str, MatchResult] = {}
+    runner.run(lambda: queue.pop(0), lambda m, r: results.__setitem__(m.key, r))
+    assert sorted(results) == [f"m{k}" for k in range(8)]
