@@ -193,6 +193,13 @@ def folder_totals(folder: Path) -> tuple[int, int]:
     return sum(int(entry.get("games", 0)) for entry in entries.values()), len(entries)
 
 
+def remove_stale_temps(folder: Path) -> None:
+    """Remove the temp files of atomic writes a killed writer left in ``folder`` (``.NAME.*.tmp``:
+    never renamed into place, so never part of the folder). Call before writing to it."""
+    for path in folder.glob(".*.tmp"):
+        path.unlink(missing_ok=True)
+
+
 def next_shard_index(folder: Path) -> int:
     """The index of the next shard appended to ``folder`` (after its last one). A shard
     written but not listed (a kill between the two writes) is listed now if it reads, and
@@ -223,6 +230,7 @@ class ShardAppender(Generic[G]):
         if shard_games < 1:
             raise ReplayError(f"games per shard must be >= 1, got {shard_games}")
         folder.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(folder)
         self.folder, self.shard_games, self.encode = folder, shard_games, encode
         self.next_index = next_shard_index(folder)
         self.pending: list[G] = []

@@ -34,6 +34,7 @@ from games.replays import (
     list_shard,
     read_manifest,
     read_shard,
+    remove_stale_temps,
     shard_name,
     write_shard,
 )
@@ -187,6 +188,7 @@ def record(plan: RecordPlan, folder: Path, processes: int = 1,
     """Record ``plan`` into ``folder`` (resuming: finished shards are kept); a summary."""
     plan = check_plan(plan)
     folder.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(folder)  # a killed recorder's unfinished writes
     check_resumed_plan(folder, plan)
     kept = _kept_shards(folder, plan)
     todo = [k for k in range(plan.num_shards) if k not in kept]
