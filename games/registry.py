@@ -24,6 +24,7 @@ FAMILY_MODULES = (  # each defines FAMILIES: a tuple of Family objects
     "games.microrts.family",
     "games.boardgames.family",
     "games.pettingzoo.family",
+    "games.lux.family",
 )
 
 

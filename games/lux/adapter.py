@@ -1,0 +1,297 @@
+"""Lux AI Season 2 as a :class:`~games.core.VecGame`: ``E`` Jux games x 2 seats, on the device.
+
+One jitted function steps every game: the seats' grid actions become Jux's action queues
+(:mod:`games.lux.orders`), the engine steps, and the observations, legal-action masks and
+reward components of the new states are computed on JAX's device (:mod:`games.lux.observe`).
+Only the arrays of the common interface cross to the host, once per step.
+
+A game starts with rule-based bidding and factory placement (:mod:`games.lux.placement`), so
+seats play the main phase. Finished games are replaced from a buffer of ``E`` games started
+ahead (one batched start per ``E`` finished games), so a step that ends some games costs one
+extra observation pass, not a reset of the batch. Game ``k`` of a run plays seed
+``seed * 1_000_003 + k``: a run is reproducible from its seed.
+
+A game ends when a team has no factory left or after ``max_steps`` (1000, the rules'); more
+lichen wins, as in the competition (a team without factories scores -1000). Both seats'
+rewards are the weighted components of :data:`~games.lux.layout.REWARD_COMPONENTS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from games.batches import EpisodeTracker
+from games.core import Batch, EpisodeStats, GameError, GameSpec, MultiDiscrete
+from games.lux.layout import (
+    COMPONENTS,
+    DEFAULT_REWARD_WEIGHTS,
+    GATES,
+    NVEC,
+    OBS_PLANES,
+    REWARD_COMPONENTS,
+)
+
+SEED_STRIDE = 1_000_003
+
+
+@dataclass(frozen=True)
+class LuxOptions:
+    """``game.options`` of Lux (every key optional)."""
+
+    rules: str = "season2"
+    """``season2`` (48x48, 2-5 factories per team) or ``neurips`` (64x64, 4-10)"""
+    max_steps: int = 1000
+    """main-phase steps before the game ends on lichen (the rules: 1000)"""
+    reward_weights: dict[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_REWARD_WEIGHTS))
+    """weight of each reward component (``win``, ``ice``, ``ore``, ``water``, ``metal``,
+    ``lichen``, ``units``, ``factories``); components left out weigh 0"""
+    render: bool = False
+    """accepted for uniformity: :meth:`LuxVecGame.render` always works"""
+    render_cell: int = 8
+    """pixels per cell in rendered frames"""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.reward_weights) - set(REWARD_COMPONENTS))
+        if unknown:
+            raise ValueError(f"reward_weights: unknown component {unknown[0]!r} (known: "
+                             f"{', '.join(REWARD_COMPONENTS)})")
+        if not 1 <= self.max_steps <= 1000:
+            raise ValueError(f"max_steps must be between 1 and 1000, got {self.max_steps}")
+        if self.render_cell < 2:
+            raise ValueError(f"render_cell must be >= 2, got {self.render_cell}")
+
+
+class _Kernels:
+    """The jitted functions of one rule set and game length (shared by games alike)."""
+
+    _cache: dict[tuple[str, int], _Kernels] = {}
+
+    @classmethod
+    def get(cls, rules_name: str, max_steps: int) -> _Kernels:
+        key = (rules_name, max_steps)
+        if key not in cls._cache:
+            cls._cache[key] = cls(rules_name, max_steps)
+        return cls._cache[key]
+
+    def __init__(self, rules_name: str, max_steps: int) -> None:
+        from games.lux import engine
+
+        engine.load_jux()
+        import jax
+        import jax.numpy as jnp
+
+        from games.lux.observe import legal_masks, observe
+        from games.lux.orders import lichen_scores, step_components, to_jux
+        from games.lux.placement import start_game
+
+        rules = engine.rules_named(rules_name)
+        self.rules = rules
+        env_cfg = rules.env_config()._replace(max_episode_length=max_steps)
+        buf_cfg = rules.buffer_config()
+        max_units = rules.max_units
+
+        def view(states: Any) -> tuple[Any, Any]:
+            return (jax.vmap(observe)(states),
+                    jax.vmap(lambda s: legal_masks(s, max_units))(states))
+
+        def step(states: Any, grid: Any) -> tuple[Any, ...]:
+            actions = jax.vmap(to_jux)(states, grid)
+            after = jax.vmap(lambda s, a: s._step_late_game(a))(states, actions)
+            comps = jax.vmap(step_components)(states, actions, after)
+            scores = jax.vmap(lichen_scores)(after)
+            done = (after.n_factories == 0).any(-1) | (after.real_env_steps >= max_steps)
+            obs, masks = view(after)
+            return after, comps, scores, done, obs, masks
+
+        def refill(states: Any, fresh: Any, take: Any, index: Any) -> Any:
+            picked = jax.tree_util.tree_map(lambda f: f[index], fresh)
+            return jax.tree_util.tree_map(
+                lambda new, old: jnp.where(take.reshape((-1,) + (1,) * (old.ndim - 1)), new,
+                                           old), picked, states)
+
+        self.start = jax.jit(jax.vmap(lambda seed: start_game(seed, env_cfg, buf_cfg)))
+        self.view = jax.jit(view)
+        self.step = jax.jit(step)
+        self.refill = jax.jit(refill)
+        self.jnp = jnp
+        self.jax = jax
+
+
+class LuxVecGame:
+    """``num_envs`` Lux games, two seats each (seat ``s`` plays team ``s``)."""
+
+    reward_component_names: tuple[str, ...] = REWARD_COMPONENTS
+
+    def __init__(self, options: LuxOptions, num_envs: int, seed: int | None = None,
+                 name: str = "lux") -> None:
+        if num_envs < 1:
+            raise GameError(f"num_envs must be >= 1, got {num_envs}")
+        self.options = options
+        self._k = _Kernels.get(options.rules, options.max_steps)
+        size = self._k.rules.map_size
+        self.size = size
+        planes = (len(OBS_PLANES), size, size)
+        self.spec = GameSpec(
+            name=name, num_envs=num_envs, num_seats=2, obs_shape=planes,
+            obs_dtype=np.dtype(np.float16),
+            action_space=MultiDiscrete(NVEC, grid=(size, size), gates=GATES, names=COMPONENTS),
+            state_shape=planes, state_dtype=np.dtype(np.float16), state_is_obs=True,
+            obs_kind="grid", zero_sum=True, render_fps=10)
+        self._weights = np.array([options.reward_weights.get(c, 0.0)
+                                  for c in REWARD_COMPONENTS], np.float64)
+        self._seed = 0 if seed is None else int(seed)
+        self._started = 0  # games started so far (the next game's number)
+        self._states: Any = None
+        self._fresh: Any = None
+        self._fresh_used = num_envs
+        self._tracker = EpisodeTracker(num_envs, 2)
+        self._comp_sums = np.zeros((num_envs, 2, len(REWARD_COMPONENTS)), np.float64)
+        self._episode_comps = np.zeros((0, len(REWARD_COMPONENTS)), np.float64)
+        self._final_states: Any = None
+
+    # ------------------------------------------------------------------ VecGame
+
+    def _seeds(self, count: int) -> Any:
+        first = self._seed * SEED_STRIDE + self._started
+        self._started += count
+        return self._k.jnp.asarray(np.arange(first, first + count, dtype=np.int64)
+                                   .astype(np.uint32))
+
+    def reset(self, seed: int | None = None) -> Batch:
+        if seed is not None:
+            self._seed, self._started = int(seed), 0
+        e = self.spec.num_envs
+        self._states = self._k.start(self._seeds(e))
+        self._fresh, self._fresh_used = None, e
+        self._tracker = EpisodeTracker(e, 2)
+        self._comp_sums[:] = 0.0
+        self._final_states = self._states
+        obs, masks = self._k.view(self._states)
+        obs = np.array(obs)
+        zeros = np.zeros(e, bool)
+        return Batch(obs, np.array(masks), obs, np.zeros((e, 2), np.float32), zeros,
+                     zeros.copy(), np.ones((e, 2), bool), EpisodeStats.empty())
+
+    def step(self, actions: np.ndarray) -> Batch:
+        if self._states is None:
+            raise GameError("call reset() before step()")
+        e, cells = self.spec.num_envs, self.size * self.size
+        grid = np.asarray(actions).reshape(e, 2, cells, len(NVEC))
+        before = self._states
+        after, comps, scores, done, obs, masks = self._k.step(before, self._k.jnp.asarray(grid))
+        comps = np.asarray(comps, np.float64)  # [E, 2, 7]
+        done = np.asarray(done)
+        scores = np.asarray(scores)
+        win = np.where(done[:, None], np.sign(scores - scores[:, ::-1]), 0)  # [E, 2]
+        parts = np.concatenate([win[..., None], comps], -1)  # [E, 2, C]
+        reward = (parts @ self._weights).astype(np.float32)
+        self._comp_sums += parts
+        episodes = self._tracker.update(reward, done, win.astype(np.int8))
+        self._episode_comps = self._comp_sums[episodes.env, episodes.seat].copy()
+        self._comp_sums[done] = 0.0
+        obs_np = np.array(obs)  # a copy: the device's buffer is read-only on the host
+        final_obs = None
+        self._final_states = after
+        if done.any():
+            final_obs = obs_np
+            after = self._replace_finished(after, done)
+            obs, masks = self._k.view(after)
+            obs_np = np.array(obs)
+        self._states = after
+        return Batch(obs_np, np.array(masks), obs_np, reward, done, np.zeros(e, bool),
+                     np.ones((e, 2), bool), episodes, final_obs, final_obs)
+
+    def _replace_finished(self, states: Any, done: np.ndarray) -> Any:
+        """``states`` with the finished games swapped for games started ahead."""
+        e = self.spec.num_envs
+        count = int(done.sum())
+        if self._fresh is None or self._fresh_used + count > e:
+            self._fresh, self._fresh_used = self._k.start(self._seeds(e)), 0
+        index = np.zeros(e, np.int32)
+        index[done] = self._fresh_used + np.arange(count)
+        self._fresh_used += count
+        jnp = self._k.jnp
+        return self._k.refill(states, self._fresh, jnp.asarray(done), jnp.asarray(index))
+
+    def close(self) -> None:
+        self._states = self._fresh = self._final_states = None
+
+    # ------------------------------------------------------------------ capabilities
+
+    def episode_reward_components(self) -> np.ndarray:
+        """``float64 [K, 8]``: the summed components of the last batch's seat-episodes."""
+        return self._episode_comps
+
+    def scores(self) -> np.ndarray:
+        """``int [E, 2]``: each game's current score (lichen; -1000 without factories)."""
+        from games.lux.orders import lichen_scores
+
+        return np.asarray(self._k.jax.vmap(lichen_scores)(self._states))
+
+    def host_state(self, env_index: int = 0, final: bool = False) -> Any:
+        """One game's Jux state as NumPy arrays (for drawing and replays)."""
+        states = self._final_states if final else self._states
+        if states is None:
+            raise GameError("call reset() before reading a game's state")
+        if not 0 <= env_index < self.spec.num_envs:
+            raise GameError(f"env_index {env_index} out of range 0..{self.spec.num_envs - 1}")
+        return self._k.jax.tree_util.tree_map(lambda x: np.asarray(x[env_index]), states)
+
+    def render(self, env_index: int = 0) -> np.ndarray:
+        from games.lux.render import draw_state
+
+        return draw_state(self.host_state(env_index), self.options.render_cell)
+
+    def render_final(self, env_index: int = 0) -> np.ndarray:
+        from games.lux.render import draw_state
+
+        return draw_state(self.host_state(env_index, final=True), self.options.render_cell)
+
+    def get_state(self) -> dict[str, object]:
+        """Every game's state, the games started ahead and the counters, as NumPy arrays."""
+        if self._states is None:
+            raise GameError("call reset() before get_state()")
+        leaves = self._k.jax.tree_util.tree_leaves
+        out: dict[str, object] = {f"games.{i}": np.asarray(x)
+                                  for i, x in enumerate(leaves(self._states))}
+        if self._fresh is not None:
+            out.update({f"fresh.{i}": np.asarray(x) for i, x in enumerate(leaves(self._fresh))})
+        tracker = self._tracker.state_dict()
+        out.update({"seed": np.array(self._seed), "started": np.array(self._started),
+                    "fresh_used": np.array(self._fresh_used), "returns": tracker["returns"],
+                    "lengths": tracker["lengths"], "components": self._comp_sums.copy()})
+        return out
+
+    def set_state(self, state: dict[str, object]) -> None:
+        """Restore :meth:`get_state`'s arrays (same rules and ``num_envs``)."""
+        jax, jnp = self._k.jax, self._k.jnp
+        e = self.spec.num_envs
+        template = self._k.start(jnp.zeros(e, jnp.uint32))
+        leaves, tree = jax.tree_util.tree_flatten(template)
+
+        def rebuild(prefix: str) -> Any:
+            arrays = []
+            for i, ref in enumerate(leaves):
+                key = f"{prefix}.{i}"
+                if key not in state:
+                    raise GameError(f"Lux state is missing {key!r} (saved by another version?)")
+                a = np.asarray(state[key])
+                if a.shape != ref.shape:
+                    raise GameError(f"Lux state {key!r} has shape {a.shape}, expected "
+                                    f"{ref.shape} (saved with other rules or num_envs?)")
+                arrays.append(jnp.asarray(a, dtype=ref.dtype))
+            return jax.tree_util.tree_unflatten(tree, arrays)
+
+        self._states = rebuild("games")
+        self._final_states = self._states
+        self._fresh = rebuild("fresh") if "fresh.0" in state else None
+        self._seed = int(np.asarray(state["seed"]))
+        self._started = int(np.asarray(state["started"]))
+        self._fresh_used = int(np.asarray(state["fresh_used"]))
+        self._tracker.load_state_dict({"returns": np.asarray(state["returns"]),
+                                       "lengths": np.asarray(state["lengths"])})
+        self._comp_sums[:] = np.asarray(state["components"])

@@ -1,0 +1,91 @@
+"""What a Lux seat sees and does: the observation planes and the per-cell action components.
+
+Pure Python (no jax), so bots, tests and documentation read the layout without the engine.
+
+Grid: the board is ``S x S`` (48 under the ``season2`` rules); planes are ``[C, S, S]`` indexed
+``[plane, y, x]`` and cells are numbered ``y * S + x`` (Jux stores its boards ``[x, y]``; the
+adapter transposes). Everything is relative to the seat: ``own`` is the seat's team, ``enemy``
+the other.
+
+Actions: one row of :data:`NVEC` components per cell, a GridNet-style gated multi-discrete
+space. A cell may hold a unit (its components :data:`UNIT`\\ ...) and a factory's centre (the
+``factory`` component) at once; cells without either have all-False masks.
+
+- ``unit`` (the action type, component 0): ``keep`` (leave the unit's action queue as it is:
+  no update, no power spent), ``move``, ``transfer``, ``pickup``, ``dig``, ``self_destruct``,
+  ``recharge``. Any other type replaces the unit's queue with that one action, repeated until
+  the policy chooses another (Lux's ``repeat``), which costs the queue-update power (light 1,
+  heavy 10), so ``keep`` continues a repeated action for free.
+- ``move``: up, right, down, left (used by ``move``).
+- ``transfer_dir``: centre (onto the unit's own factory tile), up, right, down, left; targets
+  are the seat's own factory tiles and own units only (used by ``transfer``).
+- ``transfer_res`` and ``pickup_res``: ice, ore, water, metal, power (Lux's resource order).
+- ``factory``: none, build light, build heavy, water (ungated: used on factory centres).
+
+Amounts are rules, not choices: a transfer gives all of the resource (power: half the unit's
+power after the queue update), a pickup fills the unit (cargo or battery) as far as the factory
+has it, a recharge waits until the battery is full.
+"""
+
+from __future__ import annotations
+
+OBS_PLANES: tuple[str, ...] = (
+    "ice", "ore", "rubble", "lichen", "own_lichen", "enemy_lichen",
+    "own_factory", "enemy_factory", "own_factory_centre", "enemy_factory_centre",
+    "factory_ice", "factory_ore", "factory_water", "factory_metal", "factory_power",
+    "own_light", "own_heavy", "enemy_light", "enemy_heavy",
+    "unit_power", "unit_ice", "unit_ore", "unit_water", "unit_metal",
+    "queued_move", "queued_transfer", "queued_pickup", "queued_dig", "queued_self_destruct",
+    "queued_recharge",
+    "queued_up", "queued_right", "queued_down", "queued_left",
+    "progress", "day",
+)
+"""The observation planes, in order. Scales: rubble and lichen / 100; a factory's cargo on
+its 9 tiles (ice, ore, water, metal / 1000, power / 5000); a unit's power / its battery and
+cargo / its cargo space; ``queued_*`` the front of an own unit's action queue; ``progress`` the
+game step / 1000 and ``day`` 1 in daylight, on every cell."""
+PLANE = {name: i for i, name in enumerate(OBS_PLANES)}
+
+UNIT_TYPES: tuple[str, ...] = ("keep", "move", "transfer", "pickup", "dig", "self_destruct",
+                               "recharge")
+DIRECTIONS: tuple[str, ...] = ("up", "right", "down", "left")
+TRANSFER_DIRECTIONS: tuple[str, ...] = ("centre", "up", "right", "down", "left")
+RESOURCES: tuple[str, ...] = ("ice", "ore", "water", "metal", "power")
+FACTORY_ACTIONS: tuple[str, ...] = ("none", "light", "heavy", "water")
+
+COMPONENTS: tuple[str, ...] = ("unit", "move", "transfer_dir", "transfer_res", "pickup_res",
+                               "factory")
+NVEC: tuple[int, ...] = (len(UNIT_TYPES), len(DIRECTIONS), len(TRANSFER_DIRECTIONS),
+                         len(RESOURCES), len(RESOURCES), len(FACTORY_ACTIONS))
+GATES: tuple[tuple[int, ...] | None, ...] = (
+    None,
+    (UNIT_TYPES.index("move"),),
+    (UNIT_TYPES.index("transfer"),),
+    (UNIT_TYPES.index("transfer"),),
+    (UNIT_TYPES.index("pickup"),),
+    None,
+)
+OFFSETS: tuple[int, ...] = tuple(sum(NVEC[:i]) for i in range(len(NVEC)))
+"""where each component's mask starts in a cell's mask row"""
+MASK_WIDTH = sum(NVEC)
+
+UNIT = {name: i for i, name in enumerate(UNIT_TYPES)}
+FACTORY = {name: i for i, name in enumerate(FACTORY_ACTIONS)}
+RESOURCE = {name: i for i, name in enumerate(RESOURCES)}
+
+REWARD_COMPONENTS: tuple[str, ...] = ("win", "ice", "ore", "water", "metal", "lichen", "units",
+                                      "factories")
+"""Named reward components, each a per-step amount for the seat:
+
+- ``win``: +1 / -1 / 0 on the game's last step (more lichen wins; a team without factories
+  loses), 0 before;
+- ``ice`` and ``ore``: what the seat's units dug this step;
+- ``water`` and ``metal``: ice and ore its units delivered to its factories, in the water and
+  metal they refine into (ice / 4, ore / 5);
+- ``lichen``: the change of its lichen on the board;
+- ``units`` and ``factories``: the change of its unit and factory counts (built minus lost).
+"""
+DEFAULT_REWARD_WEIGHTS: dict[str, float] = {
+    "win": 1.0, "ice": 0.001, "ore": 0.0005, "water": 0.004, "metal": 0.004, "lichen": 0.001,
+    "units": 0.02, "factories": 0.5,
+}

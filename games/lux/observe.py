@@ -1,0 +1,242 @@
+"""Observations and legal-action masks of Lux seats, computed from Jux states on the device.
+
+Functions of one game's ``jux.state.State`` (the adapter ``vmap``\\ s and jits them); the layout
+is :mod:`games.lux.layout`'s. Masks follow the rules Jux checks when it executes an action, so
+a masked-in choice is one the engine carries out this turn:
+
+- every type but ``keep`` needs the queue-update power (light 1, heavy 10) on top of its own
+  cost;
+- ``move``: onto the board, not onto an enemy factory tile, with the power the target's rubble
+  asks for;
+- ``transfer``: to an own factory tile (the unit's own cell included) or an adjacent own unit,
+  of a resource the unit holds (power: at least 2 after the update);
+- ``pickup``: on an own factory tile, of a resource the factory holds and the unit has room for;
+- ``dig``: off factory tiles, with the dig's power, where there is rubble, ice, ore or lichen not
+  of the seat's own strains;
+- ``self_destruct``: with its power; ``recharge``: with the battery not full;
+- factory builds: with the metal and power, and only while the team's unit slots (the engine's
+  ``max_units``) cannot overflow; ``water``: with the watering's water cost plus the step's
+  consumption, so watering never starves the factory this turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from games.lux.layout import MASK_WIDTH, NVEC, OBS_PLANES, OFFSETS
+
+# Jux's directions: centre, up, right, down, left as (dx, dy)
+DELTA = jnp.array([[0, 0], [0, -1], [1, 0], [0, 1], [-1, 0]], dtype=jnp.int32)
+NONE_ID = 127  # Jux's empty marker in int8 id maps (imax)
+
+
+def robot_table(env_cfg: Any, field: str) -> jnp.ndarray:
+    """``[light, heavy]`` values of a robot constant."""
+    return jnp.array([getattr(r, field) for r in env_cfg.ROBOTS])
+
+
+def _cell(pos: jnp.ndarray, size: int, valid: jnp.ndarray) -> jnp.ndarray:
+    """Flat cell index ``y * S + x`` of ``pos [..., 2]`` (x, y); ``S * S`` where not valid."""
+    x, y = pos[..., 0].astype(jnp.int32), pos[..., 1].astype(jnp.int32)
+    inside = (x >= 0) & (x < size) & (y >= 0) & (y < size)
+    return jnp.where(valid & inside, y * size + x, size * size)
+
+
+def factory_team_map(state: Any) -> jnp.ndarray:
+    """``int [S, S]`` (x, y): the team owning each factory tile, -1 elsewhere."""
+    occ = state.board.factory_occupancy_map.astype(jnp.int32)
+    idx = state.factory_id2idx.at[occ].get(mode="fill", fill_value=NONE_ID)
+    return jnp.where(occ == NONE_ID, -1, idx[..., 0].astype(jnp.int32))
+
+
+def unit_team_map(state: Any) -> jnp.ndarray:
+    """``int [S, S]`` (x, y): the team of the unit on each cell, -1 where none."""
+    ids = state.board.units_map.astype(jnp.int32)
+    none = jnp.iinfo(state.board.units_map.dtype).max
+    idx = state.unit_id2idx.at[ids].get(mode="fill", fill_value=none)
+    return jnp.where(ids == none, -1, idx[..., 0].astype(jnp.int32))
+
+
+def strain_team_map(state: Any) -> jnp.ndarray:
+    """``int [S, S]`` (x, y): the team whose lichen strain grows on each cell, -1 where none."""
+    strains = state.teams.factory_strains.astype(jnp.int32)  # [2, F]
+    n = state.teams.n_factory.astype(jnp.int32)
+    valid = jnp.arange(strains.shape[1])[None, :] < n[:, None]
+    owner = jnp.full(256, -1, jnp.int32)
+    owner = owner.at[jnp.where(valid, strains, 255)].set(
+        jnp.broadcast_to(jnp.arange(2)[:, None], strains.shape), mode="drop")
+    owner = owner.at[255].set(-1)
+    lichen = state.board.lichen > 0
+    return jnp.where(lichen, owner[state.board.lichen_strains.astype(jnp.int32)], -1)
+
+
+def observe(state: Any) -> jnp.ndarray:
+    """``float16 [2, C, S, S]``: each seat's planes (:data:`~games.lux.layout.OBS_PLANES`)."""
+    cfg = state.env_cfg
+    size = state.board.lichen.shape[0]
+    cells = size * size
+    f32 = jnp.float32
+    board = state.board
+
+    def grid_xy(a: jnp.ndarray) -> jnp.ndarray:  # [x, y] -> flat y*S+x
+        return a.T.reshape(cells).astype(f32)
+
+    fac_team = grid_xy(factory_team_map(state))
+    strain_team = grid_xy(strain_team_map(state))
+
+    # factories: cargo on their 9 tiles, centres
+    fmask = state.factory_mask  # [2, F]
+    occ = state.factories.occupancy.pos  # [2, F, 9, 2]
+    occ_cell = _cell(occ, size, fmask[..., None])
+    stock = state.factories.cargo.stock.astype(f32)  # [2, F, 4]
+    fvals = jnp.concatenate([stock / 1000.0, state.factories.power[..., None].astype(f32) / 5000.0],
+                            -1)  # [2, F, 5]
+    fac_planes = jnp.zeros((cells + 1, 5), f32).at[occ_cell].set(
+        jnp.broadcast_to(fvals[:, :, None, :], occ.shape[:3] + (5,)), mode="drop")[:cells]
+    centre = _cell(state.factories.pos.pos, size, fmask)  # [2, F]
+    centres = jnp.zeros((2, cells + 1), f32).at[jnp.arange(2)[:, None], centre].set(
+        1.0, mode="drop")[:, :cells]
+
+    # units
+    umask = state.unit_mask  # [2, U]
+    ucell = _cell(state.units.pos.pos, size, umask)
+    heavy = state.units.unit_type.astype(jnp.int32)  # 0 light, 1 heavy
+    battery = robot_table(cfg, "BATTERY_CAPACITY")[heavy].astype(f32)
+    cargo_space = robot_table(cfg, "CARGO_SPACE")[heavy].astype(f32)
+    queue = state.units.action_queue
+    front = jnp.take_along_axis(queue.data.action_type, queue.front[..., None].astype(jnp.int32),
+                                -1)[..., 0].astype(jnp.int32)
+    front_dir = jnp.take_along_axis(queue.data.direction,
+                                    queue.front[..., None].astype(jnp.int32), -1)[..., 0]
+    has_queue = queue.count > 0
+    queued_type = jnp.where(has_queue, front, -1)  # Jux's types: 0 move ... 5 recharge
+    queued_dir = jnp.where(has_queue & (front <= 1), front_dir.astype(jnp.int32), 0)
+    unit_vals = jnp.concatenate([
+        jax.nn.one_hot(heavy, 2, dtype=f32),  # light, heavy
+        (state.units.power.astype(f32) / battery)[..., None],
+        state.units.cargo.stock.astype(f32) / cargo_space[..., None],
+        jax.nn.one_hot(queued_type, 6, dtype=f32),
+        jax.nn.one_hot(queued_dir - 1, 4, dtype=f32),
+    ], -1)  # [2, U, 17]
+    per_team = jnp.zeros((2, cells + 1, unit_vals.shape[-1]), f32).at[
+        jnp.arange(2)[:, None], ucell].set(unit_vals, mode="drop")[:, :cells]  # [2, cells, 17]
+
+    step = state.real_env_steps.astype(f32)
+    day = ((state.real_env_steps % cfg.CYCLE_LENGTH) < cfg.DAY_LENGTH).astype(f32)
+    common = jnp.stack([grid_xy(board.ice), grid_xy(board.ore), grid_xy(board.rubble) / 100.0,
+                        grid_xy(board.lichen) / 100.0], -1)  # [cells, 4]
+
+    def seat(s: int) -> jnp.ndarray:
+        own, enemy = per_team[s], per_team[1 - s]
+        both = own + enemy
+        planes = [
+            common,
+            jnp.stack([strain_team == s, strain_team == 1 - s, fac_team == s,
+                       fac_team == 1 - s], -1).astype(f32),
+            jnp.stack([centres[s], centres[1 - s]], -1),
+            fac_planes,
+            own[:, 0:2], enemy[:, 0:2],
+            both[:, 2:7],  # power, cargo of whichever unit stands there
+            own[:, 7:17],  # own queue: type, direction
+            jnp.broadcast_to(jnp.stack([step / cfg.max_episode_length, day]), (cells, 2)),
+        ]
+        flat = jnp.concatenate(planes, -1)  # [cells, C]
+        return flat.T.reshape(len(OBS_PLANES), size, size)
+
+    return jnp.stack([seat(0), seat(1)]).astype(jnp.float16)
+
+
+def _water_cost(state: Any) -> jnp.ndarray:
+    """``int [2, F]``: the water each factory's watering would cost this turn."""
+    water = jnp.full(state.factories.power.shape, 2, jnp.int8)  # FactoryAction.WATER
+    _, grow, _ = state._cache_water_info(water)
+    return jnp.ceil(grow / state.env_cfg.LICHEN_WATERING_COST_FACTOR).astype(jnp.int32)
+
+
+def legal_masks(state: Any, max_units: int) -> jnp.ndarray:
+    """``bool [2, S * S, MASK_WIDTH]``: each seat's legal actions per cell."""
+    cfg = state.env_cfg
+    size = state.board.lichen.shape[0]
+    cells = size * size
+    i32 = jnp.int32
+    teams = jnp.arange(2)[:, None]  # [2, 1]
+
+    fac_team = factory_team_map(state)  # [x, y]
+    unit_team = unit_team_map(state)
+    strain_team = strain_team_map(state)
+    rubble = state.board.rubble.astype(i32)
+
+    umask = state.unit_mask
+    pos = state.units.pos.pos.astype(i32)  # [2, U, 2]
+    heavy = state.units.unit_type.astype(i32)
+    power = state.units.power.astype(i32)
+    cargo = state.units.cargo.stock.astype(i32)  # [2, U, 4]
+    upd = robot_table(cfg, "ACTION_QUEUE_POWER_COST")[heavy]
+    battery = robot_table(cfg, "BATTERY_CAPACITY")[heavy]
+    space = robot_table(cfg, "CARGO_SPACE")[heavy]
+    can_update = umask & (power >= upd)
+
+    target = pos[:, :, None, :] + DELTA[None, None]  # [2, U, 5, 2]
+    inside = ((target >= 0) & (target < size)).all(-1)
+    tx, ty = jnp.clip(target[..., 0], 0, size - 1), jnp.clip(target[..., 1], 0, size - 1)
+    t_fac = jnp.where(inside, fac_team[tx, ty], -1)  # [2, U, 5]
+    t_unit = jnp.where(inside, unit_team[tx, ty], -1)
+    team3 = teams[:, :, None]
+
+    move_cost = (robot_table(cfg, "MOVE_COST")[heavy][..., None]
+                 + jnp.floor(robot_table(cfg, "RUBBLE_MOVEMENT_COST")[heavy][..., None]
+                             * rubble[tx, ty]).astype(i32))
+    move = (inside & (t_fac != 1 - team3) & (power[..., None] >= upd[..., None] + move_cost)
+            )[..., 1:]  # [2, U, 4]
+
+    t_dir = inside & ((t_fac == team3) | ((t_unit == team3) & (jnp.arange(5) > 0)))  # [2, U, 5]
+    t_res = jnp.concatenate([cargo > 0, (power - upd >= 2)[..., None]], -1)  # [2, U, 5]
+    transfer = t_dir.any(-1) & t_res.any(-1)
+
+    here = fac_team[pos[..., 0].clip(0, size - 1), pos[..., 1].clip(0, size - 1)]  # [2, U]
+    occ = state.board.factory_occupancy_map.astype(i32)[pos[..., 0].clip(0, size - 1),
+                                                        pos[..., 1].clip(0, size - 1)]
+    fidx = state.factory_id2idx.at[occ].get(mode="fill", fill_value=NONE_ID)[..., 1].astype(i32)
+    fidx = jnp.clip(fidx, 0, state.factories.power.shape[1] - 1)
+    f_stock = state.factories.cargo.stock[teams, fidx].astype(i32)  # [2, U, 4]
+    f_power = state.factories.power[teams, fidx].astype(i32)
+    p_res = jnp.concatenate([(f_stock > 0) & (cargo < space[..., None]),
+                             ((f_power > 0) & (power < battery))[..., None]], -1)
+    p_res = p_res & (here == teams)[..., None]
+    pickup = p_res.any(-1)
+
+    ux, uy = pos[..., 0].clip(0, size - 1), pos[..., 1].clip(0, size - 1)
+    diggable = ((rubble[ux, uy] > 0) | state.board.ice[ux, uy] | state.board.ore[ux, uy]
+                | ((state.board.lichen[ux, uy] > 0) & (strain_team[ux, uy] != teams)))
+    dig = diggable & (here < 0) & (power >= upd + robot_table(cfg, "DIG_COST")[heavy])
+    destruct = power >= upd + robot_table(cfg, "SELF_DESTRUCT_COST")[heavy]
+    recharge = power < battery
+
+    types = jnp.stack([umask, move.any(-1), transfer, pickup, dig, destruct, recharge], -1)
+    types = types & jnp.concatenate([umask[..., None], jnp.broadcast_to(
+        can_update[..., None], umask.shape + (6,))], -1)
+    unit_rows = jnp.concatenate([types, move, t_dir, t_res, p_res,
+                                 jnp.zeros(umask.shape + (NVEC[5],), bool)], -1)  # [2, U, W]
+
+    fmask = state.factory_mask
+    f_metal = state.factories.cargo.stock[..., 3].astype(i32)
+    f_pow = state.factories.power.astype(i32)
+    room = (state.n_units.astype(i32) + state.n_factories.astype(i32) <= max_units)[:, None]
+    light = (f_metal >= robot_table(cfg, "METAL_COST")[0]) & (
+        f_pow >= robot_table(cfg, "POWER_COST")[0]) & room
+    heavy_b = (f_metal >= robot_table(cfg, "METAL_COST")[1]) & (
+        f_pow >= robot_table(cfg, "POWER_COST")[1]) & room
+    water = state.factories.cargo.stock[..., 2].astype(i32) >= (
+        _water_cost(state) + cfg.FACTORY_WATER_CONSUMPTION)
+    fac_comp = jnp.stack([fmask, light, heavy_b, water], -1) & fmask[..., None]  # [2, F, 4]
+    fac_rows = jnp.zeros(fmask.shape + (MASK_WIDTH,), bool).at[..., OFFSETS[5]:].set(fac_comp)
+
+    ucell = _cell(pos, size, umask)
+    fcell = _cell(state.factories.pos.pos, size, fmask)
+    grid = jnp.zeros((2, cells + 1, MASK_WIDTH), jnp.uint8)
+    grid = grid.at[teams, ucell].max(unit_rows.astype(jnp.uint8), mode="drop")
+    grid = grid.at[teams, fcell].max(fac_rows.astype(jnp.uint8), mode="drop")
+    return grid[:, :cells].astype(bool)

@@ -1,0 +1,154 @@
+"""Grid actions to Jux's action queues, and the reward components of a step, on the device.
+
+:func:`to_jux` reads each unit's and factory's row of the seat's ``[S * S, 6]`` grid action
+(:mod:`games.lux.layout`) at its cell and writes Jux's ``JuxAction``: a unit whose type is not
+``keep`` gets a one-action queue (repeated until replaced); a factory's choice becomes its
+factory action. Values are clipped into their components' ranges, so no input makes a
+malformed action (Jux drops a player's whole turn for one).
+
+:func:`executed` reconstructs what each unit does this step (the new action where the queue
+update is paid for, else the queue's front), from which :func:`step_components` measures what
+was dug and delivered (:data:`~games.lux.layout.REWARD_COMPONENTS`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from games.lux.layout import NVEC, UNIT
+from games.lux.observe import _cell, factory_team_map, robot_table
+
+# our unit types -> Jux's UnitActionType (keep has none)
+JUX_TYPE = jnp.array([-1, 0, 1, 2, 3, 4, 5], jnp.int8)
+JUX_REPEAT = jnp.array([0, 1, 1, 1, 1, 0, 1], jnp.int16)  # self-destruct happens once
+
+
+def to_jux(state: Any, grid: jnp.ndarray) -> Any:
+    """Jux's ``JuxAction`` for one game from both seats' ``int [2, S * S, 6]`` grid actions."""
+    from jux.actions import JuxAction, UnitAction
+
+    cfg = state.env_cfg
+    size = state.board.lichen.shape[0]
+    i32 = jnp.int32
+    teams = jnp.arange(2)[:, None]
+    grid = jnp.clip(grid.astype(i32), 0, jnp.array(NVEC, i32) - 1)
+    pad = jnp.zeros((2, 1, len(NVEC)), i32)
+    grid = jnp.concatenate([grid, pad], 1)  # row S*S: nothing (absent slots read it)
+
+    umask = state.unit_mask
+    row = grid[teams, _cell(state.units.pos.pos, size, umask)]  # [2, U, 6]
+    kind = row[..., 0]
+    heavy = state.units.unit_type.astype(i32)
+    power = state.units.power.astype(i32)
+    upd = robot_table(cfg, "ACTION_QUEUE_POWER_COST")[heavy]
+    battery = robot_table(cfg, "BATTERY_CAPACITY")[heavy]
+    space = robot_table(cfg, "CARGO_SPACE")[heavy]
+    cargo = state.units.cargo.stock.astype(i32)
+
+    is_move, is_transfer = kind == UNIT["move"], kind == UNIT["transfer"]
+    is_pickup = kind == UNIT["pickup"]
+    direction = jnp.where(is_move, row[..., 1] + 1, jnp.where(is_transfer, row[..., 2], 0))
+    resource = jnp.where(is_transfer, row[..., 3], jnp.where(is_pickup, row[..., 4], 0))
+    after_update = power - upd
+    held = jnp.take_along_axis(cargo, jnp.clip(resource, 0, 3)[..., None], -1)[..., 0]
+    transfer_amount = jnp.where(resource == 4, jnp.maximum(after_update, 0) // 2,
+                                cfg.max_transfer_amount)
+    pickup_amount = jnp.where(resource == 4, battery - after_update, space - held)
+    amount = jnp.where(is_transfer, transfer_amount, jnp.where(
+        is_pickup, pickup_amount, jnp.where(kind == UNIT["recharge"], battery, 0)))
+    amount = jnp.clip(amount, 0, cfg.max_transfer_amount)
+
+    queue_size = state.units.action_queue.data.action_type.shape[-1]
+
+    def queue(first: jnp.ndarray, dtype: Any) -> jnp.ndarray:
+        out = jnp.zeros(first.shape + (queue_size,), dtype)
+        return out.at[..., 0].set(first.astype(dtype))
+
+    actions = UnitAction(
+        action_type=queue(JUX_TYPE[kind], jnp.int8),
+        direction=queue(direction, jnp.int8),
+        resource_type=queue(resource, jnp.int8),
+        amount=queue(amount, jnp.int16),
+        repeat=queue(JUX_REPEAT[kind], jnp.int16),
+        n=queue(jnp.ones_like(kind), jnp.int16),
+    )
+    update = umask & (kind != UNIT["keep"])
+    fmask = state.factory_mask
+    frow = grid[teams, _cell(state.factories.pos.pos, size, fmask)]  # [2, F, 6]
+    factory_action = jnp.where(fmask, frow[..., 5] - 1, -1).astype(jnp.int8)
+    return JuxAction(factory_action=factory_action, unit_action_queue=actions,
+                     unit_action_queue_count=update.astype(jnp.int8),
+                     unit_action_queue_update=update)
+
+
+def executed(state: Any, action: Any) -> tuple[Any, jnp.ndarray]:
+    """What each unit does this step: ``(UnitAction [2, U], power [2, U])`` after the queue
+    update, as Jux decides them (the update happens where it is asked and paid for)."""
+    import jax
+    from jux.actions import UnitAction
+
+    cfg = state.env_cfg
+    heavy = state.units.unit_type.astype(jnp.int32)
+    upd = robot_table(cfg, "ACTION_QUEUE_POWER_COST")[heavy]
+    power = state.units.power.astype(jnp.int32)
+    paid = action.unit_action_queue_update & state.unit_mask & (upd <= power)
+    queue = state.units.action_queue
+    front = queue.front.astype(jnp.int32)[..., None]
+    current = jax.tree_util.tree_map(
+        lambda x: jnp.take_along_axis(x, front, -1)[..., 0], queue.data)
+    current = jax.tree_util.tree_map(
+        lambda x, none: jnp.where(queue.count > 0, x, none), current,
+        UnitAction.do_nothing())
+    new = jax.tree_util.tree_map(lambda x: x[..., 0], action.unit_action_queue)
+    chosen = jax.tree_util.tree_map(lambda n, c: jnp.where(paid, n, c), new, current)
+    return chosen, jnp.where(paid, power - upd, power)
+
+
+def step_components(before: Any, action: Any, after: Any) -> jnp.ndarray:
+    """``float [2, 7]``: each team's ``ice, ore, water, metal, lichen, units, factories`` of
+    the step from ``before`` to ``after`` (``win`` is the adapter's: it needs the outcome)."""
+    cfg = before.env_cfg
+    size = before.board.lichen.shape[0]
+    f32 = jnp.float32
+    chosen, power = executed(before, action)
+    heavy = before.units.unit_type.astype(jnp.int32)
+    umask = before.unit_mask
+    pos = before.units.pos.pos.astype(jnp.int32)
+    ux, uy = pos[..., 0].clip(0, size - 1), pos[..., 1].clip(0, size - 1)
+    fac_team = factory_team_map(before)
+    on_factory = fac_team[ux, uy] >= 0
+    cargo = before.units.cargo.stock.astype(jnp.int32)
+    space = robot_table(cfg, "CARGO_SPACE")[heavy]
+
+    digs = (umask & (chosen.action_type == 3) & ~on_factory
+            & (power >= robot_table(cfg, "DIG_COST")[heavy]))
+    gain = robot_table(cfg, "DIG_RESOURCE_GAIN")[heavy]
+    ice = jnp.where(digs & before.board.ice[ux, uy], jnp.minimum(gain, space - cargo[..., 0]), 0)
+    ore = jnp.where(digs & before.board.ore[ux, uy], jnp.minimum(gain, space - cargo[..., 1]), 0)
+
+    delta = jnp.array([[0, 0], [0, -1], [1, 0], [0, 1], [-1, 0]], jnp.int32)
+    target = pos + delta[jnp.clip(chosen.direction.astype(jnp.int32), 0, 4)]
+    inside = ((target >= 0) & (target < size)).all(-1)
+    tx, ty = target[..., 0].clip(0, size - 1), target[..., 1].clip(0, size - 1)
+    teams = jnp.arange(2)[:, None]
+    to_own = umask & (chosen.action_type == 1) & inside & (fac_team[tx, ty] == teams)
+    res = chosen.resource_type.astype(jnp.int32)
+    sent = jnp.minimum(chosen.amount.astype(jnp.int32),
+                       jnp.take_along_axis(cargo, jnp.clip(res, 0, 3)[..., None], -1)[..., 0])
+    water = jnp.where(to_own & (res == 0), sent, 0) / cfg.ICE_WATER_RATIO
+    metal = jnp.where(to_own & (res == 1), sent, 0) / cfg.ORE_METAL_RATIO
+
+    return jnp.stack([
+        ice.sum(-1).astype(f32), ore.sum(-1).astype(f32), water.sum(-1).astype(f32),
+        metal.sum(-1).astype(f32),
+        (after.team_lichen_score() - before.team_lichen_score()).astype(f32),
+        (after.n_units - before.n_units).astype(f32),
+        (after.n_factories - before.n_factories).astype(f32),
+    ], -1)
+
+
+def lichen_scores(state: Any) -> jnp.ndarray:
+    """``int [2]``: Jux's end-of-game scores (lichen; -1000 for a team without factories)."""
+    return state.team_lichen_score() - (state.n_factories == 0) * 1000

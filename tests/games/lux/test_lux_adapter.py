@@ -1,0 +1,204 @@
+"""The Lux adapter against the real engine (Jux): the start of a game, masks the engine honours,
+actions that are never malformed, episodes and outcomes, reproducibility and exact resumption."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from games.batches import random_actions
+from games.core import GameError
+from games.lux.adapter import LuxOptions, LuxVecGame
+from games.lux.layout import NVEC, PLANE, REWARD_COMPONENTS, UNIT
+from games.options import OptionError, from_mapping
+from games.registry import make_game, resolve
+
+MAX_STEPS = 40  # one game length for every test: one compilation
+E = 4
+
+
+def _game(seed: int = 0, num_envs: int = E) -> LuxVecGame:
+    return LuxVecGame(LuxOptions(max_steps=MAX_STEPS), num_envs, seed=seed)
+
+
+def _random(game: LuxVecGame, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return random_actions(game.spec.action_space, mask, rng, (game.spec.num_envs, 2))
+
+
+def test_start_of_game_is_bid_and_placed() -> None:
+    game = _game(seed=3)
+    batch = game.reset()
+    assert batch.obs.shape == (E, 2, 36, 48, 48) and batch.action_mask.shape == (E, 2, 2304, 30)
+    for e in range(E):
+        st = game.host_state(e)
+        per_team = int(st.board.factories_per_team)
+        assert int(st.real_env_steps) == 0
+        assert list(st.n_factories) == [per_team, per_team] and 2 <= per_team <= 5
+        for team in range(2):
+            cargo = st.factories.cargo.stock[team][:per_team]
+            assert (cargo[:, 2] == 150).all() and (cargo[:, 3] == 150).all()  # water, metal
+        centres = batch.obs[e, :, PLANE["own_factory_centre"]].reshape(2, -1).sum(-1)
+        assert list(centres) == [per_team, per_team]
+    # each seat sees the board from its own side
+    mirror = [("own_factory", "enemy_factory"), ("own_factory_centre", "enemy_factory_centre")]
+    for own, enemy in mirror:
+        assert np.array_equal(batch.obs[:, 0, PLANE[own]], batch.obs[:, 1, PLANE[enemy]])
+    # factory centres are the only cells with legal actions at the start (no robots yet)
+    legal_cells = batch.action_mask.any(-1)
+    assert np.array_equal(legal_cells, batch.obs[:, :, PLANE["own_factory_centre"]]
+                          .reshape(E, 2, -1) > 0)
+
+
+def _unit_at(st: Any, team: int) -> dict[int, tuple[int, int]]:
+    """cell -> (unit id, unit type) of a team's robots."""
+    out = {}
+    for i in range(int(st.n_units[team])):
+        x, y = (int(v) for v in st.units.pos.pos[team][i])
+        out[y * 48 + x] = (int(st.units.unit_id[team][i]), int(st.units.unit_type[team][i]))
+    return out
+
+
+def test_masked_in_actions_are_carried_out_by_the_engine() -> None:
+    """Every robot order the masks allow is executed (the engine pops it from the queue) and
+    every factory build they allow creates a robot, over games of random legal play."""
+    game = _game(seed=11)
+    batch = game.reset()
+    rng = np.random.default_rng(0)
+    executed = {kind: 0 for kind in ("move", "transfer", "pickup", "dig")}
+    builds = 0
+    for _ in range(3 * MAX_STEPS):
+        actions = _random(game, batch.action_mask, rng)
+        before = [game.host_state(e) for e in range(E)]
+        batch = game.step(actions)
+        for e in np.flatnonzero(~batch.terminated):
+            after = game.host_state(e)
+            chosen_builds = 0
+            for team in range(2):
+                act = actions[e, team]
+                for cell, (uid, _) in _unit_at(before[e], team).items():
+                    kind = UNIT_NAMES[int(act[cell, 0])]
+                    if kind not in executed:
+                        continue
+                    slot = after.unit_id2idx[uid]
+                    if slot[0] != team or slot[1] >= after.n_units[team]:
+                        continue  # destroyed (a collision)
+                    assert int(after.units.action_queue.front[team][slot[1]]) == 1, (
+                        f"env {e} team {team}: a legal {kind} was not executed")
+                    executed[kind] += 1
+                n_fac = int(before[e].n_factories[team])
+                for pos in before[e].factories.pos.pos[team][:n_fac]:
+                    choice = int(act[int(pos[1]) * 48 + int(pos[0]), 5])
+                    chosen_builds += choice in (1, 2)
+            assert int(after.global_id) - int(before[e].global_id) == chosen_builds
+            builds += chosen_builds
+    assert builds > 20 and min(executed.values()) > 5, (builds, executed)
+
+
+UNIT_NAMES = {v: k for k, v in UNIT.items()}
+
+
+def test_no_input_makes_a_malformed_action() -> None:
+    """Jux drops a player's whole turn for one malformed action: junk grids convert to valid
+    queues and factory actions only."""
+    import jax
+
+    from games.lux.orders import to_jux
+
+    game = _game(seed=2)
+    game.reset()
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        junk = rng.integers(-100, 100, size=(E, 2, 48 * 48, len(NVEC)))
+        acts = jax.vmap(to_jux)(game._states, jax.numpy.asarray(junk))
+        valid = np.asarray(jax.vmap(lambda q: q.is_valid(3000))(acts.unit_action_queue))
+        used = np.arange(valid.shape[-1]) < np.asarray(acts.unit_action_queue_count)[..., None]
+        assert bool(valid[used].all())  # what the engine checks: the queue's first count
+        fac = np.asarray(acts.factory_action)
+        assert fac.min() >= -1 and fac.max() <= 2
+        game.step(junk)
+
+
+def test_episodes_end_with_outcomes_and_components() -> None:
+    game = _game(seed=5)
+    batch = game.reset()
+    rng = np.random.default_rng(2)
+    start = [game.host_state(e) for e in range(E)]
+    ended = 0
+    for step in range(MAX_STEPS):
+        batch = game.step(_random(game, batch.action_mask, rng))
+        if step < MAX_STEPS - 1 and not batch.terminated.any():
+            assert len(batch.episodes.env) == 0
+            continue
+        comps = game.episode_reward_components()
+        assert comps.shape == (len(batch.episodes.env), len(REWARD_COMPONENTS))
+        for k, (e, seat) in enumerate(zip(batch.episodes.env, batch.episodes.seat, strict=True)):
+            final = game.host_state(int(e), final=True)
+            score = np.asarray(final.team_lichen_score()) - (np.asarray(final.n_factories) == 0
+                                                            ) * 1000
+            expect = np.sign(score[seat] - score[1 - seat])
+            assert batch.episodes.outcome[k] == expect
+            col = dict(zip(REWARD_COMPONENTS, comps[k], strict=True))
+            assert col["win"] == expect
+            assert col["units"] == int(final.n_units[seat])  # no robot at the start
+            assert col["factories"] == int(final.n_factories[seat]) - int(
+                start[e].n_factories[seat])
+            assert col["lichen"] == pytest.approx(float(final.team_lichen_score()[seat]))
+            # the last observation is the final position; the next one the next game's start
+            steps = int(final.real_env_steps)
+            assert steps == MAX_STEPS or (np.asarray(final.n_factories) == 0).any()
+            assert (batch.final_obs[e, :, PLANE["progress"]] == np.float16(steps / MAX_STEPS)
+                    ).all()
+            assert (batch.obs[e, :, PLANE["progress"]] == 0.0).all()
+            ended += 1
+        if step == MAX_STEPS - 1:
+            break
+    assert ended >= 2 * E  # every game ends by the step limit at the latest
+    assert not np.array_equal(game.host_state(0).board.map.ice, start[0].board.map.ice)
+
+
+def test_reproducible_from_the_seed_and_resumes_exactly() -> None:
+    a, b, other = _game(seed=7), _game(seed=7), _game(seed=8)
+    first_a, first_b, first_o = a.reset(), b.reset(), other.reset()
+    assert np.array_equal(first_a.obs, first_b.obs)
+    assert not np.array_equal(first_a.obs, first_o.obs)
+    rng = np.random.default_rng(3)
+    batch = first_a
+    for _ in range(MAX_STEPS - 5):  # past the end of the first games: the buffer in play
+        batch = a.step(_random(a, batch.action_mask, rng))
+    saved = a.get_state()
+    plan = []
+    for _ in range(15):
+        acts = _random(a, batch.action_mask, rng)
+        batch = a.step(acts)
+        plan.append((acts, batch))
+    b.set_state(saved)
+    for acts, expected in plan:
+        got = b.step(acts)
+        assert np.array_equal(got.obs, expected.obs)
+        assert np.array_equal(got.action_mask, expected.action_mask)
+        assert np.array_equal(got.reward, expected.reward)
+        assert np.array_equal(got.terminated, expected.terminated)
+    with pytest.raises(GameError, match="missing"):
+        b.set_state({k: v for k, v in saved.items() if k != "games.0"})
+
+
+def test_bad_options_are_one_line_errors() -> None:
+    with pytest.raises(OptionError, match="game.options.map_size"):
+        from_mapping(LuxOptions, {"map_size": 32}, "game.options.")
+    with pytest.raises(OptionError, match="unknown component 'gold'"):
+        from_mapping(LuxOptions, {"reward_weights": {"gold": 1.0}}, "game.options.")
+    with pytest.raises(OptionError, match="max_steps"):
+        from_mapping(LuxOptions, {"max_steps": 0}, "game.options.")
+    with pytest.raises(GameError, match="unknown Lux rules 'season3'; known: season2"):
+        make_game("lux", 1, options={"rules": "season3"})
+
+
+def test_registry_and_rendering() -> None:
+    assert resolve("LuxAI_S2").name == "lux" and resolve("lux").family == "lux"
+    game = make_game("lux", E, seed=1, options={"max_steps": MAX_STEPS})
+    game.reset()
+    frame = game.render(1)
+    assert frame.shape == (384, 384, 3) and frame.dtype == np.uint8
+    assert len(np.unique(frame.reshape(-1, 3), axis=0)) > 5
