@@ -1,0 +1,351 @@
+"""Scripted Lux AI Season 2 opponents as vectorized NumPy functions ``fn(obs, mask, rng)``.
+
+Rows are seats (of many games): ``obs`` is ``float16 [N, C, S, S]`` (the planes of
+:data:`~games.lux.layout.OBS_PLANES`), ``mask`` ``bool [N, S * S, 30]`` and the result
+``int64 [N, S * S, 6]``, one row of :data:`~games.lux.layout.NVEC` components per cell (the
+adapter ignores cells without a unit or a factory centre). Every chosen value is legal under
+``mask``; a bot acts through seats like any policy (:class:`~games.core.ScriptedPolicy`).
+
+- :func:`random_legal`: each component uniformly among its legal values.
+- :func:`heuristic`: mines ice and keeps its factories alive and watered. Its rules, per seat:
+
+  Factories (on their centres): build a heavy robot when legal; else a light one when legal
+  and fewer than :data:`LIGHTS_NEAR` own robots are within :data:`NEAR` cells (Chebyshev) of
+  the centre; else water the lichen when legal and the factory keeps a reserve of
+  :data:`WATER_RESERVE` water (in the last 100 of the rules' 1000 steps, as the ``progress``
+  plane counts them, only twice the steps left, plus 10); else nothing. A factory never
+  builds while an own robot stands on its centre (the new robot would collide with it).
+
+  Robots, first rule that applies:
+
+  1. carrying ice (at least :data:`CARGO_HOME` of the cargo space, or any when below
+     :data:`PICKUP_BELOW` of the battery) and next to or on an own factory tile: transfer the
+     ice to it;
+  2. on an own factory tile with less than :data:`PICKUP_BELOW` of the battery: pick up power
+     (waiting there when the factory has none);
+  3. carrying ice, or low on power (below :data:`LOW_POWER`): move home, to the nearest own
+     factory tile, or to one of a thirsty factory (below :data:`THIRSTY` water) when that is
+     at most :data:`DETOUR` steps further (rule 1 then delivers there);
+  4. light robots clear rubble where lichen could grow (cells next to own factory tiles or
+     own lichen, not ice or ore): dig when standing on such a cell, else move to the nearest
+     one no robot stands on (while there is one);
+  5. on ice: dig;
+  6. else move to the nearest ice cell no robot stands on.
+
+  Moves follow distance fields (breadth-first relaxation over the board, around enemy factory
+  tiles, own factory centres and robots): a robot steps to the legal free neighbour with the
+  smallest distance, and only one robot (heavies first) into each cell, so own robots do not
+  collide. A robot that has arrived stays (one on ice that cannot dig waits). A robot that
+  cannot move (or whose rule asks for nothing legal) holds: ``keep``, unless its queue would
+  move it or dig, then ``recharge``. An action equal to the robot's queued one (the ``queued_*``
+  planes) becomes ``keep``, which continues it without the queue-update power.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from games.batches import random_actions
+from games.core import MultiDiscrete
+from games.lux.layout import FACTORY, NVEC, OFFSETS, PLANE, RESOURCE, UNIT
+
+CARGO_HOME = 0.5
+"""robots carrying this fraction of their cargo space in ice take it home"""
+LOW_POWER = 0.25
+"""robots below this fraction of their battery go home to pick up power"""
+PICKUP_BELOW = 0.5
+"""robots on an own factory tile below this fraction of their battery pick up power"""
+WATER_RESERVE = 200
+"""water a factory keeps before it waters lichen"""
+THIRSTY, DETOUR = 150, 15
+"""robots take ice to a factory with less than ``THIRSTY`` water when it is at most ``DETOUR``
+steps further than the nearest own factory"""
+NEAR, LIGHTS_NEAR = 6, 3
+"""a factory builds light robots while fewer than ``LIGHTS_NEAR`` own robots are within
+``NEAR`` cells of its centre"""
+FAR = 10_000
+"""the distance of cells a distance field does not reach"""
+
+# (dy, dx) of the move directions up, right, down, left (Lux's, in the layout's order)
+_STEPS = ((-1, 0), (0, 1), (1, 0), (0, -1))
+_MOVE, _TDIR, _TRES, _PRES, _FAC = OFFSETS[1], OFFSETS[2], OFFSETS[3], OFFSETS[4], OFFSETS[5]
+
+
+def random_legal(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each component of each cell uniformly among its legal values (0 where none is)."""
+    size = obs.shape[-1]
+    space = MultiDiscrete(NVEC, grid=(size, size))
+    return random_actions(space, np.asarray(mask, bool), rng, (len(obs),))
+
+
+# ---------------------------------------------------------------- grids
+
+
+def neighbour(a: np.ndarray, d: int, fill: float | int | bool) -> np.ndarray:
+    """``b[..., y, x] = a[..., y + dy, x + dx]``: the value one step in move direction ``d``
+    (0 up, 1 right, 2 down, 3 left), ``fill`` off the board."""
+    dy, dx = _STEPS[d]
+    out = np.full_like(a, fill)
+    h, w = a.shape[-2:]
+    out[..., max(-dy, 0):h - max(dy, 0), max(-dx, 0):w - max(dx, 0)] = \
+        a[..., max(dy, 0):h - max(-dy, 0), max(dx, 0):w - max(-dx, 0)]
+    return out
+
+
+def distance_field(targets: np.ndarray, blocked: np.ndarray,
+                   needed: np.ndarray | None = None) -> np.ndarray:
+    """``int32 [..., S, S]``: steps (4-neighbour moves, not through ``blocked`` cells) to the
+    nearest target; :data:`FAR` where none is reachable and on blocked cells.
+
+    Jacobi relaxation (one breadth-first ring per round, so a distance, once set, is final),
+    checked every few rounds: it stops when each board has converged or, given ``needed``,
+    has a distance on all its needed cells (whose smaller neighbours then have theirs).
+    """
+    shape = np.broadcast_shapes(targets.shape, blocked.shape)
+    h, w = shape[-2:]
+    far = np.int16(FAR)
+    pad = np.full(shape[:-2] + (h + 2, w + 2), far, np.int16)
+    dist = pad[..., 1:-1, 1:-1]  # a view: the board inside a FAR frame
+    dist[...] = np.where(targets & ~blocked, 0, far)
+    wall = np.where(blocked, far, 0).astype(np.int16)
+    near, other = np.empty(shape, np.int16), np.empty(shape, np.int16)
+    for rounds in range(1, h * w + 1):
+        np.minimum(pad[..., :-2, 1:-1], pad[..., 2:, 1:-1], out=near)
+        np.minimum(pad[..., 1:-1, :-2], pad[..., 1:-1, 2:], out=other)
+        np.minimum(near, other, out=near)
+        near += 1
+        np.maximum(near, wall, out=near)
+        if rounds % 4:
+            np.minimum(dist, near, out=dist)
+            continue
+        busy = (near < dist).any((-2, -1))  # boards still changing
+        np.minimum(dist, near, out=dist)
+        if needed is not None:
+            busy &= (needed & (dist >= far)).any((-2, -1))
+        if not busy.any():
+            break
+    return dist.astype(np.int32)
+
+
+def box_count(a: np.ndarray, radius: int) -> np.ndarray:
+    """``int [..., S, S]``: how many ``a`` cells are within ``radius`` (Chebyshev) of each
+    cell (a summed-area table)."""
+    h, w = a.shape[-2:]
+    table = np.zeros(a.shape[:-2] + (h + 1, w + 1), np.int32)
+    table[..., 1:, 1:] = a.astype(np.int32).cumsum(-2).cumsum(-1)
+    y0 = np.clip(np.arange(h) - radius, 0, h)[:, None]
+    y1 = np.clip(np.arange(h) + radius + 1, 0, h)[:, None]
+    x0 = np.clip(np.arange(w) - radius, 0, w)[None, :]
+    x1 = np.clip(np.arange(w) + radius + 1, 0, w)[None, :]
+    out: np.ndarray = (table[..., y1, x1] - table[..., y0, x1] - table[..., y1, x0]
+                       + table[..., y0, x0])
+    return out
+
+
+# ---------------------------------------------------------------- the heuristic
+
+
+def _plane(obs: np.ndarray, name: str) -> np.ndarray:
+    return obs[:, PLANE[name]].astype(np.float32)
+
+
+def _queued(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(type, direction)`` of each own unit's queued action as ``int [N, S, S]``: the
+    layout's unit type (0 where the queue is empty) and transfer direction (0 centre, 1 up,
+    ... 4 left; move direction ``d`` reads ``d + 1``)."""
+    kinds = obs[:, PLANE["queued_move"]:PLANE["queued_recharge"] + 1] > 0
+    dirs = obs[:, PLANE["queued_up"]:PLANE["queued_left"] + 1] > 0
+    kind = np.where(kinds.any(1), kinds.argmax(1) + 1, 0)
+    direction = np.where(dirs.any(1), dirs.argmax(1) + 1, 0)
+    return kind, direction
+
+
+def _factory_actions(obs: np.ndarray, m: np.ndarray, own_unit: np.ndarray) -> np.ndarray:
+    """``int [N, S, S]``: the factory component (on own factory centres; 0 elsewhere)."""
+    centre = obs[:, PLANE["own_factory_centre"]] > 0
+    free = centre & ~own_unit
+    water = np.rint(_plane(obs, "factory_water") * 1000)
+    steps_left = (1.0 - _plane(obs, "progress")) * 1000
+    reserve = np.minimum(WATER_RESERVE, 2 * steps_left + 10)
+    near = box_count(own_unit, NEAR)
+    heavy = free & m[..., _FAC + FACTORY["heavy"]]
+    light = free & m[..., _FAC + FACTORY["light"]] & (near < LIGHTS_NEAR) & ~heavy
+    watering = centre & m[..., _FAC + FACTORY["water"]] & (water >= reserve) & ~heavy & ~light
+    out = np.zeros(centre.shape, np.int64)
+    out[heavy] = FACTORY["heavy"]
+    out[light] = FACTORY["light"]
+    out[watering] = FACTORY["water"]
+    return out
+
+
+def _choose_moves(field: np.ndarray, enterable: np.ndarray, go: np.ndarray,
+                  rng: np.random.Generator) -> np.ndarray:
+    """``int [N, S, S]``: the direction each ``go`` robot steps, to the ``enterable [4, N, S,
+    S]`` neighbour nearest by ``field`` (ties at random); -1 where none is reachable. Robots
+    are obstacles of the fields, so this step starts a shortest path around them."""
+    best = np.full(field.shape, np.inf, np.float32)
+    choice = np.full(field.shape, -1, np.int64)
+    for d in range(4):
+        there = neighbour(field, d, FAR).astype(np.float32) + rng.random(field.shape) * 0.5
+        better = go & enterable[d] & (there < FAR) & (there < best)
+        best = np.where(better, there, best)
+        choice = np.where(better, d, choice)
+    return choice
+
+
+def _resolve(direction: np.ndarray, heavy: np.ndarray,
+             rng: np.random.Generator) -> np.ndarray:
+    """``direction`` with the moves that lose their target cell to another robot set to -1
+    (heavies win, then chance)."""
+    priority = heavy.astype(np.float32) + rng.random(direction.shape).astype(np.float32) * 0.5
+    priority = np.where(direction >= 0, priority, -1.0)
+    claims = np.full(direction.shape, -1.0, np.float32)  # best claim on each target cell
+    for d in range(4):
+        # the robot one step against d, moving in d, claims this cell
+        mover = neighbour(np.where(direction == d, priority, -1.0), (d + 2) % 4, -1.0)
+        claims = np.maximum(claims, mover)
+    won = np.zeros(direction.shape, bool)
+    for d in range(4):
+        won |= (direction == d) & (neighbour(claims, d, -1.0) == priority)
+    return np.where(won, direction, -1)
+
+
+@dataclass(frozen=True)
+class _Seat:
+    """The planes the rules read, as ``[N, S, S]`` arrays (fractions as float32)."""
+
+    light: np.ndarray
+    heavy: np.ndarray
+    own_unit: np.ndarray
+    any_unit: np.ndarray
+    own_fac: np.ndarray
+    centre: np.ndarray
+    blocked: np.ndarray  # for moves: enemy factory tiles, own factory centres and robots
+    ice: np.ndarray
+    clearable: np.ndarray  # rubble where lichen could grow next to own factories or lichen
+    power: np.ndarray
+    cargo: np.ndarray  # ice
+    water: np.ndarray  # the factory's, on its tiles
+
+    @classmethod
+    def read(cls, obs: np.ndarray) -> _Seat:
+        def on(name: str) -> np.ndarray:
+            return np.asarray(obs[:, PLANE[name]] > 0)
+
+        light, heavy = on("own_light"), on("own_heavy")
+        own_fac, centre, ice = on("own_factory"), on("own_factory_centre"), on("ice")
+        any_unit = light | heavy | on("enemy_light") | on("enemy_heavy")
+        blocked = on("enemy_factory") | centre
+        grows = own_fac | on("own_lichen")
+        near_growth = grows.copy()
+        for d in range(4):
+            near_growth |= neighbour(grows, d, False)
+        clearable = near_growth & on("rubble") & ~own_fac & ~blocked & ~ice & ~on("ore")
+        return cls(light=light, heavy=heavy, own_unit=light | heavy, any_unit=any_unit,
+                   own_fac=own_fac, centre=centre, blocked=blocked | any_unit, ice=ice,
+                   clearable=clearable, power=_plane(obs, "unit_power"),
+                   cargo=_plane(obs, "unit_ice"),
+                   water=np.rint(_plane(obs, "factory_water") * 1000))
+
+
+def _fields(seat: _Seat) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(home, to_thirsty, ice, clear)`` distance fields ``int [N, S, S]``: to the nearest
+    own factory tile (a thirsty factory's where that is at most :data:`DETOUR` further;
+    ``to_thirsty`` says where), to free ice and to free clearable rubble."""
+    home = seat.own_fac & ~seat.centre
+    thirsty = home & (seat.water < THIRSTY)
+    needed = np.zeros_like(seat.own_unit)
+    for d in range(4):
+        needed |= neighbour(seat.own_unit, d, False)
+    targets = np.stack([home, thirsty, seat.ice & ~seat.own_fac, seat.clearable])
+    home_f, thirsty_f, ice_f, clear_f = distance_field(targets, seat.blocked[None],
+                                                       (needed & ~seat.blocked)[None])
+    to_thirsty = (thirsty_f < FAR) & (thirsty_f <= home_f + DETOUR)
+    return np.where(to_thirsty, thirsty_f, home_f), to_thirsty, ice_f, clear_f
+
+
+def _transfer_directions(seat: _Seat, m: np.ndarray, give: np.ndarray,
+                         to_thirsty: np.ndarray) -> np.ndarray:
+    """``int [N, S, S]``: a legal transfer direction of ice onto an own factory tile (a
+    thirsty one for robots bound there; centre first) for the ``give`` robots, else -1."""
+    thirsty = seat.own_fac & (seat.water < THIRSTY)
+    give = give & m[..., UNIT["transfer"]] & m[..., _TRES + RESOURCE["ice"]]
+    tdir = np.full(give.shape, -1, np.int64)
+    for t in range(4, -1, -1):
+        onto = (np.where(to_thirsty, thirsty, seat.own_fac) if t == 0 else
+                np.where(to_thirsty, neighbour(thirsty, t - 1, False),
+                         neighbour(seat.own_fac, t - 1, False)))
+        tdir = np.where(give & onto & m[..., _TDIR + t], t, tdir)
+    return tdir
+
+
+def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The rule-based player of the module's docstring."""
+    n, size = len(obs), obs.shape[-1]
+    m = np.asarray(mask, bool).reshape(n, size, size, -1)
+    seat = _Seat.read(obs)
+    unit, power = seat.own_unit, seat.power
+    can = m[..., :len(UNIT)]  # legal unit types
+    home_f, to_thirsty, ice_f, clear_f = _fields(seat)
+
+    # the rules in order; each robot follows the first that applies
+    full = unit & (seat.cargo >= CARGO_HOME)
+    tdir = _transfer_directions(seat, m, full | (unit & (seat.cargo > 0)
+                                                 & (power < PICKUP_BELOW)), to_thirsty)
+    deliver = tdir >= 0
+    topup = unit & ~deliver & seat.own_fac & (power < PICKUP_BELOW)
+    pickup = topup & can[..., UNIT["pickup"]] & m[..., _PRES + RESOURCE["power"]]
+    home = unit & ~deliver & ~topup & (full | (power < LOW_POWER))
+    rest = unit & ~deliver & ~topup & ~home
+    rubble_near = np.minimum.reduce([neighbour(clear_f, d, FAR) for d in range(4)]) < FAR
+    clearing = rest & seat.light & (seat.clearable | rubble_near)
+    dig = can[..., UNIT["dig"]] & np.where(clearing, seat.clearable, rest & seat.ice)
+    seek_ice = rest & ~clearing & ~seat.ice
+    seek_rubble = clearing & ~seat.clearable
+
+    enterable = np.stack([can[..., UNIT["move"]] & m[..., _MOVE + d]
+                          & ~neighbour(seat.any_unit | seat.blocked, d, True)
+                          for d in range(4)])
+    move = np.maximum.reduce([_choose_moves(field, enterable, go, rng) for field, go in (
+        (home_f, home & ~seat.own_fac), (ice_f, seek_ice), (clear_f, seek_rubble))])
+    move = _resolve(move, seat.heavy, rng)
+
+    kind = np.full(unit.shape, -1, np.int64)  # -1: hold
+    kind[deliver] = UNIT["transfer"]
+    kind[pickup] = UNIT["pickup"]
+    kind[dig] = UNIT["dig"]
+    kind[move >= 0] = UNIT["move"]
+    kind = _settle(obs, can, unit, kind, move, tdir)
+
+    out = np.zeros((n, size, size, len(NVEC)), np.int64)
+    out[..., 0] = kind
+    out[..., 1] = np.maximum(move, 0)
+    out[..., 2] = np.maximum(tdir, 0)
+    out[..., 3] = RESOURCE["ice"]
+    out[..., 4] = RESOURCE["power"]
+    out[..., 5] = _factory_actions(obs, m, unit)
+    return out.reshape(n, size * size, len(NVEC))
+
+
+def _settle(obs: np.ndarray, can: np.ndarray, unit: np.ndarray, kind: np.ndarray,
+            move: np.ndarray, tdir: np.ndarray) -> np.ndarray:
+    """The final unit types: holding robots (``kind`` -1) ``keep``, or ``recharge`` where
+    their queue would move or dig them; an action already queued becomes ``keep``."""
+    kind = kind.copy()
+    queued, queued_dir = _queued(obs)
+    restless = np.isin(queued, (UNIT["move"], UNIT["dig"], UNIT["self_destruct"]))
+    kind[unit & (kind < 0) & restless & can[..., UNIT["recharge"]]] = UNIT["recharge"]
+    kind[kind < 0] = UNIT["keep"]
+    same = unit & (kind == queued) & np.where(
+        kind == UNIT["move"], queued_dir == move + 1,
+        np.where(kind == UNIT["transfer"], queued_dir == tdir, True))
+    kind[same] = UNIT["keep"]
+    legal = np.take_along_axis(can, kind[..., None], -1)[..., 0]
+    kind[~legal] = UNIT["keep"]
+    return kind
+
+
+BOTS = {"random": random_legal, "heuristic": heuristic}
+"""the Lux scripted opponents by name"""
