@@ -145,6 +145,10 @@ class GameSpec:
     masks; size-agnostic networks pool only over the cells where this plane is 0"""
     zero_sum: bool = False
     render_fps: int = 30
+    obs_scale: float = 1.0
+    """the features are ``obs * obs_scale`` (and ``state * obs_scale``): games that quantize
+    their planes to ``uint8`` levels set ``1 / 255``; image games keep 1 (their networks scale
+    pixels themselves)"""
 
     @property
     def has_mask(self) -> bool:

@@ -100,8 +100,9 @@ class ImpalaCNN(nn.Module):
 class GridEncoder(nn.Module):
     """Strided conv encoder over a ``[C, H, W]`` board; keeps the feature map for a decoder."""
 
-    def __init__(self, in_channels: int, channels: list[int]) -> None:
+    def __init__(self, in_channels: int, channels: list[int], scale: float = 1.0) -> None:
         super().__init__()
+        self.scale = scale  # the game's obs_scale (quantized planes), not a parameter
         layers: list[nn.Module] = []
         c = in_channels
         for out_c in channels:
@@ -114,7 +115,8 @@ class GridEncoder(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         # channels-last (NHWC) activations: oneDNN/cuDNN convolve them without reordering, and
         # the decoder's per-cell logits come out already laid out as [B, H, W, C]
-        return cast(Tensor, self.net(x.to(torch.float32, memory_format=torch.channels_last)))
+        x = x.to(torch.float32, memory_format=torch.channels_last)
+        return cast(Tensor, self.net(x if self.scale == 1.0 else x * self.scale))
 
 
 class GridDecoder(nn.Module):
@@ -233,14 +235,14 @@ class ActorCritic(nn.Module):
         elif kind == "gridnet":
             if not (isinstance(self.space, MultiDiscrete) and self.space.grid is not None):
                 raise ValueError("network.kind 'gridnet' needs per-cell grid actions")
-            self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels)
+            self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels, spec.obs_scale)
             self.actor_head = GridDecoder(net.channels, sum(self.space.nvec))
             self.pooled_critic = net.grid_critic == "pool"
             if self.pooled_critic and norm.obs and spec.pad_plane is not None:
                 raise ValueError("normalize.obs would rescale the padding plane the pooled "
                                  "critic reads; keep it off for one-hot boards")
             if not self.shared:  # else the critic head reads the actor's encoder features
-                encoder = GridEncoder(critic_shape[0], net.channels)
+                encoder = GridEncoder(critic_shape[0], net.channels, spec.obs_scale)
                 self.critic_torso = (encoder if self.pooled_critic
                                      else nn.Sequential(encoder, nn.Flatten()))
             if self.pooled_critic:

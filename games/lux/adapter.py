@@ -31,6 +31,7 @@ from games.lux.layout import (
     GATES,
     NVEC,
     OBS_PLANES,
+    OBS_SCALE,
     REWARD_COMPONENTS,
 )
 
@@ -137,9 +138,9 @@ class LuxVecGame:
         planes = (len(OBS_PLANES), size, size)
         self.spec = GameSpec(
             name=name, num_envs=num_envs, num_seats=2, obs_shape=planes,
-            obs_dtype=np.dtype(np.float16),
+            obs_dtype=np.dtype(np.uint8), obs_scale=OBS_SCALE,
             action_space=MultiDiscrete(NVEC, grid=(size, size), gates=GATES, names=COMPONENTS),
-            state_shape=planes, state_dtype=np.dtype(np.float16), state_is_obs=True,
+            state_shape=planes, state_dtype=np.dtype(np.uint8), state_is_obs=True,
             obs_kind="grid", zero_sum=True, render_fps=10)
         self._weights = np.array([options.reward_weights.get(c, 0.0)
                                   for c in REWARD_COMPONENTS], np.float64)

@@ -1,6 +1,6 @@
 """Scripted Lux AI Season 2 opponents as vectorized NumPy functions ``fn(obs, mask, rng)``.
 
-Rows are seats (of many games): ``obs`` is ``float16 [N, C, S, S]`` (the planes of
+Rows are seats (of many games): ``obs`` is ``uint8 [N, C, S, S]`` (the planes of
 :data:`~games.lux.layout.OBS_PLANES`), ``mask`` ``bool [N, S * S, 30]`` and the result
 ``int64 [N, S * S, 6]``, one row of :data:`~games.lux.layout.NVEC` components per cell (the
 adapter ignores cells without a unit or a factory centre). Every chosen value is legal under
@@ -49,7 +49,7 @@ import numpy as np
 
 from games.batches import random_actions
 from games.core import MultiDiscrete
-from games.lux.layout import FACTORY, NVEC, OFFSETS, PLANE, RESOURCE, UNIT
+from games.lux.layout import FACTORY, NVEC, OBS_SCALE, OFFSETS, PLANE, RESOURCE, UNIT
 
 CARGO_HOME = 0.5
 """robots carrying this fraction of their cargo space in ice take it home"""
@@ -148,7 +148,7 @@ def box_count(a: np.ndarray, radius: int) -> np.ndarray:
 
 
 def _plane(obs: np.ndarray, name: str) -> np.ndarray:
-    return obs[:, PLANE[name]].astype(np.float32)
+    return obs[:, PLANE[name]].astype(np.float32) * OBS_SCALE
 
 
 def _queued(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -41,10 +41,15 @@ OBS_PLANES: tuple[str, ...] = (
     "progress", "day",
 )
 """The observation planes, in order. Scales: rubble and lichen / 100; a factory's cargo on
-its 9 tiles (ice, ore, water, metal / 1000, power / 5000); a unit's power / its battery and
-cargo / its cargo space; ``queued_*`` the front of an own unit's action queue; ``progress`` the
-game step / 1000 and ``day`` 1 in daylight, on every cell."""
+its 9 tiles (ice, ore, water, metal / 1000, power / 5000, at most 1); a unit's power / its
+battery and cargo / its cargo space; ``queued_*`` the front of an own unit's action queue;
+``progress`` the game step / the game's length (``max_steps``, 1000 by the rules) and ``day`` 1
+in daylight, on every cell."""
 PLANE = {name: i for i, name in enumerate(OBS_PLANES)}
+OBS_SCALE = 1.0 / 255.0
+"""Observations are ``uint8``: each plane's value in ``[0, 1]`` (clipped) times 255, rounded;
+``obs * OBS_SCALE`` are the features (the network does it, :attr:`games.core.GameSpec.obs_scale`).
+A quarter of float32's bytes, and writing them is most of the observation's cost."""
 
 UNIT_TYPES: tuple[str, ...] = ("keep", "move", "transfer", "pickup", "dig", "self_destruct",
                                "recharge")

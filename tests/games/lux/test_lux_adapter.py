@@ -30,7 +30,8 @@ def _random(game: LuxVecGame, mask: np.ndarray, rng: np.random.Generator) -> np.
 def test_start_of_game_is_bid_and_placed() -> None:
     game = _game(seed=3)
     batch = game.reset()
-    assert batch.obs.shape == (E, 2, 36, 48, 48) and batch.action_mask.shape == (E, 2, 2304, 30)
+    assert batch.obs.shape == (E, 2, 36, 48, 48) and batch.obs.dtype == np.uint8
+    assert batch.action_mask.shape == (E, 2, 2304, 30)
     for e in range(E):
         st = game.host_state(e)
         per_team = int(st.board.factories_per_team)
@@ -39,7 +40,7 @@ def test_start_of_game_is_bid_and_placed() -> None:
         for team in range(2):
             cargo = st.factories.cargo.stock[team][:per_team]
             assert (cargo[:, 2] == 150).all() and (cargo[:, 3] == 150).all()  # water, metal
-        centres = batch.obs[e, :, PLANE["own_factory_centre"]].reshape(2, -1).sum(-1)
+        centres = (batch.obs[e, :, PLANE["own_factory_centre"]] > 0).reshape(2, -1).sum(-1)
         assert list(centres) == [per_team, per_team]
     # each seat sees the board from its own side
     mirror = [("own_factory", "enemy_factory"), ("own_factory_centre", "enemy_factory_centre")]
@@ -148,8 +149,8 @@ def test_episodes_end_with_outcomes_and_components() -> None:
             # the last observation is the final position; the next one the next game's start
             steps = int(final.real_env_steps)
             assert steps == MAX_STEPS or (np.asarray(final.n_factories) == 0).any()
-            assert (batch.final_obs[e, :, PLANE["progress"]] == np.float16(steps / MAX_STEPS)
-                    ).all()
+            level = round(steps / MAX_STEPS * 255)  # uint8 levels of [0, 1]
+            assert (batch.final_obs[e, :, PLANE["progress"]] == level).all()
             assert (batch.obs[e, :, PLANE["progress"]] == 0.0).all()
             ended += 1
         if step == MAX_STEPS - 1:

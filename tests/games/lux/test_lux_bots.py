@@ -258,7 +258,8 @@ class Board:
 
     def act(self) -> np.ndarray:
         """``int [S, S, 6]``: the heuristic's choice."""
-        out = heuristic(self.obs.astype(np.float16), self.mask, np.random.default_rng(0))
+        levels = np.round(np.clip(self.obs, 0, 1) * 255).astype(np.uint8)  # as the adapter
+        out = heuristic(levels, self.mask, np.random.default_rng(0))
         assert not illegal_cells(out, self.mask).any()
         return out.reshape(S, S, len(NVEC))
 
