@@ -32,12 +32,12 @@ from selfplay.train import build_trainer
 
 
 def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | None,
-              root: Path) -> dict[str, Any]:
-    """Train until ``minutes`` of wall time have passed; returns the run's record."""
+              root: Path, game: str = "microrts") -> dict[str, Any]:
+    """Train ``game`` until ``minutes`` of wall time have passed; returns the run's record."""
     start = time.perf_counter()
-    config = build_config("microrts", overrides=["log.progress=false", *overrides], seed=seed,
+    config = build_config(game, overrides=["log.progress=false", *overrides], seed=seed,
                           total_steps=horizon or 10**9)
-    run = RunDir(root / f"microrts-learn-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    run = RunDir(root / f"{game}-learn-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
     run.path.mkdir(parents=True, exist_ok=True)
     run.write_config(config)
     trainer = build_trainer(config, run)

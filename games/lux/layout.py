@@ -23,8 +23,10 @@ space. A cell may hold a unit (its components :data:`UNIT`\\ ...) and a factory'
 - ``factory``: none, build light, build heavy, water (ungated: used on factory centres).
 
 Amounts are rules, not choices: a transfer gives all of the resource (power: half the unit's
-power after the queue update), a pickup fills the unit (cargo or battery) as far as the factory
-has it, a recharge waits until the battery is full.
+power after the queue update), a pickup fills the unit's battery as far as the factory has
+power, or its cargo with the factory's water beyond :data:`WATER_RESERVE` (a factory without
+water is destroyed, so a pickup never takes its last); a recharge waits until the battery is
+full.
 """
 
 from __future__ import annotations
@@ -73,6 +75,9 @@ GATES: tuple[tuple[int, ...] | None, ...] = (
 OFFSETS: tuple[int, ...] = tuple(sum(NVEC[:i]) for i in range(len(NVEC)))
 """where each component's mask starts in a cell's mask row"""
 MASK_WIDTH = sum(NVEC)
+
+WATER_RESERVE = 100
+"""water a pickup leaves in the factory (masks allow water pickups only beyond it)"""
 
 UNIT = {name: i for i, name in enumerate(UNIT_TYPES)}
 FACTORY = {name: i for i, name in enumerate(FACTORY_ACTIONS)}

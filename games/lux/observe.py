@@ -10,7 +10,9 @@ a masked-in choice is one the engine carries out this turn:
   asks for;
 - ``transfer``: to an own factory tile (the unit's own cell included) or an adjacent own unit,
   of a resource the unit holds (power: at least 2 after the update);
-- ``pickup``: on an own factory tile, of a resource the factory holds and the unit has room for;
+- ``pickup``: on an own factory tile, of power the factory holds or water beyond its reserve
+  (:data:`~games.lux.layout.WATER_RESERVE`), with room in the unit (ice, ore and metal are never
+  picked up: factories refine ice and ore at once, and a unit can do nothing with metal);
 - ``dig``: off factory tiles, with the dig's power, where there is rubble, ice, ore or lichen not
   of the seat's own strains;
 - ``self_destruct``: with its power; ``recharge``: with the battery not full;
@@ -27,7 +29,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from games.lux.layout import MASK_WIDTH, NVEC, OBS_PLANES, OFFSETS
+from games.lux.layout import MASK_WIDTH, NVEC, OBS_PLANES, OFFSETS, WATER_RESERVE
 
 # Jux's directions: centre, up, right, down, left as (dx, dy)
 DELTA = jnp.array([[0, 0], [0, -1], [1, 0], [0, 1], [-1, 0]], dtype=jnp.int32)
@@ -243,10 +245,11 @@ def legal_masks(state: Any, max_units: int) -> jnp.ndarray:
                                                         pos[..., 1].clip(0, size - 1)]
     fidx = state.factory_id2idx.at[occ].get(mode="fill", fill_value=NONE_ID)[..., 1].astype(i32)
     fidx = jnp.clip(fidx, 0, state.factories.power.shape[1] - 1)
-    f_stock = state.factories.cargo.stock[teams, fidx].astype(i32)  # [2, U, 4]
+    f_water = state.factories.cargo.stock[teams, fidx, 2].astype(i32)  # [2, U]
     f_power = state.factories.power[teams, fidx].astype(i32)
-    p_res = jnp.concatenate([(f_stock > 0) & (cargo < space[..., None]),
-                             ((f_power > 0) & (power < battery))[..., None]], -1)
+    no = jnp.zeros_like(power, bool)
+    p_res = jnp.stack([no, no, (f_water > WATER_RESERVE) & (cargo[..., 2] < space), no,
+                       (f_power > 0) & (power < battery)], -1)
     p_res = p_res & (here == teams)[..., None]
     pickup = p_res.any(-1)
 

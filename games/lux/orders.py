@@ -17,7 +17,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from games.lux.layout import NVEC, UNIT
+from games.lux.layout import NVEC, UNIT, WATER_RESERVE
 from games.lux.observe import _cell, factory_team_map, robot_table
 
 # our unit types -> Jux's UnitActionType (keep has none)
@@ -55,7 +55,16 @@ def to_jux(state: Any, grid: jnp.ndarray) -> Any:
     held = jnp.take_along_axis(cargo, jnp.clip(resource, 0, 3)[..., None], -1)[..., 0]
     transfer_amount = jnp.where(resource == 4, jnp.maximum(after_update, 0) // 2,
                                 cfg.max_transfer_amount)
-    pickup_amount = jnp.where(resource == 4, battery - after_update, space - held)
+    pos = state.units.pos.pos.astype(i32)
+    ux, uy = pos[..., 0].clip(0, size - 1), pos[..., 1].clip(0, size - 1)
+    occ = state.board.factory_occupancy_map.astype(i32)[ux, uy]
+    fidx = state.factory_id2idx.at[occ].get(mode="fill", fill_value=0)[..., 1].astype(i32)
+    f_water = state.factories.cargo.stock[teams, jnp.clip(fidx, 0, state.factories.power.shape[1]
+                                                          - 1), 2].astype(i32)
+    spare_water = jnp.maximum(f_water - WATER_RESERVE, 0)
+    pickup_amount = jnp.where(resource == 4, battery - after_update,
+                              jnp.where(resource == 2, jnp.minimum(space - held, spare_water),
+                                        space - held))
     amount = jnp.where(is_transfer, transfer_amount, jnp.where(
         is_pickup, pickup_amount, jnp.where(kind == UNIT["recharge"], battery, 0)))
     amount = jnp.clip(amount, 0, cfg.max_transfer_amount)
