@@ -67,18 +67,17 @@ class LuxOptions:
 
 
 class _Kernels:
-    """The jitted functions of one rule set and game length (shared by games alike)."""
+    """The jitted functions of one rule set (shared by every game of those rules)."""
 
-    _cache: dict[tuple[str, int], _Kernels] = {}
+    _cache: dict[str, _Kernels] = {}
 
     @classmethod
-    def get(cls, rules_name: str, max_steps: int) -> _Kernels:
-        key = (rules_name, max_steps)
-        if key not in cls._cache:
-            cls._cache[key] = cls(rules_name, max_steps)
-        return cls._cache[key]
+    def get(cls, rules_name: str) -> _Kernels:
+        if rules_name not in cls._cache:
+            cls._cache[rules_name] = cls(rules_name)
+        return cls._cache[rules_name]
 
-    def __init__(self, rules_name: str, max_steps: int) -> None:
+    def __init__(self, rules_name: str) -> None:
         from games.lux import engine
 
         engine.load_jux()
@@ -91,21 +90,23 @@ class _Kernels:
 
         rules = engine.rules_named(rules_name)
         self.rules = rules
-        env_cfg = rules.env_config()._replace(max_episode_length=max_steps)
+        env_cfg = rules.env_config()
         buf_cfg = rules.buffer_config()
         max_units = rules.max_units
 
-        def view(states: Any) -> tuple[Any, Any]:
-            return (jax.vmap(observe)(states),
+        # the game length is an argument, not a constant: games of any length share one
+        # compilation
+        def view(states: Any, max_steps: Any) -> tuple[Any, Any]:
+            return (jax.vmap(lambda s: observe(s, max_steps))(states),
                     jax.vmap(lambda s: legal_masks(s, max_units))(states))
 
-        def step(states: Any, grid: Any) -> tuple[Any, ...]:
+        def step(states: Any, grid: Any, max_steps: Any) -> tuple[Any, ...]:
             actions = jax.vmap(to_jux)(states, grid)
             after = jax.vmap(lambda s, a: s._step_late_game(a))(states, actions)
             comps = jax.vmap(step_components)(states, actions, after)
             scores = jax.vmap(lichen_scores)(after)
             done = (after.n_factories == 0).any(-1) | (after.real_env_steps >= max_steps)
-            obs, masks = view(after)
+            obs, masks = view(after, max_steps)
             return after, comps, scores, done, obs, masks
 
         def refill(states: Any, fresh: Any, take: Any, index: Any) -> Any:
@@ -132,7 +133,8 @@ class LuxVecGame:
         if num_envs < 1:
             raise GameError(f"num_envs must be >= 1, got {num_envs}")
         self.options = options
-        self._k = _Kernels.get(options.rules, options.max_steps)
+        self._k = _Kernels.get(options.rules)
+        self._max_steps = self._k.jnp.int32(options.max_steps)
         size = self._k.rules.map_size
         self.size = size
         planes = (len(OBS_PLANES), size, size)
@@ -171,7 +173,7 @@ class LuxVecGame:
         self._tracker = EpisodeTracker(e, 2)
         self._comp_sums[:] = 0.0
         self._final_states = self._states
-        obs, masks = self._k.view(self._states)
+        obs, masks = self._k.view(self._states, self._max_steps)
         obs = np.array(obs)
         zeros = np.zeros(e, bool)
         return Batch(obs, np.array(masks), obs, np.zeros((e, 2), np.float32), zeros,
@@ -183,7 +185,8 @@ class LuxVecGame:
         e, cells = self.spec.num_envs, self.size * self.size
         grid = np.asarray(actions).reshape(e, 2, cells, len(NVEC))
         before = self._states
-        after, comps, scores, done, obs, masks = self._k.step(before, self._k.jnp.asarray(grid))
+        after, comps, scores, done, obs, masks = self._k.step(before, self._k.jnp.asarray(grid),
+                                                              self._max_steps)
         comps = np.asarray(comps, np.float64)  # [E, 2, 7]
         done = np.asarray(done)
         scores = np.asarray(scores)
@@ -200,7 +203,7 @@ class LuxVecGame:
         if done.any():
             final_obs = obs_np
             after = self._replace_finished(after, done)
-            obs, masks = self._k.view(after)
+            obs, masks = self._k.view(after, self._max_steps)
             obs_np = np.array(obs)
         self._states = after
         return Batch(obs_np, np.array(masks), obs_np, reward, done, np.zeros(e, bool),

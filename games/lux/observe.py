@@ -90,9 +90,10 @@ def quantize(values: jnp.ndarray) -> jnp.ndarray:
     return jnp.round(jnp.clip(values.astype(jnp.float32), 0.0, 1.0) * 255.0).astype(jnp.uint8)
 
 
-def observe(state: Any) -> jnp.ndarray:
+def observe(state: Any, max_steps: Any = None) -> jnp.ndarray:
     """``uint8 [2, C, S, S]``: each seat's planes (:data:`~games.lux.layout.OBS_PLANES`),
-    quantized to 256 levels (:data:`~games.lux.layout.OBS_SCALE`).
+    quantized to 256 levels (:data:`~games.lux.layout.OBS_SCALE`); ``max_steps`` (a traced
+    scalar) is the game's length for the ``progress`` plane (default: the rules').
 
     Built channel-major (``[C, S * S]``), planes shared by the seats computed once: writing the
     observation is most of the cost (4 bytes per value in float32, 1 in uint8)."""
@@ -142,7 +143,8 @@ def observe(state: Any) -> jnp.ndarray:
                                          int(jnp.iinfo(board.units_map.dtype).max))
     at_cell = jnp.where(u_there, jnp.moveaxis(unit_vals, -1, 0)[:, u_team, u_slot], u8(0))
 
-    steps = state.real_env_steps.astype(f32) / cfg.max_episode_length
+    length = cfg.max_episode_length if max_steps is None else max_steps
+    steps = state.real_env_steps.astype(f32) / length
     day = ((state.real_env_steps % cfg.CYCLE_LENGTH) < cfg.DAY_LENGTH).astype(f32)
     clock = jnp.broadcast_to(quantize(jnp.stack([steps, day]))[:, None], (2, cells))
     common = jnp.stack([flag(grid_xy(board.ice)), flag(grid_xy(board.ore)),

@@ -203,3 +203,74 @@ def test_registry_and_rendering() -> None:
     frame = game.render(1)
     assert frame.shape == (384, 384, 3) and frame.dtype == np.uint8
     assert len(np.unique(frame.reshape(-1, 3), axis=0)) > 5
+
+
+def _swap_teams(state: Any) -> Any:
+    """The same game with the teams' places exchanged (team 0's pieces become team 1's)."""
+    import jax
+    import jax.numpy as jnp
+
+    def flip(tree: Any) -> Any:
+        return jax.tree_util.tree_map(lambda x: jnp.asarray(x)[::-1], tree)
+
+    def remap(id2idx: Any) -> Any:
+        table = jnp.asarray(id2idx)
+        team = table[..., 0]
+        valid = team < 2
+        return table.at[..., 0].set(jnp.where(valid, 1 - team, team))
+
+    units = flip(state.units)
+    factories = flip(state.factories)
+    units = units._replace(team_id=jnp.where(units.team_id < 2, 1 - units.team_id,
+                                             units.team_id))
+    factories = factories._replace(team_id=jnp.where(factories.team_id < 2,
+                                                     1 - factories.team_id, factories.team_id))
+    return jax.tree_util.tree_map(jnp.asarray, state)._replace(
+        units=units, factories=factories, n_units=flip(state.n_units),
+        n_factories=flip(state.n_factories), teams=flip(state.teams),
+        unit_id2idx=remap(state.unit_id2idx), factory_id2idx=remap(state.factory_id2idx))
+
+
+def test_either_seat_sees_the_same_game_mirrored() -> None:
+    """Exchanging the teams' places exchanges the seats' observations and masks exactly."""
+    import jax
+
+    from games.lux.observe import legal_masks, observe
+
+    game = _game(seed=13)
+    batch = game.reset()
+    rng = np.random.default_rng(4)
+    for _ in range(25):
+        batch = game.step(_random(game, batch.action_mask, rng))
+    checked = 0
+    for e in range(E):
+        state = jax.tree_util.tree_map(jax.numpy.asarray, game.host_state(e))
+        if int(np.asarray(state.n_units).min()) == 0:
+            continue
+        swapped = _swap_teams(state)
+        for fn in (lambda s: observe(s, MAX_STEPS), lambda s: legal_masks(s, 200)):
+            ours, theirs = np.asarray(fn(state)), np.asarray(fn(swapped))
+            assert np.array_equal(ours[0], theirs[1]) and np.array_equal(ours[1], theirs[0])
+            assert not np.array_equal(ours[0], ours[1])
+        assert np.array_equal(np.asarray(observe(state, MAX_STEPS)[0]), batch.obs[e, 0])
+        checked += 1
+    assert checked >= 2
+
+
+# sha256 (first 16 hex digits) of 30 steps of seeded random legal play from seed 21: every
+# observation, mask, reward and end, measured with jax 0.10.2 on this machine (2026-11-25)
+GOLDEN_TRAJECTORY = "01aaf6e3017e3b15"
+
+
+def test_a_seeded_trajectory_reproduces_its_stored_hash() -> None:
+    import hashlib
+
+    game = _game(seed=21)
+    batch = game.reset()
+    rng = np.random.default_rng(21)
+    digest = hashlib.sha256()
+    for _ in range(30):
+        batch = game.step(_random(game, batch.action_mask, rng))
+        for part in (batch.obs, batch.action_mask, batch.reward, batch.terminated):
+            digest.update(np.ascontiguousarray(part).tobytes())
+    assert digest.hexdigest()[:16] == GOLDEN_TRAJECTORY

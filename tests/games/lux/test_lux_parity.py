@@ -31,6 +31,7 @@ import numpy as np
 import pytest
 
 from games.lux import engine
+from games.lux.parity import differences, jux_view, official_view
 
 SEASON2 = engine.rules_named("season2")
 SEEDS = (7, 2024)
@@ -43,114 +44,6 @@ def jux() -> Any:
     if not engine.vec_noise_available():
         pytest.skip(engine.VEC_NOISE_HINT)
     return engine.load_jux()
-
-
-# ---------------------------------------------------------------- what a player observes
-
-
-# which of (direction, resource, amount) each action type uses; the official engine reports
-# the others as 0, Jux keeps what it was given
-_USED = {0: (1, 0, 0), 1: (1, 1, 1), 2: (0, 1, 1), 3: (0, 0, 0), 4: (0, 0, 0), 5: (0, 0, 1)}
-
-
-def _action(code: Any) -> tuple[int, ...]:
-    """An action vector ``[type, direction, resource, amount, repeat, n]`` with the fields its
-    type ignores set to 0."""
-    kind, *middle = (int(v) for v in code[:4])
-    return (kind, *(v * used for v, used in zip(middle, _USED[kind], strict=True)),
-            int(code[4]), int(code[5]))
-
-
-def _queue(action_queue: Any, p: int, i: int) -> tuple[tuple[int, ...], ...]:
-    data = action_queue.data
-    fields = (data.action_type, data.direction, data.resource_type, data.amount, data.repeat,
-              data.n)
-    capacity = fields[0].shape[-1]
-    front, count = int(action_queue.front[p, i]), int(action_queue.count[p, i])
-    slots = [(front + k) % capacity for k in range(count)]
-    return tuple(_action([f[p, i, s] for f in fields]) for s in slots)
-
-
-def jux_view(state: Any, jux: Any) -> dict[str, Any]:
-    """A Jux state as the canonical view (host arrays; ids as the official engine's strings)."""
-    import jax
-
-    s = jax.device_get(state)
-    factions = [f.name for f in jux.team.FactionTypes]
-    placing = int(s.real_env_steps) < 0
-    strains = np.asarray(s.board.lichen_strains).astype(np.int32)
-    strains[strains == np.iinfo(np.asarray(s.board.lichen_strains).dtype).max] = -1
-    board = {"rubble": np.asarray(s.board.map.rubble), "ice": np.asarray(s.board.map.ice),
-             "ore": np.asarray(s.board.map.ore), "lichen": np.asarray(s.board.lichen),
-             "lichen_strains": strains,
-             "factories_per_team": int(s.board.factories_per_team)}
-    if placing:
-        board["valid_spawns_mask"] = np.asarray(s.board.valid_spawns_mask)
-    teams = {}
-    for p in range(2):
-        n = int(s.teams.n_factory[p])
-        teams[f"player_{p}"] = (
-            factions[int(s.teams.faction[p])], int(s.teams.init_water[p]),
-            int(s.teams.init_metal[p]), int(s.teams.factories_to_place[p]),
-            tuple(int(x) for x in s.teams.factory_strains[p, :n]), int(s.place_first) == p,
-            int(s.teams.bid[p]))
-    factories = {}
-    for p in range(2):
-        f = s.factories
-        for i in range(int(s.n_factories[p])):
-            factories[f"factory_{int(f.unit_id[p, i])}"] = (
-                p, *(int(v) for v in f.pos.pos[p, i]), int(f.power[p, i]),
-                *(int(v) for v in f.cargo.stock[p, i]))
-    units = {}
-    for p in range(2):
-        u = s.units
-        for i in range(int(s.n_units[p])):
-            units[f"unit_{int(u.unit_id[p, i])}"] = (
-                p, ("LIGHT", "HEAVY")[int(u.unit_type[p, i])],
-                *(int(v) for v in u.pos.pos[p, i]), int(u.power[p, i]),
-                *(int(v) for v in u.cargo.stock[p, i]), _queue(u.action_queue, p, i))
-    return {"step": int(s.real_env_steps), "global_id": int(s.global_id), "board": board,
-            "teams": teams, "factories": factories, "units": units}
-
-
-def official_view(obs: dict[str, Any], placing: bool) -> dict[str, Any]:
-    """The official engine's observation as the canonical view."""
-    b = obs["board"]
-    board = {k: np.asarray(b[k]) for k in ("rubble", "ice", "ore", "lichen", "lichen_strains")}
-    board["factories_per_team"] = int(b["factories_per_team"])
-    if placing:
-        board["valid_spawns_mask"] = np.asarray(b["valid_spawns_mask"])
-    teams = {p: (t["faction"], int(t["water"]), int(t["metal"]), int(t["factories_to_place"]),
-                 tuple(int(x) for x in t["factory_strains"]), bool(t["place_first"]),
-                 int(t["bid"])) for p, t in obs["teams"].items()}
-    factories = {}
-    for p in PLAYERS:
-        for fid, f in obs["factories"][p].items():
-            c = f["cargo"]
-            factories[fid] = (int(f["team_id"]), *(int(v) for v in f["pos"]), int(f["power"]),
-                              int(c["ice"]), int(c["ore"]), int(c["water"]), int(c["metal"]))
-    units = {}
-    for p in PLAYERS:
-        for uid, u in obs["units"][p].items():
-            c = u["cargo"]
-            units[uid] = (int(u["team_id"]), u["unit_type"], *(int(v) for v in u["pos"]),
-                          int(u["power"]), int(c["ice"]), int(c["ore"]), int(c["water"]),
-                          int(c["metal"]),
-                          tuple(_action(a) for a in u["action_queue"]))
-    return {"step": int(obs["real_env_steps"]), "global_id": int(obs["global_id"]),
-            "board": board, "teams": teams, "factories": factories, "units": units}
-
-
-def differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
-    """The keys on which two views differ (teams only once the official engine has them)."""
-    out = [k for k in ("step", "global_id", "factories", "units") if ours[k] != theirs[k]]
-    for key in ours["board"].keys() | theirs["board"].keys():
-        if key not in ours["board"] or key not in theirs["board"] or not np.array_equal(
-                ours["board"][key], theirs["board"][key]):
-            out.append(f"board/{key}")
-    if theirs["teams"] and ours["teams"] != theirs["teams"]:
-        out.append("teams")
-    return out
 
 
 # ---------------------------------------------------------------- random actions
