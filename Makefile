@@ -67,10 +67,20 @@ $(VENV)/.stamp-dev: pyproject.toml $(VENV)/.stamp-train
 			"(or fail, with SELFPLAY_REQUIRE_CHROMIUM=1)"
 	@touch $@
 
+# `make train GAME=lux`: the lux extra, Jux and the official engine on top of the train set-up
+$(VENV)/.stamp-lux: pyproject.toml $(VENV)/.stamp-train
+	$(PIP) install -e ".[lux]"
+	$(install_lux_engine)
+	$(VENV)/bin/selfplay setup lux
+	@touch $@
+
+LUX_GAMES := lux luxai_s2 lux_ai_s2 luxai-s2 lux-s2
+NEEDS_LUX := $(filter $(LUX_GAMES),$(shell echo '$(GAME)' | tr 'A-Z' 'a-z'))
+
 install: $(VENV)/.stamp-train
 install-dev: $(VENV)/.stamp-dev
 
-train: install
+train: install $(if $(NEEDS_LUX),$(VENV)/.stamp-lux)
 	$(VENV)/bin/selfplay train --game $(GAME) $(ARGS)
 
 test: install-dev

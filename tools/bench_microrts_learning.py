@@ -57,6 +57,8 @@ def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | No
             for name, seconds in trainer.timer.pop().items():
                 split[name] = split.get(name, 0.0) + seconds
             metrics.update(trainer.episodes.summary())
+            for hook in trainer.after_update:  # the league's snapshots and rating games
+                metrics.update(hook())
             sink.log(trainer.global_step, metrics)
             curve.append((trainer.global_step, round(time.perf_counter() - start, 1),
                           metrics.get("episode/win_rate")))
