@@ -41,11 +41,10 @@ units destroyed on a factory's tiles in the step the factory dies is lost; a tea
 factories gets its remaining lichen - 1000 instead of -1000; a transfer onto an enemy factory's
 tile reaches that factory (luxai_s2 loses it), so masks should forbid such transfers.
 
-What comes next (issue 22), on top of this module: ``games/lux/adapter.py`` (E games x 2 seats
-with bidding and factory placement, per-cell observations and action masks computed on the
-device, actions written into Jux's queues, DLPack hand-over to torch), the ``lux`` family in
-:mod:`games.registry` (``selfplay setup lux`` calling :func:`setup`), ``hyperparams/lux.yaml``
-and Kaggle replays. Until then no ``lux`` game is registered.
+On top of this module: :mod:`games.lux.adapter` (E games x 2 seats, rule-based bidding and
+placement, observations and masks computed on the device), :mod:`games.lux.family` (the ``lux``
+game, ``selfplay setup lux`` calling :func:`setup`) and :mod:`games.lux.parity` (the adapter
+against the official engine).
 """
 
 from __future__ import annotations

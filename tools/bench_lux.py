@@ -1,0 +1,133 @@
+"""Lux adapter throughput against the raw Jux step, in one process, interleaved.
+
+    .venv/bin/python tools/bench_lux.py --envs 64 256 --json-out runs/bench/lux_speed.json
+
+For each batch size: games are played 30 steps with random legal actions, then, on that batch
+of states, one jitted call of each is timed (``--repeats`` rounds, each ``--calls`` calls,
+interleaved; the median round is reported):
+
+- ``raw``: Jux's own main-phase step (``State._step_late_game``, vmapped) on already converted
+  actions: the peer;
+- ``conversion``: what the adapter adds around it: grid actions to Jux's queues, the reward
+  components, both seats' observations and legal-action masks;
+- ``kernel``: the adapter's whole jitted step (conversion and engine step in one call);
+- ``adapter``: ``LuxVecGame.step`` end to end, host copies of the arrays included (actions
+  drawn beforehand; episode ends and the buffer of games started ahead as they come).
+
+Env-steps/s are games x steps / second. ``conversion vs raw`` is the conversion's throughput as
+a share of the raw step's (the issue's >= 0.7), ``adapter vs raw`` the whole step's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _timed(fn: Any, calls: int) -> float:
+    import jax
+
+    start = time.perf_counter()
+    for _ in range(calls):
+        jax.block_until_ready(fn())
+    return (time.perf_counter() - start) / calls
+
+
+def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
+    import jax
+
+    from games.batches import random_actions
+    from games.lux.adapter import LuxOptions, LuxVecGame
+    from games.lux.observe import legal_masks, observe
+    from games.lux.orders import step_components, to_jux
+
+    game = LuxVecGame(LuxOptions(), envs, seed=1)
+    batch = game.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        batch = game.step(random_actions(game.spec.action_space, batch.action_mask, rng,
+                                         (envs, 2)))
+    k = game._k
+    states = game._states
+    cells = game.size * game.size
+    grid = jax.numpy.asarray(random_actions(game.spec.action_space, batch.action_mask, rng,
+                                            (envs, 2)).reshape(envs, 2, cells, -1))
+    max_units = k.rules.max_units
+    max_steps = jax.numpy.int32(1000)
+    raw = jax.jit(jax.vmap(lambda s, a: s._step_late_game(a)))
+    actions = jax.jit(jax.vmap(to_jux))(states, grid)
+    after = raw(states, actions)
+
+    def conversion_fn(states: Any, grid: Any, after: Any) -> Any:
+        acts = jax.vmap(to_jux)(states, grid)
+        comps = jax.vmap(step_components)(states, acts, after)
+        return (acts, comps, jax.vmap(lambda s: observe(s, max_steps))(after),
+                jax.vmap(lambda s: legal_masks(s, max_units))(after))
+
+    conversion = jax.jit(conversion_fn)
+    plan = [random_actions(game.spec.action_space, batch.action_mask, rng, (envs, 2))
+            for _ in range(calls)]
+
+    def adapter_round() -> float:
+        start = time.perf_counter()
+        for a in plan:
+            game.step(a)
+        return (time.perf_counter() - start) / calls
+
+    cases = {
+        "raw": lambda: _timed(lambda: raw(states, actions), calls),
+        "conversion": lambda: _timed(lambda: conversion(states, grid, after), calls),
+        "kernel": lambda: _timed(lambda: k.step(states, grid, max_steps), calls),
+        "adapter": adapter_round,
+    }
+    for fn in cases.values():  # compile and warm up
+        fn()
+    seconds: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            seconds[name].append(fn())
+    median = {name: statistics.median(v) for name, v in seconds.items()}
+    rate = {name: round(envs / s) for name, s in median.items()}
+    return {"envs": envs, "env_steps_per_second": rate,
+            "ms_per_call": {n: round(s * 1000, 2) for n, s in median.items()},
+            "conversion_vs_raw": round(median["raw"] / median["conversion"], 3),
+            "adapter_vs_raw": round(median["raw"] / median["adapter"], 3),
+            "kernel_vs_raw": round(median["raw"] / median["kernel"], 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=10)
+    parser.add_argument("--json-out", type=Path)
+    args = parser.parse_args()
+    import jax
+
+    rows = []
+    for envs in args.envs:
+        row = bench(envs, args.repeats, args.calls)
+        rows.append(row)
+        r = row["env_steps_per_second"]
+        print(f"{envs} games: raw Jux {r['raw']:,} env-steps/s; conversion {r['conversion']:,} "
+              f"({row['conversion_vs_raw']:.2f}x raw); adapter kernel {r['kernel']:,} "
+              f"({row['kernel_vs_raw']:.2f}x); LuxVecGame.step {r['adapter']:,} "
+              f"({row['adapter_vs_raw']:.2f}x)", flush=True)
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps({
+            "date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
+            "cpus": len(os.sched_getaffinity(0)), "jax": jax.__version__,
+            "backend": jax.default_backend(), "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
