@@ -202,6 +202,13 @@ class Family:
         raise GameError(f"{game} has no teachers for behaviour cloning (no scripted players "
                         "or replays of it)")
 
+    def import_replays(self, game: str, fmt: str, paths: list[Path], out: Path,
+                       shard_games: int = 100, skip_bad: bool = False) -> Mapping[str, Any]:
+        """Convert replay files of format ``fmt`` (e.g. Kaggle episodes) into the replay folder
+        ``out``; a summary (``folder``, ``games``, ``shards``, ``steps``, ``duplicates``,
+        ``skipped``). A :class:`GameError` where the family imports no such format."""
+        raise GameError(f"{game} cannot import replays of format {fmt!r}")
+
     def setup(self, quiet: bool = False) -> Mapping[str, Any] | None:
         """Fetch what the family's engine needs and check it (``selfplay setup <family>``);
         ``None`` when the family needs no set-up."""

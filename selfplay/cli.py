@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from selfplay.cli_common import UserError, emit, seed_flag
+from selfplay.import_command import add_import_command
 from selfplay.interrupts import Terminated
 from selfplay.record_command import add_record_command
 
@@ -405,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     setup.set_defaults(func=cmd_setup)
 
     add_record_command(sub)
+    add_import_command(sub)
 
     games = sub.add_parser("games", help="list the games selfplay knows")
     games.add_argument("--json", action="store_true")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,16 @@ class LuxFamily(Family):
         if key not in bots:
             raise GameError(f"unknown {game} bot {bot!r}; known: {', '.join(sorted(bots))}")
         return MatchSetup({}, ScriptedPolicy(key, bots[key], seed), key)
+
+    def import_replays(self, game: str, fmt: str, paths: list[Path], out: Path,
+                       shard_games: int = 100, skip_bad: bool = False) -> Mapping[str, Any]:
+        """Kaggle episode JSON (``fmt == "kaggle"``) into a replay folder
+        (:func:`games.lux.kaggle_replay.convert_kaggle`)."""
+        if fmt.lower() != "kaggle":
+            raise GameError(f"{game} imports replays of format 'kaggle' only, not {fmt!r}")
+        from games.lux.kaggle_replay import convert_kaggle
+
+        return convert_kaggle(paths, out, shard_games=shard_games, skip_bad=skip_bad)
 
     def setup(self, quiet: bool = False) -> Mapping[str, Any]:
         import dataclasses

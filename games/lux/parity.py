@@ -153,7 +153,8 @@ def jux_view(state: Any, jux: Any) -> dict[str, Any]:
 def official_view(obs: dict[str, Any], placing: bool) -> dict[str, Any]:
     """The official engine's observation as the canonical view."""
     b = obs["board"]
-    board = {k: np.asarray(b[k]) for k in ("rubble", "ice", "ore", "lichen", "lichen_strains")}
+    board: dict[str, Any] = {k: np.asarray(b[k])
+                             for k in ("rubble", "ice", "ore", "lichen", "lichen_strains")}
     board["factories_per_team"] = int(b["factories_per_team"])
     if placing:
         board["valid_spawns_mask"] = np.asarray(b["valid_spawns_mask"])
@@ -207,7 +208,7 @@ def _start(official: Any, k: _Kernels, seed: int) -> dict[str, Any]:
         player = PLAYERS[int(state.next_player)]
         team = obs["teams"][player]
         left = max(int(team["factories_to_place"]), 1)
-        actions = {p: {} for p in PLAYERS}
+        actions: dict[str, dict[str, Any]] = {p: {} for p in PLAYERS}
         actions[player] = {"spawn": [int(x), int(y)], "water": int(team["water"]) // left,
                            "metal": int(team["metal"]) // left}
         out, *_ = official.step(actions)

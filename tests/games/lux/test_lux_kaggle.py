@@ -1,0 +1,232 @@
+"""Kaggle episode replays of Lux AI Season 2 (:mod:`games.lux.kaggle`, :mod:`games.lux.kaggle_play`,
+:mod:`games.lux.kaggle_replay`) on games the official engine plays here (no replay set can be
+downloaded): two short games written as ``kaggle-environments`` writes them, converted into a
+replay folder and read back by replaying them.
+
+- game A: the heuristic bot against itself (its orders pass through our layout, so every label
+  must be legal under our masks and equal to the bot's grid action);
+- game B: raw random orders from the engine's action space (seat 0) against the heuristic: seat
+  0's labels are partly illegal under our masks (counted), seat 1's never.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from games.core import GameError
+from games.lux import engine
+from games.lux.kaggle import KaggleError, read_kaggle_episode
+from games.lux.layout import NVEC, OBS_PLANES, UNIT
+from games.replays import read_shard, shard_files
+
+LENGTH = 60  # main-phase steps per game (max_episode_length)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    if not engine.vec_noise_available():
+        pytest.skip(engine.VEC_NOISE_HINT)
+    from games.lux.bots import heuristic
+    from games.lux.kaggle_play import GridPlayer, RandomOrders, write_kaggle_episode
+    from games.lux.kaggle_replay import convert_kaggle
+
+    folder = tmp_path_factory.mktemp("kaggle")
+    recorders = [GridPlayer(heuristic, seed=1, record=True),
+                 GridPlayer(heuristic, seed=4, record=True)]
+    a = write_kaggle_episode(folder / "a.json", 5, [recorders[0], GridPlayer(heuristic, seed=2)],
+                             max_episode_length=LENGTH, team_names=("alpha", "beta"))
+    b = write_kaggle_episode(folder / "b.json", 6, [RandomOrders(seed=3), recorders[1]],
+                             max_episode_length=LENGTH)
+    summary = convert_kaggle([folder / "a.json", folder / "b.json"], folder / "replays",
+                             shard_games=1)
+    # (game, seat) -> what the recording heuristic saw and chose each main-phase step
+    return {"folder": folder, "played": [a, b], "summary": summary,
+            "recorded": {(0, 0): recorders[0], (1, 1): recorders[1]}}
+
+
+def test_the_json_is_what_kaggle_writes(made: dict[str, Any]) -> None:
+    doc = json.loads(made["played"][0].path.read_text())
+    assert doc["name"] == "lux_ai_s2" and doc["schema_version"] == 1
+    assert doc["configuration"]["seed"] == 5
+    assert doc["configuration"]["env_cfg"]["map_size"] == 48
+    assert doc["info"]["TeamNames"] == ["alpha", "beta"]
+    first, second = doc["steps"][0], doc["steps"][1]
+    assert first[0]["action"] == {} and first[0]["observation"]["step"] == 0
+    full = json.loads(first[0]["observation"]["obs"])
+    assert {"ice", "ore", "valid_spawns_mask"} <= set(full["board"])
+    change = json.loads(doc["steps"][-1][0]["observation"]["obs"])
+    assert not {"ice", "ore", "valid_spawns_mask"} & set(change["board"])
+    assert isinstance(change["board"]["rubble"], dict)  # {"x,y": value}
+    assert "obs" not in second[1]["observation"]  # shared: agent 0's only
+    assert second[0]["action"]["faction"] and "bid" in second[1]["action"]
+    assert doc["statuses"] == ["DONE", "DONE"]
+    assert doc["rewards"] == [agent["reward"] for agent in doc["steps"][-1]]
+    assert "stats" in doc["steps"][-1][1]["observation"]
+
+
+def test_json_round_trips(made: dict[str, Any]) -> None:
+    from games.lux.parity import differences, official_view
+
+    for played in made["played"]:
+        doc = played.document
+        episode = read_kaggle_episode(played.path)
+        assert episode.seed == doc["configuration"]["seed"]
+        assert episode.env_cfg == doc["configuration"]["env_cfg"]
+        assert episode.actions == [[a["action"] for a in step] for step in doc["steps"][1:]]
+        assert episode.steps == len(doc["steps"]) - 1
+        assert list(episode.rewards) == doc["rewards"]
+        assert episode.sha256 and episode.source == played.path.name
+        # step 0's board plus every change observation is the engine's final state
+        placing = played.final_obs["real_env_steps"] < 0
+        assert differences(official_view(episode.final_obs(), placing),
+                           official_view(played.final_obs, placing)) == []
+    assert read_kaggle_episode(made["played"][0].path).team_names == ("alpha", "beta")
+
+
+def _metas(folder: Path) -> list[tuple[dict[str, Any], dict[str, np.ndarray]]]:
+    out: list[tuple[dict[str, Any], dict[str, np.ndarray]]] = []
+    for path in shard_files(folder):
+        shard = read_shard(path)
+        out.extend((meta, shard.arrays) for meta in shard.games)
+    return out
+
+
+def test_conversion_records_each_game(made: dict[str, Any]) -> None:
+    summary = made["summary"]
+    assert (summary["games"], summary["shards"], summary["skipped"]) == (2, 2, [])
+    games = _metas(made["folder"] / "replays")
+    for (meta, _), played in zip(games, made["played"], strict=True):
+        doc = played.document
+        episode = read_kaggle_episode(played.path)
+        assert meta["length"] == played.final_obs["real_env_steps"] <= LENGTH
+        assert meta["kaggle_steps"] == len(doc["steps"]) - 1
+        assert meta["rewards"] == doc["rewards"]
+        assert meta["outcome"] == list(episode.outcome)
+        assert meta["winner"] == episode.winner
+        assert meta["sha256"] == episode.sha256 and meta["source"] == played.path.name
+        assert meta["labels"]["steps"] == [meta["length"]] * 2
+    heuristic_a, mixed_b = games[0][0]["labels"], games[1][0]["labels"]
+    assert heuristic_a["illegal"] == [0, 0] and mixed_b["illegal"][1] == 0
+    assert heuristic_a["multi_action"] == [0, 0] and heuristic_a["unit_orders"][0] > 0
+    # raw random orders: multi-action queues and labels our masks forbid (counted, kept)
+    assert mixed_b["illegal"][0] > 0 and mixed_b["multi_action"][0] > 0
+    print(f"random orders: {mixed_b['illegal'][0]} of {mixed_b['unit_orders'][0]} unit and "
+          f"{mixed_b['factory_orders'][0]} factory orders illegal under our masks")
+
+
+def test_replay_ends_in_the_engines_final_state(made: dict[str, Any]) -> None:
+    from games.lux.kaggle_replay import Replay, game_actions, state_hash
+    from games.lux.parity import differences, official_view
+
+    for (meta, arrays), played in zip(_metas(made["folder"] / "replays"), made["played"],
+                                      strict=True):
+        replay = Replay(meta["env_cfg"], meta["seed"], meta["source"])
+        for _ in replay.steps(game_actions(arrays, 0)):
+            pass
+        assert differences(official_view(replay.env.state.get_obs(), False),
+                           official_view(played.final_obs, False)) == []
+        assert replay.rewards[-1] == [float(r) for r in meta["rewards"]]
+        assert state_hash(replay.env) == meta["final_hash"]
+
+
+def _gated(rows: np.ndarray) -> np.ndarray:
+    """``rows`` with the components their unit type does not use set to 0."""
+    out = rows.astype(np.int64)
+    kind = out[..., 0]
+    out[..., 1] *= kind == UNIT["move"]
+    out[..., 2:4] *= (kind == UNIT["transfer"])[..., None]
+    out[..., 4] *= kind == UNIT["pickup"]
+    return out
+
+
+def test_steps_replay_with_legal_labels(made: dict[str, Any]) -> None:
+    from games.lux.kaggle_replay import iter_lux_replay_steps
+
+    games = [meta for meta, _ in _metas(made["folder"] / "replays")]
+    steps = list(iter_lux_replay_steps(made["folder"] / "replays"))
+    assert len(steps) == sum(meta["length"] for meta in games)
+    obs, mask, labels, outcome = steps[0]
+    assert obs.shape == (2, len(OBS_PLANES), 48, 48) and obs.dtype == np.uint8
+    assert mask.shape == (2, 48 * 48, sum(NVEC)) and mask.dtype == bool
+    assert labels.shape == (2, 48 * 48, len(NVEC))
+    first = games[0]["length"]
+    per_game = [steps[:first], steps[first:]]
+    for game, meta in enumerate(games):
+        assert all((s.outcome == meta["outcome"]).all() for s in per_game[game])
+    # the heuristic saw the same planes and masks while playing (from the engine's state
+    # imported into Jux each step), and its grid actions come back as labels (amounts aside)
+    for (game, seat), player in made["recorded"].items():
+        assert len(player.grids) == len(per_game[game])
+        for step, obs, mask, grid in zip(per_game[game], player.observations, player.masks,
+                                         player.grids, strict=True):
+            np.testing.assert_array_equal(step.obs[seat], obs)
+            np.testing.assert_array_equal(step.mask[seat], mask)
+            np.testing.assert_array_equal(_gated(step.labels[seat]), _gated(grid))
+
+
+def _bad_files(folder: Path, good: Path) -> dict[str, Path]:
+    text = good.read_text()
+    doc = json.loads(text)
+    files = {"corrupt": "{not json at all", "truncated": text[: len(text) // 2]}
+    wrong = dict(doc, name="connectx")
+    no_steps = {k: v for k, v in doc.items() if k != "steps"}
+    other_seed = dict(doc, configuration=dict(doc["configuration"], seed=999))
+    files.update(wrong_name=json.dumps(wrong), missing_steps=json.dumps(no_steps),
+                 other_seed=json.dumps(other_seed))
+    paths = {}
+    for name, content in files.items():
+        paths[name] = folder / f"bad-{name}.json"
+        paths[name].write_text(content)
+    return paths
+
+
+def test_bad_files_are_one_line_errors_naming_them(made: dict[str, Any]) -> None:
+    from games.lux.kaggle_replay import convert_kaggle
+
+    bad = _bad_files(made["folder"], made["played"][0].path)
+    expected = {"corrupt": "not JSON", "truncated": "not JSON", "wrong_name": "connectx",
+                "missing_steps": "'steps'"}
+    for name, needle in expected.items():
+        with pytest.raises(KaggleError) as caught:
+            read_kaggle_episode(bad[name])
+        message = str(caught.value)
+        assert isinstance(caught.value, GameError)
+        assert bad[name].name in message and needle in message and "\n" not in message
+    # a seed whose board is not the file's: refused when replayed
+    with pytest.raises(KaggleError, match="another board") as caught:
+        convert_kaggle([bad["other_seed"]], made["folder"] / "refused")
+    assert bad["other_seed"].name in str(caught.value)
+    summary = convert_kaggle(list(bad.values()), made["folder"] / "skipping", skip_bad=True)
+    assert summary["games"] == 0 and len(summary["skipped"]) == len(bad)
+
+
+def test_import_replays_command(made: dict[str, Any], capsys: pytest.CaptureFixture[str]
+                                ) -> None:
+    """``selfplay import-replays``: a folder of episodes in, a replay folder out; a rerun adds
+    nothing; bad input is one line."""
+    import json
+
+    from selfplay.cli import main
+
+    out = made["folder"] / "imported"
+    src = made["folder"] / "episodes"
+    src.mkdir()
+    for played in made["played"]:
+        (src / played.path.name).write_bytes(played.path.read_bytes())
+    assert main(["import-replays", "--game", "lux", str(src), "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["games"] == 2 and result["duplicates"] == 0
+    assert main(["import-replays", "--game", "lux", str(src), "--out", str(out), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert again["games"] == 0 and again["duplicates"] == 2
+    assert main(["import-replays", "--game", "lux", str(src / "nope.json"), "--out",
+                 str(out)]) != 0
+    assert "nope.json: no such file or folder" in capsys.readouterr().err
+    assert main(["import-replays", "--game", "lux", "--format", "csv", str(src), "--out",
+                 str(out)]) != 0
+    assert "format 'kaggle' only" in capsys.readouterr().err
