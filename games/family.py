@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from games.core import EngineBot, GameError, Policy, VecGame
+from games.core import EngineBot, GameError, Policy, ScriptedPolicy, VecGame
 from games.matches import GameFactory, MatchRunner, MatchSetup, RecordTo, VecGameRunner
 
 
@@ -213,3 +213,22 @@ class Family:
         """Fetch what the family's engine needs and check it (``selfplay setup <family>``);
         ``None`` when the family needs no set-up."""
         return None
+
+
+class SeatBotsFamily(Family):
+    """A family whose scripted players act through seats: NumPy bots ``fn(obs, mask, rng)``
+    named in :meth:`seat_bots`, each a :class:`~games.core.ScriptedPolicy` with its own seed."""
+
+    def seat_bots(self) -> Mapping[str, Callable[..., Any]]:
+        """The bots by (lower-case) name."""
+        raise NotImplementedError
+
+    def bot_names(self, game: str) -> list[str]:
+        return sorted(self.seat_bots())
+
+    def scripted(self, game: str, bot: str, seed: int) -> MatchSetup:
+        bots = self.seat_bots()
+        key = bot.lower()
+        if key not in bots:
+            raise GameError(f"unknown {game} bot {bot!r}; known: {', '.join(sorted(bots))}")
+        return MatchSetup({}, ScriptedPolicy(key, bots[key], seed), key)

@@ -27,9 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_microrts_learning import train_for  # noqa: E402
-
-from selfplay.play import play  # noqa: E402
+from bench_microrts_learning import evaluate, train_for  # noqa: E402
 
 
 def ratings(run_dir: Path) -> list[dict[str, Any]]:
@@ -62,13 +60,7 @@ def main() -> None:
     league = ratings(Path(trained["run_dir"]))
     for row in league:
         print("  ", row, flush=True)
-    start = time.perf_counter()
-    result = play(trained["checkpoint"], args.bot, games=args.games, seed=args.seed + 1000)
-    result["seconds"] = round(time.perf_counter() - start, 1)
-    low, high = result["ci95"]
-    print(f"evaluation vs {args.bot}: {result['wins']} wins, {result['losses']} losses, "
-          f"{result['draws']} draws of {result['games']}; win rate {result['win_rate']:.1%} "
-          f"(95% CI {low:.1%}-{high:.1%})", flush=True)
+    result = evaluate(trained["checkpoint"], args.bot, args.games, args.seed + 1000)
     summary = {"bot": args.bot, "minutes": args.minutes, "overrides": args.set,
                "machine": f"{platform.machine()} {platform.node()}",
                "cpus": len(os.sched_getaffinity(0)), "date": time.strftime("%Y-%m-%d"),

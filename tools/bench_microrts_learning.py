@@ -79,6 +79,21 @@ def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | No
             "curve": curve}
 
 
+def evaluate(checkpoint: str, bot: str, games: int, seed: int,
+             map_name: str | None = None) -> dict[str, Any]:
+    """``games`` games of ``checkpoint`` against ``bot``, sides alternating; printed and
+    returned (``selfplay play``'s result with ``seconds``)."""
+    start = time.perf_counter()
+    result = play(checkpoint, bot, games=games, map_name=map_name, seed=seed)
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    low, high = result["ci95"]
+    where = f" on {map_name}" if map_name else ""
+    print(f"evaluation vs {bot}{where}: {result['wins']} wins, {result['losses']} losses, "
+          f"{result['draws']} draws of {result['games']}; win rate {result['win_rate']:.1%} "
+          f"(95% CI {low:.1%}-{high:.1%})", flush=True)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--map", default="basesWorkers10x10")
@@ -103,14 +118,7 @@ def main() -> None:
     print(f"trained {trained['steps']} steps in {trained['seconds']} s "
           f"({trained['steps_per_second']} steps/s, split {trained['time_split']}); "
           f"training win rate at the end {last}", flush=True)
-    start = time.perf_counter()
-    result = play(trained["checkpoint"], args.bot, games=args.games, map_name=args.map,
-                  seed=args.seed + 1000)
-    result["seconds"] = round(time.perf_counter() - start, 1)
-    low, high = result["ci95"]
-    print(f"evaluation vs {args.bot} on {args.map}: {result['wins']} wins, {result['losses']} "
-          f"losses, {result['draws']} draws of {result['games']}; win rate "
-          f"{result['win_rate']:.1%} (95% CI {low:.1%}-{high:.1%})", flush=True)
+    result = evaluate(trained["checkpoint"], args.bot, args.games, args.seed + 1000, args.map)
     summary = {"map": args.map, "bot": args.bot, "minutes": args.minutes,
                "overrides": overrides, "machine": f"{platform.machine()} {platform.node()}",
                "cpus": len(__import__("os").sched_getaffinity(0)),

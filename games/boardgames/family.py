@@ -7,9 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from games.core import GameError, ScriptedPolicy, VecGame
-from games.family import Family, Teachers
-from games.matches import MatchSetup
+from games.core import VecGame
+from games.family import SeatBotsFamily, Teachers
 
 
 def _bots() -> dict[str, Callable[..., np.ndarray]]:
@@ -19,22 +18,15 @@ def _bots() -> dict[str, Callable[..., np.ndarray]]:
             "win_or_block": win_or_block}
 
 
-class BoardGamesFamily(Family):
+class BoardGamesFamily(SeatBotsFamily):
     name = "boardgames"
     summary = "vectorized numpy tic-tac-toe, two seats, zero-sum (fast test game)"
     factory = "games.boardgames:make"
     games = ("tictactoe",)
     two_player = True
 
-    def bot_names(self, game: str) -> list[str]:
-        return sorted(_bots())
-
-    def scripted(self, game: str, bot: str, seed: int) -> MatchSetup:
-        bots = _bots()
-        key = bot.lower()
-        if key not in bots:
-            raise GameError(f"unknown {game} bot {bot!r}; known: {', '.join(sorted(bots))}")
-        return MatchSetup({}, ScriptedPolicy(key, bots[key], seed), key)
+    def seat_bots(self) -> Mapping[str, Callable[..., np.ndarray]]:
+        return _bots()
 
     def teacher_game(self, game: str, teachers: Teachers, num_envs: int, seed: int,
                      options: Mapping[str, Any]) -> VecGame:

@@ -8,9 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from games.core import GameError, ScriptedPolicy
-from games.family import Family
-from games.matches import MatchSetup
+from games.core import GameError
+from games.family import SeatBotsFamily
 
 
 def _bots() -> dict[str, Callable[..., np.ndarray]]:
@@ -19,7 +18,7 @@ def _bots() -> dict[str, Callable[..., np.ndarray]]:
     return BOTS
 
 
-class LuxFamily(Family):
+class LuxFamily(SeatBotsFamily):
     name = "lux"
     title = "Lux AI Season 2"
     summary = ("Lux AI Season 2 on Jux (JAX): 48x48, factories and robots, two seats, "
@@ -30,15 +29,8 @@ class LuxFamily(Family):
     two_player = True
     needs_setup = True
 
-    def bot_names(self, game: str) -> list[str]:
-        return sorted(_bots())
-
-    def scripted(self, game: str, bot: str, seed: int) -> MatchSetup:
-        bots = _bots()
-        key = bot.lower()
-        if key not in bots:
-            raise GameError(f"unknown {game} bot {bot!r}; known: {', '.join(sorted(bots))}")
-        return MatchSetup({}, ScriptedPolicy(key, bots[key], seed), key)
+    def seat_bots(self) -> Mapping[str, Callable[..., np.ndarray]]:
+        return _bots()
 
     def import_replays(self, game: str, fmt: str, paths: list[Path], out: Path,
                        shard_games: int = 100, skip_bad: bool = False) -> Mapping[str, Any]:
