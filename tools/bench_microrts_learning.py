@@ -25,7 +25,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from games.core import HasRewardComponents
+from selfplay.component_returns import ComponentReturns
 from selfplay.config import build_config
+from selfplay.league_training import attach, describe
 from selfplay.play import play
 from selfplay.tracking import MetricSink, RunDir
 from selfplay.train import build_trainer
@@ -41,6 +44,15 @@ def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | No
     run.path.mkdir(parents=True, exist_ok=True)
     run.write_config(config)
     trainer = build_trainer(config, run)
+    league = attach(trainer, run.path)  # snapshots and rating games, as `selfplay train` does
+    played = trainer.game
+    if isinstance(played, HasRewardComponents):  # reward terms logged one by one
+        components = ComponentReturns(list(played.reward_component_names),
+                                      config.log.return_window)
+        trainer.add_episode_listener(
+            lambda stats: components.add(stats, played.episode_reward_components()))
+        trainer.add_update_hook(components.metrics)
+    league_info: dict[str, Any] = {}
     sink = MetricSink(run, config)
     curve: list[tuple[int, float, float | None]] = []
     split = {"env": 0.0, "inference": 0.0, "learn": 0.0}
@@ -68,15 +80,20 @@ def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | No
                 trainer.config = replace(trainer.config, total_steps=(
                     trainer.update + updates_left) * trainer.steps_per_update)
         checkpoint = trainer.save(final=True)
+        if league is not None:  # the rater's last tournaments: every snapshot ends up rated
+            league_info.update(league.finish())
+        league_info.update(describe(league))
     finally:
         sink.close()
         trainer.game.close()
+        if league is not None:
+            league.close()
     elapsed = time.perf_counter() - start
     return {"run_dir": str(run.path), "checkpoint": str(checkpoint),
             "steps": trainer.global_step, "updates": trainer.update,
             "seconds": round(elapsed, 1), "steps_per_second": round(trainer.global_step / elapsed),
             "time_split": {k: round(v / elapsed, 3) for k, v in split.items()},
-            "curve": curve}
+            "curve": curve, "league": league_info}
 
 
 def evaluate(checkpoint: str, bot: str, games: int, seed: int,
