@@ -19,3 +19,9 @@ def pytest_configure() -> None:
     if sys.platform != "win32":
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def pytest_collection_modifyitems(items: list) -> None:  # type: ignore[type-arg]
+    """Lux's tests last: once jax has run in the process, its thread pools slow the torch and
+    engine tests that follow (9:01 with Lux's tests in their place, 8:02 apart)."""
+    items.sort(key=lambda item: "tests/games/lux/" in str(item.fspath).replace("\\", "/"))

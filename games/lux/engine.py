@@ -55,11 +55,13 @@ import functools
 import importlib
 import inspect
 import io
+import os
 import sys
 import types
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from games.core import GameError
@@ -299,12 +301,42 @@ def _jux_from_torch(x: Any) -> Any:
 setattr(_jux_from_torch, COMPAT_MARK, True)
 
 
+def compilation_cache_dir() -> Path | None:
+    """Where jax keeps compiled Lux kernels between processes: ``$SELFPLAY_JAX_CACHE``, or
+    ``~/.cache/selfplay/jax`` (``$XDG_CACHE_HOME`` honoured); ``SELFPLAY_JAX_CACHE=""`` turns
+    the cache off. Compiling the adapter's kernels takes 10-40 s on a CPU; from the cache, a
+    second."""
+    chosen = os.environ.get("SELFPLAY_JAX_CACHE")
+    if chosen is not None:
+        return Path(chosen).expanduser() if chosen else None
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "selfplay" / "jax"
+
+
+def use_compilation_cache() -> None:
+    """Point jax's persistent compilation cache at :func:`compilation_cache_dir` (once; keys
+    include the jax version, backend and flags, so another install never reads a stale
+    entry). A folder that cannot be created leaves the cache off."""
+    folder = compilation_cache_dir()
+    if folder is None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    jax = _import_jax()
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
 @functools.cache
 def load_jux() -> types.ModuleType:
-    """Jux, imported behind the compatibility layer with the threefry setting pinned; a one-line
-    :class:`GameError` when jax, Jux or one of their dependencies is missing."""
+    """Jux, imported behind the compatibility layer with the threefry setting pinned and the
+    persistent compilation cache on; a one-line :class:`GameError` when jax, Jux or one of their
+    dependencies is missing."""
     install_compat()
     pin_threefry()
+    use_compilation_cache()
     if not vec_noise_available():
         sys.modules["vec_noise"] = _vec_noise_stub()
     try:
