@@ -24,6 +24,9 @@ from games.lux.kaggle import KaggleError, read_kaggle_episode
 from games.lux.layout import NVEC, OBS_PLANES, UNIT
 from games.replays import read_shard, shard_files
 
+# ~15 s (two official-engine games, their conversion and replay): in `make bench`
+pytestmark = pytest.mark.slow
+
 LENGTH = 60  # main-phase steps per game (max_episode_length)
 
 
