@@ -11,6 +11,7 @@ check (:meth:`Family.setup`). Code outside
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 from games.core import EngineBot, GameError, Policy, ScriptedPolicy, VecGame
 from games.matches import GameFactory, MatchRunner, MatchSetup, RecordTo, VecGameRunner
+from games.workers.vec import Launcher
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,23 @@ class Family:
     needs_setup: bool = False
     """whether :meth:`setup` fetches or checks something (``selfplay setup <family>``)"""
 
+    def make(self, game: str, num_envs: int = 1, seed: int | None = None,
+             options: Mapping[str, Any] | None = None) -> VecGame:
+        """``num_envs`` envs of ``game`` (a canonical name of this family) with ``options``,
+        built by the family's factory; a :class:`GameError` naming the extra to install when
+        the factory's packages are missing."""
+        module_name, _, attr = self.factory.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] in {"games", "selfplay"}:
+                raise GameError(f"game family {self.name!r} is not available in this "
+                                f"version of selfplay ({exc.name} missing)") from exc
+            raise GameError(f"game {game!r} needs the Python package {exc.name!r}; "
+                            f"install it with: pip install 'selfplay[{self.name}]'") from exc
+        factory: Callable[..., VecGame] = getattr(module, attr)
+        return factory(game, num_envs=num_envs, seed=seed, **dict(options or {}))
+
     def canonical(self, rest: str) -> str:
         """The canonical spelling of the part after :attr:`prefix` (prefix families)."""
         return rest
@@ -202,6 +221,15 @@ class Family:
         raise GameError(f"{game} has no teachers for behaviour cloning (no scripted players "
                         "or replays of it)")
 
+    def make_on_workers(self, game: str, num_envs: int, seed: int | None,
+                        options: Mapping[str, Any], launcher: Launcher) -> VecGame:
+        """``num_envs`` envs of ``game`` split over workers that ``launcher`` starts (Ray
+        actors, say: :mod:`games.workers`). A :class:`GameError` where the family steps its
+        envs in the trainer's process only."""
+        raise GameError(f"{game} steps its envs in the trainer's process; "
+                        "distributed.backend=ray applies to games with worker processes "
+                        "(microrts, game.options.workers)")
+
     def import_replays(self, game: str, fmt: str, paths: list[Path], out: Path,
                        shard_games: int = 100, skip_bad: bool = False) -> Mapping[str, Any]:
         """Convert replay files of format ``fmt`` (e.g. Kaggle episodes) into the replay folder
@@ -232,3 +260,32 @@ class SeatBotsFamily(Family):
         if key not in bots:
             raise GameError(f"unknown {game} bot {bot!r}; known: {', '.join(sorted(bots))}")
         return MatchSetup({}, ScriptedPolicy(key, bots[key], seed), key)
+
+    def teacher_game(self, game: str, teachers: Teachers, num_envs: int, seed: int,
+                     options: Mapping[str, Any]) -> VecGame:
+        """Live teachers: the family's seat bots play every seat
+        (:class:`~games.seat_teachers.SeatTeacherGame`)."""
+        from games.seat_teachers import SeatTeacherGame
+
+        known = self.seat_bots()
+        names = ", ".join(sorted(known))
+        if teachers.replays is not None:
+            raise GameError(f"{game} has no replays to clone; clone its live bots instead "
+                            f"({names})")
+        if teachers.winners_only:
+            raise GameError(f"winners_only needs replays: live {game} games have no winner yet "
+                            "when their moves are learned; imitate named bots instead")
+        if not teachers.bots:
+            raise GameError(f"name the teachers of {game}: one or more of {names}")
+        bots = [bot.lower() for bot in teachers.bots]
+        for bot in bots:
+            if bot not in known:
+                raise GameError(f"unknown {game} bot {bot!r}; known: {names}")
+        imitate = [bot.lower() for bot in teachers.imitate]
+        for bot in imitate:
+            if bot not in bots:
+                raise GameError(f"imitate names {bot!r}, who does not play these games; "
+                                f"teachers: {', '.join(bots)}")
+        learned = [not imitate or bot in imitate for bot in bots]
+        played = self.make(game, num_envs, seed, options)
+        return SeatTeacherGame(played, [known[bot] for bot in bots], learned, seed)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -99,22 +99,8 @@ def _resolve(name: str) -> tuple[str, Family]:
     raise GameError(f"unknown game {name!r}{hint}; known: {', '.join(known_games())}")
 
 
-def load_factory(entry: GameEntry) -> Callable[..., VecGame]:
-    module_name, _, attr = entry.factory.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] in {"games", "selfplay"}:
-            raise GameError(f"game family {entry.family!r} is not available in this "
-                            f"version of selfplay ({exc.name} missing)") from exc
-        raise GameError(f"game {entry.name!r} needs the Python package {exc.name!r}; "
-                        f"install it with: pip install 'selfplay[{entry.family}]'") from exc
-    return getattr(module, attr)  # type: ignore[no-any-return]
-
-
 def make_game(name: str, num_envs: int = 1, seed: int | None = None,
               options: Mapping[str, Any] | None = None) -> VecGame:
     """Build the adapter for ``name`` with ``num_envs`` environments."""
-    entry = resolve(name)
-    factory = load_factory(entry)
-    return factory(entry.name, num_envs=num_envs, seed=seed, **dict(options or {}))
+    game, family = _resolve(name)
+    return family.make(game, num_envs, seed, options)

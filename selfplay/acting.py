@@ -165,7 +165,9 @@ class Actor:
 
     def __init__(self, config: TrainConfig, game: VecGame, agent: ActorCritic,
                  buffer: RolloutBuffer, device: torch.device, act_gen: torch.Generator,
-                 rng: np.random.Generator) -> None:
+                 rng: np.random.Generator, seed: int | None = None, ranks: int = 1) -> None:
+        """``seed``: the games' first reset (default ``config.seed``); ``ranks``: the
+        data-parallel ranks stepping as many envs each, which ``global_step`` counts too."""
         self.config = config
         self.game = game
         self.spec: GameSpec = game.spec
@@ -191,8 +193,9 @@ class Actor:
         self.fast_policy: NumpyActorCritic | None = None
         self.episodes = EpisodeLog(config.log.return_window)
         self.timer = Timer()
-        self.global_step = 0
-        self.batch: Batch = game.reset(seed=config.seed)
+        self.global_step = 0  # env steps of every rank
+        self.ranks = ranks
+        self.batch: Batch = game.reset(seed=config.seed if seed is None else seed)
         # parts of the envs step in their own processes while the others' actions are computed
         self.pipelined = (config.pipeline and isinstance(game, SupportsPartSteps)
                           and len(game.parts) > 1)
@@ -306,7 +309,7 @@ class Actor:
         """Rewards, dones and finished episodes of step ``t`` for envs ``start..``."""
         e = batch.obs.shape[0]
         envs = slice(start, start + e)
-        self.global_step += e
+        self.global_step += e * self.ranks
         done = batch.terminated | batch.truncated
         reward = batch.reward
         if self.reward_scaler is not None:

@@ -65,6 +65,7 @@ def _interrupted(stop: TrainingInterrupted, command: str) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from selfplay.config import build_config
+    from selfplay.data_parallel import world_from_environment
     from selfplay.run_loop import TrainingInterrupted
     from selfplay.train import run_training
 
@@ -88,6 +89,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             summary = run_training(config, run_dir=Path(args.run_dir) if args.run_dir else None)
     except TrainingInterrupted as stop:
         return _interrupted(stop, "train")
+    if world_from_environment()[0] != 0:  # rank 0 reports a data-parallel run
+        return 0
     ret = summary.get("episode/return_mean")
     human = (f"trained {summary['global_step']} steps in {summary['updates']} updates; "
              f"run dir {summary['run_dir']}"
@@ -220,8 +223,12 @@ def cmd_bc(args: argparse.Namespace) -> int:
 
     from selfplay.bc import run_cloning
     from selfplay.config import build_config, validate
+    from selfplay.data_parallel import world_from_environment
     from selfplay.run_loop import TrainingInterrupted
 
+    if world_from_environment()[1] > 1:
+        raise UserError("selfplay bc runs in one process (it has no data-parallel learner "
+                        "yet): start it without torchrun")
     if args.teachers and args.replays:
         raise UserError("--teachers (live scripted players) and --replays (recorded games) "
                         "are exclusive: give one of them")

@@ -19,6 +19,7 @@ import yaml
 
 from games.options import OptionError, from_mapping, to_mapping
 from selfplay.bc_config import BCConfig, bc_checks
+from selfplay.distributed_config import DistributedConfig, distributed_checks
 
 
 def _hyperparams_dir() -> Path:
@@ -113,6 +114,10 @@ class NetworkConfig:
     """Actor and critic share the torso (only when the critic reads the observation)."""
     log_std_init: float = 0.0
     """Initial log standard deviation of continuous actions."""
+    grid_skips: bool = False
+    """gridnet: a U-Net (the decoder joins each upsampled map with the encoder's map of the same
+    size, and the input planes before the logits), so every cell's logits see its own cell at
+    full resolution; for large boards (Lux's 48x48). False: the encoder-decoder of MicroRTS-Py."""
     grid_critic: Literal["pool", "flatten"] = "pool"
     """gridnet's critic head: pool (the mean and max of the encoder's features over the board's
     cells: any board size) or flatten (a dense layer over the whole feature map, tied to the
@@ -226,6 +231,8 @@ class TrainConfig:
     league: LeagueConfig = field(default_factory=LeagueConfig)
     bc: BCConfig = field(default_factory=BCConfig)
     """Behaviour cloning (``selfplay bc``)."""
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    """Where rollout workers run (local processes or Ray actors)."""
     seed: int = 1
     total_steps: int = 100_000
     """Environment steps (summed over envs) to train for."""
@@ -322,6 +329,7 @@ def validate(config: TrainConfig) -> None:
          "league.role=main_exploiter needs league.db: the main run's league database, e.g. "
          "--set league.db=runs/main/league.db"),
         *bc_checks(config.bc),
+        *distributed_checks(config.distributed),
     ]
     for ok, message in checks:
         if not ok:
@@ -360,7 +368,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 # top-level keys that hold a section (a mapping); a YAML file or --set may not replace one with
 # a scalar or an empty value (an empty `ppo:` would silently drop the game's tuned settings)
-SECTIONS = ("game", "ppo", "network", "normalize", "log", "checkpoint", "league", "bc")
+SECTIONS = ("game", "ppo", "network", "normalize", "log", "checkpoint", "league", "bc",
+            "distributed")
 
 
 def check_sections(layer: dict[str, Any]) -> None:

@@ -9,11 +9,16 @@ A run started from another network (``init_from``) may keep its policy near that
 frozen *teacher*, early on: with ``ppo.teacher_kl_coef > 0`` each minibatch's loss gains
 ``coef * mean KL(teacher || policy)`` over its observations (:func:`teacher_kl_coef` gives the
 decayed weight of an update).
+
+With several ranks (``torchrun``), each rank learns from its own rollout as one process would
+from all of them: the data-parallel arithmetic (which rows of a minibatch a rank holds, the
+summed gradients, the shared advantage statistics) is :class:`~selfplay.data_parallel.Ranks`'s.
 """
 
 from __future__ import annotations
 
 import collections
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -21,10 +26,11 @@ from torch import Tensor
 
 from games.core import MultiDiscrete
 from selfplay.config import PPOConfig, TrainConfig
+from selfplay.data_parallel import Ranks
 from selfplay.distributions import GridMaskIndex
 from selfplay.inference import NumpyActorCritic
 from selfplay.kl import kl_divergence
-from selfplay.losses import explained_variance, gae, ppo_loss
+from selfplay.losses import PPO_STATS, gae, ppo_loss
 from selfplay.networks import ActorCritic
 from selfplay.optim import FlatAdam
 from selfplay.rollout import RolloutBuffer, step_rows
@@ -37,19 +43,34 @@ def teacher_kl_coef(ppo: PPOConfig, step: int, total_steps: int) -> float:
     return ppo.teacher_kl_coef * max(0.0, 1.0 - step / max(horizon, 1))
 
 
+class Rows(NamedTuple):
+    """One rank's trained rows of a rollout, ``[K, ...]`` on the learner's device."""
+
+    obs: Tensor
+    mask: Tensor | GridMaskIndex | None
+    critic: Tensor | None  # the critic's input when it is not obs
+    actions: Tensor
+    logprobs: Tensor
+    values_vs: Tensor  # old values, in the critic's value space
+    returns_vs: Tensor  # value targets, in the critic's value space
+    advantages: Tensor
+
+
 class PPOLearner:
-    """The PPO update of one network (kept near a frozen ``teacher`` network when given)."""
+    """The PPO update of one network (kept near a frozen ``teacher`` network when given);
+    with ``ranks``, one rank's share of a data-parallel update."""
 
     def __init__(self, config: TrainConfig, agent: ActorCritic, device: torch.device,
                  sample_gen: torch.Generator,
                  fast_policy: NumpyActorCritic | None = None,
-                 teacher: ActorCritic | None = None) -> None:
+                 teacher: ActorCritic | None = None, ranks: Ranks | None = None) -> None:
         self.config = config
         self.agent = agent
         self.device = device
-        self.sample_gen = sample_gen
+        self.sample_gen = sample_gen  # minibatch permutations: seeded alike on every rank
         self.fast_policy = fast_policy  # the acting mirror refreshed after each update
         self.teacher = teacher  # frozen (no gradient): the penalty's target distribution
+        self.ranks = ranks if ranks is not None else Ranks()
         self.optimizer = FlatAdam(agent, lr=config.ppo.learning_rate, eps=config.ppo.adam_eps)
 
     def learn(self, buf: RolloutBuffer, last_values: Tensor, learner_next: np.ndarray,
@@ -67,8 +88,11 @@ class PPOLearner:
         the policy equals the teacher. The teacher reads the observations as they were stored
         (normalized with the learner's running statistics under ``normalize.obs``; they start
         as the teacher's own).
+
+        With several ranks, ``buf`` is this rank's rollout and the minibatches are drawn from
+        every rank's rows (:meth:`~selfplay.data_parallel.Ranks.shard_rows`).
         """
-        cfg, agent = self.config.ppo, self.agent
+        cfg, agent, ranks = self.config.ppo, self.agent, self.ranks
         t_steps, e, a = buf.shape
         n = e * a
         lam: float | Tensor = cfg.gae_lambda
@@ -81,71 +105,90 @@ class PPOLearner:
                                   buf.dones.view(t_steps, n), last_values,
                                   cfg.gamma, lam)
         take = step_rows(buf.trained, self.device)
-        b_obs = take(buf.obs)
-        b_mask = take(buf.mask) if buf.mask is not None else None
-        b_critic = take(buf.critic_in) if buf.critic_in is not None else b_obs
-        b_actions = take(buf.actions)
-        b_logprobs = take(buf.logprobs)
-        b_values = take(buf.values)
-        b_adv = take(advantages)
-        b_returns = take(returns)
-        size = b_obs.shape[0]
+        shard = ranks.shard_rows(buf.trained, self.device)  # this rank's rows among every rank's
+        size = shard.total
         if size == 0:
             return {}
+        b_obs = take(buf.obs)
+        b_mask = take(buf.mask) if buf.mask is not None else None
+        b_values = take(buf.values)
+        b_returns = take(returns)
         if agent.value_rms is not None:
-            agent.value_rms.update(b_returns)
-        b_values_vs = agent.to_value_space(b_values)
-        b_returns_vs = agent.to_value_space(b_returns)
+            with ranks.merged([agent.value_rms]):
+                agent.value_rms.update(b_returns)
+        space = agent.space
+        grid_masks = (GridMaskIndex(b_mask, space.cells) if b_mask is not None
+                      and isinstance(space, MultiDiscrete) and space.cells is not None else None)
+        rows = Rows(b_obs, grid_masks if grid_masks is not None else b_mask,
+                    take(buf.critic_in) if buf.critic_in is not None else None,
+                    take(buf.actions), take(buf.logprobs), agent.to_value_space(b_values),
+                    agent.to_value_space(b_returns), take(advantages))
 
         frac = 1.0 - progress
         lr = cfg.learning_rate * frac if cfg.anneal_lr else cfg.learning_rate
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         minibatch = max(1, size // cfg.num_minibatches)
-        space = agent.space
-        grid_masks = (GridMaskIndex(b_mask, space.cells) if b_mask is not None
-                      and isinstance(space, MultiDiscrete) and space.cells is not None else None)
+        names = [*PPO_STATS, *(["teacher_kl"] if teacher_coef > 0.0 else [])]
         stats: dict[str, list[float]] = collections.defaultdict(list)
         stop = False
         for _epoch in range(cfg.update_epochs):
             perm = torch.randperm(size, generator=self.sample_gen).to(self.device)
+            epoch: list[Tensor] = []  # [len(names)] per minibatch, weighted by this rank's share
             for start in range(0, size - minibatch + 1, minibatch):
-                mb = perm[start:start + minibatch]
-                mb_obs = b_obs[mb]
-                mb_mask = (grid_masks.select(mb) if grid_masks is not None
-                           else b_mask[mb] if b_mask is not None else None)
-                dist, new_value = agent.forward_all(
-                    mb_obs, mb_mask, mb_obs if b_critic is b_obs else b_critic[mb])
-                mb_actions = b_actions[mb]
-                new_logprob = dist.log_prob(mb_actions)
-                loss, info = ppo_loss(new_logprob, b_logprobs[mb], b_adv[mb], new_value,
-                                      b_values_vs[mb], b_returns_vs[mb], dist.entropy(mb_actions),
-                                      clip_coef=cfg.clip_coef, clip_vloss=cfg.clip_vloss,
-                                      vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
-                                      norm_adv=cfg.norm_adv)
-                if teacher_coef > 0.0:
-                    assert self.teacher is not None, "a teacher penalty needs a teacher"
-                    with torch.no_grad():
-                        target = self.teacher.dist(mb_obs, mb_mask)
-                    teacher_kl = kl_divergence(target, dist).mean()
-                    loss = loss + teacher_coef * teacher_kl
-                    info["teacher_kl"] = teacher_kl.detach()
+                mb = shard.select(perm[start:start + minibatch])  # this rank's rows of it
                 self.optimizer.zero_grad()
-                loss.backward()
+                epoch.append(self._backward(rows, mb, len(mb) / minibatch, teacher_coef,
+                                            len(names)))
+                ranks.sum_(self.optimizer.grad)
                 grad_norm = self.optimizer.clip_grad_norm(cfg.max_grad_norm)
                 self.optimizer.step()
-                for key, value in info.items():
-                    stats[key].append(float(value))
                 stats["grad_norm"].append(float(grad_norm))
+            for name, values in zip(names, ranks.sum_(torch.stack(epoch)).T.tolist(),
+                                    strict=True):
+                stats[name].extend(values)
             if cfg.target_kl is not None and np.mean(stats["approx_kl"][-1:]) > cfg.target_kl:
                 stop = True
                 break
         if self.fast_policy is not None:
             self.fast_policy.refresh()
         out = {f"loss/{k}": float(np.mean(v)) for k, v in stats.items()}
-        out["loss/explained_variance"] = explained_variance(b_values, b_returns)
+        out["loss/explained_variance"] = ranks.explained_variance(b_values, b_returns)
         out["loss/learning_rate"] = lr
         out["loss/early_stop"] = float(stop)
         if self.teacher is not None:
             out["loss/teacher_kl_coef"] = teacher_coef
         return out
+
+    def _backward(self, rows: Rows, mb: Tensor, share: float, teacher_coef: float,
+                  num_stats: int) -> Tensor:
+        """Accumulate the gradient of this rank's part of a minibatch's loss: the mean loss of
+        its rows ``mb`` times ``share``, its part of the minibatch. The loss's stats
+        (:data:`~selfplay.losses.PPO_STATS`, then the teacher KL), ``[num_stats]``, weighted
+        by ``share`` (summed over the ranks: the minibatch's)."""
+        cfg, agent = self.config.ppo, self.agent
+        adv = rows.advantages[mb]
+        if cfg.norm_adv:  # over the whole minibatch: every rank takes part, rows or not
+            adv = self.ranks.normalize_advantages(adv)
+        if len(mb) == 0:
+            return torch.zeros(num_stats, device=self.device)
+        mb_obs = rows.obs[mb]
+        mb_mask = (rows.mask.select(mb) if isinstance(rows.mask, GridMaskIndex)
+                   else rows.mask[mb] if rows.mask is not None else None)
+        dist, new_value = agent.forward_all(
+            mb_obs, mb_mask, mb_obs if rows.critic is None else rows.critic[mb])
+        mb_actions = rows.actions[mb]
+        new_logprob = dist.log_prob(mb_actions)
+        loss, info = ppo_loss(new_logprob, rows.logprobs[mb], adv, new_value,
+                              rows.values_vs[mb], rows.returns_vs[mb], dist.entropy(mb_actions),
+                              clip_coef=cfg.clip_coef, clip_vloss=cfg.clip_vloss,
+                              vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, norm_adv=False)
+        if teacher_coef > 0.0:
+            assert self.teacher is not None, "a teacher penalty needs a teacher"
+            with torch.no_grad():
+                target = self.teacher.dist(mb_obs, mb_mask)
+            teacher_kl = kl_divergence(target, dist).mean()
+            loss = loss + teacher_coef * teacher_kl
+            info["teacher_kl"] = teacher_kl.detach()
+        (loss * share).backward()
+        return torch.stack(list(info.values())) * share

@@ -10,7 +10,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["explained_variance", "gae", "ppo_loss"]
+__all__ = ["PPO_STATS", "explained_variance", "gae", "ppo_loss"]
+
+PPO_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
+"""The names of :func:`ppo_loss`'s stats, in order."""
 
 
 def gae(
@@ -143,13 +146,8 @@ def ppo_loss(
     with torch.no_grad():
         approx_kl = _wmean((ratio - 1.0) - logratio, w, wsum)
         clip_frac = _wmean(((ratio - 1.0).abs() > clip_coef).to(ratio.dtype), w, wsum)
-    stats = {
-        "policy_loss": policy_loss.detach(),
-        "value_loss": value_loss.detach(),
-        "entropy": entropy_mean.detach(),
-        "approx_kl": approx_kl,
-        "clip_frac": clip_frac,
-    }
+    stats = dict(zip(PPO_STATS, (policy_loss.detach(), value_loss.detach(),
+                                 entropy_mean.detach(), approx_kl, clip_frac), strict=True))
     return loss, stats
 
 

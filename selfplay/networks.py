@@ -8,7 +8,7 @@ value. Observation normalization statistics live in the module, so a saved polic
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 import torch
@@ -97,12 +97,28 @@ class ImpalaCNN(nn.Module):
         return cast(Tensor, self.fc(self.stages(x.float() * self.scale)))
 
 
-class GridEncoder(nn.Module):
-    """Strided conv encoder over a ``[C, H, W]`` board; keeps the feature map for a decoder."""
+class GridFeatures(NamedTuple):
+    """A skip-connected grid encoder's output: its final feature map, and the finer maps the
+    decoder joins back in (the scaled input, then every stage's output but the last)."""
 
-    def __init__(self, in_channels: int, channels: list[int], scale: float = 1.0) -> None:
+    final: Tensor
+    skips: tuple[Tensor, ...]
+
+
+def final_features(features: Tensor | GridFeatures) -> Tensor:
+    """The final feature map of an encoder's output (what critics read)."""
+    return features.final if isinstance(features, GridFeatures) else features
+
+
+class GridEncoder(nn.Module):
+    """Strided conv encoder over a ``[C, H, W]`` board; keeps the feature map for a decoder
+    (with ``skips``, every finer map too: :class:`GridFeatures`)."""
+
+    def __init__(self, in_channels: int, channels: list[int], scale: float = 1.0,
+                 skips: bool = False) -> None:
         super().__init__()
         self.scale = scale  # the game's obs_scale (quantized planes), not a parameter
+        self.skips = skips
         layers: list[nn.Module] = []
         c = in_channels
         for out_c in channels:
@@ -112,20 +128,45 @@ class GridEncoder(nn.Module):
         self.net = nn.Sequential(*layers)
         self.out_channels = c
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor | GridFeatures:
         # channels-last (NHWC) activations: oneDNN/cuDNN convolve them without reordering, and
         # the decoder's per-cell logits come out already laid out as [B, H, W, C]
         x = x.to(torch.float32, memory_format=torch.channels_last)
-        return cast(Tensor, self.net(x if self.scale == 1.0 else x * self.scale))
+        x = x if self.scale == 1.0 else x * self.scale
+        if not self.skips:
+            return cast(Tensor, self.net(x))
+        kept = [x]
+        for layer in self.net:
+            x = layer(x)
+            if isinstance(layer, nn.ReLU):  # the end of a stage
+                kept.append(x)
+        return GridFeatures(kept.pop(), tuple(kept))
 
 
 class GridDecoder(nn.Module):
-    """Transposed convs back to per-cell logits ``[B, H*W, n_out]`` for any board ``H x W``."""
+    """Transposed convs back to per-cell logits ``[B, H*W, n_out]`` for any board ``H x W``.
 
-    def __init__(self, channels: list[int], n_out: int) -> None:
+    With ``in_channels`` (a U-Net: the encoder keeps its finer maps), each upsampled map is
+    joined with the encoder's map of the same size, the last with the input planes, and a
+    3x3 conv gives the logits: every cell's logits see its own planes at full resolution, which
+    large boards need (48x48 Lux boards reach a 6x6 map after three stages)."""
+
+    def __init__(self, channels: list[int], n_out: int, in_channels: int | None = None) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
         rev = list(reversed(channels))
+        self.unet = in_channels is not None
+        if in_channels is not None:
+            ups: list[nn.Module] = []
+            c = rev[0]
+            for i in range(len(rev)):
+                out_c = rev[i + 1] if i + 1 < len(rev) else rev[-1]
+                ups.append(layer_init(nn.ConvTranspose2d(c, out_c, 3, stride=2, padding=1,
+                                                         output_padding=1)))
+                c = out_c + (rev[i + 1] if i + 1 < len(rev) else in_channels)
+            self.ups = nn.ModuleList(ups)
+            self.out = layer_init(nn.Conv2d(c, n_out, 3, padding=1), gain=0.01)
+            return
+        layers: list[nn.Module] = []
         for i, c in enumerate(rev):
             out_c = rev[i + 1] if i + 1 < len(rev) else n_out
             last = i + 1 == len(rev)
@@ -136,8 +177,15 @@ class GridDecoder(nn.Module):
                 layers.append(nn.ReLU())
         self.net = nn.Sequential(*layers)
 
-    def forward(self, features: Tensor, grid: tuple[int, int]) -> Tensor:
-        out = self.net(features)  # [B, n_out, H', W'] with H' >= H, W' >= W
+    def forward(self, features: Tensor | GridFeatures, grid: tuple[int, int]) -> Tensor:
+        if isinstance(features, GridFeatures):
+            x = features.final
+            for up, skip in zip(self.ups, reversed(features.skips), strict=True):
+                x = functional.relu(up(x))[:, :, :skip.shape[2], :skip.shape[3]]
+                x = torch.cat([x, skip], 1)
+            out = self.out(x)
+        else:
+            out = self.net(features)  # [B, n_out, H', W'] with H' >= H, W' >= W
         h, w = grid
         if out.shape[2:] != (h, w):
             out = out[:, :, :h, :w]
@@ -235,8 +283,10 @@ class ActorCritic(nn.Module):
         elif kind == "gridnet":
             if not (isinstance(self.space, MultiDiscrete) and self.space.grid is not None):
                 raise ValueError("network.kind 'gridnet' needs per-cell grid actions")
-            self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels, spec.obs_scale)
-            self.actor_head = GridDecoder(net.channels, sum(self.space.nvec))
+            self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels, spec.obs_scale,
+                                           skips=net.grid_skips)
+            self.actor_head = GridDecoder(net.channels, sum(self.space.nvec),
+                                          spec.obs_shape[0] if net.grid_skips else None)
             self.pooled_critic = net.grid_critic == "pool"
             if self.pooled_critic and norm.obs and spec.pad_plane is not None:
                 raise ValueError("normalize.obs would rescale the padding plane the pooled "
@@ -251,7 +301,8 @@ class ActorCritic(nn.Module):
             else:
                 with torch.no_grad():
                     torso = self.actor_torso if self.shared else self.critic_torso
-                    flat = torso(torch.zeros(1, *critic_shape)).flatten(1).shape[1]
+                    flat = final_features(torso(torch.zeros(1, *critic_shape))
+                                          ).flatten(1).shape[1]
                 self.critic_head = nn.Sequential(
                     layer_init(nn.Linear(flat, net.hidden[-1])), nn.ReLU(),
                     layer_init(nn.Linear(net.hidden[-1], 1), gain=1.0))
@@ -310,7 +361,7 @@ class ActorCritic(nn.Module):
         """Distribution parameters: logits ``[B, n]``, ``[B, cells, sum(nvec)]`` or means."""
         return self.params_from_features(obs, self.actor_torso(obs))
 
-    def params_from_features(self, obs: Tensor, features: Tensor) -> Tensor:
+    def params_from_features(self, obs: Tensor, features: Tensor | GridFeatures) -> Tensor:
         """Distribution parameters from the actor torso's ``features`` of ``obs``."""
         if self.kind == "gridnet":  # logits for the cells of this board, whatever its size
             return cast(Tensor, self.actor_head(features, (obs.shape[-2], obs.shape[-1])))
@@ -323,10 +374,12 @@ class ActorCritic(nn.Module):
     def dist(self, obs: Tensor, mask: Tensor | CompactGridMask | None) -> ActionDist:
         return make_dist(self.space, self.dist_params(obs), mask, self.log_std)
 
-    def value_normalized(self, critic_in: Tensor, obs_features: Tensor | None = None) -> Tensor:
+    def value_normalized(self, critic_in: Tensor,
+                         obs_features: Tensor | GridFeatures | None = None) -> Tensor:
         """Critic output ``[B]`` in the (possibly normalized) value space."""
         if self.shared:
-            feats = obs_features if obs_features is not None else self.actor_torso(critic_in)
+            feats = final_features(obs_features if obs_features is not None
+                                   else self.actor_torso(critic_in))
         else:
             feats = self.critic_torso(critic_in)
         if self.kind == "gridnet" and self.pooled_critic:

@@ -7,6 +7,10 @@ Which policy plays which seat is data (:class:`~selfplay.acting.Seats`, ``owner[
 0 = the learner). Components attached to a run (the league) see it through
 :class:`TrainingContext`. A game reaches the trainer only through :class:`games.core.VecGame`
 and its capabilities.
+
+With several data-parallel ranks (:class:`~selfplay.data_parallel.Ranks`, ``torchrun``), each
+rank's trainer steps its share of the envs with its own seed and learns the same update from
+every rank's rollout; :meth:`Trainer.state_dict` gathers every rank's games for rank 0 to save.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ from selfplay.acting import Actor, EpisodeListener, EpisodeLog, Seats, Timer
 from selfplay.allocator import keep_freed_memory
 from selfplay.checkpoint import CheckpointError, load_checkpoint
 from selfplay.config import TrainConfig
+from selfplay.data_parallel import Ranks
 from selfplay.device import resolve_device
 from selfplay.evaluate import load_weights, trained_config
 from selfplay.inference import NumpyActorCritic, supports
 from selfplay.learning import PPOLearner, teacher_kl_coef
 from selfplay.networks import ActorCritic
+from selfplay.normalize import RunningMeanStd
 from selfplay.optim import FlatAdam
 from selfplay.rollout import RolloutBuffer, torch_dtype
 from selfplay.run_loop import RunLoop, TrainingInterrupted, collect_and_learn, load_resumable
@@ -81,24 +87,32 @@ class TrainingContext(Protocol):
 class Trainer:
     """Owns the game, the learner, the optimizer and all state a checkpoint must hold."""
 
-    def __init__(self, config: TrainConfig, game: VecGame, run: RunDir | None = None) -> None:
+    def __init__(self, config: TrainConfig, game: VecGame, run: RunDir | None = None,
+                 ranks: Ranks | None = None) -> None:
+        """``game``: this rank's envs (``game.num_envs / ranks.world`` of them, seeded with
+        ``ranks.seed(config.seed)``; all of them with one process)."""
         self.config = config
         self.game = game
         self.spec: GameSpec = game.spec
         self.run = run
+        self.ranks = ranks if ranks is not None else Ranks()
+        seed = self.ranks.seed(config.seed)  # this rank's games and acting draws
         torch.set_num_threads(config.torch_threads)
-        random.seed(config.seed)
-        np.random.seed(config.seed % 2**32)
-        torch.manual_seed(config.seed)
-        self.rng = np.random.default_rng(config.seed)
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(config.seed)  # the initial weights: the same on every rank
+        self.rng = np.random.default_rng(seed)
+        # the minibatches: the same permutations on every rank
         self.sample_gen = torch.Generator().manual_seed(config.seed + 1)
-        self.device = resolve_device(config.device)
+        self.device = self.ranks.device(resolve_device(config.device))
         if config.keep_freed_memory and self.device.type == "cpu":
             keep_freed_memory()
-        # actions are drawn on the network's device; on CPU that is sample_gen itself
-        self.act_gen = (self.sample_gen if self.device.type == "cpu" else
-                        torch.Generator(self.device).manual_seed(config.seed + 2))
+        # actions are drawn on the network's device; on CPU that is sample_gen itself, but for
+        # ranks, whose acting draws differ
+        self.act_gen = (self.sample_gen if self.device.type == "cpu" and self.ranks.world == 1
+                        else torch.Generator(self.device).manual_seed(seed + 2))
         self.agent = ActorCritic(self.spec, config.network, config.normalize).to(self.device)
+        self.ranks.broadcast_(list(self.agent.state_dict().values()))  # rank 0's, in place
         # the network the run started from, frozen (ppo.teacher_kl_coef): its weights come from
         # init_from (start_from) or from the checkpoint resumed (load_state_dict)
         self.teacher = (copy.deepcopy(self.agent).requires_grad_(False).eval()
@@ -114,9 +128,9 @@ class Trainer:
                             if config.fast_inference and self.device.type == "cpu"
                             and supports(self.agent) else None)
         self.learner = PPOLearner(config, self.agent, self.device, self.sample_gen,
-                                  self.fast_policy, self.teacher)
+                                  self.fast_policy, self.teacher, self.ranks)
         self.actor = Actor(config, game, self.agent, self.buffer, self.device, self.act_gen,
-                           self.rng)
+                           self.rng, seed, self.ranks.world)
         self.actor.fast_policy = self.fast_policy
         self.update = 0
         self.after_update: list[UpdateHook] = []
@@ -124,7 +138,7 @@ class Trainer:
         # a resumed checkpoint held for them waits in restored_extra until they attach
         self.extra_state: dict[str, Callable[[], Any]] = {}
         self.restored_extra: dict[str, Any] = {}
-        self.loop = RunLoop(self, run, config.checkpoint)
+        self.loop = RunLoop(self, run, config.checkpoint, self.ranks)
 
     # ----------------------------------------------------------------- the roles' state
 
@@ -163,7 +177,8 @@ class Trainer:
 
     @property
     def steps_per_update(self) -> int:
-        return self.config.ppo.num_steps * self.spec.num_envs
+        """Env steps of one update, every rank's."""
+        return self.config.ppo.num_steps * self.spec.num_envs * self.ranks.world
 
     @property
     def num_updates(self) -> int:
@@ -186,8 +201,16 @@ class Trainer:
     # ----------------------------------------------------------------- one update
 
     def collect(self) -> None:
-        """Fill the rollout buffer with ``num_steps`` steps of every env."""
-        self.actor.collect()
+        """Fill the rollout buffer with ``num_steps`` steps of every env; the running
+        statistics updated on the way are merged across the ranks."""
+        with self.ranks.merged(self.running_stats()):
+            self.actor.collect()
+
+    def running_stats(self) -> list[RunningMeanStd]:
+        """The running statistics acting updates (observations, global states, returns)."""
+        scaler = self.reward_scaler
+        return [s for s in (self.agent.obs_rms, self.agent.state_rms,
+                            scaler.stats if scaler is not None else None) if s is not None]
 
     def learn(self) -> dict[str, float]:
         """GAE, then ``update_epochs`` passes of minibatch PPO updates."""
@@ -206,9 +229,10 @@ class Trainer:
     def run_update(self) -> dict[str, float]:
         """Collect a rollout, learn from it; the update's metrics (the hooks' included)."""
         metrics = collect_and_learn(self)
-        metrics.update(self.episodes.summary())
+        episodic = self.episodes.summary()
         for hook in self.after_update:
-            metrics.update(hook())
+            episodic.update(hook())
+        metrics.update(self.ranks.average_metrics(episodic))  # each rank saw its own envs
         return metrics
 
     def train(self, sink: MetricSink | None = None, progress: Progress | None = None) -> None:
@@ -239,16 +263,36 @@ class Trainer:
             self.fast_policy.refresh()
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly: weights, optimizer, RNGs, counters, envs."""
-        game = self.game
-        batch = self.batch
+        """Everything needed to continue exactly: weights, optimizer, RNGs, counters, envs.
+
+        With several ranks every rank takes part (each adds its games and random streams:
+        :meth:`rank_state`) and rank 0's result holds them all: rank 0's at the top level, the
+        others' under ``ranks``, their number under ``world``."""
+        mine = self.rank_state()
+        every = self.ranks.gather(mine) or [mine]
+        boards: dict[str, list[int]] = {}
+        for part in every:
+            boards.update(part.pop("boards"))
         return {
             "game": self.spec.name,
             "config": to_mapping(self.config),
-            "boards": trained_boards(game, self.spec),
+            "boards": boards,
             "agent": self.agent.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "counters": {"global_step": self.global_step, "update": self.update},
+            "extra": {name: get() for name, get in self.extra_state.items()},
+            **({"teacher": self.teacher.state_dict()} if self.teacher is not None else {}),
+            **every[0],
+            **({"world": self.ranks.world, "ranks": every[1:]} if self.ranks.world > 1
+               else {}),
+        }
+
+    def rank_state(self) -> dict[str, Any]:
+        """This rank's part of a checkpoint: its games, episodes and random streams."""
+        game = self.game
+        batch = self.batch
+        return {
+            "boards": trained_boards(game, self.spec),
             "rng": {"torch": torch.get_rng_state(), "sample": self.sample_gen.get_state(),
                     "act": self.act_gen.get_state(), "act_device": self.device.type,
                     "numpy": self.rng.bit_generator.state,
@@ -260,12 +304,14 @@ class Trainer:
             "game_state": game.get_state() if isinstance(game, SupportsState) else None,
             "batch": {"obs": batch.obs, "action_mask": batch.action_mask, "state": batch.state,
                       "alive": batch.alive},
-            "extra": {name: get() for name, get in self.extra_state.items()},
-            **({"teacher": self.teacher.state_dict()} if self.teacher is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
-        """Restore from :meth:`state_dict`; returns whether the game state was restored."""
+        """Restore from :meth:`state_dict`; returns whether the game state was restored.
+
+        A checkpoint of as many ranks gives each rank its own games back; one of another
+        number of ranks restores the network, optimizer, counters and running statistics,
+        and the ranks start new games (rank 0 keeps the saved episode log)."""
         if state.get("game") != self.spec.name:
             raise CheckpointError(f"checkpoint is for game {state.get('game')!r}, "
                                   f"not {self.spec.name!r}")
@@ -286,31 +332,52 @@ class Trainer:
                 from exc
         self.actor.global_step = int(state["counters"]["global_step"])
         self.update = int(state["counters"]["update"])
-        torch.set_rng_state(state["rng"]["torch"])
-        self.sample_gen.set_state(state["rng"]["sample"])
-        if (self.act_gen is not self.sample_gen
-                and state["rng"].get("act_device") == self.device.type):
-            self.act_gen.set_state(state["rng"]["act"])
-        self.rng.bit_generator.state = state["rng"]["numpy"]
-        if state["rng"].get("python"):  # a repr of plain ints and tuples: no code runs
-            random.setstate(ast.literal_eval(state["rng"]["python"]))
+        self.sample_gen.set_state(state["rng"]["sample"])  # the same on every rank
         if self.reward_scaler is not None and state.get("reward_scaler") is not None:
-            self.reward_scaler.load_state_dict(state["reward_scaler"])
-        self.episodes.load_state_dict(state["episodes"])
-        self.seats.load_state_dict(state["owner"])
+            self.reward_scaler.stats.load_state_dict(state["reward_scaler"]["stats"])
         self.restored_extra = dict(state.get("extra") or {})
         if self.fast_policy is not None:
             self.fast_policy.refresh()
-        game = self.game
-        if state.get("game_state") is not None and isinstance(game, SupportsState):
-            game.set_state(state["game_state"])
-            saved = state["batch"]
-            e, a = self.spec.num_envs, self.spec.num_seats
-            self.actor.batch = Batch(obs=saved["obs"], action_mask=saved["action_mask"],
-                               state=saved["state"], reward=np.zeros((e, a), np.float32),
-                               terminated=np.zeros(e, bool), truncated=np.zeros(e, bool),
-                               alive=saved["alive"], episodes=EpisodeStats.empty())
+        if int(state.get("world", 1)) != self.ranks.world:  # saved by another number of ranks
+            if self.ranks.is_main:
+                self.episodes.load_state_dict(state["episodes"])
+            self._new_games()
+            return False
+        rank = self.ranks.rank
+        mine = state if rank == 0 else state["ranks"][rank - 1]
+        self._load_rank_state(mine)
+        if mine.get("game_state") is not None and isinstance(self.game, SupportsState):
+            self._restore_games(mine)
             return True
-        # The engine cannot restore its state: start fresh episodes with a derived seed.
-        self.actor.batch = self.game.reset(seed=self.config.seed + 7919 * self.update)
+        self._new_games()  # the engine cannot restore its state
         return False
+
+    def _load_rank_state(self, mine: dict[str, Any]) -> None:
+        """This rank's random streams, reward returns, episodes and seats (:meth:`rank_state`)."""
+        torch.set_rng_state(mine["rng"]["torch"])
+        if (self.act_gen is not self.sample_gen
+                and mine["rng"].get("act_device") == self.device.type):
+            self.act_gen.set_state(mine["rng"]["act"])
+        self.rng.bit_generator.state = mine["rng"]["numpy"]
+        if mine["rng"].get("python"):  # a repr of plain ints and tuples: no code runs
+            random.setstate(ast.literal_eval(mine["rng"]["python"]))
+        if self.reward_scaler is not None and mine.get("reward_scaler") is not None:
+            self.reward_scaler.load_state_dict(mine["reward_scaler"])
+        self.episodes.load_state_dict(mine["episodes"])
+        self.seats.load_state_dict(mine["owner"])
+
+    def _restore_games(self, mine: dict[str, Any]) -> None:
+        """This rank's games as :meth:`rank_state` saved them."""
+        assert isinstance(self.game, SupportsState)
+        self.game.set_state(mine["game_state"])
+        saved = mine["batch"]
+        e, a = self.spec.num_envs, self.spec.num_seats
+        self.actor.batch = Batch(obs=saved["obs"], action_mask=saved["action_mask"],
+                                 state=saved["state"], reward=np.zeros((e, a), np.float32),
+                                 terminated=np.zeros(e, bool), truncated=np.zeros(e, bool),
+                                 alive=saved["alive"], episodes=EpisodeStats.empty())
+
+    def _new_games(self) -> None:
+        """Fresh episodes, with a seed derived from this rank's and the update's."""
+        self.actor.batch = self.game.reset(seed=self.ranks.seed(self.config.seed)
+                                           + 7919 * self.update)

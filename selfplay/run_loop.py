@@ -5,6 +5,11 @@ cloning): it calls :meth:`Algorithm.run_update` until ``num_updates``, logs each
 metrics, shows progress, writes checkpoints atomically every ``checkpoint.every_updates``
 updates and at the first update boundary after ``checkpoint.every_minutes`` minutes, and turns
 SIGINT / SIGTERM / SIGHUP into a checkpoint followed by :class:`TrainingInterrupted`.
+
+With several data-parallel ranks every rank runs the loop: they agree after each update on
+whether to stop and to save (rank 0's clock decides a timed checkpoint, a signal to any rank
+stops them all), every rank hands its part of the checkpoint to rank 0, which writes it while
+the others wait.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any, Protocol
 from selfplay.acting import Timer
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from selfplay.config import CheckpointConfig
+from selfplay.data_parallel import Ranks
 from selfplay.interrupts import Terminated
 from selfplay.tracking import MetricSink, Progress, RunDir
 
@@ -100,10 +106,11 @@ class RunLoop:
     """Runs an :class:`Algorithm`'s updates; checkpoints into ``run`` (none without one)."""
 
     def __init__(self, algorithm: Algorithm, run: RunDir | None,
-                 config: CheckpointConfig) -> None:
+                 config: CheckpointConfig, ranks: Ranks | None = None) -> None:
         self.algorithm = algorithm
         self.run = run
         self.config = config
+        self.ranks = ranks if ranks is not None else Ranks()
         self._stop_signal: int | None = None
         self._last_save = time.monotonic()
 
@@ -154,10 +161,12 @@ class RunLoop:
                 sink.log(algo.global_step, metrics)
             if progress is not None:
                 progress.update(algo.global_step, progress_line(metrics))
-            stop = self._stop_signal
+            signum, due = self.ranks.max_ints([self._stop_signal or 0,
+                                               int(self.ranks.is_main and self._due())])
+            stop = signum or None
             final = algo.update == algo.num_updates
             path = None
-            if self.run is not None and (stop is not None or final or self._due()):
+            if self.run is not None and (stop is not None or final or due):
                 path = self.save(final=final)
             if stop is not None and not final:
                 raise TrainingInterrupted(stop, path)
@@ -165,12 +174,19 @@ class RunLoop:
     def save(self, final: bool = False) -> Path:
         """Write ``checkpoints/update_XXXXXXX.pt`` atomically; prune old ones. A failed
         periodic save is a warning (the previous checkpoint is intact); a failed final one is
-        an error."""
+        an error. With several ranks every rank calls it; rank 0 writes."""
         assert self.run is not None
-        directory = self.run.checkpoints
-        path = directory / f"update_{self.algorithm.update:07d}.pt"
+        path = self.run.checkpoints / f"update_{self.algorithm.update:07d}.pt"
+        state = self.algorithm.state_dict()  # with ranks: each adds its part, for rank 0
         try:
-            save_checkpoint(path, self.algorithm.state_dict())
+            return self._write(path, state, final) if self.ranks.is_main else path
+        finally:
+            self.ranks.barrier()  # the other ranks wait for rank 0's file
+
+    def _write(self, path: Path, state: dict[str, Any], final: bool) -> Path:
+        directory = path.parent
+        try:
+            save_checkpoint(path, state)
         except OSError as exc:
             older = list_checkpoints(directory)
             kept = f"; previous checkpoint {older[-1]} is intact" if older else ""

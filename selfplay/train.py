@@ -1,4 +1,9 @@
-"""Starting and resuming training runs (what ``selfplay train`` does)."""
+"""Starting and resuming training runs (what ``selfplay train`` does).
+
+Under ``torchrun --nproc-per-node N`` every process runs :func:`run_training` as one rank of a
+data-parallel run (:mod:`selfplay.data_parallel`): each steps its share of the envs, rank 0
+writes the config, checkpoints, metrics and progress.
+"""
 
 from __future__ import annotations
 
@@ -8,27 +13,28 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from games.core import HasOpponentNames, HasRewardComponents
-from games.registry import make_game
-from selfplay.checkpoint import resolve_checkpoint
+from games.core import GameError, HasOpponentNames, HasRewardComponents
+from selfplay.checkpoint import list_checkpoints, resolve_checkpoint
 from selfplay.component_returns import ComponentReturns
 from selfplay.config import TrainConfig
+from selfplay.data_parallel import Ranks, join_ranks
 from selfplay.league_training import attach, describe
 from selfplay.opponent_stats import OpponentWinRates
 from selfplay.ppo import Trainer
 from selfplay.run_dirs import new_run, same_run, saved_config
 from selfplay.run_loop import load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
+from selfplay.worker_backend import build_game
 
 
 def build_trainer(config: TrainConfig, run: RunDir | None,
-                  init_from: Path | None = None) -> Trainer:
-    """A trainer of ``config`` on a new game; its network taken from checkpoint ``init_from``
-    when given (:meth:`Trainer.start_from`)."""
-    game = make_game(config.game.name, num_envs=config.game.num_envs, seed=config.seed,
-                     options=config.game.options)
+                  init_from: Path | None = None, ranks: Ranks | None = None) -> Trainer:
+    """A trainer of ``config`` on a new game (this rank's share of the envs); its network
+    taken from checkpoint ``init_from`` when given (:meth:`Trainer.start_from`)."""
+    ranks = ranks if ranks is not None else Ranks()
+    game = build_game(config, ranks.local_envs(config.game.num_envs), ranks.seed(config.seed))
     try:
-        trainer = Trainer(config, game, run)
+        trainer = Trainer(config, game, run, ranks)
         if init_from is not None:
             trainer.start_from(init_from)
         return trainer
@@ -65,23 +71,46 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
         config = saved_config(run, config)
         if total_steps is not None:
             config = replace(config, total_steps=total_steps)
+        ranks = join_ranks(config)
         state, path = load_resumable(run)
-        trainer = build_trainer(config, run)
+        trainer = build_trainer(config, run, ranks=ranks)
         exact = trainer.load_state_dict(state)
-        note = "" if exact else " (this game cannot restore its episodes: new episodes start)"
-        print(f"resuming {run.path} from {path.name} at step {trainer.global_step}{note}",
-              file=sys.stderr)
+        if ranks.is_main:
+            print(f"resuming {run.path} from {path.name} at step {trainer.global_step}"
+                  f"{resume_note(state, ranks.world, exact)}", file=sys.stderr)
     else:
         assert config is not None, "a new run needs its config"
+        ranks = join_ranks(config)
+        if run_dir is None and ranks.world > 1:  # one time-stamped directory for every rank
+            run_dir = Path(ranks.all_gather(str(RunDir.default_for(config).path))[0])
         run, created = new_run(config, run_dir)
         try:
             trainer = build_trainer(config, run, None if config.init_from is None
-                                    else Path(config.init_from))
+                                    else Path(config.init_from), ranks)
         except BaseException:
             if created:  # a bad game option, say: leave no empty run behind
                 shutil.rmtree(run.path, ignore_errors=True)
             raise
-    run.write_config(config)
+    try:
+        return _train(trainer, config, run)
+    finally:
+        ranks.close()
+
+
+def resume_note(state: dict[str, Any], world: int, exact: bool) -> str:
+    """What a resumed run could not take back from its checkpoint, for the "resuming" line."""
+    saved = int(state.get("world", 1))
+    if saved != world:
+        return (f" (saved by {saved} rank(s), resumed by {world}: the weights, optimizer and "
+                "counters continue, new episodes start)")
+    return "" if exact else " (this game cannot restore its episodes: new episodes start)"
+
+
+def _train(trainer: Trainer, config: TrainConfig, run: RunDir) -> dict[str, Any]:
+    """Attach the league and the metric hooks, train, close; the run's summary."""
+    main = trainer.ranks.is_main
+    if main:
+        run.write_config(config)
     league = attach(trainer, run.path)
     try:
         game = trainer.game
@@ -97,22 +126,26 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
             trainer.add_episode_listener(
                 lambda stats: components.add(stats, game.episode_reward_components()))
             trainer.add_update_hook(components.metrics)
-        sink = MetricSink(run, config, resume_step=trainer.global_step)
+        sink = MetricSink(run, config, resume_step=trainer.global_step) if main else None
         progress = Progress(trainer.num_updates * trainer.steps_per_update, trainer.global_step,
-                            config.log.progress, config.game.name)
+                            config.log.progress and main, config.game.name)
     except BaseException:  # the rater process (resubmitted tournaments) stops with us
         if league is not None:
             league.close()
         raise
     league_info: dict[str, Any] = {}
     try:
-        trainer.train(sink, progress)
+        try:
+            trainer.train(sink, progress)
+        except GameError as exc:  # a worker's engine error, or a worker lost for good
+            raise GameError(f"{exc}; {where_to_resume(run, trainer.update)}") from exc
         if league is not None:  # the rater's last tournaments: every snapshot ends up rated
             league_info.update(league.finish())
         league_info.update(describe(league))
     finally:
         progress.close()
-        sink.close()
+        if sink is not None:
+            sink.close()
         trainer.game.close()
         if league is not None:
             league.close()
@@ -121,3 +154,12 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
     summary.update(trainer.episodes.summary())
     summary.update(league_info)
     return summary
+
+
+def where_to_resume(run: RunDir, update: int) -> str:
+    """What a run stopped by its game during update ``update + 1`` leaves to resume from."""
+    saved = list_checkpoints(run.checkpoints)
+    if not saved:
+        return f"the run stopped during update {update + 1}, before its first checkpoint"
+    return (f"the run stopped during update {update + 1}; its last checkpoint is "
+            f"{saved[-1]} (continue with: selfplay train --resume {run.path})")

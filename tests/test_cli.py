@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -18,6 +20,21 @@ QUIET = ["--no-progress", "--set", "log.tensorboard=false"]
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*SELFPLAY, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def run_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """``selfplay ARGS`` in this process (no interpreter start-up: for the many quick error
+    checks), as :func:`run` reports it; an exception escaping ``main`` fails the test."""
+    from selfplay.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 2
+    return subprocess.CompletedProcess(["selfplay", *args], code, out.getvalue(),
+                                       err.getvalue())
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess[str], pattern: str) -> None:
@@ -77,7 +94,7 @@ def test_bc_ctrl_c_checkpoints_then_resumes(tmp_path: Path) -> None:
                                                  "and --replays"),
 ])
 def test_bc_bad_input_errors(tmp_path: Path, args: list[str], message: str) -> None:
-    assert_one_line_error(run("bc", "--game", "tictactoe", *args, "--run-dir",
+    assert_one_line_error(run_here("bc", "--game", "tictactoe", *args, "--run-dir",
                               str(tmp_path / "run"), *QUIET), message)
     assert not (tmp_path / "run").exists()
 
@@ -170,64 +187,64 @@ def test_run_dir_with_only_a_half_written_checkpoint_starts_afresh(tmp_path: Pat
 
 
 def test_bad_input_errors(tmp_path: Path) -> None:
-    assert_one_line_error(run("train", "--game", "micrrts"), "unknown game 'micrrts'")
-    assert_one_line_error(run("train", "--game", "CartPole-v1", "--set", "ppo.lr=1"),
+    assert_one_line_error(run_here("train", "--game", "micrrts"), "unknown game 'micrrts'")
+    assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--set", "ppo.lr=1"),
                           "unknown key 'ppo.lr'")
-    assert_one_line_error(run("train", "--game", "CartPole-v1", "--config",
+    assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--config",
                               str(tmp_path / "missing.yaml")), "config file not found")
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"garbage")
-    assert_one_line_error(run("eval", "--checkpoint", str(bad)), "corrupt or unreadable")
-    assert_one_line_error(run("train", "--resume", str(tmp_path)), "nothing to resume")
+    assert_one_line_error(run_here("eval", "--checkpoint", str(bad)), "corrupt or unreadable")
+    assert_one_line_error(run_here("train", "--resume", str(tmp_path)), "nothing to resume")
 
 
 def test_more_bad_input_errors(tmp_path: Path) -> None:
     """Inputs that once gave tracebacks, or were silently accepted and went wrong."""
     empty = tmp_path / "empty-section.yaml"
     empty.write_text("ppo:\n  # learning_rate: 3e-4\n")  # would drop the tuned settings
-    assert_one_line_error(run("train", "--game", "CartPole-v1", "--config", str(empty)),
+    assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--config", str(empty)),
                           "ppo must be a mapping of settings")
-    assert_one_line_error(run("train", "--set", "game=3"), "game must be a mapping")
-    assert_one_line_error(run("train", "--game", "CartPole-v1", "--set",
+    assert_one_line_error(run_here("train", "--set", "game=3"), "game must be a mapping")
+    assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--set",
                               "ppo.max_grad_norm=-1"), "ppo.max_grad_norm must be > 0")
-    assert_one_line_error(run("train", "--game", "CartPole-v1", "--seed", "-1"),
+    assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--seed", "-1"),
                           "seed must be >= 0")
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"\xff\xfe\x00bad")
-    assert_one_line_error(run("train", "--game", "CartPole-v1", "--config", str(binary)),
+    assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--config", str(binary)),
                           "error:")
     ckpt = tmp_path / "c.pt"
     ckpt.write_bytes(b"x")
-    assert_one_line_error(run("eval", "--checkpoint", str(ckpt), "--video",
+    assert_one_line_error(run_here("eval", "--checkpoint", str(ckpt), "--video",
                               str(tmp_path / "v.xyz")), "use a .mp4 or .gif file name")
-    assert_one_line_error(run("eval", "--checkpoint", str(ckpt), "--video", str(tmp_path)),
+    assert_one_line_error(run_here("eval", "--checkpoint", str(ckpt), "--video", str(tmp_path)),
                           "is a directory")
     bad_option = tmp_path / "bad-option-run"
-    assert_one_line_error(run("train", "--game", "tictactoe", "--set",
+    assert_one_line_error(run_here("train", "--game", "tictactoe", "--set",
                               "game.options.no_such_option=1", "--run-dir", str(bad_option)),
                           "no_such_option")
     assert not bad_option.exists()  # no empty run left behind
-    assert_one_line_error(run("league", "tournament", "--game", "tictactoe", "--players",
+    assert_one_line_error(run_here("league", "tournament", "--game", "tictactoe", "--players",
                               "random", "win_or_block", "--until-sigma", "-1", "--db",
                               str(tmp_path / "l.db")), "--until-sigma must be > 0")
-    assert run("league", "tournament", "--game", "tictactoe", "--players", "random",
+    assert run_here("league", "tournament", "--game", "tictactoe", "--players", "random",
                "win_or_block", "--games-per-pair", "2", "--db",
                str(tmp_path / "l.db")).returncode == 0
-    assert_one_line_error(run("league", "tournament", "--game", "tictactoe", "--players",
+    assert_one_line_error(run_here("league", "tournament", "--game", "tictactoe", "--players",
                               "random", "win_or_block", "--processes", "2", "--db",
                               str(tmp_path / "p.db")),
                           "processes > 1 applies only to tournaments of engine bots")
-    assert_one_line_error(run("league", "tournament", "--game", "tictactoe", "--players",
+    assert_one_line_error(run_here("league", "tournament", "--game", "tictactoe", "--players",
                               "random", "win_or_block", "--until-sigma", "2", "--min-quality",
                               "1.5", "--db", str(tmp_path / "q.db")), "--min-quality")
-    opened = run("league", "tournament", "--game", "tictactoe", "--players", "random",
+    opened = run_here("league", "tournament", "--game", "tictactoe", "--players", "random",
                  "win_or_block", "--games-per-pair", "4", "--until-sigma", "6", "--db",
                  str(tmp_path / "o.db"), "--json")  # a round robin opens the adaptive one
     assert opened.returncode == 0, opened.stderr
     result = json.loads(opened.stdout)
     assert result["tournament"].startswith("rr4+ts:") and result["played"] >= 4
     assert all(p["sigma"] < 6 for p in result["players"])
-    assert_one_line_error(run("league", "report", "--db", str(tmp_path / "l.db"), "--out",
+    assert_one_line_error(run_here("league", "report", "--db", str(tmp_path / "l.db"), "--out",
                               str(tmp_path)), "error:")
 
 

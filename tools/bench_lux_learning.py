@@ -1,8 +1,13 @@
-"""Lux learning benchmark: train `selfplay train --game lux` for a wall-clock budget, then play
-the rule-based opponent.
+"""Lux learning benchmark: clone the rule-based opponent, then train `selfplay train --game lux`
+from the clone, within one wall-clock budget; then play the rule-based opponent.
 
-    .venv/bin/python tools/bench_lux_learning.py --minutes 60 --games 100 \\
+    .venv/bin/python tools/bench_lux_learning.py --minutes 60 --bc-minutes 20 --games 100 \\
         --json-out runs/bench/lux_learning.json
+
+The first ``--bc-minutes`` (0: none) clone ``--teachers`` (default the heuristic, playing both
+seats) as ``selfplay bc --game lux --teachers heuristic`` does (the ``bc`` section of
+hyperparams/lux.yaml, plus ``--bc-set``); the rest of ``--minutes`` trains PPO from that
+checkpoint (``train --init-from``), so the whole budget includes the cloning.
 
 Training uses hyperparams/lux.yaml (self-play through the league, the heuristic bot in a share
 of the games, TrueSkill ratings of the snapshots against the random and heuristic anchors), plus
@@ -29,6 +34,45 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_microrts_learning import evaluate, train_for  # noqa: E402
 
+from selfplay.bc import build_cloner  # noqa: E402
+from selfplay.config import build_config  # noqa: E402
+from selfplay.tracking import MetricSink, RunDir  # noqa: E402
+
+
+def clone_for(minutes: float, teachers: list[str], overrides: list[str], seed: int,
+              root: Path) -> dict[str, Any]:
+    """Clone ``teachers`` for ``minutes`` of wall time (``selfplay bc``'s cloner, the learning
+    rate annealed to zero as the budget ends); the run's record with its final checkpoint."""
+    start = time.perf_counter()
+    config = build_config("lux", overrides=["log.progress=false", f"bc.teachers={teachers}",
+                                            "bc.total_steps=1000000000", *overrides], seed=seed)
+    run = RunDir(root / f"lux-bc-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    run.path.mkdir(parents=True, exist_ok=True)
+    run.write_config(config)
+    cloner = build_cloner(config, run)
+    sink = MetricSink(run, config)
+    deadline = start + minutes * 60
+    last, base_lr, metrics = 0.0, config.bc.learning_rate, {}
+    try:
+        while time.perf_counter() + last < deadline:
+            begin = time.perf_counter()
+            left = max(0.0, deadline - begin)
+            for group in cloner.optimizer.param_groups:  # linear decay to 0 at the deadline
+                group["lr"] = base_lr * left / (minutes * 60)
+            metrics = cloner.run_update()
+            sink.log(cloner.global_step, metrics)
+            last = time.perf_counter() - begin
+        checkpoint = cloner.loop.save(final=True)
+    finally:
+        sink.close()
+        cloner.close()
+    elapsed = time.perf_counter() - start
+    keep = ("bc/accuracy/", "val/", "loss/bc_")
+    return {"run_dir": str(run.path), "checkpoint": str(checkpoint),
+            "steps": cloner.global_step, "updates": cloner.update, "seconds": round(elapsed, 1),
+            "steps_per_second": round(cloner.global_step / elapsed),
+            "last": {k: round(v, 4) for k, v in metrics.items() if k.startswith(keep)}}
+
 
 def ratings(run_dir: Path) -> list[dict[str, Any]]:
     """The league's players in the order they joined (anchors, then the snapshots) with their
@@ -50,11 +94,24 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=100, help="evaluation games")
     parser.add_argument("--bot", default="heuristic")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--bc-minutes", type=float, default=0.0,
+                        help="of --minutes, cloning the teachers first (0: PPO only)")
+    parser.add_argument("--teachers", default="heuristic", help="comma-separated")
+    parser.add_argument("--bc-set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json-out", type=Path)
     parser.add_argument("--root", type=Path, default=Path("runs/bench"))
     args = parser.parse_args()
-    trained = train_for(args.minutes, list(args.set), args.seed, None, args.root, game="lux")
+    start = time.perf_counter()
+    cloned, overrides = None, list(args.set)
+    if args.bc_minutes > 0:
+        cloned = clone_for(args.bc_minutes, args.teachers.split(","), args.bc_set, args.seed,
+                           args.root)
+        print(f"cloned {cloned['steps']} steps in {cloned['seconds']} s: {cloned['last']}",
+              flush=True)
+        overrides.append(f"init_from={cloned['checkpoint']}")
+    left = args.minutes - (time.perf_counter() - start) / 60
+    trained = train_for(left, overrides, args.seed, None, args.root, game="lux")
     print(f"trained {trained['steps']} steps in {trained['seconds']} s "
           f"({trained['steps_per_second']} steps/s, split {trained['time_split']})", flush=True)
     league = ratings(Path(trained["run_dir"]))
@@ -64,7 +121,7 @@ def main() -> None:
     summary = {"bot": args.bot, "minutes": args.minutes, "overrides": args.set,
                "machine": f"{platform.machine()} {platform.node()}",
                "cpus": len(os.sched_getaffinity(0)), "date": time.strftime("%Y-%m-%d"),
-               "training": trained, "league": league, "evaluation": result}
+               "cloning": cloned, "training": trained, "league": league, "evaluation": result}
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(summary, indent=1, default=str))

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import numpy as np
 
-from games.core import VecGame
-from games.family import SeatBotsFamily, Teachers
+from games.family import SeatBotsFamily
 
 
 def _bots() -> dict[str, Callable[..., np.ndarray]]:
@@ -27,12 +25,6 @@ class BoardGamesFamily(SeatBotsFamily):
 
     def seat_bots(self) -> Mapping[str, Callable[..., np.ndarray]]:
         return _bots()
-
-    def teacher_game(self, game: str, teachers: Teachers, num_envs: int, seed: int,
-                     options: Mapping[str, Any]) -> VecGame:
-        from games.boardgames.teachers import teacher_game
-
-        return teacher_game(game, teachers, num_envs, seed, options, _bots())
 
 
 FAMILIES = (BoardGamesFamily(),)

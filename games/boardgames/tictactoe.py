@@ -34,6 +34,7 @@ import numpy as np
 from games.batches import EpisodeTracker, outcome_from_rewards
 from games.core import Batch, Discrete, EpisodeStats, GameError, GameSpec
 from games.options import from_mapping
+from games.rng_state import decode_rng, encode_rng
 
 NUM_CELLS = 9
 FULL = (1 << NUM_CELLS) - 1  # all nine cells occupied
@@ -59,27 +60,6 @@ class TicTacToeOptions:
 def cells_of(marks: np.ndarray) -> np.ndarray:
     """Bitboards ``int [...]`` -> 0/1 cells ``int32 [..., 9]`` (row-major, cell = 3*row + col)."""
     return (marks[..., None] >> _SHIFTS) & 1
-
-
-def encode_rng(rng: np.random.Generator) -> np.ndarray:
-    """A PCG64 generator's state as ``uint64 [6]`` (plain array, for checkpoints)."""
-    st = rng.bit_generator.state
-    if st["bit_generator"] != "PCG64":
-        raise GameError(f"cannot encode {st['bit_generator']} state; expected PCG64")
-    mask = (1 << 64) - 1
-    inner = st["state"]
-    return np.array([inner["state"] >> 64, inner["state"] & mask, inner["inc"] >> 64,
-                     inner["inc"] & mask, st["has_uint32"], st["uinteger"]], np.uint64)
-
-
-def decode_rng(code: np.ndarray) -> np.random.Generator:
-    """Inverse of :func:`encode_rng`."""
-    v = [int(x) for x in np.asarray(code, np.uint64)]
-    bitgen = np.random.PCG64()
-    bitgen.state = {"bit_generator": "PCG64",
-                    "state": {"state": (v[0] << 64) | v[1], "inc": (v[2] << 64) | v[3]},
-                    "has_uint32": v[4], "uinteger": v[5]}
-    return np.random.Generator(bitgen)
 
 
 class TicTacToe:

@@ -11,6 +11,7 @@ from typing import Any
 from games.core import EngineBot, GameError, Policy, VecGame
 from games.family import Family, MatchConditions, MatchDefaults, RecordRequest, Teachers
 from games.matches import GameFactory, MatchRunner, MatchSetup, VecGameRunner
+from games.workers.vec import Launcher
 
 BOT_MAX_STEPS = 5000  # game length of bot-only tournaments (MicroRTS-Py's league)
 
@@ -172,6 +173,16 @@ class MicroRTSFamily(Family):
 
         bots = LiveBots(list(teachers.bots), list(teachers.imitate), seed=seed)
         return TeacherGame(opts, num_envs, bots, seed=seed, name=game)
+
+    def make_on_workers(self, game: str, num_envs: int, seed: int | None,
+                        options: Mapping[str, Any], launcher: Launcher) -> VecGame:
+        """``game.options.workers`` workers (one JVM each) that ``launcher`` starts."""
+        from games.microrts.adapter import MicroRTSOptions
+        from games.microrts.workers import MicroRTSWorkers
+        from games.options import from_mapping
+
+        opts = from_mapping(MicroRTSOptions, dict(options), "game.options.")
+        return MicroRTSWorkers(opts, num_envs, seed=seed, name=game, launcher=launcher)
 
     def setup(self, quiet: bool = False) -> Mapping[str, Any]:
         from games.microrts.engine import setup

@@ -7,17 +7,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from games.boardgames.teachers import TeacherTicTacToe
 from games.boardgames.tictactoe import LINES
 from games.core import GameError, SupportsState, SupportsTeachers
 from games.family import Teachers
 from games.registry import family_of
+from games.seat_teachers import SeatTeacherGame
 
 
-def teacher_game(num_envs: int = 8, seed: int = 0, **teachers: Any) -> TeacherTicTacToe:
+def teacher_game(num_envs: int = 8, seed: int = 0, **teachers: Any) -> SeatTeacherGame:
     game = family_of("tictactoe").teacher_game("tictactoe", Teachers(**teachers), num_envs,
                                                seed, {})
-    assert isinstance(game, TeacherTicTacToe)
+    assert isinstance(game, SeatTeacherGame)
     return game
 
 

@@ -127,3 +127,56 @@ def test_gridnet_shares_its_encoder_when_the_state_is_the_observation() -> None:
     torch.testing.assert_close(value, shared.value_normalized(obs))
     value.sum().backward()  # the critic's gradient reaches the shared encoder
     assert shared.actor_torso.net[0].weight.grad is not None
+
+
+@pytest.mark.parametrize("grid", [(48, 48), (9, 8), (5, 7)])
+def test_unet_gridnet_plays_any_board_and_trains_every_layer(grid: tuple[int, int]) -> None:
+    """``network.grid_skips``: logits for every cell of boards of any size (odd ones crop the
+    upsampled maps to the encoder's), a finite loss, a gradient in every parameter."""
+    h, w = grid
+    space = MultiDiscrete((3, 4), grid=grid, gates=(None, (1,)))
+    agent = ActorCritic(spec((5, h, w), space, "grid"),
+                        NetworkConfig(channels=[8, 16, 16], hidden=[16], grid_skips=True,
+                                      shared_torso=True), NormalizeConfig())
+    obs = torch.rand(2, 5, h, w)
+    dist, value = agent.forward_all(obs, torch.ones(2, h * w, 7, dtype=torch.bool), obs)
+    action = dist.sample()
+    assert action.shape == (2, h * w, 2) and value.shape == (2,)
+    (dist.log_prob(action).sum() + value.sum()).backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in agent.parameters())
+
+
+def per_cell_accuracy(grid_skips: bool, steps: int = 200) -> float:
+    """Train a gridnet for ``steps`` Adam steps to name, per cell, which of 3 planes is lit at
+    that cell (32x32 boards): what a Lux policy must do for a unit's own cell."""
+    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    size = 32
+    space = MultiDiscrete((3,), grid=(size, size))
+    agent = ActorCritic(spec((3, size, size), space, "grid"),
+                        NetworkConfig(channels=[16, 32, 32], hidden=[16], shared_torso=True,
+                                      grid_skips=grid_skips), NormalizeConfig())
+    optim = torch.optim.Adam(agent.parameters(), lr=3e-3)
+
+    def boards(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        lit = torch.randint(0, 3, (n, size, size), generator=gen)
+        return torch.nn.functional.one_hot(lit, 3).permute(0, 3, 1, 2).float(), lit
+
+    for _ in range(steps):
+        obs, lit = boards(8)
+        logits = agent.dist_params(obs)  # [B, cells, 3]
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 3), lit.reshape(-1))
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+    obs, lit = boards(8)
+    with torch.no_grad():
+        return float((agent.dist_params(obs).argmax(-1) == lit.reshape(8, -1)).float().mean())
+
+
+def test_unet_sees_each_cell_where_the_plain_decoder_cannot() -> None:
+    """Per-cell precision: the U-Net learns the identity of every cell's planes (measured:
+    0.96 after 200 steps); the plain encoder-decoder, which reads every cell through a 4x4 map
+    of the 32x32 board, stays at chance (0.33)."""
+    assert per_cell_accuracy(True) > 0.9
+    assert per_cell_accuracy(False) < 0.4

@@ -326,3 +326,40 @@ def test_factory_builds_and_waters() -> None:
     assert choice(late) == FACTORY["water"]
     crowded = fresh().allow(2, 2, 5, FACTORY["heavy"]).robot(2, 2, moves=())
     assert choice(crowded) == FACTORY["water"]  # no build onto a robot
+
+
+# ---------------------------------------------------------------- live teachers
+
+
+def test_teacher_game_labels_legal_moves_and_resumes() -> None:
+    """``selfplay bc --game lux --teachers heuristic,random``'s game: every seat plays its
+    bot, the labels are legal, only the imitated bot's seats are labels, and a saved state
+    continues with the same observations and labels."""
+    from games.core import SupportsState, SupportsTeachers
+    from games.family import Teachers
+    from games.registry import family_of
+
+    teachers = Teachers(bots=("heuristic", "random"), imitate=("heuristic",))
+    game = family_of("lux").teacher_game("lux", teachers, 4, 3, {"max_steps": 40})
+    assert isinstance(game, SupportsTeachers) and isinstance(game, SupportsState)
+    try:
+        batch = game.reset(seed=3)
+        heuristic_seats = np.array([[True, True], [True, False], [False, True], [False, False]])
+        saved, later = None, []
+        for step in range(12):
+            assert batch.action_mask is not None
+            labels = game.teacher_actions
+            assert not illegal_cells(labels[batch.alive], batch.action_mask[batch.alive]).any()
+            assert np.array_equal(game.imitate, heuristic_seats & batch.alive)
+            if step == 6:
+                saved = game.get_state()
+            if step > 6:
+                later.append((batch.obs.copy(), labels.copy()))
+            batch = game.step(np.zeros_like(labels))  # the teachers play whatever is given
+        assert saved is not None
+        game.set_state(saved)
+        for obs, labels in later:
+            batch = game.step(np.zeros_like(labels))
+            assert np.array_equal(batch.obs, obs) and np.array_equal(game.teacher_actions, labels)
+    finally:
+        game.close()

@@ -226,3 +226,40 @@ def test_ctrl_c_stops_microrts_training_with_its_workers_and_rater(engine_home,
     steps = max(json.loads(line)["step"] for line in metrics.read_text().splitlines())
     (last,) = sorted((run_dir / "checkpoints").glob("*.pt"))[-1:]
     assert load_checkpoint(last)["counters"]["global_step"] >= steps  # the update finished
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ps --ppid")
+def test_a_worker_lost_mid_run_stops_training_naming_the_checkpoint(engine_home,
+                                                                     tmp_path: Path) -> None:
+    """A worker process killed during training: the command stops in one line with the
+    worker's error, the update it stopped in and the checkpoint to resume from."""
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "selfplay.cli", "train", "--game", "microrts", "--run-dir",
+               str(run_dir), "--no-progress", "--total-steps", "100000000",
+               "--set", "game.num_envs=4", "--set", "game.options.map=basesWorkers8x8",
+               "--set", "game.options.num_selfplay_envs=2", "--set", "game.options.workers=2",
+               "--set", "ppo.num_steps=16", "--set", "league.enabled=false",
+               "--set", "checkpoint.every_updates=1", "--set", "network.channels=[8,16]",
+               "--set", "log.tensorboard=false"]
+    proc = subprocess.Popen(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not list((run_dir / "checkpoints").glob("*.pt")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        ps = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(proc.pid)],
+                            capture_output=True, text=True, check=True)
+        workers = [int(row.split(None, 1)[0]) for row in ps.stdout.splitlines()
+                   if "spawn_main" in row]
+        assert len(workers) == 2, ps.stdout
+        os.kill(workers[1], signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "worker process of envs 2..3 died; the run stopped during update" in lines[0]
+    assert "its last checkpoint is " in lines[0] and "selfplay train --resume" in lines[0]

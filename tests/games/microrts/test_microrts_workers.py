@@ -74,7 +74,7 @@ def test_batches_come_through_shared_memory(engine_home) -> None:
     the in-process adapter's; bad actions are refused before they reach a worker."""
     game = make("microrts", num_envs=4, seed=0, workers=2, **OPTIONS)
     try:
-        assert not game._arrays.path.exists()
+        assert not game.transport._arrays.path.exists()
         rng = np.random.default_rng(1)
         first = game.step(random_legal_actions(game.reset().action_mask, rng))
         kept = first.obs.copy(), first.action_mask.copy()
@@ -102,13 +102,13 @@ def test_a_dead_worker_is_a_game_error_and_close_ends_the_others(engine_home) ->
     game = make("microrts", num_envs=4, seed=0, workers=2, **OPTIONS)
     try:
         batch = game.reset()
-        os.kill(game._procs[1].pid, signal.SIGKILL)
-        game._procs[1].join(10)
+        os.kill(game.transport._procs[1].pid, signal.SIGKILL)
+        game.transport._procs[1].join(10)
         with pytest.raises(GameError, match="worker process of envs 2..3 died"):
             game.step(random_legal_actions(batch.action_mask, np.random.default_rng(0)))
     finally:
         game.close()
-    assert not any(p.is_alive() for p in game._procs)
+    assert not any(p.is_alive() for p in game.transport._procs)
     with pytest.raises(GameError, match="closed"):
         game.reset()
 
@@ -128,7 +128,7 @@ def test_java_exception_in_a_worker_is_a_game_error(engine_home) -> None:
         rng = np.random.default_rng(0)
         for _ in range(3):
             batch = game.step(random_legal_actions(batch.action_mask, rng))
-        assert all(p.is_alive() for p in game._procs)
+        assert all(p.is_alive() for p in game.transport._procs)
         assert batch.obs[:, 0, 14:21].sum() > 0
     finally:
         game.close()
@@ -143,12 +143,12 @@ def test_workers_leave_ctrl_c_and_sigterm_to_the_trainer(engine_home, tmp_path,
     try:
         batch = game.reset()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            for proc in game._procs:
+            for proc in game.transport._procs:
                 os.kill(proc.pid, sig)
         rng = np.random.default_rng(0)
         for _ in range(5):
             batch = game.step(random_legal_actions(batch.action_mask, rng))
-        assert all(p.is_alive() for p in game._procs)
+        assert all(p.is_alive() for p in game.transport._procs)
     finally:
         game.close()
     assert not list(tmp_path.glob("hs_err_pid*.log"))

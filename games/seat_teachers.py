@@ -1,0 +1,94 @@
+"""Games played by their scripted seat bots: the teacher games of live behaviour cloning.
+
+Any family whose bots act through seats (:class:`~games.family.SeatBotsFamily`: NumPy bots
+``fn(obs, mask, rng)``) gets live teachers from here. Every seat of every env is played by one
+of the named bots (all ordered pairs of them spread over the envs, so each bot plays both sides
+and every opponent); after each ``reset`` and ``step`` the bots' actions at the returned
+observations are ``teacher_actions``, and the live seats whose bot is imitated are
+``imitate``. The bots choose once per bot per step over all their seats (arrays in, arrays
+out), with a generator of their own beside the game's, saved with the game's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from games.core import Batch, GameError, GameSpec, SupportsState, VecGame
+from games.rng_state import decode_rng, encode_rng
+
+BotFn = Callable[[np.ndarray, np.ndarray, np.random.Generator], np.ndarray]
+
+
+class SeatTeacherGame:
+    """``E`` games whose seats scripted bots play: a :class:`games.core.SupportsTeachers`
+    and :class:`games.core.SupportsState` game over any two-seat :class:`VecGame` with
+    masks and a state."""
+
+    def __init__(self, game: VecGame, bots: list[BotFn], learned: list[bool],
+                 seed: int) -> None:
+        if not isinstance(game, SupportsState):
+            raise GameError(f"{game.spec.name} cannot save its state; it cannot host teachers")
+        self.game = game
+        self.spec: GameSpec = game.spec
+        num_envs, seats = self.spec.num_envs, self.spec.num_seats
+        self.bots = bots
+        index = np.arange(num_envs * seats).reshape(num_envs, seats)
+        # seat s of env e: digit s of (e mod bots^seats) in base len(bots): every assignment
+        # of bots to seats, spread over the envs
+        self.bot_of = (index // seats % len(bots) ** seats
+                       // len(bots) ** np.arange(seats)[::-1]) % len(bots)  # [E, A]
+        self._learned = np.asarray(learned, bool)[self.bot_of]  # [E, A]
+        self._rng = _bot_rng(seed)
+        shape = (num_envs, seats, *self.spec.action_space.action_shape)
+        self.teacher_actions = np.zeros(shape, np.int64)
+        self.imitate = np.zeros((num_envs, seats), bool)
+
+    def reset(self, seed: int | None = None) -> Batch:
+        if seed is not None:
+            self._rng = _bot_rng(seed)
+        batch = self.game.reset(seed)
+        self._choose(batch)
+        return batch
+
+    def step(self, actions: np.ndarray) -> Batch:
+        """Play the bots' actions (``actions`` is ignored: every seat is a teacher's)."""
+        batch = self.game.step(self.teacher_actions)
+        self._choose(batch)
+        return batch
+
+    def close(self) -> None:
+        self.game.close()
+
+    def _choose(self, batch: Batch) -> None:
+        """The bots' actions at ``batch``'s observations, one call per bot over its seats."""
+        if batch.action_mask is None:
+            raise GameError(f"{self.spec.name} has no action masks; its bots need them")
+        actions = np.zeros_like(self.teacher_actions)
+        for index, bot in enumerate(self.bots):
+            seats = (self.bot_of == index) & batch.alive  # [E, A]
+            if seats.any():
+                actions[seats] = bot(batch.obs[seats], batch.action_mask[seats], self._rng)
+        self.teacher_actions = actions
+        self.imitate = self._learned & batch.alive
+
+    def get_state(self) -> dict[str, object]:
+        assert isinstance(self.game, SupportsState)
+        return {"game": self.game.get_state(), "rng": encode_rng(self._rng),
+                "teacher_actions": self.teacher_actions.copy(), "imitate": self.imitate.copy()}
+
+    def set_state(self, state: dict[str, object]) -> None:
+        game = state.get("game")
+        if not isinstance(game, dict):
+            raise GameError(f"{self.spec.name} teacher state lacks its game state")
+        assert isinstance(self.game, SupportsState)
+        self.game.set_state(game)
+        self._rng = decode_rng(np.asarray(state["rng"]))
+        self.teacher_actions = np.asarray(state["teacher_actions"], np.int64).copy()
+        self.imitate = np.asarray(state["imitate"], bool).copy()
+
+
+def _bot_rng(seed: int | None) -> np.random.Generator:
+    """The bots' generator: a stream of its own beside the game's (same seed)."""
+    return np.random.default_rng(None if seed is None else (seed, 0x7EAC))

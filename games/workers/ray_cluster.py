@@ -1,0 +1,139 @@
+"""Reaching Ray: a private local instance for one run, the cluster on this machine, or a
+cluster's head node, with one-line errors instead of hangs.
+
+A private instance (``address="local"``) suits small machines: no dashboard, a small object
+store, its files in a temp folder of its own, Ray's token authentication off (Ray 2.59+ turns
+it on for local instances and writes under the home folder) and no usage reports. A cluster
+address is checked with a plain TCP connection first, so an unreachable head fails within the
+timeout with its address named.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from games.core import GameError
+
+RAY_EXTRA = "pip install 'selfplay[ray]'"
+
+
+def import_ray() -> ModuleType:
+    """The ``ray`` module; a one-line :class:`GameError` naming the extra when missing."""
+    try:
+        import ray
+    except ModuleNotFoundError as exc:
+        raise GameError(f"distributed.backend=ray needs Ray, which is not installed: "
+                        f"{RAY_EXTRA}") from exc
+    return ray
+
+
+@dataclass
+class RaySession:
+    """A connection to Ray; :meth:`close` shuts down what this session started."""
+
+    ray: ModuleType
+    address: str
+    owned: bool
+    temp_dir: Path | None = None
+
+    def close(self) -> None:
+        if self.owned and self.ray.is_initialized():
+            self.ray.shutdown()
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def connect(address: str = "local", num_cpus: int | None = None, object_store_mb: int = 256,
+            timeout_s: float = 20.0) -> RaySession:
+    """Join Ray at ``address`` (``local``, ``auto`` or ``HOST:PORT``); an instance already
+    joined by this process is reused (and left running)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return RaySession(ray, address, owned=False)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    quiet: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+    if address == "local":
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        temp = Path(tempfile.mkdtemp(prefix="selfplay-ray-"))
+        os.environ.setdefault("RAY_TMPDIR", str(temp))
+        cpus = num_cpus or os.cpu_count() or 1
+        try:
+            ray.init(num_cpus=cpus, num_gpus=0, object_store_memory=object_store_mb * 2**20,
+                     include_dashboard=False, _temp_dir=str(temp), **quiet)
+        except Exception as exc:  # noqa: BLE001 - Ray raises many kinds
+            raise GameError(f"could not start a local Ray instance: {exc}") from exc
+        return RaySession(ray, address, owned=True, temp_dir=temp)
+    if address != "auto":
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s):
+                pass
+        except OSError as exc:
+            raise GameError(f"cannot reach the Ray cluster at {address} within {timeout_s:g} s: "
+                            f"{exc.strerror or exc}") from exc
+    where = ("no Ray cluster runs on this machine (start one with `ray start --head`, or use "
+             "distributed.address=local)" if address == "auto" else
+             f"cannot join the Ray cluster at {address}")
+    error = _init_within(ray, timeout_s, address=address, **quiet)
+    if error is not None:
+        raise GameError(f"{where}: {error}")
+    return RaySession(ray, address, owned=True)
+
+
+@contextlib.contextmanager
+def _quiet_join() -> Iterator[None]:
+    """While joining from a helper thread, hold back what Ray prints on the way: its Python
+    warning that a non-main thread sets no SIGTERM handler (selfplay handles SIGTERM itself),
+    and its C++ client's retry lines, written straight to file descriptor 2. Both go to a log
+    file (``$TMPDIR/selfplay-ray-connect.log``) so the run's error stays one line; the join's
+    own outcome is reported by the caller."""
+    logger = logging.getLogger("ray")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(Path(tempfile.gettempdir()) / "selfplay-ray-connect.log",
+                  os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)
+        logger.setLevel(level)
+
+
+def _init_within(ray: ModuleType, timeout_s: float, **kwargs: Any) -> str | None:
+    """``ray.init(**kwargs)`` given ``timeout_s`` seconds (Ray itself retries a silent head
+    for about 20 s); the error's one line, or None once joined. A joining that outlives the
+    timeout is left to a daemon thread: the run stops with the error anyway."""
+    outcome: list[str | None] = []
+
+    def join() -> None:
+        try:
+            ray.init(**kwargs)
+            outcome.append(None)
+        except Exception as exc:  # noqa: BLE001 - Ray raises many kinds
+            outcome.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+    thread = threading.Thread(target=join, daemon=True, name="ray-connect")
+    with _quiet_join():
+        thread.start()
+        thread.join(timeout_s)
+    if not outcome:
+        return f"no answer within {timeout_s:g} s"
+    return outcome[0]

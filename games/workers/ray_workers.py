@@ -1,0 +1,187 @@
+"""Ray workers: each worker a Ray actor holding its envs, on a local instance or a cluster.
+
+Actions go to an actor as a method argument and its batch comes back as the result, both
+through Ray's object store (arrays above Ray's inline limit are read without a copy, then
+joined into one batch here). Actors are spread over the nodes (``SPREAD``). An actor that dies
+with its node or process is restarted by Ray up to ``max_restarts`` times (its games begin
+again; :meth:`RayWorkers.receive` reports the loss as a :class:`GameError` and
+:meth:`RayWorkers.lost` names the workers to reset); after that, its error ends the run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from games.batches import concat_batches
+from games.core import Batch, GameError, GameSpec
+from games.workers.host import GameHost, Part, WorkerRecipe, describe, prefixed
+from games.workers.ray_cluster import RaySession
+
+
+def _writable(batch: Batch) -> Batch:
+    """``batch`` with arrays the caller may write (Ray hands large arrays over read-only,
+    straight from its object store)."""
+    fields: dict[str, Any] = {
+        name: np.array(value) for name, value in batch._asdict().items()
+        if isinstance(value, np.ndarray) and not value.flags.writeable}
+    return batch._replace(**fields)
+
+
+class ActorHost:
+    """The actor's body: a :class:`GameHost`, answering ``("ok", value)`` or ``("error",
+    message)`` (a game's error is one line, not Ray's remote traceback)."""
+
+    def __init__(self, recipe: WorkerRecipe) -> None:
+        self.host: GameHost | None = None
+        self.error: str | None = None
+        try:
+            self.host = GameHost(recipe)
+        except BaseException as exc:  # noqa: BLE001 - reported through spec()
+            self.error = describe(exc)
+
+    def _run(self, command: str, arg: Any) -> tuple[str, Any]:
+        if self.host is None:
+            return "error", self.error
+        try:
+            host = self.host
+            if command == "spec":
+                return "ok", host.spec
+            if command == "reset":
+                return "ok", host.reset(arg)
+            if command == "step":
+                return "ok", host.step(arg)
+            if command in ("render", "render_final"):
+                return "ok", host.render(command == "render_final", arg)
+            if command == "close":
+                host.close()
+                return "ok", None
+            return "ok", host.call(command, arg)
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            return "error", describe(exc)
+
+    def run(self, command: str, arg: Any = None) -> tuple[str, Any]:
+        """Answer one command."""
+        return self._run(command, arg)
+
+    def node(self) -> str:
+        """The id of the node this actor runs on."""
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+
+class RayWorkers:
+    """One actor per recipe; the parent's side of :mod:`games.workers.vec`'s transport."""
+
+    def __init__(self, recipes: list[WorkerRecipe], num_envs: int, session: RaySession,
+                 max_restarts: int = 3, cpus_per_worker: float = 1.0) -> None:
+        ray = session.ray
+        self.session = session
+        self.recipes = recipes
+        self.ranges = [r.envs for r in recipes]
+        self.family = recipes[0].family
+        self.num_envs = num_envs
+        self.restarts = [0] * len(recipes)  # losses seen per worker
+        self.max_restarts = max_restarts
+        self._lost: set[int] = set()
+        self._closed = False
+        remote = ray.remote(ActorHost).options(num_cpus=cpus_per_worker, max_restarts=max_restarts,
+                                               scheduling_strategy="SPREAD")
+        self.actors = [remote.remote(recipe) for recipe in recipes]
+        self._pending: list[Any] = [None] * len(recipes)
+        try:
+            for w in range(len(recipes)):
+                self.send(w, "spec")
+            specs: list[GameSpec] = [self.receive(w) for w in range(len(recipes))]
+        except BaseException:
+            self.close()
+            raise
+        self.spec = replace(specs[0], num_envs=num_envs)
+
+    def send(self, w: int, command: str, arg: Any = None) -> None:
+        """Call worker ``w``'s actor (``step``: with its actions) without waiting."""
+        self._pending[w] = self.actors[w].run.remote(command, arg)
+
+    def receive(self, w: int) -> Any:
+        """Worker ``w``'s answer; a :class:`GameError` with its error, or saying it was lost
+        (then :meth:`lost` names it until it is reset)."""
+        ray = self.session.ray
+        future, self._pending[w] = self._pending[w], None
+        if future is None:
+            raise GameError(f"{self.family}: worker {w} has no command to answer")
+        start, stop = self.ranges[w]
+        try:
+            status, payload = ray.get(future)
+        except ray.exceptions.RayActorError as exc:
+            self.restarts[w] += 1
+            self._lost.add(w)
+            left = self.max_restarts - self.restarts[w]
+            what = (f"restarted by Ray ({left} restart(s) left)" if left >= 0 else
+                    "not restarted: max_restarts reached")
+            raise GameError(f"{self.family}: the Ray actor of envs {start}..{stop - 1} died, "
+                            f"{what}: {str(exc).splitlines()[0]}") from exc
+        if status == "error":
+            raise GameError(prefixed(self.family, str(payload)))
+        if isinstance(payload, Part):
+            self._lost.discard(w)
+            return payload._replace(batch=_writable(payload.batch))
+        return payload
+
+    def lost(self) -> set[int]:
+        """Workers lost since their last answer (their games begin again on ``reset``)."""
+        return set(self._lost)
+
+    def revive(self, w: int, seed: int | None, timeout_s: float = 120.0) -> Part:
+        """Worker ``w``'s new games once Ray has restarted its actor (while restarts are
+        left); a :class:`GameError` when none are, or it is not back within ``timeout_s``."""
+        start, stop = self.ranges[w]
+        if self.restarts[w] > self.max_restarts:
+            raise GameError(f"{self.family}: the Ray actor of envs {start}..{stop - 1} was lost "
+                            f"{self.restarts[w]} times (distributed.max_restarts "
+                            f"{self.max_restarts}); stopping")
+        ray = self.session.ray
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                status, payload = ray.get(self.actors[w].run.remote("reset", seed))
+                break
+            except ray.exceptions.RayActorError as exc:
+                if time.monotonic() > deadline:
+                    raise GameError(f"{self.family}: the Ray actor of envs {start}..{stop - 1} "
+                                    f"did not come back within {timeout_s:g} s") from exc
+                time.sleep(0.5)
+        if status == "error":
+            raise GameError(prefixed(self.family, str(payload)))
+        self._lost.discard(w)
+        part: Part = payload
+        return part._replace(batch=_writable(part.batch))
+
+    def nodes(self) -> list[str]:
+        """The node each worker's actor runs on."""
+        return [str(n) for n in self.session.ray.get([a.node.remote() for a in self.actors])]
+
+    def join(self, parts: list[Part]) -> Batch:
+        """The parts joined along the env axis (writable arrays of their own)."""
+        starts = [start for start, _ in self.ranges]
+        return concat_batches([p.batch for p in parts], starts)
+
+    def close(self) -> None:
+        """Close the actors' games and end the actors."""
+        if self._closed:
+            return
+        self._closed = True
+        ray = self.session.ray
+        closing = [actor.run.remote("close") for actor in self.actors]
+        try:
+            ray.wait(closing, num_returns=len(closing), timeout=10.0)
+        except Exception:  # noqa: BLE001, S110 - a dead actor has nothing to close
+            pass
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+        self.session.close()
+
+

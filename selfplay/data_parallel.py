@@ -1,0 +1,322 @@
+"""Data-parallel learning over several processes: ``torchrun --nproc-per-node N selfplay train``.
+
+Each of the ``N`` ranks steps ``game.num_envs / N`` envs with its own seed, so the update's
+global batch is the ranks' rollouts side by side (rank ``r``'s envs are the global envs
+``r * E' .. (r + 1) * E' - 1``). The update is the single-process update of that global batch:
+
+- every rank draws the same permutation of the global rows (the learner's generator is seeded
+  alike on every rank), and for each minibatch computes the loss of the rows it holds, scaled by
+  its share of the minibatch; the gradients are summed across ranks (:meth:`Ranks.sum_`), so
+  they are the gradient of the minibatch's mean loss;
+- advantages are normalized with the whole minibatch's mean and std
+  (:meth:`Ranks.normalize_advantages`);
+- running normalization statistics (observations, rewards, values) that each rank updates on
+  its own data are merged into the statistics of all ranks' data (:meth:`Ranks.merged`).
+
+Gradient clipping and the Adam step then run on identical gradients, so every rank holds the
+same network, bit for bit. :class:`Ranks` with ``world == 1`` (no ``torchrun``) does no
+communication and leaves the single-process results bit-identical.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from selfplay.config import ConfigError, TrainConfig
+from selfplay.losses import explained_variance
+from selfplay.normalize import RunningMeanStd
+
+RANK_SEED_STRIDE = 1_000_003
+"""Rank ``r`` seeds its games and acting draws with ``seed + r * RANK_SEED_STRIDE``."""
+
+
+def world_from_environment() -> tuple[int, int, int]:
+    """``(rank, world, local_rank)`` as ``torchrun`` sets them (``(0, 1, 0)`` without it)."""
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        rank = int(os.environ.get("RANK", "0"))
+        local = int(os.environ.get("LOCAL_RANK", str(rank)))
+    except ValueError as exc:
+        raise ConfigError(f"WORLD_SIZE, RANK and LOCAL_RANK must be integers ({exc})") from exc
+    return rank, max(world, 1), local
+
+
+def pin_gloo_to_loopback() -> None:
+    """Keep single-machine gloo traffic on the loopback interface.
+
+    Without ``GLOO_SOCKET_IFNAME``, gloo uses the address that the host name resolves to. On
+    machines whose host name resolves to an external or filtered interface, the ranks then
+    cannot connect and abort. When all ranks run here (``MASTER_ADDR`` resolves to a loopback
+    address, or no ``MASTER_ADDR`` at all for a file rendezvous), this points gloo at the
+    loopback interface. A ``GLOO_SOCKET_IFNAME`` that is already set is kept."""
+    if "GLOO_SOCKET_IFNAME" in os.environ:
+        return
+    try:
+        master = socket.gethostbyname(os.environ.get("MASTER_ADDR", "127.0.0.1"))
+    except OSError:
+        return
+    if not master.startswith("127."):
+        return
+    names = [name for _, name in socket.if_nameindex()]
+    loopback = next((n for n in names if n == "lo" or n.startswith("lo0")), None)
+    if loopback is not None:
+        os.environ["GLOO_SOCKET_IFNAME"] = loopback
+
+
+def distributed_problems(config: TrainConfig, world: int) -> list[str]:
+    """Why ``config`` cannot train on ``world`` ranks (empty when it can)."""
+    if world == 1:
+        return []
+    problems = []
+    if config.game.num_envs % world:
+        problems.append(f"game.num_envs={config.game.num_envs} is not divisible by the "
+                        f"{world} ranks (each rank steps num_envs / ranks envs)")
+    if config.league.enabled:
+        problems.append("league.enabled=true is not supported with several ranks yet (its "
+                        "snapshots, opponents and rating games live in one process): set "
+                        "league.enabled=false")
+    if config.distributed.backend == "ray":
+        problems.append("distributed.backend=ray is not supported with several ranks yet "
+                        "(each rank would start or join Ray for its own workers): set "
+                        "distributed.backend=local")
+    if config.device.startswith("cuda:"):
+        problems.append(f"device={config.device} puts every rank on one GPU: use device=cuda "
+                        "(rank r takes cuda:LOCAL_RANK)")
+    return problems
+
+
+@dataclass(frozen=True)
+class RowShard:
+    """This rank's rows of an update's global batch (every rank's trained rows, ordered as one
+    process stepping all the envs would order them: by step, then by env)."""
+
+    total: int
+    """rows in the global batch"""
+    local_of: Tensor | None
+    """``int64 [total]``: the local row of each global row, -1 for the other ranks' rows;
+    None with one rank (every row is local)"""
+
+    def select(self, rows: Tensor) -> Tensor:
+        """The local rows among global rows ``rows`` (in their order)."""
+        if self.local_of is None:
+            return rows
+        local = self.local_of[rows]
+        return local[local >= 0]
+
+
+class Ranks:
+    """This process's place among the ranks of a data-parallel run, and their collectives;
+    ``Ranks()`` is the single process (every collective a no-op)."""
+
+    def __init__(self, rank: int = 0, world: int = 1, local_rank: int = 0,
+                 comm_device: torch.device | None = None) -> None:
+        self.rank = rank
+        self.world = world
+        self.local_rank = local_rank
+        self.comm_device = comm_device or torch.device("cpu")
+        """where tensors go to be reduced (CUDA with nccl)"""
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the rank that writes checkpoints, logs and progress."""
+        return self.rank == 0
+
+    def seed(self, seed: int) -> int:
+        """The seed of this rank's games and acting draws."""
+        return seed + self.rank * RANK_SEED_STRIDE
+
+    def local_envs(self, num_envs: int) -> int:
+        """Envs this rank steps."""
+        return num_envs // self.world
+
+    def device(self, device: torch.device) -> torch.device:
+        """The run's device for this rank (``cuda`` becomes ``cuda:LOCAL_RANK``)."""
+        if self.world > 1 and device.type == "cuda":
+            return torch.device("cuda", self.local_rank)
+        return device
+
+    # ------------------------------------------------------------------ collectives
+
+    def sum_(self, tensor: Tensor) -> Tensor:
+        """Sum ``tensor`` over the ranks, in place; returns it."""
+        if self.world > 1:
+            if tensor.device == self.comm_device:
+                dist.all_reduce(tensor)
+            else:
+                moved = tensor.to(self.comm_device)
+                dist.all_reduce(moved)
+                tensor.copy_(moved)
+        return tensor
+
+    def max_ints(self, values: Sequence[int]) -> list[int]:
+        """The largest of each value over the ranks (flags every rank must agree on)."""
+        if self.world == 1:
+            return list(values)
+        packed = torch.tensor(list(values), dtype=torch.int64, device=self.comm_device)
+        dist.all_reduce(packed, op=dist.ReduceOp.MAX)
+        return [int(v) for v in packed.tolist()]
+
+    def broadcast_(self, tensors: Sequence[Tensor]) -> None:
+        """Overwrite ``tensors`` with rank 0's, in place."""
+        if self.world == 1:
+            return
+        for tensor in tensors:
+            moved = tensor.to(self.comm_device)
+            dist.broadcast(moved, 0)
+            if moved is not tensor:
+                tensor.copy_(moved)
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, on rank 0 (the other ranks get an empty list)."""
+        if self.world == 1:
+            return [obj]
+        out: list[Any] | None = [None] * self.world if self.is_main else None
+        dist.gather_object(obj, out, dst=0)
+        return out or []
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, on every rank."""
+        if self.world == 1:
+            return [obj]
+        out: list[Any] = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+    # ------------------------------------------------------------------ the update's math
+
+    def shard_rows(self, trained: Tensor, device: torch.device) -> RowShard:
+        """Where this rank's trained rows (``bool [T, E', A]``, taken in step-major order as
+        :func:`~selfplay.rollout.step_rows` takes them) sit in the global batch; its
+        :meth:`RowShard.select` takes row indices on ``device``."""
+        steps = trained.shape[0]
+        per_step = trained.reshape(steps, -1).sum(1)  # [T] this rank's rows at each step
+        if self.world == 1:
+            return RowShard(int(per_step.sum()), None)
+        counts = per_step.to(self.comm_device)
+        everyone = [torch.empty_like(counts) for _ in range(self.world)]
+        dist.all_gather(everyone, counts)
+        table = torch.stack(everyone, 1).cpu()  # [T, W] rows of each rank at each step
+        starts = (table.reshape(-1).cumsum(0) - table.reshape(-1)).view(steps, self.world)
+        step_of = torch.nonzero(trained.reshape(steps, -1))[:, 0]  # [K] each local row's step
+        first_local = per_step.cumsum(0) - per_step  # [T] first local row of each step
+        local = torch.arange(len(step_of))
+        global_row = starts[step_of, self.rank] + (local - first_local[step_of])
+        local_of = torch.full((int(table.sum()),), -1, dtype=torch.int64)
+        local_of[global_row] = local
+        return RowShard(len(local_of), local_of.to(device))
+
+    def normalize_advantages(self, adv: Tensor) -> Tensor:
+        """Advantages of this rank's rows of a minibatch, normalized with the whole
+        minibatch's mean and unbiased std (``+ 1e-8``); left as they are below two rows (as
+        :func:`~selfplay.losses.ppo_loss` with ``norm_adv`` does)."""
+        if self.world == 1:
+            return (adv - adv.mean()) / (adv.std() + 1e-8) if adv.numel() >= 2 else adv
+        x = adv.detach().double()
+        moments = torch.stack([x.new_tensor(float(x.numel())), x.sum(), x.square().sum()])
+        count, total, squares = self.sum_(moments).tolist()
+        if count < 2:
+            return adv
+        mean = total / count
+        std = math.sqrt(max(squares - total * mean, 0.0) / (count - 1.0))
+        return (adv - mean) / (std + 1e-8)
+
+    @contextlib.contextmanager
+    def merged(self, stats: Sequence[RunningMeanStd]) -> Iterator[None]:
+        """Running statistics that each rank updates inside the block on its own data become,
+        after it, the statistics of every rank's data (the same on every rank)."""
+        if self.world == 1 or not stats:
+            yield
+            return
+        before = [(s.mean.clone(), s.var.clone(), s.count.clone()) for s in stats]
+        yield
+        # each rank's additions, as sums of (x - m0) and (x - m0)^2 around the common mean m0
+        parts = []
+        for s, (m0, v0, c0) in zip(stats, before, strict=True):
+            shift = s.mean - m0
+            parts += [(s.count - c0).reshape(1), (s.count * shift).reshape(-1),
+                      (s.count * (s.var + shift.square()) - c0 * v0).reshape(-1)]
+        packed = self.sum_(torch.cat([p.to(self.comm_device, torch.float64) for p in parts]))
+        at = 0
+        for s, (m0, v0, c0) in zip(stats, before, strict=True):
+            size = s.mean.numel()
+            added = packed[at].to(s.count.device)
+            s1 = packed[at + 1:at + 1 + size].to(s.mean.device).view_as(m0)
+            s2 = packed[at + 1 + size:at + 1 + 2 * size].to(s.mean.device).view_as(m0)
+            at += 1 + 2 * size
+            total = c0 + added
+            s.mean.copy_(m0 + s1 / total)
+            s.var.copy_(((c0 * v0 + s2) / total - (s1 / total).square()).clamp_min(0.0))
+            s.count.copy_(total)
+
+    def explained_variance(self, pred: Tensor, target: Tensor) -> float:
+        """:func:`~selfplay.losses.explained_variance` over every rank's rows."""
+        if self.world == 1:
+            return explained_variance(pred, target)
+        y = target.detach().double().reshape(-1)
+        r = y - pred.detach().double().reshape(-1)
+        sums = torch.stack([y.new_tensor(float(y.numel())), y.sum(), y.square().sum(),
+                            r.sum(), r.square().sum()])
+        n, sy, syy, sr, srr = self.sum_(sums).tolist()
+        if n == 0:
+            return float("nan")
+        var_y = syy / n - (sy / n) ** 2
+        if var_y <= 0.0:
+            return float("nan")
+        return 1.0 - (srr / n - (sr / n) ** 2) / var_y
+
+    def average_metrics(self, metrics: dict[str, float],
+                        summed: Sequence[str] = ("episodes",)) -> dict[str, float]:
+        """Per-rank metrics (episode returns, win rates) averaged over the ranks that report
+        them; the ``summed`` ones (counts) added up."""
+        if self.world == 1:
+            return metrics
+        every = self.all_gather(metrics)
+        keys = sorted({key for m in every for key in m})
+        out = {}
+        for key in keys:
+            values = [m[key] for m in every if key in m]
+            out[key] = float(np.sum(values) if key in summed else np.mean(values))
+        return out
+
+    def close(self) -> None:
+        """Leave the process group (after the run), all ranks together: a rank that tears
+        gloo down while a peer still talks to it can abort in C++ at exit."""
+        if self.world > 1 and dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
+
+def join_ranks(config: TrainConfig) -> Ranks:
+    """This process's :class:`Ranks`: the process group ``torchrun`` describes (``WORLD_SIZE``
+    > 1) joined with gloo on CPU, nccl on CUDA; ``Ranks()`` without ``torchrun``. A one-line
+    :class:`ConfigError` for settings that several ranks cannot train with."""
+    rank, world, local_rank = world_from_environment()
+    if world == 1:
+        return Ranks()
+    problems = distributed_problems(config, world)
+    if problems:
+        raise ConfigError(f"cannot train on {world} ranks: " + "; ".join(problems))
+    cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+    comm_device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if not dist.is_initialized():
+        if cuda:
+            torch.cuda.set_device(comm_device)
+        else:
+            pin_gloo_to_loopback()
+        dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
+    return Ranks(rank, world, local_rank, comm_device)

@@ -1,0 +1,35 @@
+"""The game a run trains on, its workers where ``distributed.backend`` says: this machine's
+processes (the family's own choice, as ``make_game`` builds it) or Ray actors."""
+
+from __future__ import annotations
+
+from games.core import VecGame
+from games.registry import family_of, make_game
+from games.workers.host import WorkerRecipe
+from games.workers.vec import Transport
+from selfplay.config import TrainConfig
+
+
+def build_game(config: TrainConfig, num_envs: int | None = None,
+               seed: int | None = None) -> VecGame:
+    """``config``'s game with ``num_envs`` envs (default ``game.num_envs``) from ``seed``
+    (default the run's): workers on Ray for ``distributed.backend: ray``."""
+    game, dist = config.game, config.distributed
+    envs = game.num_envs if num_envs is None else num_envs
+    seed = config.seed if seed is None else seed
+    if dist.backend == "local":
+        return make_game(game.name, num_envs=envs, seed=seed, options=game.options)
+    from games.workers.ray_cluster import connect
+    from games.workers.ray_workers import RayWorkers
+
+    session = connect(dist.address, dist.num_cpus, dist.object_store_mb, dist.connect_timeout_s)
+
+    def launch(recipes: list[WorkerRecipe], total: int) -> Transport:
+        return RayWorkers(recipes, total, session, max_restarts=dist.max_restarts,
+                          cpus_per_worker=dist.worker_cpus)
+
+    try:
+        return family_of(game.name).make_on_workers(game.name, envs, seed, game.options, launch)
+    except BaseException:
+        session.close()
+        raise

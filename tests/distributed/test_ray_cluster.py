@@ -1,0 +1,67 @@
+"""Reaching Ray (games/workers/ray_cluster.py): bad addresses and a missing Ray fail at once
+with one line naming what is wrong, never a hang.
+
+The unreachable addresses are tried through ``selfplay train`` in a process of its own, as
+users meet them: a join that outlives its timeout is left to a daemon thread, which keeps
+retrying (and logging) until that process exits; inside the test process it would write into
+later tests' output.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from games.core import GameError
+from games.workers.ray_cluster import connect
+
+SELFPLAY = [sys.executable, "-m", "selfplay.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def train_on(address: str, timeout_s: int) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``selfplay train`` on the Ray backend at ``address``; the process and its wall time."""
+    start = time.monotonic()
+    proc = subprocess.run([*SELFPLAY, "train", "--game", "microrts", "--total-steps", "64",
+                           "--no-progress", "--set", "log.tensorboard=false",
+                           "--set", "distributed.backend=ray",
+                           "--set", f"distributed.address={address}",
+                           "--set", f"distributed.connect_timeout_s={timeout_s}"],
+                          capture_output=True, text=True, timeout=120)
+    return proc, time.monotonic() - start
+
+
+def assert_one_line(proc: subprocess.CompletedProcess[str], pattern: str) -> None:
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert pattern in lines[0], lines[0]
+
+
+def test_an_unreachable_address_is_named_within_the_timeout() -> None:
+    pytest.importorskip("ray")
+    refused = f"127.0.0.1:{free_port()}"
+    proc, refused_s = train_on(refused, 3)
+    assert_one_line(proc, f"cannot reach the Ray cluster at {refused}")
+    # an address that answers TCP but is no Ray head (or a black hole): the timeout decides,
+    # and the process still exits at once after it
+    proc, silent_s = train_on("10.255.255.1:6379", 2)
+    assert_one_line(proc, "the Ray cluster at 10.255.255.1:6379")
+    assert "cannot reach" in proc.stderr or "cannot join" in proc.stderr, proc.stderr
+    # interpreter and torch start-up (~3-6 s here) plus the timeouts, never Ray's own ~20 s
+    assert refused_s < 3 + 15 and silent_s < 2 + 15, (refused_s, silent_s)
+
+
+def test_without_ray_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
+    with pytest.raises(GameError, match=r"pip install 'selfplay\[ray\]'"):
+        connect("local")

@@ -1,0 +1,200 @@
+"""microRTS workers as Ray actors (``distributed.backend: ray``) on a real two-node Ray cluster
+on this machine (``ray.cluster_utils.Cluster``, small object stores): the actors play the same
+games as one process, land on both nodes, and a node lost mid-run is reported, restarted by Ray
+and its games begun again."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from games.core import GameError
+from games.microrts import make
+from games.microrts.adapter import random_legal_actions
+from games.microrts.workers import MicroRTSWorkers
+from games.registry import family_of
+from games.workers.host import WorkerRecipe
+from games.workers.vec import Transport
+
+ray = pytest.importorskip("ray")
+
+from games.workers.ray_cluster import connect  # noqa: E402
+from games.workers.ray_workers import RayWorkers  # noqa: E402
+
+OPTIONS = {"map": "basesWorkers8x8", "num_selfplay_envs": 2,
+           "bots": ["WorkerRush", "LightRush", "Passive"], "max_steps": 120}
+STORE = 80 * 2**20
+
+
+class TwoNodes:
+    """A head and one worker node (1 CPU each) joined by this process."""
+
+    def __init__(self, tmp: Path) -> None:
+        from ray.cluster_utils import Cluster
+
+        for thread in threading.enumerate():  # a timed-out join of another test, still trying
+            if thread.name == "ray-connect":
+                thread.join(60)
+        os.environ["RAY_AUTH_MODE"] = "disabled"
+        os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+        os.environ["RAY_TMPDIR"] = str(tmp)
+        self.cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 1, "object_store_memory": STORE, "include_dashboard": False})
+        self.node = self.cluster.add_node(num_cpus=1, object_store_memory=STORE)
+        self.cluster.wait_for_nodes()
+        ray.init(address=self.cluster.address, log_to_driver=False)
+
+    def launcher(self, max_restarts: int = 2) -> Any:
+        session = connect("auto")  # this process has joined: reused, left running
+
+        def launch(recipes: list[WorkerRecipe], total: int) -> Transport:
+            # half a CPU each: SPREAD puts one on each node, and a restart fits on the head
+            return RayWorkers(recipes, total, session, max_restarts=max_restarts,
+                              cpus_per_worker=0.5)
+        return launch
+
+    def close(self) -> None:
+        ray.shutdown()
+        self.cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def two_nodes(engine_home: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
+    folder = Path(tempfile_dir(tmp_path_factory))
+    nodes = TwoNodes(folder)
+    try:
+        yield nodes
+    finally:
+        nodes.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def tempfile_dir(factory: pytest.TempPathFactory) -> str:
+    """A short folder (Ray's socket paths must stay under 108 characters)."""
+    import tempfile
+
+    del factory
+    return tempfile.mkdtemp(prefix="sp-ray-")
+
+
+def ray_game(nodes: TwoNodes, num_envs: int = 7, **extra: Any) -> MicroRTSWorkers:
+    game = family_of("microrts").make_on_workers(
+        "microrts", num_envs, 0, {**OPTIONS, "workers": 2, **extra}, nodes.launcher())
+    assert isinstance(game, MicroRTSWorkers)
+    return game
+
+
+@pytest.mark.slow
+def test_ray_workers_play_the_same_games_on_both_nodes(two_nodes: TwoNodes) -> None:
+    single = make("microrts", num_envs=7, seed=0, **OPTIONS)
+    split = ray_game(two_nodes)
+    try:
+        assert isinstance(split.transport, RayWorkers)
+        assert len(set(split.transport.nodes())) == 2  # one actor on each node
+        assert split.spec == single.spec
+        a, b = single.reset(), split.reset()
+        np.testing.assert_array_equal(a.obs, b.obs)
+        rng = np.random.default_rng(3)
+        episodes = 0
+        for _ in range(150):
+            actions = random_legal_actions(a.action_mask, rng)
+            a, b = single.step(actions), split.step(actions)
+            for field in ("obs", "action_mask", "reward", "terminated", "truncated", "alive"):
+                np.testing.assert_array_equal(getattr(a, field), getattr(b, field), field)
+            np.testing.assert_array_equal(a.episodes.env, b.episodes.env)
+            np.testing.assert_array_equal(single.episode_reward_components(),
+                                          split.episode_reward_components())
+            episodes += len(a.episodes.env)
+        assert episodes >= 7
+        # the pipelined trainer's part steps work through actors too
+        split.step_part_async(1, random_legal_actions(b.action_mask[4:], rng))
+        part = split.step_part_wait(1)
+        assert part.obs.shape[0] == 3
+    finally:
+        split.close()
+        single.close()
+
+
+@pytest.mark.slow
+def test_a_lost_node_ends_its_games_and_the_restarted_worker_plays_on(
+        two_nodes: TwoNodes, capfd: pytest.CaptureFixture[str]) -> None:
+    """A node removed mid-run: the step that lost it still answers. The lost worker's games end
+    there as truncated (final observations: the last ones seen; no episode, so no match, is
+    counted), Ray restarts the actor on the head, and its envs begin new games."""
+    split = ray_game(two_nodes, num_envs=4)
+    try:
+        batch = split.reset(seed=5)
+        transport = split.transport
+        assert isinstance(transport, RayWorkers)
+        lost = transport.nodes().index(two_nodes.node.node_id)
+        start, stop = split.ranges[lost]
+        rng = np.random.default_rng(0)
+        before = batch.obs[start:stop].copy()
+        two_nodes.cluster.remove_node(two_nodes.node)
+        for _ in range(400):  # until the loss is noticed
+            actions = random_legal_actions(batch.action_mask, rng)
+            before = batch.obs[start:stop].copy()
+            batch = split.step(actions)
+            if split.revivals:
+                break
+        assert split.revivals == 1
+        assert batch.truncated[start:stop].all() and not batch.terminated[start:stop].any()
+        assert not batch.reward[start:stop].any()
+        assert not np.isin(batch.episodes.env, np.arange(start, stop)).any()
+        np.testing.assert_array_equal(batch.final_obs[start:stop], before)
+        assert "envs 2..3 begin new games" in capfd.readouterr().err or start != 2
+        assert transport.lost() == set()
+        assert set(transport.nodes()) == {ray.get_runtime_context().get_node_id()}
+        for _ in range(5):
+            batch = split.step(random_legal_actions(batch.action_mask, rng))
+    finally:
+        split.close()
+        two_nodes.node = two_nodes.cluster.add_node(num_cpus=1, object_store_memory=STORE)
+
+
+def test_training_on_ray_matches_local_then_survives_a_lost_node(two_nodes: TwoNodes) -> None:
+    """``distributed.backend: ray``: the workers land on both nodes; the first update's
+    weights equal the local worker processes' for the same seed (the same games, actions and
+    draws); an error inside an actor is the game's one line; then a node is lost and the run
+    goes on to the right step count (the lost games end truncated, see the slow test above)."""
+    import torch
+
+    from selfplay.config import build_config
+    from selfplay.train import build_trainer
+
+    def trainer(backend: str) -> Any:
+        config = build_config("microrts", seed=3, overrides=[
+            "game.options.map=basesWorkers8x8", "game.options.max_steps=60", "game.num_envs=4",
+            "game.options.workers=2", "game.options.num_selfplay_envs=2", "league.enabled=false",
+            "ppo.num_steps=16",
+            f"distributed.backend={backend}", "distributed.worker_cpus=0.5", "torch_threads=1"])
+        return build_trainer(config, None)
+
+    local, remote = trainer("local"), trainer("ray")
+    try:
+        transport = remote.game.transport
+        assert isinstance(transport, RayWorkers)
+        assert len(set(transport.nodes())) == 2  # one actor on each node
+        local.run_update()
+        remote.run_update()
+        for name, value in local.agent.state_dict().items():
+            torch.testing.assert_close(remote.agent.state_dict()[name], value, rtol=0, atol=0)
+        local.game.close()
+        with pytest.raises(GameError, match=r"^microrts: unknown .*nosuchbot[^\n]*$"):
+            remote.game.set_bot(3, "nosuchbot")
+        two_nodes.cluster.remove_node(two_nodes.node)
+        for _ in range(3):
+            remote.run_update()
+        assert remote.global_step == 4 * remote.steps_per_update
+        assert remote.game.revivals == 1
+    finally:
+        local.game.close()
+        remote.game.close()
+        two_nodes.node = two_nodes.cluster.add_node(num_cpus=1, object_store_memory=STORE)

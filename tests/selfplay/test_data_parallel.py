@@ -1,0 +1,127 @@
+"""Data-parallel learning (selfplay.data_parallel): two gloo ranks on CPU learn what one process
+learns from the same global batch, stay bit-identical, merge their running statistics, and
+save (rank 0) and resume their run exactly; ``torchrun`` end to end, resumed by one process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from data_parallel_ranks import learn_once, rms_rows, rms_start, run_ranks
+
+from selfplay.checkpoint import list_checkpoints, load_checkpoint
+from selfplay.config import ConfigError, build_config
+from selfplay.data_parallel import Ranks, distributed_problems, join_ranks
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """Every scenario of ``data_parallel_ranks`` run once on two spawned gloo ranks."""
+    return run_ranks(tmp_path_factory.mktemp("ranks"))
+
+
+def test_two_ranks_learn_what_one_process_learns_from_the_global_batch(
+        ranks: list[dict[str, Any]]) -> None:
+    """3 minibatches x 2 epochs, normalized advantages and values, a different number of
+    trained rows on each rank: the weights of 1 process on the whole rollout, to float
+    tolerance; both ranks bit-identical."""
+    one = learn_once(Ranks())
+    two = [r["learn"] for r in ranks]
+    assert torch.equal(two[0]["flat"], two[1]["flat"]), "the ranks' weights differ"
+    torch.testing.assert_close(two[0]["flat"], one["flat"], atol=1e-6, rtol=0)
+    # what a rank learns alone (no all-reduce) is far from it: the check above can fail
+    assert float((learn_once(Ranks(), slice(0, 4))["flat"] - one["flat"]).abs().max()) > 1e-4
+    for key, value in one["value_rms"].items():
+        torch.testing.assert_close(two[0]["value_rms"][key], value, atol=1e-9, rtol=1e-9)
+    for key, value in one["metrics"].items():
+        assert two[0]["metrics"][key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+
+
+def test_running_statistics_merge_into_those_of_all_ranks_data(
+        ranks: list[dict[str, Any]]) -> None:
+    reference = rms_start()
+    reference.update(torch.cat([rms_rows(0), rms_rows(1)]))
+    for rank in ranks:
+        for key, value in reference.state_dict().items():
+            torch.testing.assert_close(rank["rms"][key], value, atol=1e-10, rtol=1e-10)
+    assert all(torch.equal(ranks[0]["rms"][k], ranks[1]["rms"][k]) for k in ranks[0]["rms"])
+
+
+def test_two_ranks_resume_their_games_exactly_from_rank_0s_checkpoint(
+        ranks: list[dict[str, Any]]) -> None:
+    """2 updates, saved, resumed in new trainers: update 3 as in an uninterrupted run, on both
+    ranks; the checkpoint holds both ranks' games and the steps of both."""
+    for rank in ranks:
+        train = rank["train"]
+        assert train["exact"], "the games were not restored"
+        assert torch.equal(train["resumed"], train["straight"])
+        assert train["global_step"] == 3 * 8 * 8  # updates x steps x envs of both ranks
+    assert torch.equal(ranks[0]["train"]["resumed"], ranks[1]["train"]["resumed"])
+    state = load_checkpoint(Path(ranks[0]["train"]["checkpoint"]))
+    assert state["world"] == 2 and len(state["ranks"]) == 1
+    assert state["counters"]["global_step"] == 2 * 8 * 8
+    assert state["batch"]["obs"].shape[0] == 4 and state["ranks"][0]["batch"]["obs"].shape[0] == 4
+
+
+def test_settings_several_ranks_cannot_train_with_are_named() -> None:
+    config = build_config("tictactoe", overrides=["game.num_envs=6",  # league on by default
+                                                  "distributed.backend=ray"])
+    problems = " ".join(distributed_problems(config, 4))
+    assert "game.num_envs=6 is not divisible by the 4 ranks" in problems
+    assert "league.enabled=false" in problems
+    assert "distributed.backend=local" in problems
+    assert distributed_problems(config, 1) == []
+
+
+def _selfplay(*args: str, nproc: int = 1) -> subprocess.CompletedProcess[str]:
+    launch = ([sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc-per-node={nproc}", "-m", "selfplay.cli"] if nproc > 1
+              else [sys.executable, "-m", "selfplay.cli"])
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([*launch, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.slow  # three interpreters start for torchrun, then one to resume: ~10 s
+def test_torchrun_trains_saves_on_rank_0_and_one_process_resumes(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    common = ["--set", "game.num_envs=8", "--set", "ppo.num_steps=8",
+              "--set", "league.enabled=false", "--set", "log.tensorboard=false",
+              "--set", "network.hidden=[32,32]", "--set", "checkpoint.every_updates=1"]
+    done = _selfplay("train", "--game", "tictactoe", *common, "--total-steps", "128",
+                     "--run-dir", str(run), "--no-progress", nproc=2)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("trained 128 steps in 2 updates") == 1, done.stdout  # rank 0
+    saved = list_checkpoints(run / "checkpoints")
+    assert [p.name for p in saved] == ["update_0000001.pt", "update_0000002.pt"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [p.name for p in saved]
+    state = load_checkpoint(saved[-1])
+    assert state["world"] == 2 and state["counters"]["global_step"] == 128
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 2  # rank 0 logs
+
+    resumed = _selfplay("train", "--resume", str(run), "--total-steps", "256",
+                        "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "saved by 2 rank(s), resumed by 1" in resumed.stderr
+    assert "trained 256 steps in 4 updates" in resumed.stdout
+    final = load_checkpoint(list_checkpoints(run / "checkpoints")[-1])
+    assert "world" not in final and final["counters"]["global_step"] == 256
+
+
+def test_a_torchrun_rank_refuses_settings_it_cannot_train_with(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before joining the process group: one line naming the settings and the fix."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    config = build_config("tictactoe", overrides=["game.num_envs=8"])  # league on by default
+    with pytest.raises(ConfigError, match=r"cannot train on 2 ranks: league.enabled=true .* "
+                                          r"set league.enabled=false"):
+        join_ranks(config)

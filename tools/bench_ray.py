@@ -1,0 +1,117 @@
+"""Ray rollout workers against the built-in local worker processes, same machine, same run.
+
+    .venv/bin/python tools/bench_ray.py --workers 2 --rounds 3 --updates 4 \\
+        --json-out runs/bench/ray.json
+
+Two measurements, each alternating the backends round by round (local, ray, then ray, local,
+...) so both see the same machine:
+
+- **stepping**: the microRTS game alone (``game.options.workers`` workers, the default 16x16
+  map and 24 envs), ``--steps`` lockstep steps of random legal actions: the transport's
+  per-step cost (shared memory and pipes, or Ray's object store and actor calls);
+- **training**: ``selfplay train --game microrts``'s default settings (hyperparams/microrts.yaml;
+  the league's rating games off: they are not training), ``--updates`` collect + learn cycles
+  after one warm-up update, env-steps per second.
+
+The Ray backend runs on a private local instance (``distributed.address: local``; its start-up
+is not timed). Reported: per round and median, env-steps/s of each backend and ray / local
+(the issue's target for training: >= 0.85).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from games.microrts.adapter import random_legal_actions
+from selfplay.config import TrainConfig, build_config
+from selfplay.train import build_trainer
+from selfplay.worker_backend import build_game
+
+
+def config_for(backend: str, workers: int, overrides: list[str]) -> TrainConfig:
+    return build_config("microrts", seed=1, overrides=[
+        "league.enabled=false", "log.progress=false", f"game.options.workers={workers}",
+        f"distributed.backend={backend}", *overrides])
+
+
+def stepping(config: TrainConfig, steps: int) -> float:
+    """Env-steps per second of ``steps`` lockstep steps (random legal actions)."""
+    game = build_game(config)
+    try:
+        batch = game.reset(seed=1)
+        rng = np.random.default_rng(0)
+        for _ in range(10):  # warm-up
+            assert batch.action_mask is not None
+            batch = game.step(random_legal_actions(batch.action_mask, rng))
+        begin = time.perf_counter()
+        for _ in range(steps):
+            assert batch.action_mask is not None
+            batch = game.step(random_legal_actions(batch.action_mask, rng))
+        seconds = time.perf_counter() - begin
+        return steps * game.spec.num_envs / seconds
+    finally:
+        game.close()
+
+
+def training(config: TrainConfig, updates: int) -> float:
+    """Env-steps per second of ``updates`` collect + learn cycles after one warm-up."""
+    trainer = build_trainer(config, None)
+    try:
+        trainer.run_update()
+        begin, step0 = time.perf_counter(), trainer.global_step
+        for _ in range(updates):
+            trainer.run_update()
+        return (trainer.global_step - step0) / (time.perf_counter() - begin)
+    finally:
+        trainer.game.close()
+
+
+def paired(measure: Any, rounds: int) -> dict[str, Any]:
+    rows = []
+    for r in range(rounds):
+        order = ("local", "ray") if r % 2 == 0 else ("ray", "local")
+        row = {backend: round(measure(backend), 1) for backend in order}
+        row["ratio"] = round(row["ray"] / row["local"], 3)
+        rows.append(row)
+        print(f"  round {r + 1}: {row}", flush=True)
+    return {"rounds": rows,
+            "median": {k: statistics.median(row[k] for row in rows)
+                       for k in ("local", "ray", "ratio")}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=300, help="stepping: lockstep steps")
+    parser.add_argument("--updates", type=int, default=4, help="training: timed updates")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--json-out", type=Path)
+    args = parser.parse_args()
+    print("stepping (env-steps/s):", flush=True)
+    step = paired(lambda b: stepping(config_for(b, args.workers, args.set), args.steps),
+                  args.rounds)
+    print("training (env-steps/s):", flush=True)
+    train = paired(lambda b: training(config_for(b, args.workers, args.set), args.updates),
+                   args.rounds)
+    print(f"median ray / local: stepping {step['median']['ratio']}, training "
+          f"{train['median']['ratio']}", flush=True)
+    summary = {"workers": args.workers, "overrides": args.set, "stepping": step,
+               "training": train, "machine": f"{platform.machine()} {platform.node()}",
+               "cpus": len(os.sched_getaffinity(0)), "date": time.strftime("%Y-%m-%d")}
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
