@@ -27,6 +27,11 @@ from typing import Any
 from games.core import GameError
 
 RAY_EXTRA = "pip install 'selfplay[ray]'"
+INLINE_REPLIES = {"max_direct_call_object_size": 8 * 2**20}
+"""A private instance passes actor arguments and replies up to 8 MiB inside the call itself
+instead of through the object store (Ray's default limit is 100 kB): a microRTS step of two
+workers with ~850 kB replies took ~2.8 ms instead of ~4.3 ms (``BENCHMARKS.md``). A cluster
+gets the same with ``ray start --system-config='{"max_direct_call_object_size": 8388608}'``."""
 
 
 def import_ray() -> ModuleType:
@@ -71,7 +76,9 @@ def connect(address: str = "local", num_cpus: int | None = None, object_store_mb
         cpus = num_cpus or os.cpu_count() or 1
         try:
             ray.init(num_cpus=cpus, num_gpus=0, object_store_memory=object_store_mb * 2**20,
-                     include_dashboard=False, _temp_dir=str(temp), **quiet)
+                     include_dashboard=False, _temp_dir=str(temp),
+                     object_spilling_directory=str(temp / "spill"),
+                     _system_config=INLINE_REPLIES, **quiet)
         except Exception as exc:  # noqa: BLE001 - Ray raises many kinds
             raise GameError(f"could not start a local Ray instance: {exc}") from exc
         return RaySession(ray, address, owned=True, temp_dir=temp)
