@@ -19,7 +19,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -94,9 +94,15 @@ def bot_results(db: LeagueDB, name: str) -> dict[str, float]:
     return metrics
 
 
-def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf) -> dict[str, float]:
+RemoteRunnerFactory = Callable[[Mapping[int, Policy], MatchConditions], MatchRunner]
+"""(the players' policies, the match conditions) -> a runner whose games are played elsewhere"""
+
+
+def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf,
+                  remote: RemoteRunnerFactory | None = None) -> dict[str, float]:
     """Play (or finish) ``job``'s tournament, storing every match in ``db``; the snapshot's
-    rating afterwards as metrics (``league/mu``, ``league/sigma``, ...)."""
+    rating afterwards as metrics (``league/mu``, ``league/sigma``, ...). ``remote``: the
+    games are played by another process (a Ray actor), the matches stored here."""
     game_name = job.spec.name
     family = family_of(game_name)
     options = dict(job.options)
@@ -126,6 +132,8 @@ def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf) -> dict[str, 
     conditions = MatchConditions(options=options, num_envs=config.num_envs, seed=config.seed)
 
     def runner(policies: Mapping[int, Policy]) -> MatchRunner:
+        if remote is not None:
+            return remote(policies, conditions)
         return family.match_runner(game_name, policies, conditions, game_factory)
 
     run_tournament(db, [job.latest, *job.pool], policy_factory, game_factory, config,
@@ -170,6 +178,22 @@ def _rate_in_rater(job: RatingJob) -> dict[str, float]:
     with LeagueDB(job.db_path, game=job.spec.name, create=False) as db:
         metrics = rate_snapshot(job, db, agent_of)
     return {**metrics, "league/rated_update": float(job.seed)}
+
+
+class Rater(Protocol):
+    """Plays rating jobs beside training (:class:`BackgroundRater`, or
+    :class:`~selfplay.remote_rating.RayRater`)."""
+
+    @property
+    def pending(self) -> int:
+        """Jobs submitted and not yet finished."""
+        ...
+
+    def submit(self, job: RatingJob, tries: int = 0) -> None: ...
+
+    def collect(self, wait: bool = False) -> dict[str, float]: ...
+
+    def close(self) -> None: ...
 
 
 class BackgroundRater:

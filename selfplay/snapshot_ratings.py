@@ -4,9 +4,10 @@
 other networks may share the database: their snapshots are loaded once to find out, a misfit
 reported once and kept out). :class:`SnapshotRatings` decides which rating tournament a
 snapshot plays (the last ``eval_pool`` snapshots registered before it, and the anchors), plays
-it between updates or hands it to the rater process (``league.eval_process``,
-:class:`~selfplay.league_rating.BackgroundRater`), and after a resume hands the rater again the
-tournaments the previous process did not finish.
+it between updates or hands it to the rater (``league.eval_process``: a process of this
+machine, :class:`~selfplay.league_rating.BackgroundRater`, or with ``distributed.backend: ray`` a
+Ray actor, :class:`~selfplay.remote_rating.RayRater`), and after a resume hands the rater again
+the tournaments the previous process did not finish.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from league.records import Player
 from league.snapshots import Snapshot, load_player_snapshot, snapshot_run
 from league.tournament import IncompatiblePlayer
 from selfplay.config import LeagueConfig, NetworkConfig, NormalizeConfig
-from selfplay.league_rating import BackgroundRater, RatingJob, rate_snapshot, snapshot_agent
+from selfplay.distributed_config import DistributedConfig
+from selfplay.league_rating import (
+    BackgroundRater,
+    Rater,
+    RatingJob,
+    rate_snapshot,
+    snapshot_agent,
+)
 from selfplay.networks import ActorCritic
 from selfplay.ppo import TrainingContext
 
@@ -71,6 +79,19 @@ class SnapshotFit:
         return True
 
 
+def make_rater(distributed: DistributedConfig) -> Rater:
+    """The rater where the run's workers are: a process of this machine, or a Ray actor on
+    the run's Ray connection (the league database stays in this process)."""
+    if distributed.backend != "ray":
+        return BackgroundRater()
+    from games.workers.ray_cluster import connect
+    from selfplay.remote_rating import RayRater
+
+    session = connect(distributed.address, distributed.num_cpus, distributed.object_store_mb,
+                      distributed.connect_timeout_s)
+    return RayRater(session, distributed.max_restarts)
+
+
 class SnapshotRatings:
     """The rating tournaments of one run's snapshots, played here or in a rater process."""
 
@@ -81,7 +102,8 @@ class SnapshotRatings:
         self.config = config
         self.anchors = anchors
         self.fit = fit
-        self.rater = BackgroundRater() if config.eval_process else None
+        self.rater = (make_rater(trainer.config.distributed) if config.eval_process
+                      else None)
 
     def job(self, pid: int) -> RatingJob | None:
         """The rating tournament of snapshot ``pid``: against the last ``eval_pool`` snapshots

@@ -146,9 +146,9 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir) -> dict[str, Any]
         progress.close()
         if sink is not None:
             sink.close()
-        trainer.game.close()
-        if league is not None:
+        if league is not None:  # first: a Ray rater leaves before the workers' Ray does
             league.close()
+        trainer.game.close()
     summary: dict[str, Any] = {"run_dir": str(run.path), "global_step": trainer.global_step,
                                "updates": trainer.update}
     summary.update(trainer.episodes.summary())

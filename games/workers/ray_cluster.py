@@ -68,6 +68,9 @@ def connect(address: str = "local", num_cpus: int | None = None, object_store_mb
     if ray.is_initialized():
         return RaySession(ray, address, owned=False)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray's crash handler would take SIGSEGV from a JVM in this process (microRTS: the JVM of
+    # in-process games or rating games), which uses it for its own ends: the JVM then crashed
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     quiet: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address == "local":
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")

@@ -39,8 +39,8 @@ def _unpacked(part: Part) -> Part:
     fields: dict[str, Any] = {
         name: np.array(value) for name, value in batch._asdict().items()
         if isinstance(value, np.ndarray) and not value.flags.writeable}
-    if part.token is not None:
-        shape = tuple(part.token)
+    if isinstance(part.token, tuple) and batch.action_mask is not None:
+        shape: tuple[int, ...] = part.token
         fields["action_mask"] = np.unpackbits(
             batch.action_mask, count=int(np.prod(shape))).view(bool).reshape(shape)
     return Part(batch._replace(**fields), part.components)
