@@ -222,13 +222,15 @@ class Family:
                         "or replays of it)")
 
     def make_on_workers(self, game: str, num_envs: int, seed: int | None,
-                        options: Mapping[str, Any], launcher: Launcher) -> VecGame:
-        """``num_envs`` envs of ``game`` split over workers that ``launcher`` starts (Ray
-        actors, say: :mod:`games.workers`). A :class:`GameError` where the family steps its
-        envs in the trainer's process only."""
-        raise GameError(f"{game} steps its envs in the trainer's process; "
-                        "distributed.backend=ray applies to games with worker processes "
-                        "(microrts, game.options.workers)")
+                        options: Mapping[str, Any], launcher: Launcher,
+                        workers: int) -> VecGame:
+        """``num_envs`` envs of ``game`` split over ``workers`` workers that ``launcher``
+        starts (Ray actors, say: :mod:`games.workers`). By default each worker builds its
+        envs with :meth:`make` (:mod:`games.workers.generic`); families with worker layouts of
+        their own override this."""
+        from games.workers.generic import FamilyWorkers
+
+        return FamilyWorkers(game, num_envs, seed, options, workers, launcher, self.name)
 
     def import_replays(self, game: str, fmt: str, paths: list[Path], out: Path,
                        shard_games: int = 100, skip_bad: bool = False) -> Mapping[str, Any]:

@@ -35,8 +35,11 @@ class DistributedConfig:
     """``ray``: CPUs each worker actor reserves (fractions allowed: 0.5 lets two share a
     core; a lost actor restarts only where its share is free)."""
     max_restarts: int = 3
-    """``ray``: times a lost worker actor is restarted (its games started again, the update's
-    missing steps collected again) before the run stops with the worker's error."""
+    """``ray``: times a lost worker actor is restarted (the games it was playing end there as
+    truncated, new ones begin) before the run stops with the worker's error."""
+    workers: int = 2
+    """``ray``, games without worker processes of their own (Lux, Atari, tic-tac-toe): the
+    actors their envs are split over (microRTS: ``game.options.workers``)."""
 
 
 def distributed_checks(cfg: DistributedConfig) -> list[tuple[bool, str]]:
@@ -51,6 +54,7 @@ def distributed_checks(cfg: DistributedConfig) -> list[tuple[bool, str]]:
         (cfg.connect_timeout_s > 0, "distributed.connect_timeout_s must be > 0"),
         (cfg.max_restarts >= 0, "distributed.max_restarts must be >= 0"),
         (cfg.worker_cpus > 0, "distributed.worker_cpus must be > 0"),
+        (cfg.workers >= 1, "distributed.workers must be >= 1"),
     ]
 
 

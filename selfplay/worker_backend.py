@@ -29,7 +29,8 @@ def build_game(config: TrainConfig, num_envs: int | None = None,
                           cpus_per_worker=dist.worker_cpus)
 
     try:
-        return family_of(game.name).make_on_workers(game.name, envs, seed, game.options, launch)
+        return family_of(game.name).make_on_workers(game.name, envs, seed, game.options, launch,
+                                                    dist.workers)
     except BaseException:
         session.close()
         raise

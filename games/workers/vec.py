@@ -65,9 +65,10 @@ Launcher = Callable[[list[WorkerRecipe], int], Transport]
 
 class WorkerVecGame:
     """``num_envs`` envs stepped by the workers of ``transport``; ``alive`` is the batch's
-    (fixed) live seats. Subclasses add their family's capabilities (microRTS: bots by env)."""
+    (fixed) live seats, or ``None`` to keep the seats each worker's batches say are alive.
+    Subclasses add their family's capabilities (microRTS: bots by env)."""
 
-    def __init__(self, transport: Transport, alive: np.ndarray, family: str,
+    def __init__(self, transport: Transport, alive: np.ndarray | None, family: str,
                  components: int = 0) -> None:
         self.transport = transport
         self.component_width = components  # reward components per episode (0: none)
@@ -75,8 +76,9 @@ class WorkerVecGame:
         self.ranges = transport.ranges
         self.num_envs = self.ranges[-1][1]
         self.spec: GameSpec = transport.spec
-        self.alive = np.array(alive, bool)
-        self.alive.setflags(write=False)
+        self.alive = None if alive is None else np.array(alive, bool)
+        if self.alive is not None:
+            self.alive.setflags(write=False)
         self._in_flight: set[int] = set()  # workers stepping unattended (step_part_async)
         self._components: np.ndarray | None = None
         self._closed = False
@@ -155,7 +157,9 @@ class WorkerVecGame:
     def _merge(self, parts: list[Part]) -> Batch:
         components = [p.components for p in parts if p.components is not None]
         self._components = np.concatenate(components) if components else None
-        batch = self.transport.join(parts)._replace(alive=self.alive)
+        batch = self.transport.join(parts)
+        if self.alive is not None:
+            batch = batch._replace(alive=self.alive)
         for w, (start, stop) in enumerate(self.ranges):
             self._last[w] = (batch.obs[start:stop],
                              None if batch.state is None else batch.state[start:stop])
@@ -208,6 +212,8 @@ class WorkerVecGame:
         self._last[part] = (answer.batch.obs, answer.batch.state)
         if len(answer.batch.episodes.env):
             self.games_ended(answer.batch.episodes.env + start)
+        if self.alive is None:
+            return answer.batch
         return answer.batch._replace(alive=self.alive[start:stop])
 
     # ------------------------------------------------------------------ the rest

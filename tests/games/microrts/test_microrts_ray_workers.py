@@ -85,7 +85,7 @@ def tempfile_dir(factory: pytest.TempPathFactory) -> str:
 
 def ray_game(nodes: TwoNodes, num_envs: int = 7, **extra: Any) -> MicroRTSWorkers:
     game = family_of("microrts").make_on_workers(
-        "microrts", num_envs, 0, {**OPTIONS, "workers": 2, **extra}, nodes.launcher())
+        "microrts", num_envs, 0, {**OPTIONS, "workers": 2, **extra}, nodes.launcher(), 2)
     assert isinstance(game, MicroRTSWorkers)
     return game
 
@@ -246,3 +246,51 @@ def test_the_ray_rater_plays_the_local_raters_games(two_nodes: TwoNodes,
             games[where] = (rows, db.ratings(), metrics)
     assert len(games["local"][0]) == 3 * 2 and "league/mu" in games["local"][2]
     assert games["ray"] == games["local"]
+
+
+def family_trainer(game: str, overrides: list[str]) -> Any:
+    from selfplay.config import build_config
+    from selfplay.train import build_trainer
+
+    config = build_config(game, seed=2, overrides=[
+        "league.enabled=false", "log.progress=false", "distributed.backend=ray",
+        "distributed.address=auto", "distributed.workers=2", "distributed.worker_cpus=0.5",
+        *overrides])
+    return build_trainer(config, None)
+
+
+def test_a_family_without_workers_of_its_own_trains_on_ray_actors(two_nodes: TwoNodes) -> None:
+    """Tic-tac-toe's envs split over two actors, one on each node, each building its envs with
+    the family's own ``make``: a run of two updates steps every env."""
+    from games.workers.generic import FamilyWorkers
+
+    trainer = family_trainer("tictactoe", ["game.num_envs=6", "ppo.num_steps=8"])
+    try:
+        game = trainer.game
+        assert isinstance(game, FamilyWorkers) and game.ranges == [(0, 3), (3, 6)]
+        assert isinstance(game.transport, RayWorkers)
+        assert len(set(game.transport.nodes())) == 2
+        assert not hasattr(game, "reward_component_names")  # tic-tac-toe has none
+        for _ in range(2):
+            trainer.run_update()
+        assert trainer.global_step == 2 * 6 * 8
+        assert trainer.episodes.summary()["episodes"] > 0
+    finally:
+        trainer.game.close()
+
+
+@pytest.mark.slow  # each actor imports JAX and loads Lux's kernels (~10-40 s)
+def test_lux_trains_on_ray_actors(two_nodes: TwoNodes) -> None:
+    """Lux (JAX) on two actors: one update, its reward components forwarded."""
+    from games.core import HasRewardComponents
+
+    trainer = family_trainer("lux", ["game.num_envs=4", "ppo.num_steps=8",
+                                     "ppo.num_minibatches=2"])
+    try:
+        game = trainer.game
+        assert isinstance(game, HasRewardComponents) and "ice" in " ".join(
+            game.reward_component_names)
+        trainer.run_update()
+        assert trainer.global_step == 4 * 8
+    finally:
+        trainer.game.close()
