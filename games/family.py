@@ -94,6 +94,9 @@ class RecordRequest:
     opening: int = 0
     """each game opens with up to this many cycles of random legal moves (never learned), so
     that deterministic players do not repeat one game"""
+    ray_address: str | None = None
+    """play the games as Ray tasks on the cluster at this address (``local``, ``auto``,
+    ``HOST:PORT``) instead of this machine's processes; only this process writes files"""
 
 
 class Family:

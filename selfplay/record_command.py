@@ -27,6 +27,10 @@ def add_record_command(sub: Any) -> None:
     rec.add_argument("--opening", type=int, default=60,
                      help="each game opens with up to N cycles of random legal moves (never "
                           "learned), so that deterministic bots play different games; 0: none")
+    rec.add_argument("--ray", metavar="ADDRESS", nargs="?", const="local",
+                     help="play the games as Ray tasks (pip install 'selfplay[ray]'): local (a "
+                          "private instance of --processes CPUs; the default), auto or "
+                          "HOST:PORT; only this process writes files")
     rec.add_argument("--seed", type=int, default=0)
     rec.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     rec.set_defaults(func=cmd_record)
@@ -42,10 +46,18 @@ def cmd_record(args: argparse.Namespace) -> int:
     if min(args.processes, args.shard_games, args.parallel) < 1 or args.opening < 0:
         raise UserError("--processes, --shard-games and --parallel must be >= 1, --opening "
                         ">= 0")
+    if args.ray is not None:
+        from selfplay.distributed_config import DistributedConfig, distributed_checks
+
+        bad = [message for ok, message in distributed_checks(
+            DistributedConfig(backend="ray", address=args.ray)) if not ok]
+        if bad:
+            raise UserError(bad[0].replace("distributed.address", "--ray"))
     game = resolve(args.game).name
     request = RecordRequest(tuple(args.players), Path(args.out), args.games,
                             tuple(args.maps or ()), args.processes, seed_flag(args.seed) or 0,
-                            args.max_steps, args.shard_games, args.parallel, args.opening)
+                            args.max_steps, args.shard_games, args.parallel, args.opening,
+                            args.ray)
 
     def progress(done: int, total: int) -> None:
         if not args.json:

@@ -196,6 +196,9 @@ def test_bad_input_errors(tmp_path: Path) -> None:
     bad.write_bytes(b"garbage")
     assert_one_line_error(run_here("eval", "--checkpoint", str(bad)), "corrupt or unreadable")
     assert_one_line_error(run_here("train", "--resume", str(tmp_path)), "nothing to resume")
+    assert_one_line_error(run_here("record", "--game", "microrts", "--players", "WorkerRush",
+                                   "--games", "2", "--out", str(tmp_path / "rec"), "--ray",
+                                   "nohost"), "--ray must be local, auto or HOST:PORT")
 
 
 def test_more_bad_input_errors(tmp_path: Path) -> None:

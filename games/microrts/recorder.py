@@ -3,7 +3,8 @@
 The games are planned up front, so a resumed recorder writes exactly the shards still missing:
 game ``i`` plays pairing ``i % P`` of the players (every two distinct players, both sides; a
 single player plays itself), and shard ``k`` holds games ``k*G .. k*G+G-1`` on map
-``maps[k % len(maps)]``. Shards are recorded in worker processes (spawned, one JVM each), each
+``maps[k % len(maps)]``. Shards are recorded in worker processes (spawned, one JVM each) or
+Ray tasks on a cluster (``--ray``; only the parent writes files), each
 running a :class:`~games.microrts.teacher_game.TeacherGame` of up to ``parallel`` games at once
 whose teachers are the planned bots; what they order is logged as the engine issued it. The
 parent lists each finished shard in the manifest; shards already listed (or written but not
@@ -16,7 +17,7 @@ import json
 import multiprocessing
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -120,6 +121,13 @@ def check_resumed_plan(folder: Path, plan: RecordPlan) -> None:
 
 def record_shard(plan: RecordPlan, k: int, folder: Path) -> tuple[int, int, int]:
     """Play and write shard ``k`` of ``plan``; (shard, games, engine steps)."""
+    data, games, steps = play_shard(plan, k)
+    write_shard(folder, k, data)
+    return k, games, steps
+
+
+def play_shard(plan: RecordPlan, k: int) -> tuple[bytes, int, int]:
+    """Play shard ``k`` of ``plan``: (the shard's bytes, games, engine steps)."""
     wanted = plan.shard_games_of(k)
     map_name = plan.maps[k % len(plan.maps)]
     parallel = min(plan.parallel, len(wanted))
@@ -155,8 +163,7 @@ def record_shard(plan: RecordPlan, k: int, folder: Path) -> tuple[int, int, int]
             steps += parallel
     finally:
         game.close()
-    write_shard(folder, k, encode_games([g for g in games if g is not None]))
-    return k, len(wanted), steps
+    return encode_games([g for g in games if g is not None]), len(wanted), steps
 
 
 def _kept_shards(folder: Path, plan: RecordPlan) -> set[int]:
@@ -184,8 +191,10 @@ def _kept_shards(folder: Path, plan: RecordPlan) -> set[int]:
 
 
 def record(plan: RecordPlan, folder: Path, processes: int = 1,
-           progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Record ``plan`` into ``folder`` (resuming: finished shards are kept); a summary."""
+           progress: Callable[[int, int], None] | None = None,
+           ray_address: str | None = None) -> dict[str, Any]:
+    """Record ``plan`` into ``folder`` (resuming: finished shards are kept); a summary.
+    ``ray_address``: the shards are played as Ray tasks (:func:`play_on_ray`)."""
     plan = check_plan(plan)
     folder.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(folder)  # a killed recorder's unfinished writes
@@ -207,7 +216,11 @@ def record(plan: RecordPlan, folder: Path, processes: int = 1,
         if progress is not None:
             progress(done_games, plan.games)
 
-    if processes <= 1 or len(todo) <= 1:
+    if ray_address is not None:
+        for k, data, games, engine_steps in play_on_ray(plan, todo, ray_address, processes):
+            write_shard(folder, k, data)
+            finished(k, games, engine_steps)
+    elif processes <= 1 or len(todo) <= 1:
         for k in todo:
             finished(*record_shard(plan, k, folder))
     else:
@@ -221,7 +234,39 @@ def record(plan: RecordPlan, folder: Path, processes: int = 1,
             "kept": plan.games - recorded, "shards": plan.num_shards,
             "players": list(plan.players), "maps": list(plan.maps), "seconds": seconds,
             "games_per_hour": recorded / seconds * 3600 if seconds > 0 and recorded else 0.0,
-            "cores": max(1, processes)}
+            "cores": max(1, processes), "backend": "local" if ray_address is None else "ray"}
+
+
+def play_on_ray(plan: RecordPlan, shards: list[int], address: str, cpus: int
+                ) -> Iterator[tuple[int, bytes, int, int]]:
+    """Shards ``shards`` of ``plan`` played as Ray tasks (one CPU and one JVM each, on any
+    node of the cluster at ``address``): ``(shard, bytes, games, engine steps)`` as each
+    finishes. Only this process writes files: a task returns its shard's bytes. A task whose
+    worker or node is lost is run again by Ray (up to 3 times). ``cpus``: the CPUs of a
+    private instance (``address="local"``)."""
+    from games.workers.ray_cluster import connect
+
+    session = connect(address, num_cpus=cpus if address == "local" else None)
+    ray = session.ray
+    try:
+        task = ray.remote(_shard_task).options(num_cpus=1, max_retries=3)
+        pending = {task.remote(plan, k): k for k in shards}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            k = pending.pop(done[0])
+            try:
+                data, games, steps = ray.get(done[0])
+            except ray.exceptions.RayError as exc:
+                raise GameError(f"recording shard {k} failed on Ray: "
+                                f"{str(exc).strip().splitlines()[0]}") from exc
+            yield k, data, games, steps
+    finally:
+        session.close()
+
+
+def _shard_task(plan: RecordPlan, k: int) -> tuple[bytes, int, int]:
+    """A Ray task's body (its own engine in the Ray worker process)."""
+    return play_shard(plan, k)
 
 
 def print_progress(done: int, total: int) -> None:

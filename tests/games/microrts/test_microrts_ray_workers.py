@@ -294,3 +294,28 @@ def test_lux_trains_on_ray_actors(two_nodes: TwoNodes) -> None:
         assert trainer.global_step == 4 * 8
     finally:
         trainer.game.close()
+
+
+def test_recording_on_ray_writes_the_shards_this_machine_writes(two_nodes: TwoNodes,
+                                                                tmp_path: Path) -> None:
+    """``selfplay record --ray``: the shards are played as Ray tasks and written here only,
+    holding the games (metadata and order logs) of a recording in this machine's processes;
+    a rerun keeps them."""
+    from games.microrts.recorder import RecordPlan, record
+    from games.replays import read_shard
+
+    plan = RecordPlan(("WorkerRush", "LightRush"), ("basesWorkers8x8",), games=4,
+                      shard_games=2, max_steps=80, seed=3, parallel=2, opening=5)
+    here = record(plan, tmp_path / "here", processes=1)
+    on_ray = record(plan, tmp_path / "ray", processes=2, ray_address="auto")
+    assert on_ray["backend"] == "ray" and on_ray["recorded"] == here["recorded"] == 4
+    shards = sorted(p.name for p in (tmp_path / "here").glob("shard-*"))
+    assert len(shards) == 2
+    assert sorted(p.name for p in (tmp_path / "ray").glob("shard-*")) == shards
+    for name in shards:
+        mine, theirs = read_shard(tmp_path / "here" / name), read_shard(tmp_path / "ray" / name)
+        assert theirs.games == mine.games and theirs.arrays.keys() == mine.arrays.keys()
+        for key, value in mine.arrays.items():
+            np.testing.assert_array_equal(theirs.arrays[key], value, key)
+    again = record(plan, tmp_path / "ray", processes=2, ray_address="auto")
+    assert again["recorded"] == 0 and again["kept"] == 4
