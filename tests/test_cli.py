@@ -251,7 +251,9 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
                               str(tmp_path)), "error:")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+# SIGHUP takes the path SIGTERM takes: it runs in `make bench` (the default suite's 8 minutes)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM,
+                                 pytest.param(signal.SIGHUP, marks=pytest.mark.slow)])
 def test_signal_checkpoints_then_exits(tmp_path: Path, sig: signal.Signals) -> None:
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([*SELFPLAY, "train", "--game", "CartPole-v1", "--total-steps",
@@ -414,7 +416,9 @@ def test_league_tournament_with_another_max_steps_is_another_tournament(tmp_path
     assert tournament("--max-steps", "5000")["played"] == 0  # the default, spelled out
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+# SIGTERM's second signal in `make bench` (the default suite's 8 minutes)
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM,
+                                                             marks=pytest.mark.slow)])
 def test_second_signal_stops_at_once_with_its_status(tmp_path: Path,
                                                      sig: signal.Signals) -> None:
     """A second signal during the update the first one lets finish stops at once: exit status

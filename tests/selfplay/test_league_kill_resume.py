@@ -79,7 +79,10 @@ def assert_whole(db: LeagueDB) -> None:
     assert db.replay_ratings() == db.ratings()
 
 
-@pytest.mark.parametrize("moment", ["random", "after_a_snapshot"])
+# the random moment in `make bench` (the default suite's 8 minutes); the snapshot moment is
+# the case that once crashed resumes
+@pytest.mark.parametrize("moment", [pytest.param("random", marks=pytest.mark.slow),
+                                    "after_a_snapshot"])
 def test_sigkill_training_run_then_resume(tmp_path: Path, moment: str) -> None:
     """``random``: a random delay after the first checkpoint and the first stored match;
     ``after_a_snapshot``: once a snapshot newer than the newest checkpoint is registered (the
@@ -147,7 +150,8 @@ def test_sigkill_training_run_then_resume(tmp_path: Path, moment: str) -> None:
             assert match.seed == match_seed(update, match.key), f"{note} {match.key}"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM,
+                                                             marks=pytest.mark.slow)])
 def test_stop_signal_while_the_rater_plays_ends_promptly(tmp_path: Path,
                                                          sig: signal.Signals) -> None:
     """Ctrl-C or SIGTERM while the rater process is deep in a long rating tournament: the
