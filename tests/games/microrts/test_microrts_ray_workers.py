@@ -306,7 +306,7 @@ def test_recording_on_ray_writes_the_shards_this_machine_writes(two_nodes: TwoNo
 
     plan = RecordPlan(("WorkerRush", "LightRush"), ("basesWorkers8x8",), games=4,
                       shard_games=2, max_steps=80, seed=3, parallel=2, opening=5)
-    here = record(plan, tmp_path / "here", processes=1)
+    here = record(plan, tmp_path / "here", processes=2)  # no JVM in this process
     on_ray = record(plan, tmp_path / "ray", processes=2, ray_address="auto")
     assert on_ray["backend"] == "ray" and on_ray["recorded"] == here["recorded"] == 4
     shards = sorted(p.name for p in (tmp_path / "here").glob("shard-*"))
