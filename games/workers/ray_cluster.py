@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -96,10 +97,30 @@ def connect(address: str = "local", num_cpus: int | None = None, object_store_mb
     where = ("no Ray cluster runs on this machine (start one with `ray start --head`, or use "
              "distributed.address=local)" if address == "auto" else
              f"cannot join the Ray cluster at {address}")
-    error = _init_within(ray, timeout_s, address=address, **quiet)
+    error = _probe(address, timeout_s) or _init_within(ray, timeout_s, address=address, **quiet)
     if error is not None:
         raise GameError(f"{where}: {error}")
     return RaySession(ray, address, owned=True)
+
+
+_PROBE = ("import sys, ray; ray.init(address=sys.argv[1], log_to_driver=False, "
+          "configure_logging=False); ray.shutdown()")
+
+
+def _probe(address: str, timeout_s: float) -> str | None:
+    """Join the cluster at ``address`` from a child process first: a join that cannot finish
+    (a silent or foreign address) keeps retrying and logging in the process that started it,
+    so it is started where it can be killed. The error's one line, or None if it joined."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE, address], capture_output=True,
+                              text=True, timeout=timeout_s, env={**os.environ})
+    except subprocess.TimeoutExpired:
+        return f"no answer within {timeout_s:g} s"
+    if proc.returncode == 0:
+        return None
+    lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line.split(":")[0]]
+    return (errors or lines or [f"the probe exited with status {proc.returncode}"])[-1][:300]
 
 
 @contextlib.contextmanager
