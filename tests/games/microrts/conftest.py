@@ -6,14 +6,14 @@ import os
 
 import pytest
 
+from games.microrts import make
+from games.microrts.adapter import MicroRTSVecGame
+
 # The Ray cluster tests run in a pytest process of their own (tests/distributed/test_ray_suite.py):
 # a process that joined a Ray cluster and also runs a JVM crashed now and then (SIGSEGV) in a
 # later test's in-process microRTS game
 RAY_TESTS_HERE = "SELFPLAY_RAY_TESTS_HERE"
 collect_ignore = [] if os.environ.get(RAY_TESTS_HERE) else ["test_microrts_ray_workers.py"]
-
-from games.microrts import make
-from games.microrts.adapter import MicroRTSVecGame
 
 
 @pytest.fixture(scope="session")
