@@ -98,6 +98,19 @@ RemoteRunnerFactory = Callable[[Mapping[int, Policy], MatchConditions], MatchRun
 """(the players' policies, the match conditions) -> a runner whose games are played elsewhere"""
 
 
+def match_games(game_name: str, options: Mapping[str, Any]) -> Callable[[int, int], VecGame]:
+    """``(envs, seed) -> game``: the games rating matches are played in (the training game's
+    ``options`` with the family's match set-up)."""
+    family = family_of(game_name)
+
+    def game_factory(envs: int, seed: int) -> VecGame:
+        setup = family.match_setup(game_name, None, envs, seed)
+        return make_game(game_name, num_envs=envs, seed=seed,
+                         options={**options, **setup.options})
+
+    return game_factory
+
+
 def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf,
                   remote: RemoteRunnerFactory | None = None) -> dict[str, float]:
     """Play (or finish) ``job``'s tournament, storing every match in ``db``; the snapshot's
@@ -106,11 +119,7 @@ def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf,
     game_name = job.spec.name
     family = family_of(game_name)
     options = dict(job.options)
-
-    def game_factory(envs: int, seed: int) -> VecGame:
-        setup = family.match_setup(game_name, None, envs, seed)
-        return make_game(game_name, num_envs=envs, seed=seed,
-                         options={**options, **setup.options})
+    game_factory = match_games(game_name, options)
 
     def policy_factory(name: str) -> Policy:
         player = db.player(name)

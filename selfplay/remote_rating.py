@@ -29,10 +29,10 @@ from typing import Any
 from games.core import Policy
 from games.family import MatchConditions
 from games.matches import MatchResult, MatchRunner, MatchSpec
-from games.registry import family_of, make_game
+from games.registry import family_of
 from league.db import LeagueDB
 from league.snapshots import Snapshot
-from selfplay.league_rating import RatingJob, rate_snapshot, snapshot_agent
+from selfplay.league_rating import RatingJob, match_games, rate_snapshot, snapshot_agent
 from selfplay.networks import ActorCritic
 
 _END = object()
@@ -50,15 +50,8 @@ class MatchPlayer:
              matches: list[MatchSpec]) -> Iterator[tuple[MatchSpec, MatchResult]]:
         """Play ``matches`` between ``policies`` (by league player id) with the family's
         match runner; yields ``(match, result)`` as each game ends."""
-        family = family_of(game)
-        options = dict(conditions.options)
-
-        def game_factory(envs: int, seed: int) -> Any:
-            setup = family.match_setup(game, None, envs, seed)
-            return make_game(game, num_envs=envs, seed=seed,
-                             options={**options, **setup.options})
-
-        runner = family.match_runner(game, policies, conditions, game_factory)
+        runner = family_of(game).match_runner(game, policies, conditions,
+                                              match_games(game, dict(conditions.options)))
         pending = list(reversed(matches))
         results: queue.Queue[Any] = queue.Queue()
 
