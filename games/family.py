@@ -225,15 +225,12 @@ class Family:
                         "or replays of it)")
 
     def make_on_workers(self, game: str, num_envs: int, seed: int | None,
-                        options: Mapping[str, Any], launcher: Launcher,
-                        workers: int) -> VecGame:
-        """``num_envs`` envs of ``game`` split over ``workers`` workers that ``launcher``
-        starts (Ray actors, say: :mod:`games.workers`). By default each worker builds its
-        envs with :meth:`make` (:mod:`games.workers.generic`); families with worker layouts of
-        their own override this."""
-        from games.workers.generic import FamilyWorkers
-
-        return FamilyWorkers(game, num_envs, seed, options, workers, launcher, self.name)
+                        options: Mapping[str, Any], launcher: Launcher) -> VecGame | None:
+        """``num_envs`` envs of ``game`` split over workers that ``launcher`` starts (Ray
+        actors, say: :mod:`games.workers`), in the family's own worker layout; ``None`` where
+        it has none (each worker then builds its envs with :meth:`make`:
+        :mod:`games.workers.generic`)."""
+        return None
 
     def import_replays(self, game: str, fmt: str, paths: list[Path], out: Path,
                        shard_games: int = 100, skip_bad: bool = False) -> Mapping[str, Any]:

@@ -19,6 +19,7 @@ def build_game(config: TrainConfig, num_envs: int | None = None,
     seed = config.seed if seed is None else seed
     if dist.backend == "local":
         return make_game(game.name, num_envs=envs, seed=seed, options=game.options)
+    from games.workers.generic import FamilyWorkers
     from games.workers.ray_cluster import connect
     from games.workers.ray_workers import RayWorkers
 
@@ -29,8 +30,12 @@ def build_game(config: TrainConfig, num_envs: int | None = None,
                           cpus_per_worker=dist.worker_cpus)
 
     try:
-        return family_of(game.name).make_on_workers(game.name, envs, seed, game.options, launch,
-                                                    dist.workers)
+        family = family_of(game.name)
+        made = family.make_on_workers(game.name, envs, seed, game.options, launch)
+        if made is not None:
+            return made
+        return FamilyWorkers(game.name, envs, seed, game.options, dist.workers, launch,
+                             family.name)
     except BaseException:
         session.close()
         raise

@@ -175,10 +175,8 @@ class MicroRTSFamily(Family):
         return TeacherGame(opts, num_envs, bots, seed=seed, name=game)
 
     def make_on_workers(self, game: str, num_envs: int, seed: int | None,
-                        options: Mapping[str, Any], launcher: Launcher,
-                        workers: int) -> VecGame:
-        """``game.options.workers`` workers (one JVM each) that ``launcher`` starts
-        (``workers`` is not used: microRTS's env layout names its own)."""
+                        options: Mapping[str, Any], launcher: Launcher) -> VecGame:
+        """``game.options.workers`` workers (one JVM each) that ``launcher`` starts."""
         from games.microrts.adapter import MicroRTSOptions
         from games.microrts.workers import MicroRTSWorkers
         from games.options import from_mapping

@@ -85,7 +85,7 @@ def tempfile_dir(factory: pytest.TempPathFactory) -> str:
 
 def ray_game(nodes: TwoNodes, num_envs: int = 7, **extra: Any) -> MicroRTSWorkers:
     game = family_of("microrts").make_on_workers(
-        "microrts", num_envs, 0, {**OPTIONS, "workers": 2, **extra}, nodes.launcher(), 2)
+        "microrts", num_envs, 0, {**OPTIONS, "workers": 2, **extra}, nodes.launcher())
     assert isinstance(game, MicroRTSWorkers)
     return game
 
