@@ -86,10 +86,11 @@ def distributed_problems(config: TrainConfig, world: int) -> list[str]:
         problems.append("league.enabled=true is not supported with several ranks yet (its "
                         "snapshots, opponents and rating games live in one process): set "
                         "league.enabled=false")
-    if config.distributed.backend == "ray":
-        problems.append("distributed.backend=ray is not supported with several ranks yet "
-                        "(each rank would start or join Ray for its own workers): set "
-                        "distributed.backend=local")
+    if config.distributed.backend == "ray" and config.distributed.address == "local":
+        problems.append("distributed.address=local would start a private Ray instance per "
+                        "rank: start a cluster (`ray start --head`) and set "
+                        "distributed.address=auto (or HOST:PORT); each rank then runs its "
+                        "own workers on it")
     if config.device.startswith("cuda:"):
         problems.append(f"device={config.device} puts every rank on one GPU: use device=cuda "
                         "(rank r takes cuda:LOCAL_RANK)")

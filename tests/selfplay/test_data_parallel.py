@@ -76,7 +76,7 @@ def test_settings_several_ranks_cannot_train_with_are_named() -> None:
     problems = " ".join(distributed_problems(config, 4))
     assert "game.num_envs=6 is not divisible by the 4 ranks" in problems
     assert "league.enabled=false" in problems
-    assert "distributed.backend=local" in problems
+    assert "distributed.address=auto" in problems  # ray, address local: one instance/rank
     assert distributed_problems(config, 1) == []
 
 

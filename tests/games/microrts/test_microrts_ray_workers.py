@@ -319,3 +319,31 @@ def test_recording_on_ray_writes_the_shards_this_machine_writes(two_nodes: TwoNo
             np.testing.assert_array_equal(theirs.arrays[key], value, key)
     again = record(plan, tmp_path / "ray", processes=2, ray_address="auto")
     assert again["recorded"] == 0 and again["kept"] == 4
+
+
+@pytest.mark.slow  # torchrun's two ranks, each with two actors and their JVMs: ~30 s
+def test_two_torchrun_ranks_each_run_their_workers_on_the_cluster(two_nodes: TwoNodes,
+                                                                 tmp_path: Path) -> None:
+    """``torchrun --nproc-per-node 2`` with ``distributed.address`` naming the cluster: each
+    rank joins it and steps its half of the envs in actors of its own; rank 0 checkpoints."""
+    import subprocess
+    import sys
+
+    from selfplay.checkpoint import list_checkpoints, load_checkpoint
+
+    run = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+         "-m", "selfplay.cli", "train", "--game", "microrts", "--total-steps", "128",
+         "--run-dir", str(run), "--no-progress", "--set", "league.enabled=false",
+         "--set", "log.tensorboard=false", "--set", "game.num_envs=8",
+         "--set", "game.options.map=basesWorkers8x8", "--set", "game.options.max_steps=60",
+         "--set", "game.options.num_selfplay_envs=2", "--set", "game.options.workers=2",
+         "--set", "ppo.num_steps=8", "--set", "distributed.backend=ray",
+         "--set", f"distributed.address={two_nodes.cluster.address}",
+         "--set", "distributed.worker_cpus=0.25", "--set", "checkpoint.every_updates=1"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("trained 128 steps in 2 updates") == 1, proc.stdout
+    state = load_checkpoint(list_checkpoints(run / "checkpoints")[-1])
+    assert state["world"] == 2 and state["counters"]["global_step"] == 128
