@@ -199,18 +199,11 @@ def test_training_on_ray_matches_local_then_survives_a_lost_node(two_nodes: TwoN
         two_nodes.node = two_nodes.cluster.add_node(num_cpus=1, object_store_memory=STORE)
 
 
-def test_the_ray_rater_plays_the_local_raters_games(two_nodes: TwoNodes,
-                                                   tmp_path: Path) -> None:
-    """A snapshot's rating tournament (an earlier snapshot and two engine bots, both sides)
-    played by the Ray rater actor, which never opens the database: every match the learner
-    stores, and the ratings after them, equal those of the same tournament played by the
-    local rater process. (No JVM in this process: games here are played in processes of their
-    own, as ``selfplay train`` plays them.)"""
+def rating_setup(tmp_path: Path) -> tuple[Any, str, str, Any]:
+    """A microRTS run's league (two snapshots, anchors WorkerRush and Passive) in
+    ``tmp_path / "run"``: ``(config, first snapshot, latest snapshot, spec)``."""
     from league.db import LeagueDB
     from selfplay.config import build_config
-    from selfplay.distributed_config import DistributedConfig
-    from selfplay.league_rating import BackgroundRater, RatingJob
-    from selfplay.snapshot_ratings import make_rater
     from selfplay.train import run_training
 
     config = build_config("microrts", seed=5, total_steps=2 * 4 * 16, overrides=[
@@ -224,14 +217,73 @@ def test_the_ray_rater_plays_the_local_raters_games(two_nodes: TwoNodes,
     sample = family_of("microrts").make("microrts", 4, 0, config.game.options)
     spec = sample.spec
     sample.close()
+    return config, first, latest, spec
+
+
+def rating_job(config: Any, spec: Any, db: Path, first: str, latest: str,
+               games_per_pair: int = 2) -> Any:
+    from selfplay.league_rating import RatingJob
+
+    return RatingJob(db_path=str(db), spec=spec, options=dict(config.game.options),
+                     network=config.network, normalize=config.normalize, latest=latest,
+                     pool=(first, "WorkerRush", "Passive"), games_per_pair=games_per_pair,
+                     num_envs=4, seed=2, run_seed=config.seed)
+
+
+@pytest.mark.slow  # a microRTS run and a rating tournament, the actor killed in between: ~15 s
+def test_a_ray_rater_lost_mid_tournament_plays_the_rest(two_nodes: TwoNodes, tmp_path: Path,
+                                                        capfd: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """The rater actor killed once matches are stored: Ray restarts it, the job is handed to
+    it again and plays only the matches not yet stored; every match is stored once."""
+    import time
+
+    from league.db import LeagueDB
+    from selfplay.distributed_config import DistributedConfig
+    from selfplay.snapshot_ratings import make_rater
+
+    config, first, latest, spec = rating_setup(tmp_path)
+    job = rating_job(config, spec, tmp_path / "run" / "league.db", first, latest,
+                     games_per_pair=4)
+    rater = make_rater(DistributedConfig(backend="ray", address="auto"))
+    try:
+        rater.submit(job)
+        with LeagueDB(tmp_path / "run" / "league.db") as db:
+            deadline = time.monotonic() + 120
+            while not db.matches(f"eval@{latest}/") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            stored_before = len(db.matches(f"eval@{latest}/"))
+        assert 0 < stored_before < 3 * 4, stored_before
+        ray.kill(rater.actor, no_restart=False)  # type: ignore[attr-defined]
+        metrics = rater.collect(wait=True)
+    finally:
+        rater.close()
+    assert "league/mu" in metrics
+    assert "the Ray rater was lost during rating" in capfd.readouterr().err
+    with LeagueDB(tmp_path / "run" / "league.db") as db:
+        keys = [m.key for m in db.matches(f"eval@{latest}/")]
+        assert len(keys) == len(set(keys)) == 3 * 4
+        assert db.replay_ratings() == db.ratings()
+
+
+def test_the_ray_rater_plays_the_local_raters_games(two_nodes: TwoNodes,
+                                                   tmp_path: Path) -> None:
+    """A snapshot's rating tournament (an earlier snapshot and two engine bots, both sides)
+    played by the Ray rater actor, which never opens the database: every match the learner
+    stores, and the ratings after them, equal those of the same tournament played by the
+    local rater process. (No JVM in this process: games here are played in processes of their
+    own, as ``selfplay train`` plays them.)"""
+    from league.db import LeagueDB
+    from selfplay.distributed_config import DistributedConfig
+    from selfplay.league_rating import BackgroundRater
+    from selfplay.snapshot_ratings import make_rater
+
+    config, first, latest, spec = rating_setup(tmp_path)
     games = {}
     for where in ("local", "ray"):
         path = tmp_path / f"{where}.db"
         shutil.copy(tmp_path / "run" / "league.db", path)
-        job = RatingJob(db_path=str(path), spec=spec, options=dict(config.game.options),
-                        network=config.network, normalize=config.normalize, latest=latest,
-                        pool=(first, "WorkerRush", "Passive"), games_per_pair=2, num_envs=4,
-                        seed=2, run_seed=config.seed)
+        job = rating_job(config, spec, path, first, latest)
         rater = (BackgroundRater() if where == "local" else
                  make_rater(DistributedConfig(backend="ray", address="auto")))
         try:
