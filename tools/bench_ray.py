@@ -16,6 +16,10 @@ Two measurements, each alternating the backends round by round (local, ray, then
 The Ray backend runs on a private local instance (``distributed.address: local``; its start-up
 is not timed). Reported: per round and median, env-steps/s of each backend and ray / local
 (the issue's target for training: >= 0.85).
+
+``--scaling 1,2,4,8 --envs-per-worker 16`` measures instead each backend at each worker count
+(the envs growing with the workers; add ``--set device=cuda`` on a GPU machine), each figure
+against linear scaling from the first count (the issue's target at 8 workers: >= 0.7).
 """
 
 from __future__ import annotations
@@ -88,15 +92,56 @@ def paired(measure: Any, rounds: int) -> dict[str, Any]:
                        for k in ("local", "ray", "ratio")}}
 
 
+def scaling(counts: list[int], envs_per_worker: int, steps: int, updates: int,
+            overrides: list[str]) -> dict[str, Any]:
+    """Env-steps/s of each backend with each worker count (``envs_per_worker`` envs each, so
+    the envs grow with the workers), stepping and training; each figure against linear
+    scaling from the first count."""
+    rows = []
+    for count in counts:
+        sized = [f"game.num_envs={count * envs_per_worker}", *overrides]
+        row: dict[str, Any] = {"workers": count}
+        for backend in ("local", "ray"):
+            config = config_for(backend, count, sized)
+            row[f"stepping_{backend}"] = round(stepping(config, steps), 1)
+            row[f"training_{backend}"] = round(training(config, updates), 1)
+        rows.append(row)
+        print(f"  {row}", flush=True)
+    base = rows[0]
+    for row in rows:
+        factor = row["workers"] / base["workers"]
+        for key in [k for k in row if k != "workers" and not k.endswith("_linear")]:
+            row[f"{key}_linear"] = round(row[key] / (base[key] * factor), 3)
+    return {"envs_per_worker": envs_per_worker, "rows": rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--scaling", help="comma-separated worker counts (e.g. 1,2,4,8): "
+                        "each backend at each count, --envs-per-worker envs per worker, "
+                        "against linear scaling from the first count")
+    parser.add_argument("--envs-per-worker", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=300, help="stepping: lockstep steps")
     parser.add_argument("--updates", type=int, default=4, help="training: timed updates")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
+    if args.scaling:
+        counts = [int(c) for c in args.scaling.split(",")]
+        print(f"scaling over {counts} workers (env-steps/s):", flush=True)
+        result = scaling(counts, args.envs_per_worker, args.steps, args.updates, args.set)
+        result.update({"machine": f"{platform.machine()} {platform.node()}",
+                       "cpus": len(os.sched_getaffinity(0)),
+                       "date": time.strftime("%Y-%m-%d")})
+        for row in result["rows"]:
+            print(f"  {row['workers']} workers: training local x{row['training_local_linear']}"
+                  f" of linear, ray x{row['training_ray_linear']}", flush=True)
+        if args.json_out:
+            args.json_out.parent.mkdir(parents=True, exist_ok=True)
+            args.json_out.write_text(json.dumps(result, indent=1))
+        return
     print("stepping (env-steps/s):", flush=True)
     step = paired(lambda b: stepping(config_for(b, args.workers, args.set), args.steps),
                   args.rounds)
