@@ -178,6 +178,15 @@ def _session_processes(session: int) -> list[int]:
     return found
 
 
+def small_8x8_training(run_dir: Path) -> list[str]:
+    """``selfplay train`` of microRTS 8x8 in ``run_dir``: 4 envs (2 self-play) on 2 worker
+    processes, endless until stopped."""
+    return [sys.executable, "-m", "selfplay.cli", "train", "--game", "microrts", "--run-dir",
+            str(run_dir), "--no-progress", "--total-steps", "100000000",
+            "--set", "game.num_envs=4", "--set", "game.options.map=basesWorkers8x8",
+            "--set", "game.options.num_selfplay_envs=2", "--set", "game.options.workers=2"]
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_ctrl_c_stops_microrts_training_with_its_workers_and_rater(engine_home,
                                                                     tmp_path: Path) -> None:
@@ -185,10 +194,7 @@ def test_ctrl_c_stops_microrts_training_with_its_workers_and_rater(engine_home,
     and the league's rater process: the update in progress finishes, a checkpoint is written,
     the command exits 130 within seconds, and no process of the run is left behind."""
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "selfplay.cli", "train", "--game", "microrts", "--run-dir",
-               str(run_dir), "--no-progress", "--total-steps", "100000000",
-               "--set", "game.num_envs=4", "--set", "game.options.map=basesWorkers8x8",
-               "--set", "game.options.num_selfplay_envs=2", "--set", "game.options.workers=2",
+    command = [*small_8x8_training(run_dir),
                "--set", "game.options.bots=[WorkerRush]", "--set", "ppo.num_steps=32",
                "--set", "league.snapshot_every=1", "--set", "league.eval_every=1",
                "--set", "league.eval_games=2", "--set", "league.eval_envs=2",
@@ -234,11 +240,8 @@ def test_a_worker_lost_mid_run_stops_training_naming_the_checkpoint(engine_home,
     """A worker process killed during training: the command stops in one line with the
     worker's error, the update it stopped in and the checkpoint to resume from."""
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "selfplay.cli", "train", "--game", "microrts", "--run-dir",
-               str(run_dir), "--no-progress", "--total-steps", "100000000",
-               "--set", "game.num_envs=4", "--set", "game.options.map=basesWorkers8x8",
-               "--set", "game.options.num_selfplay_envs=2", "--set", "game.options.workers=2",
-               "--set", "ppo.num_steps=16", "--set", "league.enabled=false",
+    command = [*small_8x8_training(run_dir), "--set", "ppo.num_steps=16",
+               "--set", "league.enabled=false",
                "--set", "checkpoint.every_updates=1", "--set", "network.channels=[8,16]",
                "--set", "log.tensorboard=false"]
     proc = subprocess.Popen(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
