@@ -293,6 +293,15 @@ class SupportsBotSwap(Protocol):
 
 
 @runtime_checkable
+class HasLostWorkers(Protocol):
+    """Games stepped by workers that may be lost and come back (Ray actors): the games a lost
+    worker was playing end as truncated and new ones begin (:mod:`games.workers.vec`)."""
+
+    revivals: int
+    """workers lost and revived over the game's life"""
+
+
+@runtime_checkable
 class HasRewardComponents(Protocol):
     """Games whose reward is a weighted sum of named components, logged one by one."""
 

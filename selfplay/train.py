@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from games.core import GameError, HasOpponentNames, HasRewardComponents
+from games.core import GameError, HasLostWorkers, HasOpponentNames, HasRewardComponents
 from selfplay.checkpoint import list_checkpoints, resolve_checkpoint
 from selfplay.component_returns import ComponentReturns
 from selfplay.config import TrainConfig
@@ -37,6 +37,9 @@ def build_trainer(config: TrainConfig, run: RunDir | None,
         trainer = Trainer(config, game, run, ranks)
         if init_from is not None:
             trainer.start_from(init_from)
+        if config.distributed.backend == "ray" and isinstance(game, HasLostWorkers):
+            # in the metrics (TensorBoard, metrics.jsonl) beside the warning on stderr
+            trainer.add_update_hook(lambda: {"workers/lost": float(game.revivals)})
         return trainer
     except BaseException:
         game.close()

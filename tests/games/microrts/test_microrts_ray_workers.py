@@ -190,9 +190,9 @@ def test_training_on_ray_matches_local_then_survives_a_lost_node(two_nodes: TwoN
             remote.game.set_bot(3, "nosuchbot")
         two_nodes.cluster.remove_node(two_nodes.node)
         for _ in range(3):
-            remote.run_update()
+            metrics = remote.run_update()
         assert remote.global_step == 4 * remote.steps_per_update
-        assert remote.game.revivals == 1
+        assert remote.game.revivals == 1 and metrics["workers/lost"] == 1.0
     finally:
         local.game.close()
         remote.game.close()
