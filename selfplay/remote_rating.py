@@ -93,7 +93,13 @@ class RemoteRunner:
             stream = self.actor.play.options(num_returns="streaming").remote(
                 self.game, self.conditions, self.policies, matches)
             for ref in stream:
-                done, result = self.ray.get(ref)
+                try:
+                    done, result = self.ray.get(ref)
+                except self.ray.exceptions.RayTaskError as exc:  # the game's own error
+                    cause = exc.cause if isinstance(exc.cause, Exception) else None
+                    if cause is None:
+                        raise
+                    raise cause from None
                 on_result(done, result)
 
 

@@ -257,8 +257,10 @@ def play_on_ray(plan: RecordPlan, shards: list[int], address: str, cpus: int
             try:
                 data, games, steps = ray.get(done[0])
             except ray.exceptions.RayError as exc:
+                cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) else exc
+                text = str(cause).strip() or type(cause).__name__
                 raise GameError(f"recording shard {k} failed on Ray: "
-                                f"{str(exc).strip().splitlines()[0]}") from exc
+                                f"{text.splitlines()[0]}") from exc
             yield k, data, games, steps
     finally:
         session.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -266,8 +267,8 @@ def test_a_ray_rater_lost_mid_tournament_plays_the_rest(two_nodes: TwoNodes, tmp
         assert db.replay_ratings() == db.ratings()
 
 
-def test_the_ray_rater_plays_the_local_raters_games(two_nodes: TwoNodes,
-                                                   tmp_path: Path) -> None:
+def test_the_ray_rater_plays_the_local_raters_games(two_nodes: TwoNodes, tmp_path: Path,
+                                                   capfd: pytest.CaptureFixture[str]) -> None:
     """A snapshot's rating tournament (an earlier snapshot and two engine bots, both sides)
     played by the Ray rater actor, which never opens the database: every match the learner
     stores, and the ratings after them, equal those of the same tournament played by the
@@ -298,6 +299,19 @@ def test_the_ray_rater_plays_the_local_raters_games(two_nodes: TwoNodes,
             games[where] = (rows, db.ratings(), metrics)
     assert len(games["local"][0]) == 3 * 2 and "league/mu" in games["local"][2]
     assert games["ray"] == games["local"]
+    # the actor's own error (an unknown option) reaches the run as the game's one line
+    shutil.copy(tmp_path / "run" / "league.db", tmp_path / "bad.db")  # nothing played yet
+    bad = replace(rating_job(config, spec, tmp_path / "bad.db", first, latest),
+                  options={**config.game.options, "nosuchoption": 1}, seed=3)
+    rater = make_rater(DistributedConfig(backend="ray", address="auto"))
+    try:
+        capfd.readouterr()
+        rater.submit(bad)
+        assert rater.collect(wait=True) == {}
+    finally:
+        rater.close()
+    lines = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
+    assert len(lines) == 1 and "nosuchoption" in lines[0] and "ray::" not in lines[0], lines
 
 
 def family_trainer(game: str, overrides: list[str]) -> Any:
