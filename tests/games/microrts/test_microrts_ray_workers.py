@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import replace
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
