@@ -366,14 +366,14 @@ def test_league_tournament_elo_k(tmp_path: Path) -> None:
     assert json.loads(again.stdout)["played"] == 0
 
 
-def test_league_leaderboard_and_report_without_db_or_game(tmp_path: Path) -> None:
+def test_league_leaderboard_and_report_without_db_or_game(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No --db and no --game: the only database in runs/league/ (of the working directory);
     none or several is a one-line error saying what to do."""
     from league.db import LeagueDB
 
-    def here(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*SELFPLAY, *args], capture_output=True, text=True, timeout=120,
-                              cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    here = run_here  # in this process: seven commands without seven interpreter start-ups
 
     assert_one_line_error(here("league", "leaderboard"), "no league database in runs/league/")
     assert_one_line_error(here("league", "report", "--out", "r.html"),
@@ -399,10 +399,10 @@ def test_league_tournament_with_another_max_steps_is_another_tournament(tmp_path
     default is part of the tournament id; the same command still resumes."""
     db = tmp_path / "steps.db"
 
-    def tournament(*steps: str) -> dict[str, object]:
-        proc = run("league", "tournament", "--game", "microrts", "--players", "workerrush",
-                   "passive", "--map", "basesWorkers8x8", "--games-per-pair", "1", *steps,
-                   "--num-envs", "1", "--db", str(db), "--json")
+    def tournament(*steps: str) -> dict[str, object]:  # in this process: one JVM for all
+        proc = run_here("league", "tournament", "--game", "microrts", "--players",
+                        "workerrush", "passive", "--map", "basesWorkers8x8", "--games-per-pair",
+                        "1", *steps, "--num-envs", "1", "--db", str(db), "--json")
         assert proc.returncode == 0, proc.stderr
         result: dict[str, object] = json.loads(proc.stdout)
         return result
