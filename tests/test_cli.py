@@ -291,22 +291,22 @@ def test_league_tournament_leaderboard_report(tmp_path: Path) -> None:
     db = tmp_path / "league.db"
     args = ["league", "tournament", "--game", "tictactoe", "--players", "random", "win_or_block",
             "--games-per-pair", "40", "--db", str(db), "--json"]
-    first = run(*args)
+    first = run(*args)  # as users run it; the rest in this process
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["played"] == 40
-    again = run(*args)  # re-running resumes: nothing new to play
+    again = run_here(*args)  # re-running resumes: nothing new to play
     assert json.loads(again.stdout)["played"] == 0
-    board = run("league", "leaderboard", "--db", str(tmp_path), "--json")  # dir: its league.db
+    board = run_here("league", "leaderboard", "--db", str(tmp_path), "--json")  # its league.db
     players = json.loads(board.stdout)["players"]
     assert [p["name"] for p in players] == ["win_or_block", "random"]
     assert {"name", "mu", "sigma", "conservative", "elo", "games", "win_rate"} <= set(players[0])
     out = tmp_path / "report.html"
-    assert run("league", "report", "--db", str(db), "--out", str(out)).returncode == 0
+    assert run_here("league", "report", "--db", str(db), "--out", str(out)).returncode == 0
     assert "win_or_block" in out.read_text()
-    assert_one_line_error(run("league", "leaderboard", "--db", str(tmp_path / "none.db")),
+    assert_one_line_error(run_here("league", "leaderboard", "--db", str(tmp_path / "none.db")),
                           "no league database")
-    assert_one_line_error(run("league", "tournament", "--game", "tictactoe", "--players",
-                              "random", "nobody", "--db", str(db)), "player 'nobody'")
+    assert_one_line_error(run_here("league", "tournament", "--game", "tictactoe", "--players",
+                                   "random", "nobody", "--db", str(db)), "player 'nobody'")
 
 
 def test_league_tournament_skips_missing_and_corrupt_checkpoints(tmp_path: Path) -> None:
