@@ -46,7 +46,7 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
 
     from games.batches import random_actions
     from games.lux.adapter import LuxOptions, LuxVecGame
-    from games.lux.observe import legal_masks, observe
+    from games.lux.observe import legal_masks, near_planes, observe
     from games.lux.orders import step_components, to_jux
 
     game = LuxVecGame(LuxOptions(), envs, seed=1)
@@ -56,7 +56,7 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
         batch = game.step(random_actions(game.spec.action_space, batch.action_mask, rng,
                                          (envs, 2)))
     k = game._k
-    states = game._states
+    states, near = game._states, game._near
     cells = game.size * game.size
     grid = jax.numpy.asarray(random_actions(game.spec.action_space, batch.action_mask, rng,
                                             (envs, 2)).reshape(envs, 2, cells, -1))
@@ -66,10 +66,13 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
     actions = jax.jit(jax.vmap(to_jux))(states, grid)
     after = raw(states, actions)
 
-    def conversion_fn(states: Any, grid: Any, after: Any) -> Any:
+    def conversion_fn(states: Any, near: Any, grid: Any, after: Any) -> Any:
+        # as the adapter's step: the near_* planes kept, recomputed when a factory is lost
         acts = jax.vmap(to_jux)(states, grid)
         comps = jax.vmap(step_components)(states, acts, after)
-        return (acts, comps, jax.vmap(lambda s: observe(s, max_steps))(after),
+        lost = (after.n_factories != states.n_factories).any()
+        near = jax.lax.cond(lost, lambda: jax.vmap(near_planes)(after), lambda: near)
+        return (acts, comps, jax.vmap(lambda s, n: observe(s, max_steps, n))(after, near),
                 jax.vmap(lambda s: legal_masks(s, max_units))(after))
 
     conversion = jax.jit(conversion_fn)
@@ -84,8 +87,8 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
 
     cases = {
         "raw": lambda: _timed(lambda: raw(states, actions), calls),
-        "conversion": lambda: _timed(lambda: conversion(states, grid, after), calls),
-        "kernel": lambda: _timed(lambda: k.step(states, grid, max_steps), calls),
+        "conversion": lambda: _timed(lambda: conversion(states, near, grid, after), calls),
+        "kernel": lambda: _timed(lambda: k.step(states, near, grid, max_steps), calls),
         "adapter": adapter_round,
     }
     for fn in cases.values():  # compile and warm up

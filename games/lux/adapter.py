@@ -84,7 +84,7 @@ class _Kernels:
         import jax
         import jax.numpy as jnp
 
-        from games.lux.observe import legal_masks, observe
+        from games.lux.observe import legal_masks, near_planes, observe
         from games.lux.orders import lichen_scores, step_components, to_jux
         from games.lux.placement import start_game
 
@@ -96,18 +96,23 @@ class _Kernels:
 
         # the game length is an argument, not a constant: games of any length share one
         # compilation
-        def view(states: Any, max_steps: Any) -> tuple[Any, Any]:
-            return (jax.vmap(lambda s: observe(s, max_steps))(states),
+        # the games' near_* planes (games.lux.observe.near_planes) travel beside their states
+        near_of = jax.vmap(near_planes)
+
+        def view(states: Any, near: Any, max_steps: Any) -> tuple[Any, Any]:
+            return (jax.vmap(lambda s, n: observe(s, max_steps, n))(states, near),
                     jax.vmap(lambda s: legal_masks(s, max_units))(states))
 
-        def step(states: Any, grid: Any, max_steps: Any) -> tuple[Any, ...]:
+        def step(states: Any, near: Any, grid: Any, max_steps: Any) -> tuple[Any, ...]:
             actions = jax.vmap(to_jux)(states, grid)
             after = jax.vmap(lambda s, a: s._step_late_game(a))(states, actions)
             comps = jax.vmap(step_components)(states, actions, after)
             scores = jax.vmap(lichen_scores)(after)
             done = (after.n_factories == 0).any(-1) | (after.real_env_steps >= max_steps)
-            obs, masks = view(after, max_steps)
-            return after, comps, scores, done, obs, masks
+            lost = (after.n_factories != states.n_factories).any()
+            near = jax.lax.cond(lost, lambda: near_of(after), lambda: near)
+            obs, masks = view(after, near, max_steps)
+            return after, near, comps, scores, done, obs, masks
 
         def refill(states: Any, fresh: Any, take: Any, index: Any) -> Any:
             picked = jax.tree_util.tree_map(lambda f: f[index], fresh)
@@ -116,6 +121,7 @@ class _Kernels:
                                            old), picked, states)
 
         self.start = jax.jit(jax.vmap(lambda seed: start_game(seed, env_cfg, buf_cfg)))
+        self.near = jax.jit(near_of)
         self.view = jax.jit(view)
         self.step = jax.jit(step)
         self.refill = jax.jit(refill)
@@ -149,7 +155,9 @@ class LuxVecGame:
         self._seed = 0 if seed is None else int(seed)
         self._started = 0  # games started so far (the next game's number)
         self._states: Any = None
+        self._near: Any = None  # the games' near_* planes, kept between steps
         self._fresh: Any = None
+        self._fresh_near: Any = None
         self._fresh_used = num_envs
         self._tracker = EpisodeTracker(num_envs, 2)
         self._comp_sums = np.zeros((num_envs, 2, len(REWARD_COMPONENTS)), np.float64)
@@ -169,11 +177,12 @@ class LuxVecGame:
             self._seed, self._started = int(seed), 0
         e = self.spec.num_envs
         self._states = self._k.start(self._seeds(e))
-        self._fresh, self._fresh_used = None, e
+        self._near = self._k.near(self._states)
+        self._fresh, self._fresh_near, self._fresh_used = None, None, e
         self._tracker = EpisodeTracker(e, 2)
         self._comp_sums[:] = 0.0
         self._final_states = self._states
-        obs, masks = self._k.view(self._states, self._max_steps)
+        obs, masks = self._k.view(self._states, self._near, self._max_steps)
         obs = np.array(obs)
         zeros = np.zeros(e, bool)
         return Batch(obs, np.array(masks), obs, np.zeros((e, 2), np.float32), zeros,
@@ -185,8 +194,8 @@ class LuxVecGame:
         e, cells = self.spec.num_envs, self.size * self.size
         grid = np.asarray(actions).reshape(e, 2, cells, len(NVEC))
         before = self._states
-        after, comps, scores, done, obs, masks = self._k.step(before, self._k.jnp.asarray(grid),
-                                                              self._max_steps)
+        after, near, comps, scores, done, obs, masks = self._k.step(
+            before, self._near, self._k.jnp.asarray(grid), self._max_steps)
         comps = np.asarray(comps, np.float64)  # [E, 2, 7]
         done = np.asarray(done)
         scores = np.asarray(scores)
@@ -202,27 +211,33 @@ class LuxVecGame:
         self._final_states = after
         if done.any():
             final_obs = obs_np
-            after = self._replace_finished(after, done)
-            obs, masks = self._k.view(after, self._max_steps)
+            after, near = self._replace_finished(after, near, done)
+            obs, masks = self._k.view(after, near, self._max_steps)
             obs_np = np.array(obs)
-        self._states = after
+        self._states, self._near = after, near
         return Batch(obs_np, np.array(masks), obs_np, reward, done, np.zeros(e, bool),
                      np.ones((e, 2), bool), episodes, final_obs, final_obs)
 
-    def _replace_finished(self, states: Any, done: np.ndarray) -> Any:
-        """``states`` with the finished games swapped for games started ahead."""
+    def _replace_finished(self, states: Any, near: Any, done: np.ndarray) -> tuple[Any, Any]:
+        """``(states, near)`` with the finished games swapped for games started ahead."""
         e = self.spec.num_envs
         count = int(done.sum())
         if self._fresh is None or self._fresh_used + count > e:
             self._fresh, self._fresh_used = self._k.start(self._seeds(e)), 0
+            self._fresh_near = None
+        if self._fresh_near is None:
+            self._fresh_near = self._k.near(self._fresh)
         index = np.zeros(e, np.int32)
         index[done] = self._fresh_used + np.arange(count)
         self._fresh_used += count
         jnp = self._k.jnp
-        return self._k.refill(states, self._fresh, jnp.asarray(done), jnp.asarray(index))
+        take, index = jnp.asarray(done), jnp.asarray(index)
+        return (self._k.refill(states, self._fresh, take, index),
+                self._k.refill(near, self._fresh_near, take, index))
 
     def close(self) -> None:
         self._states = self._fresh = self._final_states = None
+        self._near = self._fresh_near = None
 
     # ------------------------------------------------------------------ capabilities
 
@@ -291,8 +306,10 @@ class LuxVecGame:
             return jax.tree_util.tree_unflatten(tree, arrays)
 
         self._states = rebuild("games")
+        self._near = self._k.near(self._states)
         self._final_states = self._states
         self._fresh = rebuild("fresh") if "fresh.0" in state else None
+        self._fresh_near = None
         self._seed = int(np.asarray(state["seed"]))
         self._started = int(np.asarray(state["started"]))
         self._fresh_used = int(np.asarray(state["fresh_used"]))

@@ -37,8 +37,9 @@ adapter ignores cells without a unit or a factory centre). Every chosen value is
   smallest distance, and only one robot (heavies first) into each cell, so own robots do not
   collide. A robot that has arrived stays (one on ice that cannot dig waits). A robot that
   cannot move (or whose rule asks for nothing legal) holds: ``keep``, unless its queue would
-  move it or dig, then ``recharge``. An action equal to the robot's queued one (the ``queued_*``
-  planes) becomes ``keep``, which continues it without the queue-update power.
+  move it or dig, then ``recharge``. Otherwise a robot names its action even when it is the
+  one already queued (the adapter then lets the queue go on for free, as with ``keep``), so
+  its choices read the same whatever is queued.
 """
 
 from __future__ import annotations
@@ -317,7 +318,7 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np
     kind[pickup] = UNIT["pickup"]
     kind[dig] = UNIT["dig"]
     kind[move >= 0] = UNIT["move"]
-    kind = _settle(obs, can, unit, kind, move, tdir)
+    kind = _settle(obs, can, unit, kind)
 
     out = np.zeros((n, size, size, len(NVEC)), np.int64)
     out[..., 0] = kind
@@ -329,19 +330,15 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np
     return out.reshape(n, size * size, len(NVEC))
 
 
-def _settle(obs: np.ndarray, can: np.ndarray, unit: np.ndarray, kind: np.ndarray,
-            move: np.ndarray, tdir: np.ndarray) -> np.ndarray:
+def _settle(obs: np.ndarray, can: np.ndarray, unit: np.ndarray,
+            kind: np.ndarray) -> np.ndarray:
     """The final unit types: holding robots (``kind`` -1) ``keep``, or ``recharge`` where
-    their queue would move or dig them; an action already queued becomes ``keep``."""
+    their queue would move or dig them."""
     kind = kind.copy()
-    queued, queued_dir = _queued(obs)
+    queued, _ = _queued(obs)
     restless = np.isin(queued, (UNIT["move"], UNIT["dig"], UNIT["self_destruct"]))
     kind[unit & (kind < 0) & restless & can[..., UNIT["recharge"]]] = UNIT["recharge"]
     kind[kind < 0] = UNIT["keep"]
-    same = unit & (kind == queued) & np.where(
-        kind == UNIT["move"], queued_dir == move + 1,
-        np.where(kind == UNIT["transfer"], queued_dir == tdir, True))
-    kind[same] = UNIT["keep"]
     legal = np.take_along_axis(can, kind[..., None], -1)[..., 0]
     kind[~legal] = UNIT["keep"]
     return kind

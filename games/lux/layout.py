@@ -15,7 +15,8 @@ space. A cell may hold a unit (its components :data:`UNIT`\\ ...) and a factory'
   no update, no power spent), ``move``, ``transfer``, ``pickup``, ``dig``, ``self_destruct``,
   ``recharge``. Any other type replaces the unit's queue with that one action, repeated until
   the policy chooses another (Lux's ``repeat``), which costs the queue-update power (light 1,
-  heavy 10), so ``keep`` continues a repeated action for free.
+  heavy 10); choosing the action already at the queue's front continues it for free, as
+  ``keep`` does (power transfers excepted), so a policy need not know what is queued.
 - ``move``: up, right, down, left (used by ``move``).
 - ``transfer_dir``: centre (onto the unit's own factory tile), up, right, down, left; targets
   are the seat's own factory tiles and own units only (used by ``transfer``).
@@ -32,8 +33,9 @@ full.
 from __future__ import annotations
 
 OBS_PLANES: tuple[str, ...] = (
-    "ice", "ore", "rubble", "lichen", "own_lichen", "enemy_lichen",
+    "ice", "ore", "rubble", "lichen", "near_ice", "near_ore", "own_lichen", "enemy_lichen",
     "own_factory", "enemy_factory", "own_factory_centre", "enemy_factory_centre",
+    "near_own_factory",
     "factory_ice", "factory_ore", "factory_water", "factory_metal", "factory_power",
     "own_light", "own_heavy", "enemy_light", "enemy_heavy",
     "unit_power", "unit_ice", "unit_ore", "unit_water", "unit_metal",
@@ -44,10 +46,15 @@ OBS_PLANES: tuple[str, ...] = (
 )
 """The observation planes, in order. Scales: rubble and lichen / 100; a factory's cargo on
 its 9 tiles (ice, ore, water, metal / 1000, power / 5000, at most 1); a unit's power / its
-battery and cargo / its cargo space; ``queued_*`` the front of an own unit's action queue;
+battery and cargo / its cargo space; ``near_*`` how close the nearest ice, ore or own factory
+tile is (:data:`NEAR_RANGE` minus the Manhattan distance, over :data:`NEAR_RANGE`: 1 on the
+target, 0 from :data:`NEAR_RANGE` steps on or where there is none), so a cell's neighbours say
+which step leads there; ``queued_*`` the front of an own unit's action queue;
 ``progress`` the game step / the game's length (``max_steps``, 1000 by the rules) and ``day`` 1
 in daylight, on every cell."""
 PLANE = {name: i for i, name in enumerate(OBS_PLANES)}
+NEAR_RANGE = 64
+"""distances the ``near_*`` planes tell apart (Manhattan steps; boards up to 64x64 fit)"""
 OBS_SCALE = 1.0 / 255.0
 """Observations are ``uint8``: each plane's value in ``[0, 1]`` (clipped) times 255, rounded;
 ``obs * OBS_SCALE`` are the features (the network does it, :attr:`games.core.GameSpec.obs_scale`).

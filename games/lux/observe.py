@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from games.lux.layout import MASK_WIDTH, NVEC, OBS_PLANES, OFFSETS, WATER_RESERVE
+from games.lux.layout import MASK_WIDTH, NEAR_RANGE, NVEC, OBS_PLANES, OFFSETS, WATER_RESERVE
 
 # Jux's directions: centre, up, right, down, left as (dx, dy)
 DELTA = jnp.array([[0, 0], [0, -1], [1, 0], [0, 1], [-1, 0]], dtype=jnp.int32)
@@ -85,15 +85,54 @@ def _occupants(id_map: jnp.ndarray, id2idx: jnp.ndarray, none: int) -> tuple[jnp
     return jnp.where(there, idx[:, 0], 0), jnp.where(there, idx[:, 1], 0), there
 
 
+def manhattan_distance(targets: jnp.ndarray, limit: int = NEAR_RANGE) -> jnp.ndarray:
+    """``int32 [..., S, S]``: Manhattan steps from each cell to the nearest ``targets`` cell
+    (the last two axes; obstacles ignored), exact below ``limit`` and ``limit`` from there on.
+
+    Separable: the distance along one axis, then along the other. Along an axis, rounds with
+    shifts of 1, 2, 4, ... in both directions reach every offset below twice the last shift
+    (an offset is the sum of its binary digits), each at its length: ``2 * log2(limit)``
+    shifted minimums per axis instead of a breadth-first search's ``S`` rounds."""
+    dist = jnp.where(targets, 0, limit).astype(jnp.int32)
+    for axis in (-1, -2):
+        length = dist.shape[axis]
+        shift = 1
+        while shift < min(limit, length):
+            pad = [(0, 0)] * dist.ndim
+            pad[axis] = (shift, shift)
+            wide = jnp.pad(dist, pad, constant_values=limit)
+            before = jax.lax.slice_in_dim(wide, 0, length, axis=axis)
+            after = jax.lax.slice_in_dim(wide, 2 * shift, 2 * shift + length, axis=axis)
+            dist = jnp.minimum(dist, jnp.minimum(before, after) + shift)
+            shift *= 2
+    return jnp.minimum(dist, limit)
+
+
 def quantize(values: jnp.ndarray) -> jnp.ndarray:
     """Features in ``[0, 1]`` (booleans included) as ``uint8`` levels ``0..255``."""
     return jnp.round(jnp.clip(values.astype(jnp.float32), 0.0, 1.0) * 255.0).astype(jnp.uint8)
 
 
-def observe(state: Any, max_steps: Any = None) -> jnp.ndarray:
+def near_planes(state: Any) -> jnp.ndarray:
+    """``uint8 [4, S * S]``: the ``near_ice`` and ``near_ore`` planes, then ``near_own_factory``
+    of team 0 and of team 1 (quantized as the observation is).
+
+    Ice and ore never change and factories only appear at the start and disappear when they
+    run dry, so the adapter keeps these planes between steps (recomputed when a factory is
+    lost): the distance transform costs as much as the rest of the observation."""
+    size = state.board.lichen.shape[0]
+    fac_team = factory_team_map(state)
+    dist = manhattan_distance(jnp.stack([state.board.ice, state.board.ore, fac_team == 0,
+                                         fac_team == 1]))
+    near = 1.0 - jnp.swapaxes(dist, -1, -2).astype(jnp.float32) / NEAR_RANGE  # [4, y, x]
+    return quantize(near.reshape(4, size * size))
+
+
+def observe(state: Any, max_steps: Any = None, near: jnp.ndarray | None = None) -> jnp.ndarray:
     """``uint8 [2, C, S, S]``: each seat's planes (:data:`~games.lux.layout.OBS_PLANES`),
     quantized to 256 levels (:data:`~games.lux.layout.OBS_SCALE`); ``max_steps`` (a traced
-    scalar) is the game's length for the ``progress`` plane (default: the rules').
+    scalar) is the game's length for the ``progress`` plane (default: the rules'); ``near``
+    the state's :func:`near_planes` when kept from an earlier step (computed when not given).
 
     Built channel-major (``[C, S * S]``), planes shared by the seats computed once: writing the
     observation is most of the cost (4 bytes per value in float32, 1 in uint8)."""
@@ -147,9 +186,11 @@ def observe(state: Any, max_steps: Any = None) -> jnp.ndarray:
     steps = state.real_env_steps.astype(f32) / length
     day = ((state.real_env_steps % cfg.CYCLE_LENGTH) < cfg.DAY_LENGTH).astype(f32)
     clock = jnp.broadcast_to(quantize(jnp.stack([steps, day]))[:, None], (2, cells))
-    common = jnp.stack([flag(grid_xy(board.ice)), flag(grid_xy(board.ore)),
-                        quantize(grid_xy(board.rubble) / 100.0),
-                        quantize(grid_xy(board.lichen) / 100.0)])  # [4, cells]
+    near = near_planes(state) if near is None else near
+    common = jnp.concatenate([
+        jnp.stack([flag(grid_xy(board.ice)), flag(grid_xy(board.ore)),
+                   quantize(grid_xy(board.rubble) / 100.0),
+                   quantize(grid_xy(board.lichen) / 100.0)]), near[:2]])  # [6, cells]
 
     def seat_pieces(s: int) -> list[jnp.ndarray]:
         own = u_there & (u_team == s)
@@ -159,6 +200,7 @@ def observe(state: Any, max_steps: Any = None) -> jnp.ndarray:
             flag(jnp.stack([strain_team == s, strain_team == 1 - s, fac_team == s,
                             fac_team == 1 - s, c_there & (c_team == s),
                             c_there & (c_team != s)])),
+            near[2 + s:3 + s],  # own factory tiles
             fac_planes,
             jnp.where(own, at_cell[0:2], u8(0)), jnp.where(enemy, at_cell[0:2], u8(0)),
             at_cell[2:7],  # power and cargo of whichever unit stands there

@@ -2,9 +2,13 @@
 
 :func:`to_jux` reads each unit's and factory's row of the seat's ``[S * S, 6]`` grid action
 (:mod:`games.lux.layout`) at its cell and writes Jux's ``JuxAction``: a unit whose type is not
-``keep`` gets a one-action queue (repeated until replaced); a factory's choice becomes its
-factory action. Values are clipped into their components' ranges, so no input makes a
-malformed action (Jux drops a player's whole turn for one).
+``keep`` gets a one-action queue (repeated until replaced), unless that action is already the
+front of its queue (same type, direction and resource; power transfers excepted, their amount
+follows the unit's power): then the queue goes on, free of the queue-update power, as with
+``keep``. A policy never needs to know what is queued: choosing the same action again costs
+nothing. A factory's choice becomes its factory action. Values are clipped into their
+components' ranges, so no input makes a malformed action (Jux drops a player's whole turn for
+one).
 
 :func:`executed` reconstructs what each unit does this step (the new action where the queue
 update is paid for, else the queue's front), from which :func:`step_components` measures what
@@ -83,13 +87,33 @@ def to_jux(state: Any, grid: jnp.ndarray) -> Any:
         repeat=queue(JUX_REPEAT[kind], jnp.int16),
         n=queue(jnp.ones_like(kind), jnp.int16),
     )
-    update = umask & (kind != UNIT["keep"])
+    update = umask & (kind != UNIT["keep"]) & ~_queued_already(state, JUX_TYPE[kind],
+                                                                direction, resource)
     fmask = state.factory_mask
     frow = grid[teams, _cell(state.factories.pos.pos, size, fmask)]  # [2, F, 6]
     factory_action = jnp.where(fmask, frow[..., 5] - 1, -1).astype(jnp.int8)
     return JuxAction(factory_action=factory_action, unit_action_queue=actions,
                      unit_action_queue_count=update.astype(jnp.int8),
                      unit_action_queue_update=update)
+
+
+def _queued_already(state: Any, jux_type: jnp.ndarray, direction: jnp.ndarray,
+                    resource: jnp.ndarray) -> jnp.ndarray:
+    """``bool [2, U]``: the unit's queue front already is this repeating action (power
+    transfers excepted: their amount is half the power the unit has now)."""
+    queue = state.units.action_queue
+    front = queue.front.astype(jnp.int32)[..., None]
+
+    def at_front(x: jnp.ndarray) -> jnp.ndarray:
+        return jnp.take_along_axis(x, front, -1)[..., 0].astype(jnp.int32)
+
+    q_type = at_front(queue.data.action_type)
+    uses_dir = (jux_type == 0) | (jux_type == 1)  # move, transfer
+    uses_res = (jux_type == 1) | (jux_type == 2)  # transfer, pickup
+    return ((queue.count > 0) & (at_front(queue.data.repeat) > 0) & (q_type == jux_type)
+            & (~uses_dir | (at_front(queue.data.direction) == direction))
+            & (~uses_res | (at_front(queue.data.resource_type) == resource))
+            & ~((jux_type == 1) & (resource == 4)))
 
 
 def executed(state: Any, action: Any) -> tuple[Any, jnp.ndarray]:

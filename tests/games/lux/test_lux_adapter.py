@@ -30,7 +30,7 @@ def _random(game: LuxVecGame, mask: np.ndarray, rng: np.random.Generator) -> np.
 def test_start_of_game_is_bid_and_placed() -> None:
     game = _game(seed=3)
     batch = game.reset()
-    assert batch.obs.shape == (E, 2, 36, 48, 48) and batch.obs.dtype == np.uint8
+    assert batch.obs.shape == (E, 2, 39, 48, 48) and batch.obs.dtype == np.uint8
     assert batch.action_mask.shape == (E, 2, 2304, 30)
     for e in range(E):
         st = game.host_state(e)
@@ -62,19 +62,27 @@ def _unit_at(st: Any, team: int) -> dict[int, tuple[int, int]]:
 
 
 def test_masked_in_actions_are_carried_out_by_the_engine() -> None:
-    """Every robot order the masks allow is executed (the engine pops it from the queue) and
-    every factory build they allow creates a robot, over games of random legal play."""
+    """Every robot order the masks allow is executed (the engine pops it from the queue: a new
+    queue's front moves to 1, a queue that goes on because its action was chosen again moves
+    one further) and every factory build they allow creates a robot, over games of random
+    legal play."""
+    import jax
+
+    from games.lux.orders import to_jux
+
     game = _game(seed=11)
     batch = game.reset()
     rng = np.random.default_rng(0)
     executed = {kind: 0 for kind in ("move", "transfer", "pickup", "dig")}
-    builds = 0
+    continued = builds = 0
     for _ in range(2 * MAX_STEPS):
         actions = _random(game, batch.action_mask, rng)
         before = [game.host_state(e) for e in range(E)]
         batch = game.step(actions)
         for e in np.flatnonzero(~batch.terminated):
             after = game.host_state(e)
+            new_queue = np.asarray(to_jux(jax.tree_util.tree_map(jax.numpy.asarray, before[e]),
+                                          actions[e]).unit_action_queue_update)
             chosen_builds = 0
             for team in range(2):
                 act = actions[e, team]
@@ -85,7 +93,12 @@ def test_masked_in_actions_are_carried_out_by_the_engine() -> None:
                     slot = after.unit_id2idx[uid]
                     if slot[0] != team or slot[1] >= after.n_units[team]:
                         continue  # destroyed (a collision)
-                    assert int(after.units.action_queue.front[team][slot[1]]) == 1, (
+                    queue = before[e].units.action_queue
+                    old = int(before[e].unit_id2idx[uid][1])
+                    size = queue.data.action_type.shape[-1]
+                    front = 1 if new_queue[team, old] else (int(queue.front[team][old]) + 1) % size
+                    continued += not new_queue[team, old]
+                    assert int(after.units.action_queue.front[team][slot[1]]) == front, (
                         f"env {e} team {team}: a legal {kind} was not executed")
                     executed[kind] += 1
                 n_fac = int(before[e].n_factories[team])
@@ -94,10 +107,41 @@ def test_masked_in_actions_are_carried_out_by_the_engine() -> None:
                     chosen_builds += choice in (1, 2)
             assert int(after.global_id) - int(before[e].global_id) == chosen_builds
             builds += chosen_builds
-    assert builds > 20 and min(executed.values()) > 5, (builds, executed)
+    assert builds > 20 and min(executed.values()) > 5 and continued > 5, (builds, executed,
+                                                                          continued)
 
 
 UNIT_NAMES = {v: k for k, v in UNIT.items()}
+
+
+def test_choosing_the_queued_action_again_is_keep() -> None:
+    """A robot that names the action already at its queue's front goes on with it free of the
+    queue-update power: the game goes exactly as with ``keep`` (and the robot did move)."""
+    from games.lux.layout import OFFSETS
+
+    game = _game(seed=2)
+    batch = game.reset()
+    build = np.zeros((E, 2, 48 * 48, len(NVEC)), np.int64)
+    build[..., 5] = np.where(batch.action_mask[..., OFFSETS[5] + 2], 2, 0)  # heavies
+    batch = game.step(build)
+    robots = batch.action_mask[..., UNIT["move"]]  # [E, 2, cells]: robots that can move
+    e, seat, cell = (int(v[0]) for v in np.nonzero(robots))
+    direction = int(np.flatnonzero(batch.action_mask[e, seat, cell, OFFSETS[1]:OFFSETS[2]])[0])
+    order = np.zeros_like(build)
+    order[e, seat, cell, :2] = UNIT["move"], direction
+    batch = game.step(order)  # a new queue: move, repeated
+    moved = int(np.flatnonzero((batch.obs[e, seat, PLANE["own_heavy"]].reshape(-1) > 0)
+                               & (batch.obs[e, seat, PLANE["queued_move"]].reshape(-1) > 0))[0])
+    assert moved != cell
+    saved = game.get_state()
+    again = np.zeros_like(build)
+    again[e, seat, moved, :2] = UNIT["move"], direction
+    assert batch.action_mask[e, seat, moved, OFFSETS[1] + direction]  # seed 2: not blocked
+    with_again = game.step(again)
+    game.set_state(saved)
+    with_keep = game.step(np.zeros_like(build))
+    np.testing.assert_array_equal(with_again.obs, with_keep.obs)
+    assert (with_again.obs[e, seat, PLANE["own_heavy"]].reshape(-1)[moved] == 0)  # it moved on
 
 
 def test_no_input_makes_a_malformed_action() -> None:
@@ -259,9 +303,74 @@ def test_either_seat_sees_the_same_game_mirrored() -> None:
     assert checked >= 2
 
 
+def _brute_distance(targets: np.ndarray, limit: int) -> np.ndarray:
+    """Manhattan distance to the nearest target of a ``[S, S]`` board, cell by cell."""
+    ys, xs = np.nonzero(targets)
+    grid_y, grid_x = np.indices(targets.shape)
+    if not len(ys):
+        return np.full(targets.shape, limit)
+    dist = (np.abs(grid_y[..., None] - ys) + np.abs(grid_x[..., None] - xs)).min(-1)
+    return np.minimum(dist, limit)
+
+
+def test_near_planes_are_manhattan_distances_to_ice_ore_and_own_factories() -> None:
+    from games.lux.layout import NEAR_RANGE, OBS_SCALE
+    from games.lux.observe import manhattan_distance
+
+    rng = np.random.default_rng(3)
+    for density in (0.002, 0.02, 0.3):  # a few far targets, many, and none on some boards
+        boards = rng.random((3, 48, 48)) < density
+        boards[0] = False
+        got = np.asarray(manhattan_distance(boards))
+        for board, dist in zip(boards, got, strict=True):
+            assert np.array_equal(dist, _brute_distance(board, NEAR_RANGE))
+
+    game = _game(seed=5)
+    batch = game.reset()
+    batch = game.step(_random(game, batch.action_mask, np.random.default_rng(5)))
+    for seat in range(2):
+        obs = batch.obs[0, seat].astype(np.float64) * OBS_SCALE
+        for near, target in (("near_ice", "ice"), ("near_ore", "ore"),
+                             ("near_own_factory", "own_factory")):
+            expected = 1.0 - _brute_distance(obs[PLANE[target]] > 0, NEAR_RANGE) / NEAR_RANGE
+            assert np.abs(obs[PLANE[near]] - expected).max() <= 0.5 / 255 + 1e-9, near
+        # the plane is 1 exactly on own factory tiles
+        assert (obs[PLANE["near_own_factory"]] == 1.0).sum() == (obs[PLANE["own_factory"]]
+                                                                  > 0).sum()
+
+
+def test_kept_near_planes_equal_fresh_ones_across_game_ends_and_resumption() -> None:
+    """The adapter keeps the near_* planes between steps: after games end and are replaced,
+    and after a restored state, every observation equals one computed from scratch."""
+    import jax
+
+    from games.lux.observe import observe
+
+    see = jax.jit(jax.vmap(lambda s: observe(s, MAX_STEPS)))
+    game = _game(seed=8)
+    batch = game.reset()
+    rng = np.random.default_rng(8)
+    ended = 0
+    for _ in range(MAX_STEPS + 5):
+        batch = game.step(_random(game, batch.action_mask, rng))
+        ended += int(batch.terminated.sum())
+    assert ended >= E  # every game ended once and was replaced
+    assert np.array_equal(np.asarray(see(game._states)), batch.obs)
+
+    saved = game.get_state()
+    other = _game(seed=99)
+    other.reset()
+    other.set_state(saved)
+    actions = _random(game, batch.action_mask, rng)
+    resumed = other.step(actions).obs
+    assert np.array_equal(resumed, game.step(actions).obs)
+    assert np.array_equal(np.asarray(see(other._states)), resumed)
+
+
 # sha256 (first 16 hex digits) of 30 steps of seeded random legal play from seed 21: every
-# observation, mask, reward and end, measured with jax 0.10.2 on this machine (2026-11-25)
-GOLDEN_TRAJECTORY = "01aaf6e3017e3b15"
+# observation, mask, reward and end, measured with jax 0.10.2 on this machine (2026-11-25;
+# again 2026-11-26, after the near_* planes and free re-chosen queued actions changed it)
+GOLDEN_TRAJECTORY = "e64c47854f5f4146"
 
 
 def test_a_seeded_trajectory_reproduces_its_stored_hash() -> None:

@@ -264,17 +264,18 @@ class Board:
         return out.reshape(S, S, len(NVEC))
 
 
-def test_digs_on_ice_and_keeps_a_queued_dig() -> None:
+def test_digs_on_ice_and_names_a_queued_dig_again() -> None:
     board = Board().set("ice", 3, 3).robot(3, 3)
     assert board.act()[3, 3, 0] == UNIT["dig"]
-    assert board.set("queued_dig", 3, 3).act()[3, 3, 0] == UNIT["keep"]
+    # the same choice whatever is queued (the adapter lets the queued dig go on for free)
+    assert board.set("queued_dig", 3, 3).act()[3, 3, 0] == UNIT["dig"]
 
 
 def test_moves_to_ice_around_robots() -> None:
     board = Board().set("ice", 3, 5).robot(3, 1)
     assert tuple(board.act()[3, 1, :2]) == (UNIT["move"], 1)  # right
     board.set("queued_move", 3, 1).set("queued_right", 3, 1)
-    assert board.act()[3, 1, 0] == UNIT["keep"]  # the queued move continues
+    assert tuple(board.act()[3, 1, :2]) == (UNIT["move"], 1)  # named again: it goes on
     board.set("enemy_heavy", 3, 2)  # in the way: around it
     row = board.act()[3, 1]
     assert row[0] == UNIT["move"] and row[1] in (0, 2)
