@@ -73,7 +73,7 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
         lost = (after.n_factories != states.n_factories).any()
         near = jax.lax.cond(lost, lambda: jax.vmap(near_planes)(after), lambda: near)
         return (acts, comps, jax.vmap(lambda s, n: observe(s, max_steps, n))(after, near),
-                jax.vmap(lambda s: legal_masks(s, max_units))(after))
+                jax.vmap(lambda s: legal_masks(s, max_units, max_steps))(after))
 
     conversion = jax.jit(conversion_fn)
     plan = [random_actions(game.spec.action_space, batch.action_mask, rng, (envs, 2))

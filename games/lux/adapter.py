@@ -101,7 +101,7 @@ class _Kernels:
 
         def view(states: Any, near: Any, max_steps: Any) -> tuple[Any, Any]:
             return (jax.vmap(lambda s, n: observe(s, max_steps, n))(states, near),
-                    jax.vmap(lambda s: legal_masks(s, max_units))(states))
+                    jax.vmap(lambda s: legal_masks(s, max_units, max_steps))(states))
 
         def step(states: Any, near: Any, grid: Any, max_steps: Any) -> tuple[Any, ...]:
             actions = jax.vmap(to_jux)(states, grid)

@@ -84,7 +84,8 @@ OFFSETS: tuple[int, ...] = tuple(sum(NVEC[:i]) for i in range(len(NVEC)))
 MASK_WIDTH = sum(NVEC)
 
 WATER_RESERVE = 100
-"""water a pickup leaves in the factory (masks allow water pickups only beyond it)"""
+"""water a pickup leaves in the factory (masks allow water pickups only beyond it), and
+watering too, but never more than the factory drinks in the steps the game has left"""
 
 UNIT = {name: i for i, name in enumerate(UNIT_TYPES)}
 FACTORY = {name: i for i, name in enumerate(FACTORY_ACTIONS)}

@@ -18,8 +18,11 @@ a masked-in choice is one the engine carries out this turn:
 - ``self_destruct``: with its power; ``recharge``: with the battery not full;
 - factory builds: with the metal and power, and only while the team's unit slots (the engine's
   ``max_units``) cannot overflow; ``water``: with the watering's water cost plus the step's
-  consumption, so watering never starves the factory this turn (the cost is bounded from above
-  without the engine's flood fill: :func:`water_cost_bound`).
+  consumption plus a reserve, the water the factory drinks in the steps the game has left, at
+  most :data:`~games.lux.layout.WATER_RESERVE` (the pickups' reserve): watering never starves a
+  factory (a factory without water is lost, and a team without factories loses), and in the
+  last steps every drop may go to the lichen. The cost is bounded from above without the
+  engine's flood fill (:func:`water_cost_bound`).
 """
 
 from __future__ import annotations
@@ -245,8 +248,9 @@ def water_cost(state: Any) -> jnp.ndarray:
     return jnp.ceil(grow / state.env_cfg.LICHEN_WATERING_COST_FACTOR).astype(jnp.int32)
 
 
-def legal_masks(state: Any, max_units: int) -> jnp.ndarray:
-    """``bool [2, S * S, MASK_WIDTH]``: each seat's legal actions per cell."""
+def legal_masks(state: Any, max_units: int, max_steps: Any = None) -> jnp.ndarray:
+    """``bool [2, S * S, MASK_WIDTH]``: each seat's legal actions per cell; ``max_steps`` (a
+    traced scalar) is the game's length for the watering reserve (default: the rules')."""
     cfg = state.env_cfg
     size = state.board.lichen.shape[0]
     i32 = jnp.int32
@@ -318,8 +322,11 @@ def legal_masks(state: Any, max_units: int) -> jnp.ndarray:
         f_pow >= robot_table(cfg, "POWER_COST")[0]) & room
     heavy_b = (f_metal >= robot_table(cfg, "METAL_COST")[1]) & (
         f_pow >= robot_table(cfg, "POWER_COST")[1]) & room
+    length = cfg.max_episode_length if max_steps is None else max_steps
+    steps_left = jnp.maximum(length - state.real_env_steps.astype(i32) - 1, 0)
+    reserve = jnp.minimum(WATER_RESERVE, steps_left * cfg.FACTORY_WATER_CONSUMPTION)
     water = state.factories.cargo.stock[..., 2].astype(i32) >= (
-        water_cost_bound(state) + cfg.FACTORY_WATER_CONSUMPTION)
+        water_cost_bound(state) + cfg.FACTORY_WATER_CONSUMPTION + reserve)
     fac_comp = jnp.stack([fmask, light, heavy_b, water], -1) & fmask[..., None]  # [2, F, 4]
     fac_rows = jnp.zeros(fmask.shape + (MASK_WIDTH,), bool).at[..., OFFSETS[5]:].set(fac_comp)
 

@@ -114,6 +114,35 @@ def test_masked_in_actions_are_carried_out_by_the_engine() -> None:
 UNIT_NAMES = {v: k for k, v in UNIT.items()}
 
 
+def test_watering_keeps_the_water_the_factory_drinks_until_the_end() -> None:
+    """Watering is legal with its cost, the step's drink and a reserve: the water of the
+    steps left, at most 100 (so it never costs a factory), all of it in the last step."""
+    import jax
+
+    from games.lux.layout import FACTORY, OFFSETS, WATER_RESERVE
+    from games.lux.observe import legal_masks, water_cost_bound
+
+    game = _game(seed=6)
+    batch = game.reset()
+    for _ in range(3):
+        batch = game.step(_random(game, batch.action_mask, np.random.default_rng(6)))
+    state = jax.tree_util.tree_map(jax.numpy.asarray, game.host_state(0))
+    step = int(state.real_env_steps)
+    water = np.asarray(state.factories.cargo.stock[..., 2]).astype(int)  # [2, F]
+    bound = np.asarray(water_cost_bound(state))
+    there = np.asarray(state.factory_mask)
+    pos = np.asarray(state.factories.pos.pos)
+    seen = set()
+    for length, reserve in ((1000, WATER_RESERVE), (step + 31, 30), (step + 1, 0)):
+        masks = np.asarray(legal_masks(state, 200, jax.numpy.int32(length)))
+        for team, slot in zip(*np.nonzero(there), strict=True):
+            cell = int(pos[team, slot, 1]) * 48 + int(pos[team, slot, 0])
+            legal = bool(masks[team, cell, OFFSETS[5] + FACTORY["water"]])
+            assert legal == (water[team, slot] >= bound[team, slot] + 1 + reserve)
+            seen.add(legal)
+    assert seen == {True, False}  # start water 150 (less the drink): legal at the end only
+
+
 def test_choosing_the_queued_action_again_is_keep() -> None:
     """A robot that names the action already at its queue's front goes on with it free of the
     queue-update power: the game goes exactly as with ``keep`` (and the robot did move)."""
