@@ -15,7 +15,8 @@ any ``--set``; the learning rate anneals to zero as the budget runs out (as in
 ``tools/bench_microrts_learning.py``, whose loop this reuses). Then ``--games`` full games
 against ``--bot`` (default ``heuristic``) with sides alternating (``selfplay play``). Reported:
 the training curve, the time split, the snapshots' ratings over the run (league database), and
-the evaluation's wins, losses, draws and 95 % interval.
+the evaluation's wins, losses, draws and 95 % interval, with actions sampled (as in training)
+and with the most likely actions.
 """
 
 from __future__ import annotations
@@ -118,10 +119,13 @@ def main() -> None:
     for row in league:
         print("  ", row, flush=True)
     result = evaluate(trained["checkpoint"], args.bot, args.games, args.seed + 1000)
+    argmax = evaluate(trained["checkpoint"], args.bot, args.games, args.seed + 1000,
+                      deterministic=True)
     summary = {"bot": args.bot, "minutes": args.minutes, "overrides": args.set,
                "machine": f"{platform.machine()} {platform.node()}",
                "cpus": len(os.sched_getaffinity(0)), "date": time.strftime("%Y-%m-%d"),
-               "cloning": cloned, "training": trained, "league": league, "evaluation": result}
+               "cloning": cloned, "training": trained, "league": league, "evaluation": result,
+               "evaluation_most_likely": argmax}
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(summary, indent=1, default=str))

@@ -97,14 +97,17 @@ def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | No
 
 
 def evaluate(checkpoint: str, bot: str, games: int, seed: int,
-             map_name: str | None = None) -> dict[str, Any]:
-    """``games`` games of ``checkpoint`` against ``bot``, sides alternating; printed and
-    returned (``selfplay play``'s result with ``seconds``)."""
+             map_name: str | None = None, deterministic: bool = False) -> dict[str, Any]:
+    """``games`` games of ``checkpoint`` against ``bot``, sides alternating (actions sampled,
+    or the most likely with ``deterministic``); printed and returned (``selfplay play``'s
+    result with ``seconds``)."""
     start = time.perf_counter()
-    result = play(checkpoint, bot, games=games, map_name=map_name, seed=seed)
+    result = play(checkpoint, bot, games=games, map_name=map_name, seed=seed,
+                  deterministic=deterministic)
     result["seconds"] = round(time.perf_counter() - start, 1)
     low, high = result["ci95"]
     where = f" on {map_name}" if map_name else ""
+    where += " (most likely actions)" if deterministic else ""
     print(f"evaluation vs {bot}{where}: {result['wins']} wins, {result['losses']} losses, "
           f"{result['draws']} draws of {result['games']}; win rate {result['win_rate']:.1%} "
           f"(95% CI {low:.1%}-{high:.1%})", flush=True)
