@@ -75,14 +75,14 @@ def test_masked_in_actions_are_carried_out_by_the_engine() -> None:
     rng = np.random.default_rng(0)
     executed = {kind: 0 for kind in ("move", "transfer", "pickup", "dig")}
     continued = builds = 0
+    new_queues = jax.jit(lambda state, grid: to_jux(state, grid).unit_action_queue_update)
     for _ in range(2 * MAX_STEPS):
         actions = _random(game, batch.action_mask, rng)
         before = [game.host_state(e) for e in range(E)]
         batch = game.step(actions)
         for e in np.flatnonzero(~batch.terminated):
             after = game.host_state(e)
-            new_queue = np.asarray(to_jux(jax.tree_util.tree_map(jax.numpy.asarray, before[e]),
-                                          actions[e]).unit_action_queue_update)
+            new_queue = np.asarray(new_queues(before[e], actions[e]))
             chosen_builds = 0
             for team in range(2):
                 act = actions[e, team]
@@ -133,8 +133,9 @@ def test_watering_keeps_the_water_the_factory_drinks_until_the_end() -> None:
     there = np.asarray(state.factory_mask)
     pos = np.asarray(state.factories.pos.pos)
     seen = set()
+    masks_of = jax.jit(lambda s, n: legal_masks(s, 200, n))
     for length, reserve in ((1000, WATER_RESERVE), (step + 31, 30), (step + 1, 0)):
-        masks = np.asarray(legal_masks(state, 200, jax.numpy.int32(length)))
+        masks = np.asarray(masks_of(state, jax.numpy.int32(length)))
         for team, slot in zip(*np.nonzero(there), strict=True):
             cell = int(pos[team, slot, 1]) * 48 + int(pos[team, slot, 0])
             legal = bool(masks[team, cell, OFFSETS[5] + FACTORY["water"]])
