@@ -187,6 +187,18 @@ def iter_shards(paths: list[Path], manifest: Mapping[str, Mapping[str, Any]]
             warn_skipped(exc, manifest.get(path.name))
 
 
+def held_out_split(keys: list[str], share: float) -> np.ndarray:
+    """``bool [N]``: which of the games named ``keys`` (``"<shard file>:<index>"``) form the
+    held-out (validation) share, by each key's hash, so the split never changes as shards are
+    added; at least one game of two or more when ``share > 0``, so validation has a game."""
+    fractions = np.array([int.from_bytes(hashlib.sha1(key.encode()).digest()[:4], "big")
+                          / 2**32 for key in keys])
+    held = fractions < share
+    if len(keys) > 1 and share > 0:
+        held[int(np.argmin(fractions))] = True
+    return held
+
+
 def folder_totals(folder: Path) -> tuple[int, int]:
     """``(games, shards)`` the folder's manifest lists (zeros for a folder without one)."""
     entries = read_manifest(folder)

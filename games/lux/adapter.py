@@ -66,6 +66,17 @@ class LuxOptions:
             raise ValueError(f"render_cell must be >= 2, got {self.render_cell}")
 
 
+def lux_spec(name: str, num_envs: int, size: int) -> GameSpec:
+    """The spec of ``num_envs`` Lux games on a ``size`` x ``size`` board, two seats."""
+    planes = (len(OBS_PLANES), size, size)
+    return GameSpec(
+        name=name, num_envs=num_envs, num_seats=2, obs_shape=planes,
+        obs_dtype=np.dtype(np.uint8), obs_scale=OBS_SCALE,
+        action_space=MultiDiscrete(NVEC, grid=(size, size), gates=GATES, names=COMPONENTS),
+        state_shape=planes, state_dtype=np.dtype(np.uint8), state_is_obs=True,
+        obs_kind="grid", zero_sum=True, render_fps=10)
+
+
 class _Kernels:
     """The jitted functions of one rule set (shared by every game of those rules)."""
 
@@ -143,13 +154,7 @@ class LuxVecGame:
         self._max_steps = self._k.jnp.int32(options.max_steps)
         size = self._k.rules.map_size
         self.size = size
-        planes = (len(OBS_PLANES), size, size)
-        self.spec = GameSpec(
-            name=name, num_envs=num_envs, num_seats=2, obs_shape=planes,
-            obs_dtype=np.dtype(np.uint8), obs_scale=OBS_SCALE,
-            action_space=MultiDiscrete(NVEC, grid=(size, size), gates=GATES, names=COMPONENTS),
-            state_shape=planes, state_dtype=np.dtype(np.uint8), state_is_obs=True,
-            obs_kind="grid", zero_sum=True, render_fps=10)
+        self.spec = lux_spec(name, num_envs, size)
         self._weights = np.array([options.reward_weights.get(c, 0.0)
                                   for c in REWARD_COMPONENTS], np.float64)
         self._seed = 0 if seed is None else int(seed)

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from games.core import GameError
-from games.family import SeatBotsFamily
+from games.core import GameError, VecGame
+from games.family import SeatBotsFamily, Teachers
 
 
 def _bots() -> dict[str, Callable[..., np.ndarray]]:
@@ -31,6 +31,22 @@ class LuxFamily(SeatBotsFamily):
 
     def seat_bots(self) -> Mapping[str, Callable[..., np.ndarray]]:
         return _bots()
+
+    def teacher_game(self, game: str, teachers: Teachers, num_envs: int, seed: int,
+                     options: Mapping[str, Any]) -> VecGame:
+        """Replays (converted Kaggle episodes: :class:`~games.lux.replay_game.LuxReplayGame`)
+        or the live seat bots."""
+        if teachers.replays is None:
+            return super().teacher_game(game, teachers, num_envs, seed, options)
+        if teachers.bots:
+            raise GameError("name either live teachers or replays, not both")
+        from games.lux.adapter import LuxOptions
+        from games.lux.replay_game import LuxReplayGame
+        from games.options import from_mapping
+
+        return LuxReplayGame(from_mapping(LuxOptions, options, "game.options."), num_envs,
+                             teachers.replays, teachers.imitate, teachers.winners_only,
+                             teachers.held_out, teachers.validation_share, seed, game)
 
     def import_replays(self, game: str, fmt: str, paths: list[Path], out: Path,
                        shard_games: int = 100, skip_bad: bool = False) -> Mapping[str, Any]:

@@ -25,7 +25,6 @@ of its map; a game whose replay ends otherwise than its record is reported.
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from collections import deque
 from dataclasses import dataclass, field
@@ -47,7 +46,14 @@ from games.microrts.orderlog import (  # noqa: F401 - the format's pieces, named
     step_orders,
 )
 from games.microrts.teacher_game import TeacherGame
-from games.replays import ReplayError, Shard, iter_shards, read_manifest, scan
+from games.replays import (
+    ReplayError,
+    Shard,
+    held_out_split,
+    iter_shards,
+    read_manifest,
+    scan,
+)
 
 
 @dataclass
@@ -254,7 +260,7 @@ def select_games(folder: Path, imitate: list[str], winners_only: bool, held_out:
     """The games of ``folder`` in the training share (or the ``held_out`` one), checked
     against this engine, the run's board ``size`` and the players named in ``imitate``."""
     shards = scan(folder)
-    every: list[tuple[float, ReplayGameRef]] = []
+    every: list[ReplayGameRef] = []
     names: set[str] = set()
     steps: set[int] = set()
     for shard in shards:
@@ -273,13 +279,9 @@ def select_games(folder: Path, imitate: list[str], winners_only: bool, held_out:
                                   f"{meta['map']}); this run plays {size[0]}x{size[1]}")
             names.update(str(p).lower() for p in meta["players"])
             steps.add(int(meta["max_steps"]))
-            key = hashlib.sha1(f"{shard.path.name}:{i}".encode()).digest()
-            every.append((int.from_bytes(key[:4], "big") / 2**32, ReplayGameRef(shard.path, i,
-                                                                                  meta)))
-    # the held-out share by each game's hash (stable as shards are added); at least one game
-    # of two or more, so that validation has something to play
-    lowest = min(u for u, _ in every) if len(every) > 1 and share > 0 else -1.0
-    refs = [ref for u, ref in every if (u < share or u == lowest) == held_out]
+            every.append(ReplayGameRef(shard.path, i, meta))
+    held = held_out_split([f"{ref.shard.name}:{ref.index}" for ref in every], share)
+    refs = [ref for ref, h in zip(every, held.tolist(), strict=True) if h == held_out]
     missing = sorted({n.lower() for n in imitate} - names)
     if missing:
         raise ReplayError(f"--imitate {', '.join(missing)}: no such player in {folder} "
