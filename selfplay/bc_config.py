@@ -53,6 +53,13 @@ class BCConfig:
     """1: Monte-Carlo value targets (bootstrapped at the rollout's end only; no extra
     critic pass); below 1: GAE-style lambda-returns from the value head."""
     max_grad_norm: float = 0.5
+    balance: float = 0.0
+    """How much rare labels weigh: each learned component's label weighs (its value's share
+    among the labels of that component learned so far) ** -balance, scaled to weigh 1 on
+    average (:func:`selfplay.bc_loss.balance_weights`). 0: plain cross-entropy; 1: every value
+    weighs as much in all as any other (class-balanced); 0.5 in between. For teachers whose
+    decisive orders are rare: microRTS's produce orders among no-ops, Lux's builds and watering
+    among "none"."""
     validate_every: int = 10
     """Validate every this many updates (0: never): held-out replays, or live games with
     another seed."""
@@ -75,6 +82,7 @@ def bc_checks(bc: BCConfig) -> list[tuple[bool, str]]:
         (bc.num_steps >= 1, "bc.num_steps must be >= 1"),
         (bc.epochs >= 1, "bc.epochs must be >= 1"),
         (bc.minibatches >= 1, "bc.minibatches must be >= 1"),
+        (0.0 <= bc.balance <= 1.0, f"bc.balance must be between 0 and 1, got {bc.balance}"),
         (bc.num_steps < 1 or bc.num_envs < 1 or bc.minibatches <= rows,
          f"bc.minibatches ({bc.minibatches}) exceeds the rows of one update, bc.num_steps * "
          f"bc.num_envs ({rows}); set bc.minibatches <= {rows}"),

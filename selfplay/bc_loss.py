@@ -7,6 +7,12 @@ can act); in a counted cell, component ``i`` counts where the label's action typ
 space's ``gates``) and has a legal value. The policy loss is the counted components' summed
 negative log-likelihood divided by the number of counted cells. A label that the mask forbids
 (a bookkeeping bug upstream) is left out of the sum and counted in ``illegal``.
+
+With ``weights`` (:func:`balance_weights`), each counted component's term is weighted by its
+label's value: rare decisive labels (microRTS's produce orders among no-ops, Lux's builds and
+watering among "none") then weigh more than their share. The counted labels of each value, and
+how many of them the most likely value got right, are summed too (``values``,
+``values_right``): what the weights are computed from, and the balanced accuracy.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from torch import Tensor
 
 from selfplay.distributions import ActionDist, MaskedCategorical, MaskedMultiCategorical
 
-__all__ = ["CloneTerms", "clone_terms"]
+__all__ = ["CloneTerms", "balance_weights", "clone_terms"]
 
 
 class CloneTerms(NamedTuple):
@@ -30,16 +36,33 @@ class CloneTerms(NamedTuple):
     correct: Tensor  # [k] ... where the most likely value is the label's
     exact: Tensor  # scalar: counted cells with every used component right
     illegal: Tensor  # scalar: used components whose label the mask forbids
+    values: Tensor  # [sum(nvec)] counted labels of each value (components concatenated)
+    values_right: Tensor  # [sum(nvec)] ... where the most likely value is the label's
 
     def loss(self) -> Tensor:
         """The policy loss: mean negative log-likelihood per counted cell."""
         return self.nll / self.cells.clamp_min(1.0)
 
 
-def clone_terms(dist: ActionDist, labels: Tensor, imitated: Tensor) -> CloneTerms:
+def balance_weights(counts: Tensor, sizes: list[int], power: float) -> Tensor:
+    """``[sum(sizes)]`` label weights from ``counts`` of each value (components of ``sizes``
+    values, concatenated): per component, ``share ** -power`` (shares with one label added to
+    every value), scaled so that labels drawn at those shares weigh 1 on average. ``power`` 0:
+    all 1; 1: each value's labels weigh as much in all as any other value's."""
+    out = []
+    for part in torch.split(counts.double() + 1.0, sizes):
+        share = part / part.sum()
+        weight = share.pow(-power)
+        out.append(weight / (share * weight).sum())
+    return torch.cat(out).to(torch.float32)
+
+
+def clone_terms(dist: ActionDist, labels: Tensor, imitated: Tensor,
+                weights: Tensor | None = None) -> CloneTerms:
     """The cloning sums of ``labels`` ``[B, *action_shape]`` under ``dist`` (a batch of ``B``
     masked distributions from :func:`selfplay.distributions.make_dist`), counting only the
-    samples where ``imitated`` (bool ``[B]``)."""
+    samples where ``imitated`` (bool ``[B]``); ``weights`` ``[sum(nvec)]`` weigh each counted
+    term by its label's value (:func:`balance_weights`)."""
     if isinstance(dist, MaskedCategorical):
         acts = labels.long().reshape(-1, 1)  # [B, 1]
         cells = imitated if dist.has_legal is None else imitated & dist.has_legal  # [B]
@@ -72,10 +95,17 @@ def clone_terms(dist: ActionDist, labels: Tensor, imitated: Tensor) -> CloneTerm
         legal = torch.stack([m.gather(-1, acts[:, i:i + 1])[:, 0]
                              for i, m in enumerate(masks)], -1)  # [M, k]
         counted = used & legal
-    nll = -torch.where(counted, picked, 0.0).sum()
+    sizes = [lg.shape[-1] for lg in logits]
+    starts = torch.tensor([0, *sizes[:-1]], device=acts.device).cumsum(0)
+    flat = acts + starts  # [M, k] each label's index among every component's values
+    terms = torch.where(counted, picked, 0.0)
+    if weights is not None:
+        terms = terms * weights[flat]
+    nll = -terms.sum()
     with torch.no_grad():
         best = torch.stack([lg.argmax(-1) for lg in logits], -1)  # [M, k]
         right = (best == acts) & used
+        total = sum(sizes)
         return CloneTerms(
             nll=nll,
             cells=cells.sum().to(picked.dtype),
@@ -83,4 +113,7 @@ def clone_terms(dist: ActionDist, labels: Tensor, imitated: Tensor) -> CloneTerm
             correct=right.sum(0).to(picked.dtype),
             exact=(cells & (right | ~used).all(-1)).sum().to(picked.dtype),
             illegal=(used & ~counted).sum().to(picked.dtype),
+            values=torch.bincount(flat[counted], minlength=total).to(picked.dtype),
+            values_right=torch.bincount(flat[counted & right],
+                                        minlength=total).to(picked.dtype),
         )

@@ -29,6 +29,7 @@ from torch import Tensor
 from games.core import (
     Batch,
     Box,
+    Discrete,
     EpisodeStats,
     GameError,
     MultiDiscrete,
@@ -41,7 +42,7 @@ from games.core import (
 )
 from games.options import to_mapping
 from selfplay.acting import EpisodeLog, Timer, bootstrap_truncated
-from selfplay.bc_loss import CloneTerms, clone_terms
+from selfplay.bc_loss import CloneTerms, balance_weights, clone_terms
 from selfplay.checkpoint import CheckpointError
 from selfplay.config import TrainConfig
 from selfplay.device import resolve_device
@@ -68,22 +69,44 @@ def component_names(game: VecGame) -> list[str]:
     return list(space.component_names) if isinstance(space, MultiDiscrete) else ["action"]
 
 
+def component_sizes(game: VecGame) -> list[int]:
+    """How many values each of the action's components has."""
+    space = game.spec.action_space
+    if isinstance(space, MultiDiscrete):
+        return [int(n) for n in space.nvec]
+    assert isinstance(space, Discrete)
+    return [int(space.n)]
+
+
 class _Sums:
     """Cloning sums of several batches, kept on the device (one sync when read)."""
 
-    def __init__(self, components: int, device: torch.device) -> None:
-        self.values = torch.zeros(4 + 2 * components, device=device)
-        self.k = components
+    def __init__(self, sizes: list[int], device: torch.device) -> None:
+        self.k, self.sizes = len(sizes), sizes
+        self.values = torch.zeros(4 + 2 * self.k + 2 * sum(sizes), device=device)
 
     def add(self, terms: CloneTerms) -> None:
         self.values += torch.cat([torch.stack([terms.nll.detach(), terms.cells, terms.exact,
-                                               terms.illegal]), terms.used, terms.correct])
+                                               terms.illegal]), terms.used, terms.correct,
+                                  terms.values, terms.values_right])
 
     def metrics(self, prefix: str, names: list[str]) -> dict[str, float]:
+        """Accuracy per component, and balanced: the mean over a component's values (those
+        labelled) of the share of their labels the most likely value got right."""
         nll, cells, exact, illegal, *rest = self.values.tolist()
-        used, correct = rest[:self.k], rest[self.k:]
+        k, total = self.k, sum(self.sizes)
+        used, correct = rest[:k], rest[k:2 * k]
+        labelled, right = rest[2 * k:2 * k + total], rest[2 * k + total:]
         out = {f"{prefix}accuracy/{name}": c / u
                for name, u, c in zip(names, used, correct, strict=True) if u > 0}
+        start = 0
+        for name, size in zip(names, self.sizes, strict=True):
+            pairs = [(r, n) for r, n in zip(right[start:start + size],
+                                            labelled[start:start + size], strict=True) if n > 0]
+            start += size
+            if pairs:
+                out[f"{prefix}balanced_accuracy/{name}"] = sum(r / n for r, n in pairs) / len(
+                    pairs)
         if cells > 0:
             out[f"{prefix}accuracy/cell"] = exact / cells
             out[f"{prefix}loss"] = nll / cells
@@ -118,6 +141,9 @@ class Cloner:
         self.agent = ActorCritic(spec, config.network, config.normalize).to(self.device)
         self.optimizer = FlatAdam(self.agent, lr=self.bc.learning_rate, eps=self.bc.adam_eps)
         self.components = component_names(game)
+        self.sizes = component_sizes(game)
+        # counted labels of each component value so far (bc.balance's weights come from them)
+        self.label_counts = torch.zeros(sum(self.sizes), dtype=torch.float64)
         t, e, a = self.bc.num_steps, spec.num_envs, spec.num_seats
         self.shape = (t, e, a)
         space = spec.action_space
@@ -265,9 +291,12 @@ class Cloner:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         minibatch = max(1, size // cfg.minibatches)
-        sums = _Sums(len(self.components), device)
+        sums = _Sums(self.sizes, device)
         losses: dict[str, list[Tensor]] = collections.defaultdict(list)
         seen: list[tuple[Tensor, Tensor]] = []  # first pass: (value before the step, target)
+        weights = (balance_weights(self.label_counts, self.sizes, cfg.balance).to(device)
+                   if cfg.balance > 0 else None)
+        counted = torch.zeros(sum(self.sizes), device=device)  # this update's labels, once
         for epoch in range(cfg.epochs):
             perm = torch.randperm(size, generator=self.sample_gen).to(device)
             for start in range(0, size - minibatch + 1, minibatch):
@@ -276,7 +305,7 @@ class Cloner:
                 dist, value = agent.forward_all(
                     mb_obs, grid.select(mb) if grid is not None else b_mask[mb],
                     mb_obs if b_critic is b_obs else b_critic[mb])
-                terms = clone_terms(dist, b_labels[mb], b_imitated[mb])
+                terms = clone_terms(dist, b_labels[mb], b_imitated[mb], weights)
                 policy_loss = terms.loss()
                 value_loss = 0.5 * (value - b_targets[mb]).square().mean()
                 loss = policy_loss + cfg.value_coef * value_loss
@@ -289,11 +318,13 @@ class Cloner:
                 losses["bc_value"].append(value_loss.detach())
                 losses["grad_norm"].append(grad_norm)
                 if epoch == 0:
+                    counted += terms.values
                     seen.append((agent.from_value_space(value.detach()), b_returns[mb]))
         out = {f"loss/{key}": float(torch.stack(v).mean()) for key, v in losses.items()}
         out["loss/learning_rate"] = lr
         out["loss/explained_variance"] = explained_variance(
             torch.cat([v for v, _ in seen]), torch.cat([r for _, r in seen]))
+        self.label_counts += counted.cpu().double()
         metrics = sums.metrics("bc/", self.components)
         metrics.pop("bc/loss", None)  # loss/bc_policy: the same per minibatch
         metrics["bc/labelled_cells"] /= cfg.epochs  # the update's labelled cells, once
@@ -306,7 +337,7 @@ class Cloner:
         game = self.validation
         assert isinstance(game, SupportsTeachers)
         agent, device = self.agent, self.device
-        sums = _Sums(len(self.components), device)
+        sums = _Sums(self.sizes, device)
         if isinstance(game, SupportsReplayPosition):  # the same held-out games each time
             if self._validation_start is None:
                 game.reset(seed=self.validation_seed)
@@ -369,6 +400,7 @@ class Cloner:
             "counters": {"global_step": self.global_step, "update": self.update},
             "rng": {"torch": torch.get_rng_state(), "sample": self.sample_gen.get_state()},
             "episodes": self.episodes.state_dict(),
+            "label_counts": self.label_counts.clone(),
             "game_state": game.get_state() if isinstance(game, SupportsState) else None,
             "replay_position": (game.replay_position()
                                 if isinstance(game, SupportsReplayPosition) else None),
@@ -397,6 +429,10 @@ class Cloner:
         torch.set_rng_state(state["rng"]["torch"])
         self.sample_gen.set_state(state["rng"]["sample"])
         self.episodes.load_state_dict(state["episodes"])
+        counts = state.get("label_counts")  # (none in checkpoints before bc.balance)
+        self.label_counts = (torch.as_tensor(counts, dtype=torch.float64).clone()
+                             if counts is not None and len(counts) == sum(self.sizes)
+                             else torch.zeros(sum(self.sizes), dtype=torch.float64))
         game = self.game
         if state.get("game_state") is not None and isinstance(game, SupportsState):
             game.set_state(state["game_state"])

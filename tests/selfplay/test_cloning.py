@@ -22,7 +22,7 @@ from games.core import (
     Outcome,
 )
 from selfplay.bc import build_cloner, run_cloning
-from selfplay.bc_loss import clone_terms
+from selfplay.bc_loss import balance_weights, clone_terms
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
 from selfplay.cloning import Cloner
 from selfplay.config import ConfigError, TrainConfig, build_config
@@ -101,6 +101,34 @@ def test_clone_terms_of_one_choice() -> None:
     assert terms.correct.tolist() == [1] and terms.used.tolist() == [2]
 
 
+def test_clone_terms_count_each_value_and_weigh_it() -> None:
+    """The counted labels of each value (components concatenated), those the most likely
+    value got right, and the loss with a weight per value."""
+    space, logits, mask, labels = grid_example()
+    plain = clone_terms(make_dist(space, logits, mask), labels, torch.tensor([True, False]))
+    # type: cell 0 labelled 0, cell 2 labelled 1, both right; component 1: cell 2 labelled 2
+    assert plain.values.tolist() == [1, 1, 0, 0, 1]
+    assert plain.values_right.tolist() == [1, 1, 0, 0, 0]
+    weights = torch.tensor([0.5, 2.0, 1.0, 1.0, 3.0])
+    weighted = clone_terms(make_dist(space, logits, mask), labels, torch.tensor([True, False]),
+                           weights)
+    expected = 0.5 * math.log(2.0) + 2.0 * math.log(4.0 / 3.0) + 3.0 * math.log(2.0)
+    assert weighted.nll.item() == pytest.approx(expected, rel=1e-6)
+    assert weighted.cells.item() == plain.cells.item()  # the loss is still per counted cell
+
+
+def test_balance_weights_by_hand() -> None:
+    # two components: 89 / 9 labels (shares 0.9 / 0.1 with one added to each), and 3 / 3 / 3
+    counts = torch.tensor([89.0, 9.0, 3.0, 3.0, 3.0])
+    full = balance_weights(counts, [2, 3], 1.0)
+    assert full[:2].tolist() == pytest.approx([1 / (2 * 0.9), 1 / (2 * 0.1)], rel=1e-6)
+    assert full[2:].tolist() == pytest.approx([1.0, 1.0, 1.0])
+    half = balance_weights(counts, [2, 3], 0.5)
+    assert float(half[1] / half[0]) == pytest.approx(3.0, rel=1e-6)  # (0.9 / 0.1) ** 0.5
+    assert float(0.9 * half[0] + 0.1 * half[1]) == pytest.approx(1.0, rel=1e-6)
+    assert balance_weights(counts, [2, 3], 0.0).tolist() == pytest.approx([1.0] * 5)
+
+
 # --------------------------------------------------------------------------- learning
 
 
@@ -136,10 +164,11 @@ def test_cloning_win_or_block_drives_the_loss_down_and_the_accuracy_up() -> None
 
 def test_an_interrupted_run_resumes_exactly(tmp_path: Path) -> None:
     """Killed after update 3 of 6 (its checkpoint kept), resumed: the same weights, optimizer
-    and teacher games as the run that was never interrupted."""
+    and teacher games as the run that was never interrupted (rare labels weighted: the
+    label counts the weights come from are part of the checkpoint)."""
     config = tictactoe_config("bc.total_steps=3072", "checkpoint.every_updates=1",
                               "checkpoint.keep=10", "bc.validate_every=2",
-                              "bc.validation_steps=4")
+                              "bc.validation_steps=4", "bc.balance=0.5")
     whole = tmp_path / "whole"
     run_cloning(config, run_dir=whole)
     killed = tmp_path / "killed"
@@ -151,6 +180,8 @@ def test_an_interrupted_run_resumes_exactly(tmp_path: Path) -> None:
     a = load_checkpoint(list_checkpoints(whole / "checkpoints")[-1])
     b = load_checkpoint(list_checkpoints(killed / "checkpoints")[-1])
     assert a["counters"] == b["counters"]
+    assert torch.equal(a["label_counts"], b["label_counts"])
+    assert a["label_counts"].sum() > 0
     for key, value in a["agent"].items():
         assert torch.equal(value, b["agent"][key]), key
     for key in ("marks", "to_move", "rng"):

@@ -70,6 +70,12 @@ def test_more_minibatches_than_rows_is_refused() -> None:
         build_config("CartPole-v1", overrides=[*overrides, "ppo.num_minibatches=0"])
 
 
+def test_bc_balance_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"^bc\.balance must be between 0 and 1, got 1\.5"):
+        build_config("tictactoe", overrides=["bc.balance=1.5"])
+    assert build_config("tictactoe", overrides=["bc.balance=1"]).bc.balance == 1.0
+
+
 def test_unknown_game_lists_known() -> None:
     with pytest.raises(GameError, match=r"unknown game 'CartPol-v1'.*did you mean.*known:"):
         build_config("CartPol-v1")
