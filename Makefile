@@ -20,6 +20,9 @@ VEC_NOISE := vec-noise==1.1.4
 VEC_NOISE_LOG := $(VENV)/vec_noise-build.log
 ARGS ?=
 TEST_ARGS ?=
+# `make test` runs its files in this many pytest processes (pytest-xdist; a file's tests stay in
+# one process, so its fixtures and JAX compilations are shared): 1 runs them in this process
+TEST_WORKERS ?= 2
 
 .PHONY: train test install install-dev bench lint clean-venv
 
@@ -84,7 +87,7 @@ train: install $(if $(NEEDS_LUX),$(VENV)/.stamp-lux)
 	$(VENV)/bin/selfplay train --game $(GAME) $(ARGS)
 
 test: install-dev
-	$(PY) -m pytest -q $(TEST_ARGS)
+	$(PY) -m pytest -q $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(TEST_ARGS)
 
 bench: install-dev
 	$(PY) -m pytest -q -m slow $(TEST_ARGS)
