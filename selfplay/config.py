@@ -118,6 +118,11 @@ class NetworkConfig:
     """gridnet: a U-Net (the decoder joins each upsampled map with the encoder's map of the same
     size, and the input planes before the logits), so every cell's logits see its own cell at
     full resolution; for large boards (Lux's 48x48). False: the encoder-decoder of MicroRTS-Py."""
+    grid_head: int = 0
+    """gridnet with ``grid_skips``: a 1x1 convolution squeezes the joined full-size maps to this
+    many channels (then ReLU) before the 3x3 convolution to the logits; 0: the 3x3 convolution
+    reads the joined maps. On 48x48 Lux boards that convolution is a third of the network's
+    multiply-adds, and 16 channels cut it to a quarter."""
     grid_critic: Literal["pool", "flatten"] = "pool"
     """gridnet's critic head: pool (the mean and max of the encoder's features over the board's
     cells: any board size) or flatten (a dense layer over the whole feature map, tied to the
@@ -297,6 +302,10 @@ def validate(config: TrainConfig) -> None:
         (config.checkpoint.every_updates >= 1, "checkpoint.every_updates must be >= 1"),
         (config.checkpoint.keep >= 1, "checkpoint.keep must be >= 1"),
         (all(h >= 1 for h in config.network.hidden), "network.hidden widths must be >= 1"),
+        (config.network.grid_head >= 0, "network.grid_head must be >= 0 (0: none)"),
+        (config.network.grid_head == 0 or config.network.grid_skips,
+         "network.grid_head needs network.grid_skips: true (it squeezes the U-Net's full-size "
+         "maps)"),
         (config.ppo.clip_coef > 0, "ppo.clip_coef must be > 0"),
         (config.ppo.max_grad_norm > 0, "ppo.max_grad_norm must be > 0"),
         (config.ppo.teacher_kl_coef >= 0, "ppo.teacher_kl_coef must be >= 0 (0: off)"),

@@ -151,7 +151,10 @@ class GridDecoder(nn.Module):
     3x3 conv gives the logits: every cell's logits see its own planes at full resolution, which
     large boards need (48x48 Lux boards reach a 6x6 map after three stages)."""
 
-    def __init__(self, channels: list[int], n_out: int, in_channels: int | None = None) -> None:
+    def __init__(self, channels: list[int], n_out: int, in_channels: int | None = None,
+                 head: int = 0) -> None:
+        """``head`` (U-Net only): channels of a 1x1 convolution (and ReLU) between the joined
+        full-size maps and the logits' 3x3 convolution; 0: none."""
         super().__init__()
         rev = list(reversed(channels))
         self.unet = in_channels is not None
@@ -164,7 +167,9 @@ class GridDecoder(nn.Module):
                                                          output_padding=1)))
                 c = out_c + (rev[i + 1] if i + 1 < len(rev) else in_channels)
             self.ups = nn.ModuleList(ups)
-            self.out = layer_init(nn.Conv2d(c, n_out, 3, padding=1), gain=0.01)
+            self.squeeze = (nn.Sequential(layer_init(nn.Conv2d(c, head, 1)), nn.ReLU())
+                            if head > 0 else nn.Identity())
+            self.out = layer_init(nn.Conv2d(head or c, n_out, 3, padding=1), gain=0.01)
             return
         layers: list[nn.Module] = []
         for i, c in enumerate(rev):
@@ -183,7 +188,7 @@ class GridDecoder(nn.Module):
             for up, skip in zip(self.ups, reversed(features.skips), strict=True):
                 x = functional.relu(up(x))[:, :, :skip.shape[2], :skip.shape[3]]
                 x = torch.cat([x, skip], 1)
-            out = self.out(x)
+            out = self.out(self.squeeze(x))
         else:
             out = self.net(features)  # [B, n_out, H', W'] with H' >= H, W' >= W
         h, w = grid
@@ -286,7 +291,8 @@ class ActorCritic(nn.Module):
             self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels, spec.obs_scale,
                                            skips=net.grid_skips)
             self.actor_head = GridDecoder(net.channels, sum(self.space.nvec),
-                                          spec.obs_shape[0] if net.grid_skips else None)
+                                          spec.obs_shape[0] if net.grid_skips else None,
+                                          net.grid_head)
             self.pooled_critic = net.grid_critic == "pool"
             if self.pooled_critic and norm.obs and spec.pad_plane is not None:
                 raise ValueError("normalize.obs would rescale the padding plane the pooled "

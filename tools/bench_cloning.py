@@ -1,16 +1,20 @@
-"""Behaviour cloning on microRTS replays: the update against the network's compute bound, and
-decoding against the update.
+"""Behaviour cloning: the update against the network's compute bound, and decoding (the teacher
+game's steps: replays, or live teachers) against the update.
 
-    .venv/bin/python -m tools.bench_cloning --replays runs/bc16/replays --rounds 5
+    .venv/bin/python -m tools.bench_cloning --replays runs/bc16/replays --rounds 5 \
+        --set game.options.map=basesWorkers16x16A
+    .venv/bin/python -m tools.bench_cloning --game lux --replays runs/lux-replays --rounds 3
+    .venv/bin/python -m tools.bench_cloning --game lux --teachers heuristic --rounds 3
 
-A :class:`~selfplay.cloning.Cloner` with the run's settings (``hyperparams/microrts.yaml``,
-``bc`` section; ``--set`` overrides) replays the folder. Per round it collects one update's
-steps (decoding: the replay game stepping, labels and buffers) and learns from them (the
+A :class:`~selfplay.cloning.Cloner` with the run's settings (``hyperparams/<family>.yaml``,
+``bc`` section; ``--set`` overrides) plays its teacher game. Per round it collects one update's
+steps (decoding: the teacher game stepping, labels and buffers) and learns from them (the
 cloning update: masked cross-entropy and value loss, gradient steps); then the bound runs the
 same network over the same rows with the same minibatches, forward + backward + optimizer
 step of the plain logits and values (no masks, labels or loss terms). Reported (medians over
-rounds): update / bound (the target is >= 0.85) and decoding speed / update speed in samples
-(seat-steps) per second (the target is >= 5). Prints one JSON object.
+rounds): update / bound (the target is >= 0.85), decoding speed / update speed in samples
+(seat-steps) per second (the target is >= 5), and env-steps per second of collect + learn.
+Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -80,18 +84,23 @@ def measure(cloner: Cloner, rounds: int) -> dict[str, Any]:
             "collect_s": collect_s, "learn_s": learn_s, "bound_s": bound_s,
             "decode_samples_per_s": samples / collect, "update_samples_per_s": samples / learn,
             "bound_samples_per_s": samples / bound,
-            "update_vs_bound": bound / learn, "decode_vs_update": learn / collect}
+            "update_vs_bound": bound / learn, "decode_vs_update": learn / collect,
+            "env_steps_per_s": cloner.steps_per_update / (collect + learn)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replays", required=True)
+    parser.add_argument("--game", default="microrts")
+    teachers = parser.add_mutually_exclusive_group(required=True)
+    teachers.add_argument("--replays", help="a replay folder")
+    teachers.add_argument("--teachers", help="live teachers: the game's scripted players, A,B")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--set", action="append", default=[])
     args = parser.parse_args()
-    config = build_config("microrts", overrides=[
-        "log.progress=false", "log.tensorboard=false", f"bc.replays={args.replays}",
-        "bc.validate_every=0", "game.options.map=basesWorkers16x16A", *args.set])
+    who = (f"bc.replays={args.replays}" if args.replays is not None
+           else f"bc.teachers=[{args.teachers}]")
+    config = build_config(args.game, overrides=[
+        "log.progress=false", "log.tensorboard=false", who, "bc.validate_every=0", *args.set])
     cloner = build_cloner(config, None)
     try:
         result = measure(cloner, args.rounds)

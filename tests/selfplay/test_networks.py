@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from games.core import Box, Discrete, GameSpec, MultiDiscrete
-from selfplay.config import NetworkConfig, NormalizeConfig
+from selfplay.config import ConfigError, NetworkConfig, NormalizeConfig, build_config
 from selfplay.inference import NumpyActorCritic, supports
 from selfplay.networks import ActorCritic, count_parameters
 
@@ -180,3 +180,33 @@ def test_unet_sees_each_cell_where_the_plain_decoder_cannot() -> None:
     of the 32x32 board, stays at chance (0.33)."""
     assert per_cell_accuracy(True) > 0.9
     assert per_cell_accuracy(False) < 0.4
+
+
+def test_a_squeezed_unet_head_still_reads_each_cell_and_old_networks_keep_their_weights() -> None:
+    """``network.grid_head``: a 1x1 convolution before the logits' 3x3 one. Every cell's logits
+    still read that cell's own planes at full resolution (a gradient path from each input cell
+    to its logits), the network is smaller, and ``grid_head: 0`` keeps the weights' names of
+    networks saved before the option (a checkpoint loads as before)."""
+    size = 12
+    space = MultiDiscrete((3, 4), grid=(size, size))
+    game = spec((5, size, size), space, "grid")
+
+    def net(head: int) -> ActorCritic:
+        torch.manual_seed(0)
+        return ActorCritic(game, NetworkConfig(channels=[16, 32], hidden=[16], shared_torso=True,
+                                               grid_skips=True, grid_head=head),
+                           NormalizeConfig())
+
+    plain, squeezed = net(0), net(4)
+    assert not any("squeeze" in key for key in plain.state_dict())
+    assert any("squeeze" in key for key in squeezed.state_dict())
+    assert sum(p.numel() for p in squeezed.parameters()) < sum(
+        p.numel() for p in plain.parameters())
+    obs = torch.rand(1, 5, size, size, requires_grad=True)
+    logits = squeezed.dist_params(obs)  # [1, cells, 7]
+    assert logits.shape == (1, size * size, 7)
+    cell = 5 * size + 7
+    (grad,) = torch.autograd.grad(logits[0, cell].sum(), obs)
+    assert grad[0, :, 5, 7].abs().sum() > 0  # its own planes
+    with pytest.raises(ConfigError, match="network.grid_head needs network.grid_skips"):
+        build_config("microrts", overrides=["network.grid_head=8"])
