@@ -181,15 +181,14 @@ class Actor:
         self.listeners: list[EpisodeListener] = []
         self.reward_scaler = (RewardScaler((e, a), config.ppo.gamma, config.normalize.clip_reward)
                               if config.normalize.reward else None)
-        # NumPy views of the buffer: cheap per-step writes from the acting loop
-        self._np_obs = buf_np(buffer.obs)
-        self._np_mask = buf_np(buffer.mask) if buffer.mask is not None else None
-        self._np_actions = buf_np(buffer.actions)
-        self._np_logprobs = buf_np(buffer.logprobs)
-        self._np_values = buf_np(buffer.values)
-        self._np_rewards = buf_np(buffer.rewards)
-        self._np_dones = buf_np(buffer.dones)
-        self._np_trained = buf_np(buffer.trained)
+        self.use_buffer(buffer)
+        self.detached = False
+        """collecting beside the learner (``collection: async``): the seats are read once per
+        rollout, finished episodes reach the listeners through :meth:`flush_episodes`, and the
+        rollout's bootstrap is kept (:attr:`bootstrap`)"""
+        self._frozen: tuple[np.ndarray, dict[int, Policy]] | None = None
+        self._deferred: list[tuple[EpisodeStats, np.ndarray]] = []
+        self.bootstrap: tuple[Tensor, np.ndarray] | None = None
         self.fast_policy: NumpyActorCritic | None = None
         self.episodes = EpisodeLog(config.log.return_window)
         self.timer = Timer()
@@ -200,9 +199,32 @@ class Actor:
         self.pipelined = (config.pipeline and isinstance(game, SupportsPartSteps)
                           and len(game.parts) > 1)
 
+    def use_buffer(self, buffer: RolloutBuffer) -> None:
+        """Fill ``buffer`` from the next rollout on (through NumPy views: cheap per-step
+        writes from the acting loop)."""
+        self.buffer = buffer
+        self._np_obs = buf_np(buffer.obs)
+        self._np_mask = buf_np(buffer.mask) if buffer.mask is not None else None
+        self._np_actions = buf_np(buffer.actions)
+        self._np_logprobs = buf_np(buffer.logprobs)
+        self._np_values = buf_np(buffer.values)
+        self._np_rewards = buf_np(buffer.rewards)
+        self._np_dones = buf_np(buffer.dones)
+        self._np_trained = buf_np(buffer.trained)
+
     @property
     def owner(self) -> np.ndarray:
-        return self.seats.owner
+        """``int [E, A]``: the seats' owners in this rollout (detached: as the rollout began)."""
+        return self._frozen[0] if self._frozen is not None else self.seats.owner
+
+    def flush_episodes(self) -> None:
+        """Add the episodes a detached rollout finished to the episode log and hand them to
+        the listeners, in order."""
+        deferred, self._deferred = self._deferred, []
+        for episodes, learner in deferred:
+            self.episodes.add(episodes, learner)
+            for listener in self.listeners:
+                listener(episodes)
 
     def _critic_input(self, obs_n: Tensor, state: np.ndarray | None, update: bool) -> Tensor:
         """Critic input for flattened rows ``[N, ...]`` (global state or the actor's obs)."""
@@ -221,18 +243,26 @@ class Actor:
         return self.agent.value(self._critic_input(obs_n, state, update=False))
 
     def collect(self) -> None:
-        """Fill the rollout buffer with ``num_steps`` steps of every env."""
+        """Fill the rollout buffer with ``num_steps`` steps of every env (detached: with the
+        seats' owners and policies as they are now, whatever changes meanwhile, and the
+        values after the last step kept in :attr:`bootstrap`)."""
         cfg = self.config
         act = self._act_numpy if self.fast_policy is not None else self._act_torch
-        acting_threads = cfg.acting_threads or cfg.torch_threads
-        torch.set_num_threads(acting_threads)
+        if self.detached:  # torch's thread count is the process's: the learner's stays
+            self._frozen = (self.seats.owner.copy(), dict(self.seats.policies))
+        else:
+            torch.set_num_threads(cfg.acting_threads or cfg.torch_threads)
         try:
             if self.pipelined:
                 self._collect_pipelined(act)
             else:
                 self._collect_steps(act)
+            if self.detached:
+                self.bootstrap = (self.last_values(), self.learner_next())
         finally:
-            torch.set_num_threads(cfg.torch_threads)
+            self._frozen = None
+            if not self.detached:
+                torch.set_num_threads(cfg.torch_threads)
 
     def _collect_steps(self, act: ActFn) -> None:
         """Act for every env, step every env, ``num_steps`` times."""
@@ -323,6 +353,9 @@ class Actor:
             episodes = batch.episodes
             if start:
                 episodes = episodes._replace(env=episodes.env + start)
+            if self.detached:  # the episode log and listeners are the main thread's
+                self._deferred.append((episodes, self.owner == 0))
+                return
             self.episodes.add(episodes, self.owner == 0)
             for listener in self.listeners:
                 listener(episodes)
@@ -423,7 +456,8 @@ class Actor:
         for owner_id in np.unique(owner):
             if owner_id == 0:
                 continue
-            policy = self.seats.policies.get(int(owner_id))
+            policies = self._frozen[1] if self._frozen is not None else self.seats.policies
+            policy = policies.get(int(owner_id))
             if policy is None:
                 raise RuntimeError(f"seat owner {owner_id} has no policy")
             sel = (owner == owner_id) & batch.alive

@@ -262,6 +262,15 @@ class TrainConfig:
     time overlap (double-buffered sampling). Each env follows the same policy as in lockstep;
     the random draws come in another order, and running normalization statistics
     (``normalize.obs``, ``normalize.reward``) are updated part by part."""
+    collection: Literal["sync", "async"] = "sync"
+    """``sync``: each update collects a rollout, then learns from it (exact: a resumed run
+    continues bit for bit). ``async``: the next rollout is collected while the update learns
+    (one process, data-parallel ranks excepted), by a copy of the network one update old, so
+    env stepping and learning overlap; the policy lag is one update at most, and PPO's clipped
+    ratio against the acting copy's log-probabilities (which the rollout stores) corrects for
+    it. League matchmaking and episode statistics reach the next rollout but one. A checkpoint
+    waits for the rollout in progress and learns it first, so checkpoints stay exact; timed
+    checkpoints (``checkpoint.every_minutes``) make a run's course depend on the clock."""
     pipeline_groups: int = 2
     """Pipelined collection: the worker processes are split into this many groups of
     neighbours, and the trainer acts for a group's envs with one forward pass while the other
@@ -324,6 +333,9 @@ def validate(config: TrainConfig) -> None:
          "league.bot_share > 0 needs league.bots (the scripted bots to play)"),
         (config.league.max_active_opponents >= 1, "league.max_active_opponents must be >= 1"),
         (config.pipeline_groups >= 1, "pipeline_groups must be >= 1"),
+        (config.collection == "sync" or not config.league.bot_env_pfsp,
+         "collection: async and league.bot_env_pfsp are exclusive: the bot envs' next bots "
+         "are drawn as their games end, which an async rollout reports one update late"),
         (config.league.snapshot_every >= 1 and config.league.eval_every >= 1,
          "league.snapshot_every and league.eval_every must be >= 1"),
         (0.0 <= config.league.exploiter_threshold <= 1.0,

@@ -31,6 +31,7 @@ from games.core import Batch, EpisodeStats, GameSpec, SupportsState, VecGame, tr
 from games.options import to_mapping
 from selfplay.acting import Actor, EpisodeListener, EpisodeLog, Seats, Timer
 from selfplay.allocator import keep_freed_memory
+from selfplay.async_collection import AsyncCollection
 from selfplay.checkpoint import CheckpointError, load_checkpoint
 from selfplay.config import TrainConfig
 from selfplay.data_parallel import Ranks
@@ -124,14 +125,24 @@ class Trainer:
                         else torch_dtype(self.spec.state_dtype))
         self.buffer = RolloutBuffer(self.spec, config.ppo.num_steps, obs_dtype, critic_shape,
                                     critic_dtype)
-        self.fast_policy = (NumpyActorCritic(self.agent)
+        # collection: async: a copy of the network one update old acts in a thread of its own
+        # into a second buffer, with an acting generator of its own (see AsyncCollection)
+        self.overlap = (AsyncCollection(self, RolloutBuffer(
+            self.spec, config.ppo.num_steps, obs_dtype, critic_shape, critic_dtype))
+            if config.collection == "async" else None)
+        acting = self.overlap.behaviour if self.overlap is not None else self.agent
+        if self.overlap is not None:
+            self.act_gen = torch.Generator(self.device).manual_seed(seed + 2)
+        self.fast_policy = (NumpyActorCritic(acting)
                             if config.fast_inference and self.device.type == "cpu"
-                            and supports(self.agent) else None)
+                            and supports(acting) else None)
         self.learner = PPOLearner(config, self.agent, self.device, self.sample_gen,
-                                  self.fast_policy, self.teacher, self.ranks)
-        self.actor = Actor(config, game, self.agent, self.buffer, self.device, self.act_gen,
+                                  self.fast_policy if self.overlap is None else None,
+                                  self.teacher, self.ranks)
+        self.actor = Actor(config, game, acting, self.buffer, self.device, self.act_gen,
                            self.rng, seed, self.ranks.world)
         self.actor.fast_policy = self.fast_policy
+        self.actor.detached = self.overlap is not None
         self.update = 0
         self.after_update: list[UpdateHook] = []
         # state of attached components (the league) saved with each checkpoint, by name; what
@@ -227,8 +238,11 @@ class Trainer:
                                self.config.total_steps)
 
     def run_update(self) -> dict[str, float]:
-        """Collect a rollout, learn from it; the update's metrics (the hooks' included)."""
-        metrics = collect_and_learn(self)
+        """Collect a rollout, learn from it; the update's metrics (the hooks' included). With
+        ``collection: async``, learn the rollout collected meanwhile while the next one is
+        collected (:class:`AsyncCollection`)."""
+        metrics = (collect_and_learn(self) if self.overlap is None
+                   else self.overlap.run_update())
         episodic = self.episodes.summary()
         for hook in self.after_update:
             episodic.update(hook())
@@ -237,10 +251,27 @@ class Trainer:
 
     def train(self, sink: MetricSink | None = None, progress: Progress | None = None) -> None:
         """Run updates until ``total_steps`` (see :meth:`RunLoop.train`)."""
-        self.loop.train(sink, progress)
+        try:
+            self.loop.train(sink, progress)
+        finally:
+            if self.overlap is not None:  # no thread left stepping the games
+                self.overlap.wait()
+
+    def pending(self) -> bool:
+        """Whether a rollout collected beside the last update waits to be learned."""
+        return self.overlap is not None and self.overlap.pending()
+
+    def drain(self) -> dict[str, float]:
+        """Learn the rollout collected beside the last update without starting another: the
+        run stands on an update boundary again (before a checkpoint); that update's metrics."""
+        assert self.overlap is not None
+        return self.overlap.drain()
 
     def save(self, final: bool = False) -> Path:
-        """Write a checkpoint now (see :meth:`RunLoop.save`)."""
+        """Write a checkpoint now (see :meth:`RunLoop.save`), after learning a rollout
+        collected beside the last update."""
+        if self.pending():
+            self.drain()
         return self.loop.save(final)
 
     # ----------------------------------------------------------------- checkpoints

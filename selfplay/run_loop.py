@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from selfplay.acting import Timer
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
@@ -45,6 +45,18 @@ class Algorithm(Protocol):
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a checkpoint holds to continue exactly."""
+        ...
+
+
+@runtime_checkable
+class Drains(Protocol):
+    """An algorithm that may hold a rollout collected beside its last update
+    (``collection: async``), which it learns before a checkpoint."""
+
+    def pending(self) -> bool: ...
+
+    def drain(self) -> dict[str, float]:
+        """Learn the pending rollout (one more update); its metrics."""
         ...
 
 
@@ -156,20 +168,27 @@ class RunLoop:
         algo = self.algorithm
         self._last_save = time.monotonic()
         while algo.update < algo.num_updates:
-            metrics = algo.run_update()
-            if sink is not None:
-                sink.log(algo.global_step, metrics)
-            if progress is not None:
-                progress.update(algo.global_step, progress_line(metrics))
+            self._log(algo.run_update(), sink, progress)
             signum, due = self.ranks.max_ints([self._stop_signal or 0,
                                                int(self.ranks.is_main and self._due())])
             stop = signum or None
             final = algo.update == algo.num_updates
             path = None
             if self.run is not None and (stop is not None or final or due):
+                if isinstance(algo, Drains) and algo.pending():  # learn it first
+                    self._log(algo.drain(), sink, progress)
+                    final = algo.update == algo.num_updates
                 path = self.save(final=final)
             if stop is not None and not final:
                 raise TrainingInterrupted(stop, path)
+
+    def _log(self, metrics: dict[str, float], sink: MetricSink | None,
+             progress: Progress | None) -> None:
+        step = self.algorithm.global_step
+        if sink is not None:
+            sink.log(step, metrics)
+        if progress is not None:
+            progress.update(step, progress_line(metrics))
 
     def save(self, final: bool = False) -> Path:
         """Write ``checkpoints/update_XXXXXXX.pt`` atomically; prune old ones. A failed
