@@ -17,6 +17,9 @@ The Ray backend runs on a private local instance (``distributed.address: local``
 is not timed). Reported: per round and median, env-steps/s of each backend and ray / local
 (the issue's target for training: >= 0.85).
 
+``--collection`` measures instead ``collection: async`` against ``sync`` (training only, the
+backend ``--backend``), alternating round by round: async / sync.
+
 ``--scaling 1,2,4,8 --envs-per-worker 16`` measures instead each backend at each worker count
 (the envs growing with the workers; add ``--set device=cuda`` on a GPU machine), each figure
 against linear scaling from the first count (the issue's target at 8 workers: >= 0.7).
@@ -67,29 +70,36 @@ def stepping(config: TrainConfig, steps: int) -> float:
 
 
 def training(config: TrainConfig, updates: int) -> float:
-    """Env-steps per second of ``updates`` collect + learn cycles after one warm-up."""
+    """Env-steps per second of ``updates`` updates after one warm-up (the steps they learn
+    from: with ``collection: async`` the next rollout is under way meanwhile)."""
     trainer = build_trainer(config, None)
     try:
         trainer.run_update()
-        begin, step0 = time.perf_counter(), trainer.global_step
+        begin = time.perf_counter()
         for _ in range(updates):
             trainer.run_update()
-        return (trainer.global_step - step0) / (time.perf_counter() - begin)
+        return updates * trainer.steps_per_update / (time.perf_counter() - begin)
     finally:
+        if trainer.overlap is not None:
+            trainer.overlap.wait()
         trainer.game.close()
 
 
-def paired(measure: Any, rounds: int) -> dict[str, Any]:
+def paired(measure: Any, rounds: int, arms: tuple[str, str] = ("local", "ray")
+           ) -> dict[str, Any]:
+    """``measure(arm)`` of both arms each round, in alternating order; ``ratio``: the second
+    arm's over the first's."""
+    first, second = arms
     rows = []
     for r in range(rounds):
-        order = ("local", "ray") if r % 2 == 0 else ("ray", "local")
-        row = {backend: round(measure(backend), 1) for backend in order}
-        row["ratio"] = round(row["ray"] / row["local"], 3)
+        order = arms if r % 2 == 0 else arms[::-1]
+        row = {arm: round(measure(arm), 1) for arm in order}
+        row["ratio"] = round(row[second] / row[first], 3)
         rows.append(row)
         print(f"  round {r + 1}: {row}", flush=True)
     return {"rounds": rows,
             "median": {k: statistics.median(row[k] for row in rows)
-                       for k in ("local", "ray", "ratio")}}
+                       for k in (first, second, "ratio")}}
 
 
 def scaling(counts: list[int], envs_per_worker: int, steps: int, updates: int,
@@ -122,6 +132,9 @@ def main() -> None:
                         "each backend at each count, --envs-per-worker envs per worker, "
                         "against linear scaling from the first count")
     parser.add_argument("--envs-per-worker", type=int, default=16)
+    parser.add_argument("--collection", action="store_true",
+                        help="training with collection: async against sync")
+    parser.add_argument("--backend", default="local", help="--collection: the backend")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=300, help="stepping: lockstep steps")
     parser.add_argument("--updates", type=int, default=4, help="training: timed updates")
@@ -138,6 +151,20 @@ def main() -> None:
         for row in result["rows"]:
             print(f"  {row['workers']} workers: training local x{row['training_local_linear']}"
                   f" of linear, ray x{row['training_ray_linear']}", flush=True)
+        if args.json_out:
+            args.json_out.parent.mkdir(parents=True, exist_ok=True)
+            args.json_out.write_text(json.dumps(result, indent=1))
+        return
+    if args.collection:
+        print(f"training on {args.backend} workers, async / sync (env-steps/s):", flush=True)
+        result = paired(lambda mode: training(config_for(
+            args.backend, args.workers, [*args.set, f"collection={mode}"]), args.updates),
+            args.rounds, ("sync", "async"))
+        result.update({"workers": args.workers, "backend": args.backend,
+                       "overrides": args.set, "machine": f"{platform.machine()}",
+                       "cpus": len(os.sched_getaffinity(0)),
+                       "date": time.strftime("%Y-%m-%d %H:%M")})
+        print(f"median async / sync: {result['median']['ratio']}", flush=True)
         if args.json_out:
             args.json_out.parent.mkdir(parents=True, exist_ok=True)
             args.json_out.write_text(json.dumps(result, indent=1))

@@ -197,6 +197,15 @@ class LuxReplayGame:
         return Batch(obs, self._mask.copy(), obs, reward, done, np.zeros(e, bool),
                      np.ones((e, 2), bool), episodes)
 
+    def _start_every_env(self) -> Batch:
+        """Every env begins its next game (a restored one first); the first batch."""
+        e = self.spec.num_envs
+        self._tracker = EpisodeTracker(e, 2)
+        for env in range(e):
+            self._show(env, self._begin(env))
+        return self._batch(np.zeros((e, 2), np.float32), np.zeros(e, bool),
+                           EpisodeStats.empty())
+
     # ------------------------------------------------------------------ VecGame
 
     def reset(self, seed: int | None = None) -> Batch:
@@ -204,12 +213,7 @@ class LuxReplayGame:
         if seed is not None and int(seed) != self._seed:
             self._seed, self._epoch, self._order, self._cursor = int(seed), 0, [], 0
             self._queue.clear()
-        e = self.spec.num_envs
-        self._tracker = EpisodeTracker(e, 2)
-        for env in range(e):
-            self._show(env, self._begin(env))
-        return self._batch(np.zeros((e, 2), np.float32), np.zeros(e, bool),
-                           EpisodeStats.empty())
+        return self._start_every_env()
 
     def step(self, actions: np.ndarray) -> Batch:
         """Play each game's recorded step (``actions`` is ignored: the teachers play)."""
@@ -290,12 +294,7 @@ class LuxReplayGame:
         self._skip[:] = 0
         for e in self._restored:  # the step shown last was not learned yet
             self._skip[e] = max(int(steps[e]) - 1, 0) if e < len(steps) else 0
-        e = self.spec.num_envs
-        self._tracker = EpisodeTracker(e, 2)
-        for env in range(e):
-            self._show(env, self._begin(env))
-        return self._batch(np.zeros((e, 2), np.float32), np.zeros(e, bool),
-                           EpisodeStats.empty())
+        return self._start_every_env()
 
 
 def _game_bytes(arrays: dict[str, np.ndarray], index: int) -> bytes:
