@@ -46,6 +46,11 @@ def buf_np(tensor: Tensor) -> np.ndarray:
     return tensor.numpy()
 
 
+class CollectionAborted(Exception):
+    """A detached rollout stopped early because the run is stopping (its buffer is
+    incomplete and never learned)."""
+
+
 class Seats:
     """Who plays which seat: ``owner[E, A]`` (0 = the learner) and the policy of every other
     owner slot. What a league changes, it changes through these methods."""
@@ -186,6 +191,9 @@ class Actor:
         """collecting beside the learner (``collection: async``): the seats are read once per
         rollout, finished episodes reach the listeners through :meth:`flush_episodes`, and the
         rollout's bootstrap is kept (:attr:`bootstrap`)"""
+        self.abort = False
+        """set from another thread: the rollout in progress stops before its next step
+        (:class:`CollectionAborted`)"""
         self._frozen: tuple[np.ndarray, dict[int, Policy]] | None = None
         self._deferred: list[tuple[EpisodeStats, np.ndarray]] = []
         self.bootstrap: tuple[Tensor, np.ndarray] | None = None
@@ -216,6 +224,10 @@ class Actor:
     def owner(self) -> np.ndarray:
         """``int [E, A]``: the seats' owners in this rollout (detached: as the rollout began)."""
         return self._frozen[0] if self._frozen is not None else self.seats.owner
+
+    def _check_abort(self) -> None:
+        if self.abort:
+            raise CollectionAborted("the rollout was abandoned: the run is stopping")
 
     def flush_episodes(self) -> None:
         """Add the episodes a detached rollout finished to the episode log and hand them to
@@ -269,6 +281,7 @@ class Actor:
         timer = self.timer
         tick = time.perf_counter()
         for t in range(self.config.ppo.num_steps):
+            self._check_abort()
             actions = self._act_part(t, self.batch, 0, act)
             tick = timer.add("inference", tick)
             batch = self.game.step(actions)
@@ -293,6 +306,7 @@ class Actor:
         tick = time.perf_counter()
         try:
             for t in range(self.config.ppo.num_steps):
+                self._check_abort()
                 for group in groups:
                     for p in group:
                         if pending[p]:  # its step t - 1 ran while the other groups acted

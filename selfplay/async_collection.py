@@ -33,6 +33,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from selfplay.acting import CollectionAborted
 from selfplay.config import ConfigError
 from selfplay.networks import ActorCritic
 from selfplay.rollout import RolloutBuffer
@@ -92,6 +93,19 @@ class AsyncCollection:
 
     def pending(self) -> bool:
         return self._thread is not None
+
+    def abandon(self) -> None:
+        """Stop the rollout in progress before its next step and wait for it (the run is
+        ending: its steps are never learned; the games stay consistent)."""
+        if self._thread is None:
+            return
+        self.trainer.actor.abort = True
+        try:
+            self.wait()
+        except CollectionAborted:
+            pass
+        finally:
+            self.trainer.actor.abort = False
 
     def wait(self) -> None:
         """Let the collection in progress finish (its error, if any, is raised here)."""

@@ -255,7 +255,7 @@ class Trainer:
             self.loop.train(sink, progress)
         finally:
             if self.overlap is not None:  # no thread left stepping the games
-                self.overlap.wait()
+                self.overlap.abandon()
 
     def pending(self) -> bool:
         """Whether a rollout collected beside the last update waits to be learned."""

@@ -53,8 +53,15 @@ def test_each_rollout_is_played_by_the_weights_one_update_old() -> None:
         trainer.drain()
         assert not trainer.pending() and trainer.update == 5
         assert trainer.global_step == 5 * 32 * 4
+        # a run that stops abandons the rollout in progress before its next step
+        overlap._start(overlap._slot)
+        overlap.abandon()
+        assert not trainer.pending() and not trainer.actor.abort
+        step = trainer.global_step
+        trainer.run_update()  # the games go on from where the abandoned rollout stopped
+        assert trainer.global_step == step + 32 * 4
     finally:
-        trainer.overlap.wait()
+        overlap.abandon()
         trainer.game.close()
 
 
