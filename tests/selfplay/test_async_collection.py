@@ -16,6 +16,7 @@ from league.db import LeagueDB
 from selfplay.checkpoint import load_checkpoint
 from selfplay.config import ConfigError, build_config
 from selfplay.ppo import Trainer
+from selfplay.rollout import RolloutBuffer
 from selfplay.train import run_training
 
 
@@ -34,21 +35,12 @@ def test_each_rollout_is_played_by_the_weights_one_update_old() -> None:
             learned = overlap.buffers[overlap._slot ^ 1]  # the next one is being collected
             weights.append(copy.deepcopy(trainer.agent.state_dict()))
 
-            def logprobs(state: dict[str, torch.Tensor]) -> torch.Tensor:
-                net = copy.deepcopy(trainer.agent)
-                net.load_state_dict(state)
-                obs = learned.obs.reshape(-1, *learned.obs.shape[3:])
-                with torch.no_grad():
-                    dist = net.dist(net.normalize_obs(obs), None)
-                    return dist.log_prob(learned.actions.reshape(-1)).reshape(
-                        learned.logprobs.shape)
-
-            played_by = weights[max(update - 1, 0)]  # update 0 learns what the first weights played
-            torch.testing.assert_close(logprobs(played_by), learned.logprobs, atol=1e-5,
-                                       rtol=1e-5)
+            played_by = weights[max(update - 1, 0)]  # update 0: the first weights played
+            torch.testing.assert_close(_logprobs(trainer, played_by, learned),
+                                       learned.logprobs, atol=1e-5, rtol=1e-5)
             if update >= 1:  # not the learner's weights of that update
-                assert not torch.allclose(logprobs(weights[update]), learned.logprobs,
-                                          atol=1e-5)
+                assert not torch.allclose(_logprobs(trainer, weights[update], learned),
+                                          learned.logprobs, atol=1e-5)
         assert trainer.pending()
         trainer.drain()
         assert not trainer.pending() and trainer.update == 5
@@ -63,6 +55,17 @@ def test_each_rollout_is_played_by_the_weights_one_update_old() -> None:
     finally:
         overlap.abandon()
         trainer.game.close()
+
+
+def _logprobs(trainer: Trainer, state: dict[str, torch.Tensor], rollout: RolloutBuffer
+              ) -> torch.Tensor:
+    """``[T, E, A]`` log-probabilities of ``rollout``'s actions under the weights ``state``."""
+    net = copy.deepcopy(trainer.agent)
+    net.load_state_dict(state)
+    obs = rollout.obs.reshape(-1, *rollout.obs.shape[3:])
+    with torch.no_grad():
+        dist = net.dist(net.normalize_obs(obs), None)
+        return dist.log_prob(rollout.actions.reshape(-1)).reshape(rollout.logprobs.shape)
 
 
 def test_an_async_league_run_resumes_exactly(tmp_path: Path) -> None:
