@@ -31,17 +31,47 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from selfplay.acting import CollectionAborted
+from selfplay.acting import Actor, CollectionAborted, Timer
 from selfplay.config import ConfigError
+from selfplay.data_parallel import Ranks
+from selfplay.inference import NumpyActorCritic
+from selfplay.learning import PPOLearner
 from selfplay.networks import ActorCritic
 from selfplay.rollout import RolloutBuffer
 
-if TYPE_CHECKING:
-    from selfplay.ppo import Trainer
-
 _ACTING_STATS = ("obs_rms.", "state_rms.")  # what acting updates, by state-dict prefix
+
+
+class Trainer(Protocol):
+    """What the overlap needs of :class:`selfplay.ppo.Trainer`."""
+
+    agent: ActorCritic
+    actor: Actor
+    buffer: RolloutBuffer
+    learner: PPOLearner
+    fast_policy: NumpyActorCritic | None
+    ranks: Ranks
+    update: int
+
+    @property
+    def timer(self) -> Timer: ...
+
+    @property
+    def global_step(self) -> int: ...
+
+    @property
+    def num_updates(self) -> int: ...
+
+    @property
+    def steps_per_update(self) -> int: ...
+
+    def collect(self) -> None: ...
+
+    def teacher_coef(self) -> float: ...
+
+    def run_update(self) -> dict[str, float]: ...
 
 
 class AsyncCollection:
