@@ -293,12 +293,21 @@ class SupportsBotSwap(Protocol):
 
 
 @runtime_checkable
-class HasLostWorkers(Protocol):
+class HasLostWorkers(SupportsPartSteps, Protocol):
     """Games stepped by workers that may be lost and come back (Ray actors): the games a lost
-    worker was playing end as truncated and new ones begin (:mod:`games.workers.vec`)."""
+    worker was playing end as truncated and new ones begin (:mod:`games.workers.vec`). A lost
+    worker's envs are one of the ``parts``, so a trainer can step them alone to collect again
+    what the loss cost."""
 
     revivals: int
     """workers lost and revived over the game's life"""
+
+    def take_lost_envs(self) -> np.ndarray:
+        """``int [K]``: the envs whose step was lost with their worker since the last call
+        (the step had no effect: their game ended at the observations the step was given,
+        and the batch the step returned begins new games), in the order lost; the record is
+        cleared."""
+        ...
 
 
 @runtime_checkable

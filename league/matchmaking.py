@@ -184,6 +184,9 @@ class Matchmaker:
         self.active = np.zeros(capacity, bool)  # [cap]
         self.roles: dict[int, Role] = {}  # learner id -> role
         self.main: int | None = None  # id of the main agent
+        self.journal: list[tuple[int, int, int]] | None = None
+        """when a list: every game :meth:`record` takes is also appended to it (data-parallel
+        ranks send theirs to rank 0's matchmaker this way)"""
 
     # ----------------------------------------------------------------- pool
 
@@ -230,6 +233,8 @@ class Matchmaker:
     def record(self, a: int, b: int, outcome: int) -> None:
         """A finished game (``outcome`` for ``a``), for the payoff table."""
         self.payoff.update(a, b, outcome)
+        if self.journal is not None:
+            self.journal.append((a, b, outcome))
 
     def state_dict(self) -> dict[str, Any]:
         """The pool and its payoff table (rows in order: sampling depends on it)."""

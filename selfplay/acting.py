@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,16 @@ import torch
 from torch import Tensor
 
 from games.batches import concat_batches, slice_batch
-from games.core import Batch, EpisodeStats, GameSpec, Outcome, Policy, SupportsPartSteps, VecGame
+from games.core import (
+    Batch,
+    EpisodeStats,
+    GameSpec,
+    HasLostWorkers,
+    Outcome,
+    Policy,
+    SupportsPartSteps,
+    VecGame,
+)
 from selfplay.config import TrainConfig
 from selfplay.inference import NumpyActorCritic
 from selfplay.networks import ActorCritic
@@ -206,6 +216,10 @@ class Actor:
         # parts of the envs step in their own processes while the others' actions are computed
         self.pipelined = (config.pipeline and isinstance(game, SupportsPartSteps)
                           and len(game.parts) > 1)
+        self._loses_workers = isinstance(game, HasLostWorkers)
+        self._lost: list[tuple[int, np.ndarray]] = []  # (rollout step, envs) lost with workers
+        self.recollected = 0
+        """env steps lost with workers and collected again, over the run"""
 
     def use_buffer(self, buffer: RolloutBuffer) -> None:
         """Fill ``buffer`` from the next rollout on (through NumPy views: cheap per-step
@@ -269,6 +283,8 @@ class Actor:
                 self._collect_pipelined(act)
             else:
                 self._collect_steps(act)
+            if self._lost:
+                self._recollect(act)
             if self.detached:
                 self.bootstrap = (self.last_values(), self.learner_next())
         finally:
@@ -288,6 +304,7 @@ class Actor:
             tick = timer.add("env", tick)
             self.batch = batch
             self._record_step(t, batch, 0)
+            self._note_lost(t)
             tick = timer.add("env", tick)
 
     def _collect_pipelined(self, act: ActFn) -> None:
@@ -314,6 +331,7 @@ class Actor:
                             batches[p] = game.step_part_wait(p)
                             tick = timer.add("env", tick)
                             self._record_step(t - 1, batches[p], parts[p][0])
+                            self._note_lost(t - 1)
                             tick = timer.add("env", tick)
                     start = parts[group[0]][0]
                     joined = (batches[group[0]] if len(group) == 1 else concat_batches(
@@ -335,8 +353,59 @@ class Actor:
             if pending[p]:
                 batches[p] = game.step_part_wait(p)
                 self._record_step(t, batches[p], start)
+                self._note_lost(t)
         timer.add("env", tick)
         self.batch = concat_batches(batches, [start for start, _ in parts])
+
+    def _note_lost(self, t: int) -> None:
+        """Remember the envs whose step ``t`` was lost with their worker, to be collected
+        again (:meth:`_recollect`); a lost step is not an env step."""
+        if not self._loses_workers:
+            return
+        envs = cast(HasLostWorkers, self.game).take_lost_envs()
+        if len(envs):
+            self._lost.append((t, envs))
+            self.global_step -= len(envs) * self.ranks
+
+    def _recollect(self, act: ActFn) -> None:
+        """Collect again the steps lost with workers in this rollout, so the update learns
+        from ``num_steps`` real steps of every env: each lost part's later steps move forward
+        (:meth:`RolloutBuffer.drop_steps`), then that part alone steps as many times more
+        into the rollout's last rows. A loss meanwhile is collected again in turn."""
+        game = cast(HasLostWorkers, self.game)
+        num_steps = self.config.ppo.num_steps
+        while self._lost:
+            lost, self._lost = self._lost, []
+            for p, (start, stop) in enumerate(game.parts):
+                steps = sorted({t for t, envs in lost
+                                if bool(((envs >= start) & (envs < stop)).any())})
+                if not steps:
+                    continue
+                self.buffer.drop_steps(slice(start, stop), steps, self.config.ppo.gamma)
+                self._step_part_alone(p, range(num_steps - len(steps), num_steps), act)
+                self.recollected += len(steps) * (stop - start)
+                print(f"warning: collected again {len(steps)} step(s) of envs {start}.."
+                      f"{stop - 1} lost with their worker", file=sys.stderr)
+
+    def _step_part_alone(self, part: int, rows: range, act: ActFn) -> None:
+        """Step part ``part`` of the envs alone, filling buffer rows ``rows`` of its envs."""
+        game = cast(SupportsPartSteps, self.game)
+        parts = game.parts
+        start, stop = parts[part]
+        batch = slice_batch(self.batch, start, stop)
+        tick = time.perf_counter()
+        for t in rows:
+            self._check_abort()
+            actions = self._act_part(t, batch, start, act)
+            tick = self.timer.add("inference", tick)
+            game.step_part_async(part, actions)
+            batch = game.step_part_wait(part)
+            self._record_step(t, batch, start)
+            self._note_lost(t)
+            tick = self.timer.add("env", tick)
+        self.batch = concat_batches(
+            [batch if q == part else slice_batch(self.batch, a, b)
+             for q, (a, b) in enumerate(parts)], [a for a, _ in parts])
 
     def _act_part(self, t: int, batch: Batch, start: int, act: ActFn) -> np.ndarray:
         """Actions of envs ``start..start+len(batch)`` at step ``t`` (the learner's from

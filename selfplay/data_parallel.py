@@ -82,10 +82,6 @@ def distributed_problems(config: TrainConfig, world: int) -> list[str]:
     if config.game.num_envs % world:
         problems.append(f"game.num_envs={config.game.num_envs} is not divisible by the "
                         f"{world} ranks (each rank steps num_envs / ranks envs)")
-    if config.league.enabled:
-        problems.append("league.enabled=true is not supported with several ranks yet (its "
-                        "snapshots, opponents and rating games live in one process): set "
-                        "league.enabled=false")
     if config.distributed.backend == "ray" and config.distributed.address == "local":
         problems.append("distributed.address=local would start a private Ray instance per "
                         "rank: start a cluster (`ray start --head`) and set "
@@ -189,6 +185,14 @@ class Ranks:
         out: list[Any] | None = [None] * self.world if self.is_main else None
         dist.gather_object(obj, out, dst=0)
         return out or []
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's ``obj``, on every rank (what the other ranks pass is ignored)."""
+        if self.world == 1:
+            return obj
+        box = [obj if self.is_main else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
 
     def all_gather(self, obj: Any) -> list[Any]:
         """Every rank's ``obj``, on every rank."""

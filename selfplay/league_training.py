@@ -36,6 +36,14 @@ lost, half-written or stored twice. Training games are not stored in the databas
 table, the matchmaker's RNG, each env's opponent and the loaded opponents are saved in the
 trainer's checkpoints (``extra["league"]``), so a resumed run draws the same opponents as an
 uninterrupted one.
+
+Data-parallel ranks (``torchrun``): rank 0 owns the league (the database, snapshots, ratings
+and the pool); every rank draws the opponents of its own envs with its own RNG from a copy of
+rank 0's pool and payoff table. After each update the other ranks' finished games go to rank
+0's payoff table and rank 0's pool comes back to every rank, so all ranks sample from the same
+table. The ranks read the database and the snapshot files (the run directory must be visible
+to every rank, as for resuming). Checkpoints hold every rank's draws; a run resumed on another
+number of ranks keeps the pool and payoff table and draws its envs' opponents afresh.
 """
 
 from __future__ import annotations
@@ -86,6 +94,7 @@ class LeagueHook:
                               f"{trainer.spec.num_seats} seat(s)")
         self.trainer = trainer
         self.config = config
+        self.ranks = ranks = trainer.ranks
         self.role = config.role
         self.run_name = run_path.name
         self.snapshot_dir = run_path / "snapshots"
@@ -93,7 +102,10 @@ class LeagueHook:
         # league.elo_k: the K of a database made here; an existing one keeps its own (another
         # K is refused, naming both)
         rating = None if config.elo_k is None else RatingConfig(elo_k=config.elo_k)
+        if not ranks.is_main:  # rank 0 creates the database and registers the players first
+            ranks.barrier()
         self.db = LeagueDB(db_path, game=trainer.spec.name, config=rating)
+        seed = ranks.seed(trainer.config.seed)  # this rank's draws
         bot_share = config.bot_share if config.bots else 0.0
         defaults = MatchmakingConfig()  # AlphaStar's weighting of each role
         self.matchmaker = Matchmaker(MatchmakingConfig(
@@ -105,7 +117,9 @@ class LeagueHook:
         if config.role == "main_exploiter":
             self.matchmaker.add_learner(MAIN, "main")
         self.matchmaker.add_learner(LEARNER, config.role)
-        self.rng = np.random.default_rng(trainer.config.seed + 17)
+        if ranks.world > 1:  # this rank's games, for rank 0's payoff table
+            self.matchmaker.journal = []
+        self.rng = np.random.default_rng(seed + 17)
         self.slots: OrderedDict[int, int] = OrderedDict()  # player id -> owner slot (LRU)
         self.opponent = np.full(trainer.spec.num_envs, LEARNER, np.int64)  # [E] pick of seat 1
         self.pooled: set[int] = set()  # snapshot ids ever added to the matchmaker
@@ -139,8 +153,7 @@ class LeagueHook:
         self.bots: dict[int, tuple[int, ScriptedPolicy]] = {}
         for k, name in enumerate(config.bots):
             try:
-                setup = family.match_setup(trainer.spec.name, name, 1,
-                                           trainer.config.seed + 31 * k)
+                setup = family.match_setup(trainer.spec.name, name, 1, seed + 31 * k)
             except GameError as exc:
                 raise ConfigError(f"league.bots: {exc}") from exc
             if setup.scripted is None:
@@ -155,46 +168,58 @@ class LeagueHook:
             self.bots[pid] = (slot, setup.scripted)
             trainer.seats.set_policy(slot, setup.scripted)
             self.matchmaker.add_bot(pid)
+        if ranks.is_main:
+            ranks.barrier()
         # bot envs (league.bot_env_pfsp): engine bots drawn per game, outside the pool (they
         # play in envs of their own)
         self.bot_envs = np.flatnonzero(~self.contested)  # [B]
-        self.bot_draws = (BotEnvDraws(trainer.game, self.bot_envs, self.matchmaker,
-                                      trainer.config.seed) if config.bot_env_pfsp else None)
+        self.bot_draws = (BotEnvDraws(trainer.game, self.bot_envs, self.matchmaker, seed)
+                          if config.bot_env_pfsp else None)
         restored = trainer.restored_extra.get("league")
+        mine = None  # this rank's draws in the checkpoint (None: draw afresh)
         if restored is not None:  # a resumed checkpoint: the league continues exactly
-            self._load_state(restored)
-        # a restored pool already holds the checkpoint's snapshots; snapshots registered since
-        # (by runs sharing the database) join at the next update, as they did the first time
-        players = self.db.players() if restored is not None else self.sync_pool()
-        if config.role == "main_exploiter" and not self.targets:
+            mine = self._load_state(restored)
+        problem = ""
+        if ranks.is_main:
+            # a restored pool already holds the checkpoint's snapshots; snapshots registered
+            # since (by runs sharing the database) join at the next update, as they did the
+            # first time
+            players = self.db.players() if restored is not None else self.sync_pool()
+            if config.role == "main_exploiter" and not self.targets:
+                whose = f" of run {config.target!r}" if config.target else ""
+                runs = sorted({snapshot_run(p.name) for p in players if p.kind == "snapshot"
+                               and p.metadata.get("role", "main") == "main"})
+                problem = (f"league.role=main_exploiter: {db_path} holds no snapshot of a "
+                           f"main agent{whose} (runs with main snapshots: "
+                           f"{', '.join(runs) or 'none'}); point league.db at the main "
+                           "run's league database, or fix league.target")
+            if restored is None:
+                own = self._own_snapshots(players)
+                self.latest = own[-1].id if own else None  # newest at the checkpoint
+        problem = self._share_pool(problem)
+        if problem:
             self.db.close()
-            whose = f" of run {config.target!r}" if config.target else ""
-            runs = sorted({snapshot_run(p.name) for p in players
-                           if p.kind == "snapshot" and p.metadata.get("role", "main") == "main"})
-            raise ConfigError(f"league.role=main_exploiter: {db_path} holds no snapshot of a "
-                              f"main agent{whose} (runs with main snapshots: "
-                              f"{', '.join(runs) or 'none'}); point league.db at the main "
-                              "run's league database, or fix league.target")
+            raise ConfigError(problem)
         if self.bot_draws is not None:
-            self.bot_draws.start(None if restored is None else restored.get("bot_envs"))
-        if restored is None:
-            own = self._own_snapshots(players)
-            self.latest = own[-1].id if own else None  # newest at the checkpoint resumed from
-            # a new run (or an old checkpoint): draw opponents afresh
+            self.bot_draws.start(None if mine is None else mine.get("bot_envs"))
+        if mine is None:  # a new run (or another number of ranks): draw opponents afresh
             trainer.seats.assign(np.arange(trainer.spec.num_envs), 1, 0)
             self.assign(np.flatnonzero(self.contested))
         else:
-            self._reload_slots(restored["slots"])
+            self._reload_slots(mine["slots"])
         # a run started from another network (init_from): that network is the run's first
         # snapshot (update 0), rated before training moves it
         first = None
         if restored is None and trainer.update == 0 and trainer.config.init_from is not None:
-            first = self.latest = self.snapshot(trainer)
+            first = self.latest = self.snapshot(trainer) if ranks.is_main else None
+            self._share_pool()
         self.pending: dict[str, float] = {}  # rating metrics of the first snapshot, played here
-        self.ratings = SnapshotRatings(self.db, trainer, config, self.anchors, self.fit)
-        if self.ratings.rater is not None:  # the first snapshot's tournament among them
+        self.ratings = (SnapshotRatings(self.db, trainer, config, self.anchors, self.fit)
+                        if ranks.is_main else None)
+        if self.ratings is not None and self.ratings.rater is not None:
+            # the first snapshot's tournament among them
             self.ratings.resubmit_unfinished(self._own_snapshots(self.db.players()))
-        elif first is not None:
+        elif self.ratings is not None and first is not None:
             self.pending = self.ratings.rate(first)
         trainer.add_episode_listener(self.on_episodes)
         trainer.add_update_hook(self.after_update)
@@ -203,30 +228,71 @@ class LeagueHook:
     # ----------------------------------------------------------------- checkpoints
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint holds to continue exactly: the matchmaker (pool and payoff table),
-        the sampling RNG, each env's opponent and the loaded opponent slots; with
-        ``league.bot_env_pfsp`` the bot envs' draws (:meth:`BotEnvDraws.state_dict`)."""
-        return {"matchmaker": self.matchmaker.state_dict(),
-                "rng": self.rng.bit_generator.state,
-                "opponent": self.opponent.copy(),
-                "slots": [[pid, slot] for pid, slot in self.slots.items()],
-                "pooled": sorted(self.pooled), "targets": list(self.targets),
-                "latest": self.latest,
-                "bot_rngs": {pid: policy.rng.bit_generator.state
-                             for pid, (_, policy) in self.bots.items()},
-                **({"bot_envs": self.bot_draws.state_dict()}
-                   if self.bot_draws is not None else {})}
+        """What a checkpoint holds to continue exactly: the pool (:meth:`pool_state`), and each
+        rank's draws: the sampling RNG, each env's opponent and the loaded opponent slots;
+        with ``league.bot_env_pfsp`` the bot envs' draws (:meth:`BotEnvDraws.state_dict`).
+        Rank 0's draws are at the top level, the other ranks' under ``ranks``, their number
+        under ``world`` (every rank calls this; rank 0's result is the one saved)."""
+        draws = {"rng": self.rng.bit_generator.state,
+                 "opponent": self.opponent.copy(),
+                 "slots": [[pid, slot] for pid, slot in self.slots.items()],
+                 "bot_rngs": {pid: policy.rng.bit_generator.state
+                              for pid, (_, policy) in self.bots.items()},
+                 **({"bot_envs": self.bot_draws.state_dict()}
+                    if self.bot_draws is not None else {})}
+        every = self.ranks.gather(draws) or [draws]
+        return {**self.pool_state(), **every[0],
+                **({"world": self.ranks.world, "ranks": every[1:]} if self.ranks.world > 1
+                   else {})}
 
-    def _load_state(self, state: Mapping[str, Any]) -> None:
+    def pool_state(self) -> dict[str, Any]:
+        """The league every rank shares: the matchmaker (pool and payoff table), the snapshots
+        pooled and targeted, and this run's newest snapshot."""
+        return {"matchmaker": self.matchmaker.state_dict(), "pooled": sorted(self.pooled),
+                "targets": list(self.targets), "latest": self.latest}
+
+    def _load_pool(self, state: Mapping[str, Any]) -> None:
         self.matchmaker.load_state_dict(state["matchmaker"])
-        self.rng.bit_generator.state = state["rng"]
-        self.opponent[:] = state["opponent"]
         self.pooled = {int(pid) for pid in state["pooled"]}
         self.targets = [int(pid) for pid in state["targets"]]
         self.latest = None if state["latest"] is None else int(state["latest"])
-        for pid, rng_state in state.get("bot_rngs", {}).items():
+
+    def _load_state(self, state: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """Restore a checkpoint's pool and this rank's draws; returns those draws, or None
+        when the checkpoint was saved by another number of ranks (then they start afresh)."""
+        self._load_pool(state)
+        if int(state.get("world", 1)) != self.ranks.world:
+            return None
+        rank = self.ranks.rank
+        mine = state if rank == 0 else state["ranks"][rank - 1]
+        self.rng.bit_generator.state = mine["rng"]
+        self.opponent[:] = mine["opponent"]
+        for pid, rng_state in mine.get("bot_rngs", {}).items():
             if int(pid) in self.bots:
                 self.bots[int(pid)][1].rng.bit_generator.state = rng_state
+        return mine
+
+    def _share_pool(self, problem: str = "") -> str:
+        """With several ranks: rank 0's pool (:meth:`pool_state`) and ``problem`` (a reason
+        to stop, or empty) on every rank; returns the problem."""
+        if self.ranks.world == 1:
+            return problem
+        shared = self.ranks.broadcast({"pool": self.pool_state(), "problem": problem}
+                                      if self.ranks.is_main else None)
+        if not self.ranks.is_main:
+            self._load_pool(shared["pool"])
+        return str(shared["problem"])
+
+    def _merge_games(self) -> None:
+        """With several ranks: the other ranks' games of this update go to rank 0's payoff
+        table, in rank order (rank 0's own are in it already)."""
+        journal = self.matchmaker.journal
+        assert journal is not None
+        self.matchmaker.journal = None
+        for games in self.ranks.gather(journal)[1:]:
+            for a, b, outcome in games:
+                self.matchmaker.record(a, b, outcome)
+        self.matchmaker.journal = []
 
     def _reload_slots(self, slots: list[list[int]]) -> None:
         """Load the opponents the checkpointed run had loaded, in the same LRU order. One whose
@@ -384,12 +450,16 @@ class LeagueHook:
     def after_update(self) -> dict[str, float]:
         trainer = self.trainer
         metrics, self.pending = self.pending, {}
-        self.sync_pool()
-        if trainer.update % self.config.snapshot_every == 0:
-            self.latest = self.snapshot(trainer)
-        if self.latest is not None and trainer.update % self.config.eval_every == 0:
-            metrics.update(self.ratings.rate(self.latest))
-        metrics.update(self.ratings.collect())
+        if self.ranks.world > 1:
+            self._merge_games()
+        if self.ratings is not None:  # rank 0: the pool, snapshots and ratings
+            self.sync_pool()
+            if trainer.update % self.config.snapshot_every == 0:
+                self.latest = self.snapshot(trainer)
+            if self.latest is not None and trainer.update % self.config.eval_every == 0:
+                metrics.update(self.ratings.rate(self.latest))
+            metrics.update(self.ratings.collect())
+        self._share_pool()
         metrics["league/opponent_share_selfplay"] = float((trainer.seats.of_seat(1) == 0).mean())
         if self.bot_draws is not None:  # which bots the bot envs play now
             metrics.update(self.bot_draws.metrics())
@@ -427,11 +497,13 @@ class LeagueHook:
         return pid
 
     def finish(self) -> dict[str, float]:
-        """At the end of training: wait for the rater's tournaments; the newest rating."""
-        return self.ratings.finish()
+        """At the end of training: wait for the rater's tournaments; the newest rating (rank
+        0; the other ranks have none)."""
+        return self.ratings.finish() if self.ratings is not None else {}
 
     def close(self) -> None:
-        self.ratings.close()
+        if self.ratings is not None:
+            self.ratings.close()
         self.db.close()
 
 

@@ -63,6 +63,8 @@ class TrainingContext(Protocol):
     restored_extra: dict[str, Any]
     """what the checkpoint resumed from held for attached components, by name"""
     update: int
+    ranks: Ranks
+    """this process's place among the data-parallel ranks (``Ranks()``: the only one)"""
 
     @property
     def seats(self) -> Seats:

@@ -59,6 +59,31 @@ class RolloutBuffer:
         self.dones = torch.zeros((t, e, a))
         self.trained = torch.zeros((t, e, a), dtype=torch.bool)
 
+    def tensors(self) -> list[Tensor]:
+        """Every per-step tensor ``[T, E, A, ...]`` of the rollout."""
+        return [x for x in (self.obs, self.mask, self.critic_in, self.actions, self.logprobs,
+                            self.values, self.rewards, self.dones, self.trained)
+                if x is not None]
+
+    def drop_steps(self, envs: slice, steps: list[int], gamma: float) -> None:
+        """Remove steps ``steps`` of envs ``envs``: steps lost with a worker, where the action
+        had no effect and the envs' next observations began new games.
+
+        The step before each run of lost steps becomes its game's last, truncated there and
+        bootstrapped from the value of the observation it led to (the value computed when
+        acting at the lost step; a seat that did not act there has none), as a time limit
+        is. The later steps move forward, so the last ``len(steps)`` rows are free to be
+        collected again.
+        """
+        lost = set(steps)
+        for step in sorted(lost):
+            if step > 0 and step - 1 not in lost:
+                self.rewards[step - 1, envs] += gamma * self.values[step, envs]
+                self.dones[step - 1, envs] = 1.0
+        keep = torch.tensor([t for t in range(self.shape[0]) if t not in lost])
+        for x in self.tensors():
+            x[:len(keep), envs] = x[keep, envs]
+
     def flat(self, tensor: Tensor) -> Tensor:
         """``[T, E, A, ...]`` -> ``[T*E*A, ...]``."""
         return flat_steps(tensor)

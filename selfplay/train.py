@@ -39,7 +39,9 @@ def build_trainer(config: TrainConfig, run: RunDir | None,
             trainer.start_from(init_from)
         if config.distributed.backend == "ray" and isinstance(game, HasLostWorkers):
             # in the metrics (TensorBoard, metrics.jsonl) beside the warning on stderr
-            trainer.add_update_hook(lambda: {"workers/lost": float(game.revivals)})
+            trainer.add_update_hook(lambda: {
+                "workers/lost": float(game.revivals),
+                "workers/recollected_steps": float(trainer.actor.recollected)})
         return trainer
     except BaseException:
         game.close()

@@ -139,6 +139,77 @@ def train_save_resume(ranks: Ranks, run: Path) -> dict[str, Any]:
             "global_step": resumed.global_step, "checkpoint": str(path)}
 
 
+def league_config() -> TrainConfig:
+    """Tic-tac-toe in a league: a snapshot every update, PFSP, a scripted training opponent,
+    rating games in this process every second update."""
+    return build_config("tictactoe", overrides=[
+        "log.progress=false", "log.tensorboard=false", "game.num_envs=8", "ppo.num_steps=8",
+        "ppo.num_minibatches=2", "ppo.update_epochs=1", "network.hidden=[32,32]",
+        "league.snapshot_every=1", "league.eval_every=2", "league.eval_process=false",
+        "league.eval_games=2", "league.self_play=0.2", "league.bots=[random]",
+        "league.bot_share=0.3"], seed=9)
+
+
+def league_trainer(ranks: Ranks, run: Path, checkpoint: Path | None = None
+                   ) -> tuple[Any, Any, list[int]]:
+    """A league run's trainer, its league hook (restored from ``checkpoint`` when given; the
+    payoff table undecayed, so it counts games) and this rank's count of finished games
+    against league players (an episode listener that reads the opponents before the league
+    replaces them)."""
+    from games.core import EpisodeStats, Outcome
+    from selfplay.checkpoint import load_checkpoint
+    from selfplay.league_bot_envs import LEARNER
+    from selfplay.league_training import attach
+
+    config = league_config()
+    game = make_game("tictactoe", ranks.local_envs(config.game.num_envs),
+                     ranks.seed(config.seed))
+    run.mkdir(parents=True, exist_ok=True)
+    trained = Trainer(config, game, RunDir(run), ranks)
+    if checkpoint is not None:
+        trained.load_state_dict(load_checkpoint(checkpoint))
+    counted, box = [0], []
+
+    def count(stats: EpisodeStats) -> None:
+        seat0 = stats.seat == 0
+        picks = box[0].opponent[stats.env[seat0]]
+        counted[0] += int(((picks != LEARNER) & (stats.outcome[seat0] != Outcome.NONE)).sum())
+
+    trained.add_episode_listener(count)
+    hook = attach(trained, run)
+    hook.matchmaker.payoff.decay = 1.0
+    box.append(hook)
+    return trained, hook, counted
+
+
+def league_save_resume(ranks: Ranks, run: Path) -> dict[str, Any]:
+    """Three league updates straight, and two saved then resumed for the third: each rank's
+    weights, payoff table, opponents and the database's snapshots."""
+    out: dict[str, Any] = {}
+    straight, hook, counted = league_trainer(ranks, run / "straight")
+    tables = []
+    for _ in range(3):
+        straight.run_update()
+        tables.append(hook.matchmaker.state_dict())
+    out["straight"] = {"flat": straight.optimizer.flat.detach().clone(), "tables": tables,
+                       "opponent": hook.opponent.copy(), "rng": hook.rng.bit_generator.state,
+                       "players": [(p.name, p.kind) for p in hook.db.players()],
+                       "matches": len(hook.db.matches()), "counted": counted[0]}
+    hook.close()
+    first, hook, _ = league_trainer(ranks, run / "saved")
+    while first.update < 2:
+        first.run_update()
+    path = first.save()
+    hook.close()
+    resumed, hook, _ = league_trainer(ranks, run / "saved", path)
+    resumed.run_update()
+    out["resumed"] = {"flat": resumed.optimizer.flat.detach().clone(),
+                      "table": hook.matchmaker.state_dict(), "opponent": hook.opponent.copy(),
+                      "rng": hook.rng.bit_generator.state, "checkpoint": str(path)}
+    hook.close()
+    return out
+
+
 def _rank(rank: int, world: int, rendezvous: str, out: str) -> None:
     torch.set_num_threads(1)
     err = os.open(f"{out}.{rank}.stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -155,6 +226,7 @@ def _rank(rank: int, world: int, rendezvous: str, out: str) -> None:
             rms.update(rms_rows(rank))
         result["rms"] = {k: v.clone() for k, v in rms.state_dict().items()}
         result["train"] = train_save_resume(ranks, Path(out).parent / "runs")
+        result["league"] = league_save_resume(ranks, Path(out).parent / "league")
         torch.save(result, f"{out}.{rank}")
     except BaseException:
         dist.destroy_process_group()

@@ -84,6 +84,7 @@ class WorkerVecGame:
         self._closed = False
         self._seed: int | None = None  # the last reset's (revived workers start from it)
         self.revivals = 0  # workers lost and revived over the game's life
+        self._lost_envs: list[np.ndarray] = []  # envs whose step was lost (take_lost_envs)
         # each worker's last observations and states (views): a lost worker's games end there
         self._last: list[tuple[np.ndarray, np.ndarray | None] | None] = [None] * len(
             self.ranges)
@@ -152,7 +153,14 @@ class WorkerVecGame:
             truncated=np.ones(n, bool), episodes=EpisodeStats.empty(),
             final_obs=np.array(obs), final_state=None if state is None else np.array(state))
         self.games_ended(np.arange(start, stop))
+        self._lost_envs.append(np.arange(start, stop))
         return Part(revived, np.zeros((0, self.component_width)))
+
+    def take_lost_envs(self) -> np.ndarray:
+        """``int [K]``: the envs whose step was lost with their worker since the last call (see
+        :class:`~games.core.HasLostWorkers`); clears the record."""
+        lost, self._lost_envs = self._lost_envs, []
+        return np.concatenate(lost) if lost else np.zeros(0, np.int64)
 
     def _merge(self, parts: list[Part]) -> Batch:
         components = [p.components for p in parts if p.components is not None]

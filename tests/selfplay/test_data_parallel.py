@@ -10,10 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from data_parallel_ranks import learn_once, rms_rows, rms_start, run_ranks
 
+from league.db import LeagueDB
+from league.snapshots import snapshot_name
 from selfplay.checkpoint import list_checkpoints, load_checkpoint
 from selfplay.config import ConfigError, build_config
 from selfplay.data_parallel import Ranks, distributed_problems, join_ranks
@@ -70,12 +73,51 @@ def test_two_ranks_resume_their_games_exactly_from_rank_0s_checkpoint(
     assert state["batch"]["obs"].shape[0] == 4 and state["ranks"][0]["batch"]["obs"].shape[0] == 4
 
 
+def same_table(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two matchmaker states (pool and payoff table) are equal."""
+    pa, pb = a["payoff"], b["payoff"]
+    return (all(np.array_equal(pa[k], pb[k]) for k in ("ids", "points", "games"))
+            and all(np.array_equal(a[k], b[k]) for k in ("kind", "parent", "active"))
+            and a["roles"] == b["roles"] and a["main"] == b["main"])
+
+
+def test_two_ranks_share_one_league_and_resume_it_exactly(
+        ranks: list[dict[str, Any]]) -> None:
+    """A tic-tac-toe league on two ranks (a snapshot every update, PFSP, a scripted
+    opponent, rating games): both ranks sample from the same pool and payoff table after
+    every update, which holds the games of both; rank 0 alone writes snapshots and rating
+    matches; saved after 2 updates and resumed, the third update is the uninterrupted one's
+    on both ranks (weights, table, each env's opponent, the draws' RNG)."""
+    leagues = [r["league"] for r in ranks]
+    straight = [league["straight"] for league in leagues]
+    for update, (t0, t1) in enumerate(zip(straight[0]["tables"], straight[1]["tables"],
+                                          strict=True)):
+        assert same_table(t0, t1), f"the ranks' tables differ after update {update + 1}"
+    table = straight[0]["tables"][-1]["payoff"]
+    learner_row = list(table["ids"]).index(-1)
+    counted = [s["counted"] for s in straight]
+    assert counted[1] > 0 and counted[0] > 0  # each rank played league opponents
+    assert table["games"][learner_row].sum() == pytest.approx(sum(counted))
+    names = [name for name, kind in straight[0]["players"] if kind == "snapshot"]
+    assert len(names) == 3 and straight[0]["players"] == straight[1]["players"]
+    assert straight[0]["matches"] > 0  # update 2's rating games, stored by rank 0
+    for league, alone in zip(leagues, straight, strict=True):
+        resumed = league["resumed"]
+        assert torch.equal(resumed["flat"], alone["flat"])
+        assert same_table(resumed["table"], alone["tables"][-1])
+        np.testing.assert_array_equal(resumed["opponent"], alone["opponent"])
+        assert resumed["rng"] == alone["rng"]
+    state = load_checkpoint(Path(leagues[0]["resumed"]["checkpoint"]))
+    assert state["extra"]["league"]["world"] == 2
+    assert len(state["extra"]["league"]["ranks"]) == 1
+
+
 def test_settings_several_ranks_cannot_train_with_are_named() -> None:
     config = build_config("tictactoe", overrides=["game.num_envs=6",  # league on by default
                                                   "distributed.backend=ray"])
     problems = " ".join(distributed_problems(config, 4))
     assert "game.num_envs=6 is not divisible by the 4 ranks" in problems
-    assert "league.enabled=false" in problems
+    assert "league" not in problems  # the league trains on several ranks
     assert "distributed.address=auto" in problems  # ray, address local: one instance/rank
     assert distributed_problems(config, 1) == []
 
@@ -92,8 +134,9 @@ def _selfplay(*args: str, nproc: int = 1) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow  # three interpreters start for torchrun, then one to resume: ~10 s
 def test_torchrun_trains_saves_on_rank_0_and_one_process_resumes(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    common = ["--set", "game.num_envs=8", "--set", "ppo.num_steps=8",
-              "--set", "league.enabled=false", "--set", "log.tensorboard=false",
+    common = ["--set", "game.num_envs=8", "--set", "ppo.num_steps=8",  # in a league
+              "--set", "league.snapshot_every=1", "--set", "league.eval_every=2",
+              "--set", "league.eval_process=false", "--set", "log.tensorboard=false",
               "--set", "network.hidden=[32,32]", "--set", "checkpoint.every_updates=1"]
     done = _selfplay("train", "--game", "tictactoe", *common, "--total-steps", "128",
                      "--run-dir", str(run), "--no-progress", nproc=2)
@@ -113,6 +156,10 @@ def test_torchrun_trains_saves_on_rank_0_and_one_process_resumes(tmp_path: Path)
     assert "trained 256 steps in 4 updates" in resumed.stdout
     final = load_checkpoint(list_checkpoints(run / "checkpoints")[-1])
     assert "world" not in final and final["counters"]["global_step"] == 256
+    assert "world" not in final["extra"]["league"]  # one rank's draws now
+    with LeagueDB(run / "league.db") as db:  # rank 0's snapshots, then the resumed run's
+        assert [p.name for p in db.players() if p.kind == "snapshot"] == [
+            snapshot_name(run.name, u) for u in (1, 2, 3, 4)]
 
 
 def test_a_torchrun_rank_refuses_settings_it_cannot_train_with(
@@ -121,7 +168,7 @@ def test_a_torchrun_rank_refuses_settings_it_cannot_train_with(
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("LOCAL_RANK", "0")
-    config = build_config("tictactoe", overrides=["game.num_envs=8"])  # league on by default
-    with pytest.raises(ConfigError, match=r"cannot train on 2 ranks: league.enabled=true .* "
-                                          r"set league.enabled=false"):
+    config = build_config("tictactoe", overrides=["game.num_envs=7"])
+    with pytest.raises(ConfigError, match=r"^cannot train on 2 ranks: game.num_envs=7 is not "
+                                          r"divisible by the 2 ranks [^\n]*$"):
         join_ranks(config)

@@ -163,7 +163,8 @@ def test_training_on_ray_matches_local_then_survives_a_lost_node(two_nodes: TwoN
     """``distributed.backend: ray``: the workers land on both nodes; the first update's
     weights equal the local worker processes' for the same seed (the same games, actions and
     draws); an error inside an actor is the game's one line; then a node is lost and the run
-    goes on to the right step count (the lost games end truncated, see the slow test above)."""
+    goes on to the right step count (the lost games end truncated, see the slow test above, and
+    the lost step is collected again)."""
     import torch
 
     from selfplay.config import build_config
@@ -194,6 +195,8 @@ def test_training_on_ray_matches_local_then_survives_a_lost_node(two_nodes: TwoN
             metrics = remote.run_update()
         assert remote.global_step == 4 * remote.steps_per_update
         assert remote.game.revivals == 1 and metrics["workers/lost"] == 1.0
+        # the lost step of the lost worker's 2 envs was collected again
+        assert metrics["workers/recollected_steps"] == 2.0
     finally:
         local.game.close()
         remote.game.close()
