@@ -293,6 +293,19 @@ class SupportsBotSwap(Protocol):
 
 
 @runtime_checkable
+class SupportsDeviceArrays(Protocol):
+    """Games whose arrays live on an accelerator's memory (JAX's device). With
+    ``device_arrays`` on, ``reset`` and ``step`` leave the observations, legal-action masks,
+    global states and final observations where they are, as device arrays that export
+    DLPack (so a trainer on the same device takes them without a copy), and ``step`` also
+    takes its actions as any array that exports DLPack (a torch tensor: no copy either). The
+    small arrays (rewards, ends, alive seats, episodes) stay NumPy. Off (the default), every
+    array is NumPy on the host, as in every game."""
+
+    device_arrays: bool
+
+
+@runtime_checkable
 class HasLostWorkers(SupportsPartSteps, Protocol):
     """Games stepped by workers that may be lost and come back (Ray actors): the games a lost
     worker was playing end as truncated and new ones begin (:mod:`games.workers.vec`). A lost

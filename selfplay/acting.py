@@ -33,13 +33,16 @@ from games.core import (
     VecGame,
 )
 from selfplay.config import TrainConfig
+from selfplay.handover import as_tensor, tensor_batch, to_host
 from selfplay.inference import NumpyActorCritic
 from selfplay.networks import ActorCritic
 from selfplay.normalize import RewardScaler
+from selfplay.policy import FrozenPolicy
 from selfplay.rollout import RolloutBuffer
 
 # acting for one part of the envs: (step, batch, learner seats [E', A], first env) -> actions
-ActFn = Callable[[int, Batch, np.ndarray, int], np.ndarray]
+# (NumPy; a tensor on the buffer's device when the game hands over device arrays)
+ActFn = Callable[[int, Batch, np.ndarray, int], Any]
 EpisodeListener = Callable[[EpisodeStats], None]  # the seat-episodes that ended on a step
 
 
@@ -180,10 +183,14 @@ class Actor:
 
     def __init__(self, config: TrainConfig, game: VecGame, agent: ActorCritic,
                  buffer: RolloutBuffer, device: torch.device, act_gen: torch.Generator,
-                 rng: np.random.Generator, seed: int | None = None, ranks: int = 1) -> None:
+                 rng: np.random.Generator, seed: int | None = None, ranks: int = 1,
+                 device_arrays: bool = False) -> None:
         """``seed``: the games' first reset (default ``config.seed``); ``ranks``: the
-        data-parallel ranks stepping as many envs each, which ``global_step`` counts too."""
+        data-parallel ranks stepping as many envs each, which ``global_step`` counts too;
+        ``device_arrays``: the game hands over device arrays (:mod:`selfplay.handover`), read
+        as tensors, and takes the actions as tensors on the buffer's device."""
         self.config = config
+        self.device_arrays = device_arrays
         self.game = game
         self.spec: GameSpec = game.spec
         self.agent = agent
@@ -212,7 +219,8 @@ class Actor:
         self.timer = Timer()
         self.global_step = 0  # env steps of every rank
         self.ranks = ranks
-        self.batch: Batch = game.reset(seed=config.seed if seed is None else seed)
+        self.batch: Batch = self._arrived(game.reset(seed=config.seed if seed is None
+                                                     else seed))
         # parts of the envs step in their own processes while the others' actions are computed
         self.pipelined = (config.pipeline and isinstance(game, SupportsPartSteps)
                           and len(game.parts) > 1)
@@ -221,13 +229,23 @@ class Actor:
         self.recollected = 0
         """env steps lost with workers and collected again, over the run"""
 
+    def _arrived(self, batch: Batch) -> Batch:
+        """A batch from the game as acting reads it: device arrays as tensors on their
+        memory (no copy)."""
+        return tensor_batch(batch) if self.device_arrays else batch
+
+    def reset_games(self, seed: int) -> None:
+        """New games in every env from ``seed``."""
+        self.batch = self._arrived(self.game.reset(seed=seed))
+
     def use_buffer(self, buffer: RolloutBuffer) -> None:
-        """Fill ``buffer`` from the next rollout on (through NumPy views: cheap per-step
-        writes from the acting loop)."""
+        """Fill ``buffer`` from the next rollout on (through NumPy views of its host arrays:
+        cheap per-step writes from the acting loop)."""
         self.buffer = buffer
-        self._np_obs = buf_np(buffer.obs)
-        self._np_mask = buf_np(buffer.mask) if buffer.mask is not None else None
-        self._np_actions = buf_np(buffer.actions)
+        host = buffer.device.type == "cpu"  # the large arrays' (the NumPy mirror's only)
+        self._np_obs = buf_np(buffer.obs) if host else None
+        self._np_mask = buf_np(buffer.mask) if host and buffer.mask is not None else None
+        self._np_actions = buf_np(buffer.actions) if host else None
         self._np_logprobs = buf_np(buffer.logprobs)
         self._np_values = buf_np(buffer.values)
         self._np_rewards = buf_np(buffer.rewards)
@@ -252,19 +270,19 @@ class Actor:
             for listener in self.listeners:
                 listener(episodes)
 
-    def _critic_input(self, obs_n: Tensor, state: np.ndarray | None, update: bool) -> Tensor:
+    def _critic_input(self, obs_n: Tensor, state: Any, update: bool) -> Tensor:
         """Critic input for flattened rows ``[N, ...]`` (global state or the actor's obs)."""
         if not self.agent.critic_reads_state:
             return obs_n
         assert state is not None
-        state_t = torch.from_numpy(state).reshape(-1, *self.spec.state_shape)  # type: ignore[misc]
+        state_t = as_tensor(state).reshape(-1, *self.spec.state_shape)  # type: ignore[misc]
         state_t = state_t.to(self.device, non_blocking=True)
         return self.agent.normalize_critic_input(obs_n, state_t, update=update)
 
     @torch.inference_mode()
-    def _final_values(self, obs: np.ndarray, state: np.ndarray | None) -> Tensor:
+    def _final_values(self, obs: Any, state: Any) -> Tensor:
         """Values ``[K * A]`` of final observations ``[K, A, *obs_shape]`` (and states)."""
-        rows = torch.from_numpy(obs).reshape(-1, *self.spec.obs_shape).to(self.device)
+        rows = as_tensor(obs).reshape(-1, *self.spec.obs_shape).to(self.device)
         obs_n = self.agent.normalize_obs(rows)
         return self.agent.value(self._critic_input(obs_n, state, update=False))
 
@@ -300,7 +318,7 @@ class Actor:
             self._check_abort()
             actions = self._act_part(t, self.batch, 0, act)
             tick = timer.add("inference", tick)
-            batch = self.game.step(actions)
+            batch = self._arrived(self.game.step(actions))
             tick = timer.add("env", tick)
             self.batch = batch
             self._record_step(t, batch, 0)
@@ -328,7 +346,7 @@ class Actor:
                     for p in group:
                         if pending[p]:  # its step t - 1 ran while the other groups acted
                             pending[p] = False
-                            batches[p] = game.step_part_wait(p)
+                            batches[p] = self._arrived(game.step_part_wait(p))
                             tick = timer.add("env", tick)
                             self._record_step(t - 1, batches[p], parts[p][0])
                             self._note_lost(t - 1)
@@ -351,7 +369,7 @@ class Actor:
             raise
         for p, (start, _) in enumerate(parts):
             if pending[p]:
-                batches[p] = game.step_part_wait(p)
+                batches[p] = self._arrived(game.step_part_wait(p))
                 self._record_step(t, batches[p], start)
                 self._note_lost(t)
         timer.add("env", tick)
@@ -399,7 +417,7 @@ class Actor:
             actions = self._act_part(t, batch, start, act)
             tick = self.timer.add("inference", tick)
             game.step_part_async(part, actions)
-            batch = game.step_part_wait(part)
+            batch = self._arrived(game.step_part_wait(part))
             self._record_step(t, batch, start)
             self._note_lost(t)
             tick = self.timer.add("env", tick)
@@ -407,7 +425,7 @@ class Actor:
             [batch if q == part else slice_batch(self.batch, a, b)
              for q, (a, b) in enumerate(parts)], [a for a, _ in parts])
 
-    def _act_part(self, t: int, batch: Batch, start: int, act: ActFn) -> np.ndarray:
+    def _act_part(self, t: int, batch: Batch, start: int, act: ActFn) -> Any:
         """Actions of envs ``start..start+len(batch)`` at step ``t`` (the learner's from
         ``act``, which fills their buffer rows; the other seats' from their owners)."""
         owner = self.owner[start:start + batch.obs.shape[0]]
@@ -449,6 +467,7 @@ class Actor:
         (rows of envs ``start..start+len(batch)``)."""
         spec, agent, fast = self.spec, self.agent, self.fast_policy
         assert fast is not None
+        assert self._np_obs is not None and self._np_actions is not None  # a host buffer
         e, a = batch.obs.shape[0], spec.num_seats
         envs = slice(start, start + e)
         obs = batch.obs.reshape(e * a, *spec.obs_shape)
@@ -468,10 +487,11 @@ class Actor:
         return actions
 
     @torch.inference_mode()
-    def _act_torch(self, t: int, batch: Batch, learner: np.ndarray,
-                   start: int = 0) -> np.ndarray:
+    def _act_torch(self, t: int, batch: Batch, learner: np.ndarray, start: int = 0) -> Any:
         """Act for the learner's live seats with one forward pass; fill buffer slot ``t``
-        (rows of envs ``start..start+len(batch)``).
+        (rows of envs ``start..start+len(batch)``). The actions are NumPy, or a tensor on
+        the buffer's device with device arrays (``int32`` where they are integers, as JAX
+        takes them without a copy).
 
         Seats the learner does not play this step (an opponent's, a dead one, a turn-based
         game's idle one) skip the network: their actions are zeros, overwritten by their
@@ -484,21 +504,23 @@ class Actor:
         act_shape = spec.action_space.action_shape
         rows = learner.reshape(-1)
         pick = None if rows.all() else torch.from_numpy(np.flatnonzero(rows))
-        obs_host = torch.from_numpy(batch.obs).reshape(n, *spec.obs_shape)
-        mask_host = (torch.from_numpy(batch.action_mask).reshape(n, *spec.action_space.mask_shape)
-                     if batch.action_mask is not None else None)
-        if mask_host is not None and buf.mask is not None:
-            buf.mask[t, envs].view(n, *mask_host.shape[1:]).copy_(mask_host)
-        state = batch.state
-        obs, mask = obs_host, mask_host
+        # the game's arrays as tensors where they are (the host, or the game's device)
+        obs_src = as_tensor(batch.obs).reshape(n, *spec.obs_shape)
+        mask_src = (as_tensor(batch.action_mask).reshape(n, *spec.action_space.mask_shape)
+                    if batch.action_mask is not None else None)
+        if mask_src is not None and buf.mask is not None:
+            buf.mask[t, envs].view(n, *mask_src.shape[1:]).copy_(mask_src)
+        state: Any = batch.state
+        obs, mask = obs_src, mask_src
         if pick is not None:
-            obs = obs_host[pick]
-            mask = mask_host[pick] if mask_host is not None else None
+            at_src = pick.to(obs_src.device)
+            obs = obs_src[at_src]
+            mask = mask_src[at_src] if mask_src is not None else None
             if state is not None and self.agent.critic_reads_state:
-                state = state.reshape(n, *state.shape[2:])[pick.numpy()]
-        if self.device.type != "cpu":
-            obs = obs.to(self.device, non_blocking=True)
-            mask = mask.to(self.device, non_blocking=True) if mask is not None else None
+                state_src = as_tensor(state)
+                state = state_src.reshape(n, *state_src.shape[2:])[pick.to(state_src.device)]
+        obs = obs.to(self.device, non_blocking=True)
+        mask = mask.to(self.device, non_blocking=True) if mask is not None else None
         if agent.obs_rms is not None:
             agent.obs_rms.update(obs)
         obs_n = agent.normalize_obs(obs)
@@ -506,36 +528,43 @@ class Actor:
         dist, value_n = agent.forward_all(obs_n, mask, critic_in)
         action = dist.sample(self.act_gen)
         small = torch.stack([dist.log_prob(action), agent.from_value_space(value_n)]).cpu()
-        action = action.cpu()
+        action = action.to(buf.device)
+        at_buf = None if pick is None else pick.to(buf.device)
         obs_buf = buf.obs[t, envs].view(n, *spec.obs_shape)
         if agent.obs_rms is None:  # the buffer holds the raw observation: all rows at once
-            obs_buf.copy_(obs_host)
-        elif pick is None:
+            obs_buf.copy_(obs_src)
+        elif at_buf is None:
             obs_buf.copy_(obs_n)
         else:
-            obs_buf.index_copy_(0, pick, obs_n.cpu())
+            obs_buf.index_copy_(0, at_buf, obs_n.to(buf.device))
         if buf.critic_in is not None:
             critic_buf = buf.critic_in[t, envs].view(n, *critic_in.shape[1:])
-            if pick is None:
+            if at_buf is None:
                 critic_buf.copy_(critic_in)
             else:
-                critic_buf.index_copy_(0, pick, critic_in.cpu())
+                critic_buf.index_copy_(0, at_buf, critic_in.to(buf.device))
         actions = buf.actions[t, envs].view(n, *act_shape)
         logprobs, values = buf.logprobs[t, envs].view(n), buf.values[t, envs].view(n)
-        if pick is None:
+        if pick is None or at_buf is None:
             actions.copy_(action)
             logprobs.copy_(small[0])
             values.copy_(small[1])
         else:
-            actions.zero_().index_copy_(0, pick, action)
+            actions.zero_().index_copy_(0, at_buf, action)
             logprobs.zero_().index_copy_(0, pick, small[0])
             values.zero_().index_copy_(0, pick, small[1])
-        return actions.numpy().reshape(e, a, *act_shape).copy()
+        out = actions.view(e, a, *act_shape)
+        if self.device_arrays:
+            return out.to(torch.int32) if out.dtype == torch.int64 else out.clone()
+        return out.numpy().copy()
 
-    def _opponent_actions(self, batch: Batch, actions: np.ndarray,
-                          owner: np.ndarray) -> np.ndarray:
-        """Overwrite the actions of seats owned by other policies (one pass per policy);
-        ``owner [E', A]`` are the owners of ``batch``'s seats."""
+    @torch.inference_mode()
+    def _opponent_actions(self, batch: Batch, actions: Any, owner: np.ndarray) -> Any:
+        """Overwrite the actions (NumPy, or a tensor with device arrays) of seats owned by
+        other policies (one pass per policy); ``owner [E', A]`` are the owners of
+        ``batch``'s seats. A network policy reads device arrays where they are; a scripted
+        one reads its seats' rows copied to the host."""
+        on_device = isinstance(actions, Tensor)
         for owner_id in np.unique(owner):
             if owner_id == 0:
                 continue
@@ -546,16 +575,29 @@ class Actor:
             sel = (owner == owner_id) & batch.alive
             if not sel.any():
                 continue
-            mask = batch.action_mask[sel] if batch.action_mask is not None else None
-            state = batch.state[sel] if batch.state is not None else None
-            actions[sel] = policy.act(batch.obs[sel], mask, state)
+            if not on_device:
+                mask = batch.action_mask[sel] if batch.action_mask is not None else None
+                state = batch.state[sel] if batch.state is not None else None
+                actions[sel] = policy.act(batch.obs[sel], mask, state)
+                continue
+            obs_t = _rows(as_tensor(batch.obs), sel)
+            mask_t, state_t = (None if x is None else _rows(as_tensor(x), sel)
+                               for x in (batch.action_mask, batch.state))
+            if isinstance(policy, FrozenPolicy):
+                chosen = policy.act_tensors(obs_t, mask_t)
+            else:
+                chosen = torch.from_numpy(policy.act(
+                    to_host(obs_t), None if mask_t is None else to_host(mask_t),
+                    None if state_t is None else to_host(state_t)))
+            actions[torch.from_numpy(sel).to(actions.device)] = chosen.to(actions.device,
+                                                                          actions.dtype)
         return actions
 
     @torch.inference_mode()
     def last_values(self) -> Tensor:
         """``[E * A]``: the values after the rollout's last step (GAE's bootstrap)."""
         n = self.spec.num_envs * self.spec.num_seats
-        obs = torch.from_numpy(self.batch.obs).reshape(n, *self.spec.obs_shape)
+        obs = as_tensor(self.batch.obs).reshape(n, *self.spec.obs_shape)
         obs_n = self.agent.normalize_obs(obs.to(self.device))
         critic_in = self._critic_input(obs_n, self.batch.state, update=False)
         return self.agent.value(critic_in).cpu()
@@ -563,3 +605,8 @@ class Actor:
     def learner_next(self) -> np.ndarray:
         """``bool [E, A]``: the learner's seats that act on the next step."""
         return (self.owner == 0) & self.batch.alive
+
+
+def _rows(x: Tensor, sel: np.ndarray) -> Tensor:
+    """The rows ``x[sel]`` of ``[E', A, ...]`` seats chosen by ``bool [E', A]`` ``sel``."""
+    return x[torch.from_numpy(sel).to(x.device)]

@@ -254,8 +254,16 @@ class TrainConfig:
     be fastest where the batches are tiny or another busy thread (a JVM compiling an engine's
     code) shares the cores: torch's threads wait for each other at every operator."""
     device: str = "cpu"
-    """Where the network runs: cpu, cuda, cuda:N, or auto (CUDA when available). Envs and the
-    rollout buffer stay on the host; the update runs on this device."""
+    """Where the network runs: cpu, cuda, cuda:N, or auto (CUDA when available). The update
+    runs on this device; the rollout buffer stays on the host, except what a game with device
+    arrays hands over (``array_handover``)."""
+    array_handover: Literal["auto", "host", "dlpack"] = "auto"
+    """How a game's observations, masks and actions reach the network. ``host``: NumPy arrays
+    on the host. ``dlpack``: a game whose engine keeps them on an accelerator (JAX: Lux)
+    hands them to torch by DLPack, without a copy when both use the same device, and the
+    rollout buffer's observations, masks and actions stay on ``device``, so a GPU run never
+    round-trips them through the host. ``auto``: ``dlpack`` where the game can, else
+    ``host``."""
     pipeline: bool = True
     """With a game whose envs step in several processes (microRTS ``game.options.workers``
     >= 2), step each part while the actions of the others are computed, so env and network

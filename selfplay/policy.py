@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from selfplay.networks import ActorCritic
 
@@ -20,11 +21,15 @@ class FrozenPolicy:
             raise ValueError(f"generator on {generator.device} for a policy on {self.device}")
         self.generator = generator
 
-    @torch.inference_mode()
     def act(self, obs: np.ndarray, mask: np.ndarray | None,
             state: np.ndarray | None) -> np.ndarray:
-        obs_t = self.agent.normalize_obs(torch.from_numpy(obs).to(self.device))
-        mask_t = torch.from_numpy(mask).to(self.device) if mask is not None else None
+        mask_t = torch.from_numpy(mask) if mask is not None else None
+        return self.act_tensors(torch.from_numpy(obs), mask_t).cpu().numpy()
+
+    @torch.inference_mode()
+    def act_tensors(self, obs: Tensor, mask: Tensor | None) -> Tensor:
+        """Actions for rows ``obs`` (``mask``) on any device, on the policy's device."""
+        obs_t = self.agent.normalize_obs(obs.to(self.device))
+        mask_t = mask.to(self.device) if mask is not None else None
         dist = self.agent.dist(obs_t, mask_t)
-        action = dist.mode() if self.deterministic else dist.sample(self.generator)
-        return action.cpu().numpy()
+        return dist.mode() if self.deterministic else dist.sample(self.generator)

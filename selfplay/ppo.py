@@ -37,6 +37,7 @@ from selfplay.config import TrainConfig
 from selfplay.data_parallel import Ranks
 from selfplay.device import resolve_device
 from selfplay.evaluate import load_weights, trained_config
+from selfplay.handover import to_host, use_device_arrays
 from selfplay.inference import NumpyActorCritic, supports
 from selfplay.learning import PPOLearner, teacher_kl_coef
 from selfplay.networks import ActorCritic
@@ -125,24 +126,27 @@ class Trainer:
         critic_shape = self.spec.state_shape if self.agent.critic_reads_state else None
         critic_dtype = (torch.float32 if self.agent.state_rms is not None
                         else torch_dtype(self.spec.state_dtype))
+        # a game with device arrays hands them over by DLPack; the buffer keeps them there
+        self.device_arrays = use_device_arrays(game, config.array_handover)
+        on = self.device if self.device_arrays else None
         self.buffer = RolloutBuffer(self.spec, config.ppo.num_steps, obs_dtype, critic_shape,
-                                    critic_dtype)
+                                    critic_dtype, on)
         # collection: async: a copy of the network one update old acts in a thread of its own
         # into a second buffer, with an acting generator of its own (see AsyncCollection)
         self.overlap = (AsyncCollection(self, RolloutBuffer(
-            self.spec, config.ppo.num_steps, obs_dtype, critic_shape, critic_dtype))
+            self.spec, config.ppo.num_steps, obs_dtype, critic_shape, critic_dtype, on))
             if config.collection == "async" else None)
         acting = self.overlap.behaviour if self.overlap is not None else self.agent
         if self.overlap is not None:
             self.act_gen = torch.Generator(self.device).manual_seed(seed + 2)
         self.fast_policy = (NumpyActorCritic(acting)
                             if config.fast_inference and self.device.type == "cpu"
-                            and supports(acting) else None)
+                            and not self.device_arrays and supports(acting) else None)
         self.learner = PPOLearner(config, self.agent, self.device, self.sample_gen,
                                   self.fast_policy if self.overlap is None else None,
                                   self.teacher, self.ranks)
         self.actor = Actor(config, game, acting, self.buffer, self.device, self.act_gen,
-                           self.rng, seed, self.ranks.world)
+                           self.rng, seed, self.ranks.world, self.device_arrays)
         self.actor.fast_policy = self.fast_policy
         self.actor.detached = self.overlap is not None
         self.update = 0
@@ -335,7 +339,10 @@ class Trainer:
             "episodes": self.episodes.state_dict(),
             "owner": self.seats.state_dict(),
             "game_state": game.get_state() if isinstance(game, SupportsState) else None,
-            "batch": {"obs": batch.obs, "action_mask": batch.action_mask, "state": batch.state,
+            "batch": {"obs": to_host(batch.obs),
+                      "action_mask": None if batch.action_mask is None
+                      else to_host(batch.action_mask),
+                      "state": None if batch.state is None else to_host(batch.state),
                       "alive": batch.alive},
         }
 
@@ -412,5 +419,4 @@ class Trainer:
 
     def _new_games(self) -> None:
         """Fresh episodes, with a seed derived from this rank's and the update's."""
-        self.actor.batch = self.game.reset(seed=self.ranks.seed(self.config.seed)
-                                           + 7919 * self.update)
+        self.actor.reset_games(self.ranks.seed(self.config.seed) + 7919 * self.update)

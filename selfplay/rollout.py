@@ -40,19 +40,26 @@ class RolloutBuffer:
     ``obs`` holds what the actor read (normalized when configured), ``critic_in`` what the
     critic read when that differs (the global state), ``values`` are in return units.
     ``trained`` marks rows that enter the loss: seats controlled by the learner that acted.
+    The large arrays (observations, masks, critic inputs, actions) are on ``device`` (default
+    the host: a game hands over device arrays, :mod:`selfplay.handover`); the per-seat
+    scalars always on the host.
     """
 
     def __init__(self, spec: GameSpec, num_steps: int, obs_dtype: torch.dtype,
-                 critic_shape: tuple[int, ...] | None, critic_dtype: torch.dtype) -> None:
+                 critic_shape: tuple[int, ...] | None, critic_dtype: torch.dtype,
+                 device: torch.device | None = None) -> None:
         t, e, a = num_steps, spec.num_envs, spec.num_seats
         self.shape = (t, e, a)
-        self.obs = torch.zeros((t, e, a, *spec.obs_shape), dtype=obs_dtype)
-        self.mask = (torch.zeros((t, e, a, *spec.action_space.mask_shape), dtype=torch.bool)
-                     if spec.has_mask else None)
-        self.critic_in = (torch.zeros((t, e, a, *critic_shape), dtype=critic_dtype)
+        self.device = device or torch.device("cpu")
+        big = self.device
+        self.obs = torch.zeros((t, e, a, *spec.obs_shape), dtype=obs_dtype, device=big)
+        self.mask = (torch.zeros((t, e, a, *spec.action_space.mask_shape), dtype=torch.bool,
+                                 device=big) if spec.has_mask else None)
+        self.critic_in = (torch.zeros((t, e, a, *critic_shape), dtype=critic_dtype, device=big)
                           if critic_shape is not None else None)
         act_dtype = torch.float32 if isinstance(spec.action_space, Box) else torch.int64
-        self.actions = torch.zeros((t, e, a, *spec.action_space.action_shape), dtype=act_dtype)
+        self.actions = torch.zeros((t, e, a, *spec.action_space.action_shape), dtype=act_dtype,
+                                   device=big)
         self.logprobs = torch.zeros((t, e, a))
         self.values = torch.zeros((t, e, a))
         self.rewards = torch.zeros((t, e, a))
@@ -82,7 +89,7 @@ class RolloutBuffer:
                 self.dones[step - 1, envs] = 1.0
         keep = torch.tensor([t for t in range(self.shape[0]) if t not in lost])
         for x in self.tensors():
-            x[:len(keep), envs] = x[keep, envs]
+            x[:len(keep), envs] = x[keep.to(x.device), envs]
 
     def flat(self, tensor: Tensor) -> Tensor:
         """``[T, E, A, ...]`` -> ``[T*E*A, ...]``."""

@@ -168,6 +168,9 @@ class LuxVecGame:
         self._comp_sums = np.zeros((num_envs, 2, len(REWARD_COMPONENTS)), np.float64)
         self._episode_comps = np.zeros((0, len(REWARD_COMPONENTS)), np.float64)
         self._final_states: Any = None
+        self.device_arrays = False
+        """observations, masks and final observations stay on JAX's device, and actions may
+        come as any DLPack array (:class:`~games.core.SupportsDeviceArrays`)"""
 
     # ------------------------------------------------------------------ VecGame
 
@@ -187,20 +190,35 @@ class LuxVecGame:
         self._tracker = EpisodeTracker(e, 2)
         self._comp_sums[:] = 0.0
         self._final_states = self._states
-        obs, masks = self._k.view(self._states, self._near, self._max_steps)
-        obs = np.array(obs)
+        obs, masks = self._host(self._k.view(self._states, self._near, self._max_steps))
         zeros = np.zeros(e, bool)
-        return Batch(obs, np.array(masks), obs, np.zeros((e, 2), np.float32), zeros,
+        return Batch(obs, masks, obs, np.zeros((e, 2), np.float32), zeros,
                      zeros.copy(), np.ones((e, 2), bool), EpisodeStats.empty())
+
+    def _host(self, arrays: tuple[Any, Any]) -> tuple[Any, Any]:
+        """Observations and masks as the batch gives them: NumPy copies (the device's buffers
+        are read-only on the host), or the device arrays themselves with ``device_arrays``."""
+        if self.device_arrays:
+            return arrays
+        return np.array(arrays[0]), np.array(arrays[1])
+
+    def _grid(self, actions: Any) -> Any:
+        """``actions`` ``[E, 2, cells, 6]`` on JAX's device: a NumPy array is copied there; any
+        other array that exports DLPack (a torch tensor) is taken without a copy when it is
+        on that device."""
+        e, cells = self.spec.num_envs, self.size * self.size
+        if isinstance(actions, np.ndarray):
+            return self._k.jnp.asarray(actions.reshape(e, 2, cells, len(NVEC)))
+        grid = self._k.jax.dlpack.from_dlpack(actions)
+        return grid.reshape(e, 2, cells, len(NVEC))
 
     def step(self, actions: np.ndarray) -> Batch:
         if self._states is None:
             raise GameError("call reset() before step()")
-        e, cells = self.spec.num_envs, self.size * self.size
-        grid = np.asarray(actions).reshape(e, 2, cells, len(NVEC))
+        e = self.spec.num_envs
         before = self._states
         after, near, comps, scores, done, obs, masks = self._k.step(
-            before, self._near, self._k.jnp.asarray(grid), self._max_steps)
+            before, self._near, self._grid(actions), self._max_steps)
         comps = np.asarray(comps, np.float64)  # [E, 2, 7]
         done = np.asarray(done)
         scores = np.asarray(scores)
@@ -211,16 +229,15 @@ class LuxVecGame:
         episodes = self._tracker.update(reward, done, win.astype(np.int8))
         self._episode_comps = self._comp_sums[episodes.env, episodes.seat].copy()
         self._comp_sums[done] = 0.0
-        obs_np = np.array(obs)  # a copy: the device's buffer is read-only on the host
+        obs, masks = self._host((obs, masks))
         final_obs = None
         self._final_states = after
         if done.any():
-            final_obs = obs_np
+            final_obs = obs
             after, near = self._replace_finished(after, near, done)
-            obs, masks = self._k.view(after, near, self._max_steps)
-            obs_np = np.array(obs)
+            obs, masks = self._host(self._k.view(after, near, self._max_steps))
         self._states, self._near = after, near
-        return Batch(obs_np, np.array(masks), obs_np, reward, done, np.zeros(e, bool),
+        return Batch(obs, masks, obs, reward, done, np.zeros(e, bool),
                      np.ones((e, 2), bool), episodes, final_obs, final_obs)
 
     def _replace_finished(self, states: Any, near: Any, done: np.ndarray) -> tuple[Any, Any]:
