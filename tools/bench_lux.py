@@ -12,7 +12,10 @@ interleaved; the median round is reported):
   components, both seats' observations and legal-action masks;
 - ``kernel``: the adapter's whole jitted step (conversion and engine step in one call);
 - ``adapter``: ``LuxVecGame.step`` end to end, host copies of the arrays included (actions
-  drawn beforehand; episode ends and the buffer of games started ahead as they come).
+  drawn beforehand; episode ends and the buffer of games started ahead as they come);
+- ``adapter_dlpack``: the same step with device arrays (``array_handover``): the actions go in
+  as torch tensors and the observations and masks come out as torch tensors, by DLPack, with
+  no host copy (``dlpack vs host``: its speed over ``adapter``'s).
 
 Env-steps/s are games x steps / second. ``conversion vs raw`` is the conversion's throughput as
 a share of the raw step's (the issue's >= 0.7), ``adapter vs raw`` the whole step's.
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 
 def _timed(fn: Any, calls: int) -> float:
@@ -85,11 +89,25 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
             game.step(a)
         return (time.perf_counter() - start) / calls
 
+    # the same games with device arrays: actions in and observations and masks out by DLPack
+    on_device = LuxVecGame(LuxOptions(), envs, seed=1)
+    on_device.set_state(game.get_state())
+    on_device.device_arrays = True
+    plan_t = [torch.from_numpy(a).to(torch.int32) for a in plan]
+
+    def dlpack_round() -> float:
+        start = time.perf_counter()
+        for a in plan_t:
+            out = on_device.step(a)
+            torch.from_dlpack(out.obs), torch.from_dlpack(out.action_mask)
+        return (time.perf_counter() - start) / calls
+
     cases = {
         "raw": lambda: _timed(lambda: raw(states, actions), calls),
         "conversion": lambda: _timed(lambda: conversion(states, near, grid, after), calls),
         "kernel": lambda: _timed(lambda: k.step(states, near, grid, max_steps), calls),
         "adapter": adapter_round,
+        "adapter_dlpack": dlpack_round,
     }
     for fn in cases.values():  # compile and warm up
         fn()
@@ -103,6 +121,7 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
             "ms_per_call": {n: round(s * 1000, 2) for n, s in median.items()},
             "conversion_vs_raw": round(median["raw"] / median["conversion"], 3),
             "adapter_vs_raw": round(median["raw"] / median["adapter"], 3),
+            "dlpack_vs_host": round(median["adapter"] / median["adapter_dlpack"], 3),
             "kernel_vs_raw": round(median["raw"] / median["kernel"], 3)}
 
 
@@ -123,7 +142,9 @@ def main() -> None:
         print(f"{envs} games: raw Jux {r['raw']:,} env-steps/s; conversion {r['conversion']:,} "
               f"({row['conversion_vs_raw']:.2f}x raw); adapter kernel {r['kernel']:,} "
               f"({row['kernel_vs_raw']:.2f}x); LuxVecGame.step {r['adapter']:,} "
-              f"({row['adapter_vs_raw']:.2f}x)", flush=True)
+              f"({row['adapter_vs_raw']:.2f}x); with device arrays by DLPack "
+              f"{r['adapter_dlpack']:,} ({row['dlpack_vs_host']:.2f}x the host copies)",
+              flush=True)
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps({
