@@ -184,7 +184,10 @@ SMALL = ["--set", "game.num_envs=8", "--set", "ppo.num_steps=16", "--set",
          "log.tensorboard=false"]
 
 
-@pytest.mark.parametrize("role", ["main_exploiter", "league_exploiter"])
+@pytest.mark.parametrize("role", [
+    "main_exploiter",
+    pytest.param("league_exploiter", marks=pytest.mark.slow),  # ~17 s: make bench
+])
 def test_exploiter_training_run_end_to_end(tmp_path: Path, role: str) -> None:
     main_db = tmp_path / "main" / "league.db"
     train("--game", "tictactoe", "--run-dir", str(tmp_path / "main"), "--total-steps",

@@ -77,18 +77,21 @@ def rollout(trainer: Trainer) -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def trained() -> Any:
-    """Two updates through the host and by DLPack, from the same seed."""
-    out = {}
+    """Two updates through the host and by DLPack, from the same seed (and the DLPack run's
+    state after the first)."""
+    out: dict[str, Any] = {}
     for handover in ("host", "auto"):
         trainer = lux_trainer(handover)
         rollouts = []
         for _ in range(2):
             trainer.run_update()
             rollouts.append(rollout(trainer))
+            if handover == "auto" and trainer.update == 1:
+                out["saved"] = copy.deepcopy(trainer.state_dict())  # as written to disk
         out[handover] = (trainer, rollouts)
     yield out
-    for trainer, _ in out.values():
-        trainer.game.close()
+    for handover in ("host", "auto"):
+        out[handover][0].game.close()
 
 
 def test_training_by_dlpack_learns_what_training_through_the_host_learns(
@@ -109,11 +112,8 @@ def test_training_by_dlpack_learns_what_training_through_the_host_learns(
 
 def test_a_dlpack_run_saves_host_arrays_and_resumes_exactly(trained: Any) -> None:
     device, _ = trained["auto"]
-    first = lux_trainer("auto")
-    first.run_update()
-    state = first.state_dict()
+    state = trained["saved"]  # after its first update
     assert isinstance(state["batch"]["obs"], np.ndarray)  # checkpoints hold host arrays
-    first.game.close()
     resumed = lux_trainer("auto")
     assert resumed.load_state_dict(state)  # the games themselves are restored
     resumed.run_update()

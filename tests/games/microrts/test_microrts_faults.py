@@ -187,6 +187,7 @@ def small_8x8_training(run_dir: Path) -> list[str]:
             "--set", "game.options.num_selfplay_envs=2", "--set", "game.options.workers=2"]
 
 
+@pytest.mark.slow  # a microRTS run with workers and a rater, stopped: ~35 s (make bench)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_ctrl_c_stops_microrts_training_with_its_workers_and_rater(engine_home,
                                                                     tmp_path: Path) -> None:
