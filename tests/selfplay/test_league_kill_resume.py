@@ -176,6 +176,7 @@ def test_stop_signal_while_the_rater_plays_ends_promptly(tmp_path: Path,
         assert_whole(db)
 
 
+@pytest.mark.slow  # 18 updates killed and resumed: ~14 s (make bench)
 def test_sigkill_with_rating_less_often_than_snapshots(tmp_path: Path) -> None:
     """snapshot_every=2, eval_every=3: each rating update rates the newest snapshot (@2 at
     update 3, @6 at 6, @8 at 9, ...). Killed while the rater plays, the same command again

@@ -33,7 +33,8 @@ def greedy_trainer(workers: int, engine_home: object, groups: int = 2) -> Traine
 
 @pytest.mark.parametrize(("workers", "groups", "parts"), [
     (2, 2, [(0, 2), (2, 5)]),  # double buffering, one worker per group
-    (4, 2, [(0, 1), (1, 2), (2, 4), (4, 5)]),  # two workers per group, one forward pass each
+    # two workers per group, one forward pass each (~16 s: make bench)
+    pytest.param(4, 2, [(0, 1), (1, 2), (2, 4), (4, 5)], marks=pytest.mark.slow),
 ], ids=["2-workers", "4-workers-in-2-groups"])
 def test_pipelined_collection_fills_the_same_rollout(engine_home, workers: int, groups: int,
                                                      parts: list[tuple[int, int]]) -> None:
