@@ -416,3 +416,80 @@ def test_two_torchrun_ranks_each_run_their_workers_on_the_cluster(two_nodes: Two
     assert proc.stdout.count("trained 128 steps in 2 updates") == 1, proc.stdout
     state = load_checkpoint(list_checkpoints(run / "checkpoints")[-1])
     assert state["world"] == 2 and state["counters"]["global_step"] == 128
+
+
+@pytest.mark.slow  # two actor deaths, one restart (a JVM starts again): ~15 s
+def test_a_worker_that_keeps_dying_stops_the_game_after_its_restarts(
+        two_nodes: TwoNodes) -> None:
+    """``max_restarts`` bounds the restarts: an actor killed once is restarted and its envs
+    play new games; killed again, with no restart left, the game stops with one line naming
+    the count and the setting."""
+    game = family_of("microrts").make_on_workers(
+        "microrts", 4, 0, {**OPTIONS, "workers": 2}, two_nodes.launcher(max_restarts=1))
+    assert isinstance(game, MicroRTSWorkers)
+    transport = game.transport
+    assert isinstance(transport, RayWorkers)
+    rng = np.random.default_rng(0)
+    try:
+        batch = game.reset(seed=1)
+        ray.kill(transport.actors[1], no_restart=False)  # a crash Ray may restart
+        for _ in range(200):  # until the death is noticed
+            batch = game.step(random_legal_actions(batch.action_mask, rng))
+            if game.revivals:
+                break
+        assert game.revivals == 1
+        ray.kill(transport.actors[1], no_restart=False)  # again: no restart left
+        with pytest.raises(GameError, match=r"^microrts: the Ray actor of envs 2\.\.3 was lost "
+                                            r"2 times \(distributed\.max_restarts 1\); "
+                                            r"stopping$"):
+            for _ in range(200):
+                batch = game.step(random_legal_actions(batch.action_mask, rng))
+    finally:
+        game.close()
+
+
+@pytest.mark.slow  # a microRTS run on the cluster, stopped by SIGTERM: ~30 s
+def test_sigterm_checkpoints_a_ray_run_and_frees_its_actors(two_nodes: TwoNodes,
+                                                           tmp_path: Path) -> None:
+    """SIGTERM during a run on the cluster: the update in progress ends, a checkpoint is
+    written, the process exits with 128 + SIGTERM, and its actors leave the cluster (their
+    CPUs are free again)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from selfplay.checkpoint import list_checkpoints
+
+    free_before = ray.available_resources().get("CPU", 0.0)
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "selfplay.cli", "train", "--game", "microrts",
+         "--total-steps", "1000000", "--run-dir", str(run), "--no-progress",
+         "--set", "league.enabled=false", "--set", "log.tensorboard=false",
+         "--set", "game.num_envs=4", "--set", "game.options.map=basesWorkers8x8",
+         "--set", "game.options.num_selfplay_envs=2", "--set", "game.options.workers=2",
+         "--set", "ppo.num_steps=8", "--set", "distributed.backend=ray",
+         "--set", f"distributed.address={two_nodes.cluster.address}",
+         "--set", "distributed.worker_cpus=0.25", "--set", "checkpoint.every_updates=1000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        metrics = run / "metrics.jsonl"
+        deadline = time.monotonic() + 180
+        while not (metrics.exists() and metrics.read_text()) and proc.poll() is None:
+            assert time.monotonic() < deadline, "no update within 180 s"
+            time.sleep(0.5)
+        assert ray.available_resources().get("CPU", 0.0) < free_before  # its actors hold CPUs
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "checkpoint saved" in err and "Traceback" not in err, err[-2000:]
+    assert list_checkpoints(run / "checkpoints")
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("CPU", 0.0) < free_before:
+        assert time.monotonic() < deadline, "the run's actors still hold CPUs"
+        time.sleep(0.5)
