@@ -272,6 +272,7 @@ def test_signal_checkpoints_then_exits(tmp_path: Path, sig: signal.Signals) -> N
     assert resumed.returncode == 0, resumed.stderr
 
 
+@pytest.mark.slow  # ~11 s (make bench)
 def test_train_with_wandb_offline(tmp_path: Path) -> None:
     proc = run("train", "--game", "CartPole-v1", "--total-steps", "1024", "--run-dir",
                str(tmp_path / "wb"), "--no-progress", "--set", "log.wandb=true",

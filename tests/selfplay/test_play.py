@@ -78,6 +78,7 @@ def test_play_errors(tictactoe_checkpoint: Path) -> None:
         str(tictactoe_checkpoint)
 
 
+@pytest.mark.slow  # ~14 s (make bench); the CLI test below plays microRTS too
 def test_play_microrts_against_engine_bot(tmp_path: Path) -> None:
     """One update of microRTS on 8x8, then games against the engine's WorkerRush."""
     run_dir = tmp_path / "mrts"

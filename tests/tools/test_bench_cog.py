@@ -60,6 +60,7 @@ def _rows(stdout: str) -> dict[str, str]:
             and not line.startswith("*")}
 
 
+@pytest.mark.slow  # the whole table, ~11 s (make bench)
 def test_table_counts_every_game_and_its_means_are_the_cells(checkpoint: Path,
                                                              tmp_path: Path) -> None:
     maps, bots, games = ["basesWorkers8x8A", "FourBasesWorkers8x8"], ["WorkerRush", "CoacAI"], 4

@@ -265,6 +265,7 @@ def test_openings_make_deterministic_bots_play_different_games(engine_home,
         record(RecordPlan(plan.players, plan.maps, 12, 6, 800, 1, 6, 40), tmp_path / "open")
 
 
+@pytest.mark.slow  # a recorder killed and run again: ~19 s (make bench)
 def test_killed_recorder_resumes_without_loss_or_duplicates(engine_home, tmp_path: Path
                                                             ) -> None:
     out = tmp_path / "rec"
