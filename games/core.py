@@ -356,6 +356,21 @@ class SupportsTeachers(Protocol):
 
 
 @runtime_checkable
+class SupportsStudents(Protocol):
+    """Live teacher games whose imitated seats the learner may play itself while the
+    teachers go on labelling them (DAgger: labels at the states the learner's own play
+    reaches, not only at its teachers'). Replays cannot: their games must follow the record.
+    """
+
+    def let_students_play(self, seats: np.ndarray) -> None:
+        """From the next ``step`` on, play the caller's actions, not the teacher's, on the
+        seats of ``seats`` (``bool [E, A]``) whose labels are imitated at that step; every
+        other seat stays as :class:`SupportsTeachers` says. ``teacher_actions`` and
+        ``imitate`` keep naming what the teachers would play."""
+        ...
+
+
+@runtime_checkable
 class SupportsReplayPosition(Protocol):
     """Games that stream recorded games and continue from a saved place in the stream.
 

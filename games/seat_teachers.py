@@ -44,6 +44,8 @@ class SeatTeacherGame:
         shape = (num_envs, seats, *self.spec.action_space.action_shape)
         self.teacher_actions = np.zeros(shape, np.int64)
         self.imitate = np.zeros((num_envs, seats), bool)
+        self.student_seats = np.zeros((num_envs, seats), bool)
+        """``bool [E, A]`` seats the caller plays where imitated (:meth:`let_students_play`)"""
 
     def reset(self, seed: int | None = None) -> Batch:
         if seed is not None:
@@ -52,9 +54,20 @@ class SeatTeacherGame:
         self._choose(batch)
         return batch
 
+    def let_students_play(self, seats: np.ndarray) -> None:
+        """The caller plays the imitated seats of ``seats`` (see
+        :class:`games.core.SupportsStudents`)."""
+        self.student_seats[:] = np.asarray(seats, bool).reshape(self.student_seats.shape)
+
     def step(self, actions: np.ndarray) -> Batch:
-        """Play the bots' actions (``actions`` is ignored: every seat is a teacher's)."""
-        batch = self.game.step(self.teacher_actions)
+        """Play the bots' actions, and ``actions`` on the student seats whose labels are
+        imitated (elsewhere ``actions`` is ignored)."""
+        played = self.teacher_actions
+        students = self.student_seats & self.imitate
+        if students.any():
+            lead = students.reshape(students.shape + (1,) * (played.ndim - 2))
+            played = np.where(lead, actions, played)
+        batch = self.game.step(played)
         self._choose(batch)
         return batch
 

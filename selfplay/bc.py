@@ -17,6 +17,7 @@ from games.core import SupportsReplayPosition
 from games.family import Teachers
 from games.registry import family_of
 from selfplay.bc_config import BCConfig
+from selfplay.checkpoint import resolve_checkpoint
 from selfplay.cloning import Cloner
 from selfplay.config import ConfigError, TrainConfig
 from selfplay.run_dirs import new_run, same_run, saved_config
@@ -35,8 +36,10 @@ def teachers_of(bc: BCConfig, held_out: bool = False) -> Teachers:
                     held_out=held_out, validation_share=bc.validation_share)
 
 
-def build_cloner(config: TrainConfig, run: RunDir | None) -> Cloner:
-    """A :class:`Cloner` of ``config`` on new teacher games (and validation games)."""
+def build_cloner(config: TrainConfig, run: RunDir | None, init_from: Path | None = None
+                 ) -> Cloner:
+    """A :class:`Cloner` of ``config`` on new teacher games (and validation games), its
+    network taken from checkpoint ``init_from`` when given (:meth:`Cloner.start_from`)."""
     bc, name = config.bc, config.game.name
     if not bc.teachers and bc.replays is None:
         raise ConfigError("name the teachers: --teachers a,b (the game's scripted players, "
@@ -52,7 +55,10 @@ def build_cloner(config: TrainConfig, run: RunDir | None) -> Cloner:
         if bc.validate_every > 0:
             validation = family.teacher_game(name, replace(teachers, held_out=True),
                                              bc.num_envs, seed, config.game.options)
-        return Cloner(config, game, validation, seed, run)
+        cloner = Cloner(config, game, validation, seed, run)
+        if init_from is not None:
+            cloner.start_from(init_from)
+        return cloner
     except BaseException:
         game.close()
         if validation is not None:
@@ -70,6 +76,9 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
         same = same_run(Path(run_dir), config)
         if same is not None:
             return run_cloning(config, resume=same, total_steps=total_steps)
+    if resume is None and config is not None and config.init_from is not None:
+        config = replace(config,
+                         init_from=str(resolve_checkpoint(config.init_from).resolve()))
     if resume is not None:
         run = RunDir(resume)
         config = saved_config(run, config)
@@ -93,7 +102,8 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
         assert config is not None, "a new run needs its config"
         run, created = new_run(config, run_dir)
         try:
-            cloner = build_cloner(config, run)
+            cloner = build_cloner(config, run, None if config.init_from is None
+                                  else Path(config.init_from))
         except BaseException:
             if created:  # a bad teacher name, say: leave no empty run behind
                 shutil.rmtree(run.path, ignore_errors=True)

@@ -60,6 +60,15 @@ class BCConfig:
     weighs as much in all as any other (class-balanced); 0.5 in between. For teachers whose
     decisive orders are rare: microRTS's produce orders among no-ops, Lux's builds and watering
     among "none"."""
+    student_share: float = 0.0
+    """DAgger: the share of imitated seats that the network being trained plays itself
+    (sampled actions), drawn anew each update, while their teachers go on labelling them; 0:
+    the teachers play every seat. A clone learns only at the states its teachers reach, and
+    its own mistakes take it to states no label covers; the labels at the states its own
+    play reaches teach it to recover. Live teachers only (replays follow their record)."""
+    student_ramp: float = 0.0
+    """The share of bc.total_steps over which the student share rises linearly from 0 to
+    bc.student_share (0: the full share from the first update)."""
     validate_every: int = 10
     """Validate every this many updates (0: never): held-out replays, or live games with
     another seed."""
@@ -87,6 +96,13 @@ def bc_checks(bc: BCConfig) -> list[tuple[bool, str]]:
          f"bc.minibatches ({bc.minibatches}) exceeds the rows of one update, bc.num_steps * "
          f"bc.num_envs ({rows}); set bc.minibatches <= {rows}"),
         (bc.learning_rate > 0, "bc.learning_rate must be > 0"),
+        (0.0 <= bc.student_share <= 1.0,
+         f"bc.student_share must be between 0 and 1, got {bc.student_share}"),
+        (0.0 <= bc.student_ramp <= 1.0,
+         f"bc.student_ramp must be between 0 and 1, got {bc.student_ramp}"),
+        (bc.student_share == 0 or bc.replays is None,
+         "bc.student_share needs live teachers (bc.teachers): replayed games follow their "
+         "record, so the learner cannot play their seats"),
         (bc.value_coef >= 0, "bc.value_coef must be >= 0"),
         (bc.value_target in get_args(ValueTarget),
          f"bc.value_target: {bc.value_target!r} is not one of "

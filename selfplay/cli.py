@@ -239,13 +239,17 @@ def cmd_bc(args: argparse.Namespace) -> int:
         raise UserError(f"--total-steps must be >= 1, got {args.total_steps}")
     config = None
     if args.resume is not None:
+        if args.init_from is not None:
+            raise UserError("--init-from starts a new run from a checkpoint's network and "
+                            "--resume continues a run from its own: give one of them")
         if (args.game or args.config or args.set or args.seed is not None or args.teachers
                 or args.replays or args.imitate or args.winners_only):
             raise UserError("--resume continues a run with its saved config (teachers "
                             "included); only --total-steps may be given with it")
     else:
         overrides = [*args.set, *(["log.progress=false"] if args.no_progress else [])]
-        config = build_config(args.game, args.config, overrides, seed_flag(args.seed))
+        config = build_config(args.game, args.config, overrides, seed_flag(args.seed),
+                              init_from=args.init_from)
         bc = config.bc
         if args.teachers:
             bc = replace(bc, teachers=_names(args.teachers))
@@ -399,6 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
     bc.add_argument("--run-dir", help="directory for config, logs and checkpoints")
     bc.add_argument("--resume", metavar="RUN_DIR", help="continue a cloning run from its last "
                     "checkpoint")
+    bc.add_argument("--init-from", metavar="CHECKPOINT", help="start from this checkpoint's "
+                    "network (a file or a run directory: its newest checkpoint), e.g. a clone "
+                    "to go on cloning with bc.student_share; a fresh optimizer")
     bc.add_argument("--no-progress", action="store_true", help="no progress bar")
     bc.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
     bc.set_defaults(func=cmd_bc)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from games.core import (
     Outcome,
     SupportsReplayPosition,
     SupportsState,
+    SupportsStudents,
     SupportsTeachers,
     VecGame,
     trained_boards,
@@ -47,6 +49,7 @@ from selfplay.checkpoint import CheckpointError
 from selfplay.config import TrainConfig
 from selfplay.device import resolve_device
 from selfplay.distributions import GridMaskIndex
+from selfplay.evaluate import start_weights
 from selfplay.losses import explained_variance, gae
 from selfplay.networks import ActorCritic
 from selfplay.optim import FlatAdam
@@ -125,6 +128,9 @@ class Cloner:
         if isinstance(game.spec.action_space, Box):
             raise GameError(f"behaviour cloning needs discrete actions; {game.spec.name} has "
                             "continuous ones")
+        if config.bc.student_share > 0 and not isinstance(game, SupportsStudents):
+            raise GameError(f"{game.spec.name}'s teacher games cannot let the learner play "
+                            "their seats; bc.student_share needs live teachers")
         self.config = config
         self.bc = config.bc
         # the value targets' discount: bc.gamma, else PPO's (the critic PPO goes on training)
@@ -137,6 +143,9 @@ class Cloner:
         torch.set_num_threads(config.torch_threads)
         torch.manual_seed(config.seed)
         self.sample_gen = torch.Generator().manual_seed(config.seed + 1)
+        # the student seats of each update and the actions sampled on them (bc.student_share)
+        self.student_gen = torch.Generator().manual_seed(config.seed + 2)
+        self.student_steps = 0
         self.device = resolve_device(config.device)
         self.agent = ActorCritic(spec, config.network, config.normalize).to(self.device)
         self.optimizer = FlatAdam(self.agent, lr=self.bc.learning_rate, eps=self.bc.adam_eps)
@@ -177,15 +186,43 @@ class Cloner:
 
     # ----------------------------------------------------------------- one update
 
+    def student_share(self) -> float:
+        """This update's share of student seats: ``bc.student_share``, reached linearly over
+        the first ``bc.student_ramp`` of the run."""
+        ramp = self.bc.student_ramp
+        progress = self.update / self.num_updates
+        return self.bc.student_share * (min(1.0, progress / ramp) if ramp > 0 else 1.0)
+
+    def _draw_students(self) -> np.ndarray | None:
+        """``bool [E, A]`` the seats the network plays this update where imitated (handed
+        to the game), or None when the teachers play every seat."""
+        share = self.student_share()
+        if share <= 0:
+            return None
+        seats = (torch.rand(self.shape[1:], generator=self.student_gen) < share).numpy()
+        assert isinstance(self.game, SupportsStudents)
+        self.game.let_students_play(seats)
+        return seats
+
+    @torch.no_grad()
+    def _student_actions(self, obs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        """Actions the network samples for rows ``obs`` (``mask``)."""
+        obs_t = self.agent.normalize_obs(torch.from_numpy(obs).to(self.device))
+        mask_t = torch.from_numpy(mask).to(self.device) if mask is not None else None
+        return self.agent.dist(obs_t, mask_t).sample(self.student_gen).cpu().numpy()
+
     def collect(self) -> None:
         """Step the teacher game ``bc.num_steps`` times, recording what the teachers saw and
-        did, the games' outcomes and ends."""
+        did, the games' outcomes and ends. On this update's student seats
+        (``bc.student_share``) the network's sampled actions are played instead of the
+        teachers', whose actions there stay the labels."""
         game = self.game
         assert isinstance(game, SupportsTeachers)
         obs, mask, labels = self.obs.numpy(), self.mask.numpy(), self.labels.numpy()
         state = self.state.numpy() if self.state is not None else None
         imitated, alive = self.imitated.numpy(), self.alive.numpy()
         rewards, dones = self.rewards.numpy(), self.dones.numpy()
+        students = self._draw_students()
         tick = time.perf_counter()
         for t in range(self.bc.num_steps):
             batch = self.batch
@@ -201,7 +238,16 @@ class Cloner:
                 mask[t][~imitated[t]] = False
             alive[t] = batch.alive
             tick = self.timer.add("buffers", tick)
-            batch = game.step(labels[t])
+            played = labels[t]
+            if students is not None:
+                rows = students & imitated[t]
+                if rows.any():
+                    played = played.copy()
+                    played[rows] = self._student_actions(
+                        obs[t][rows], mask[t][rows] if batch.action_mask is not None else None)
+                    self.student_steps += int(rows.sum())
+                tick = self.timer.add("inference", tick)
+            batch = game.step(played)
             tick = self.timer.add("env", tick)
             dones[t] = (batch.terminated | batch.truncated)[:, None]
             self._value_rewards(batch, rewards[t])
@@ -361,6 +407,9 @@ class Cloner:
     def run_update(self) -> dict[str, float]:
         """Collect, learn, and validate when due; the update's metrics."""
         metrics = collect_and_learn(self)
+        if self.bc.student_share > 0:
+            metrics["bc/student_share"] = self.student_share()
+            metrics["bc/student_seat_steps"] = float(self.student_steps)
         summary = self.episodes.summary()
         metrics["teachers/episodes"] = summary["episodes"]
         if "episode/length_mean" in summary:
@@ -386,6 +435,12 @@ class Cloner:
 
     # ----------------------------------------------------------------- checkpoints
 
+    def start_from(self, path: Path) -> None:
+        """Start from the network of checkpoint ``path`` (``init_from``: cloning on from an
+        earlier clone or a PPO run, say with students playing): its weights and normalization
+        statistics; the optimizer, counters and label counts stay fresh."""
+        start_weights(self.agent, self.spec, path)
+
     def state_dict(self) -> dict[str, Any]:
         """Weights (under ``agent``, with the run's config and game, as PPO's checkpoints),
         optimizer, counters, generators, episode log and the teacher game's state."""
@@ -397,8 +452,10 @@ class Cloner:
             "agent": self.agent.state_dict(),
             "algorithm": "bc",
             "optimizer": self.optimizer.state_dict(),
-            "counters": {"global_step": self.global_step, "update": self.update},
-            "rng": {"torch": torch.get_rng_state(), "sample": self.sample_gen.get_state()},
+            "counters": {"global_step": self.global_step, "update": self.update,
+                         "student_steps": self.student_steps},
+            "rng": {"torch": torch.get_rng_state(), "sample": self.sample_gen.get_state(),
+                    "student": self.student_gen.get_state()},
             "episodes": self.episodes.state_dict(),
             "label_counts": self.label_counts.clone(),
             "game_state": game.get_state() if isinstance(game, SupportsState) else None,
@@ -428,6 +485,9 @@ class Cloner:
         self.update = int(state["counters"]["update"])
         torch.set_rng_state(state["rng"]["torch"])
         self.sample_gen.set_state(state["rng"]["sample"])
+        if "student" in state["rng"]:  # (none in checkpoints before bc.student_share)
+            self.student_gen.set_state(state["rng"]["student"])
+        self.student_steps = int(state["counters"].get("student_steps", 0))
         self.episodes.load_state_dict(state["episodes"])
         counts = state.get("label_counts")  # (none in checkpoints before bc.balance)
         self.label_counts = (torch.as_tensor(counts, dtype=torch.float64).clone()

@@ -65,6 +65,19 @@ def trained_spec(config: TrainConfig) -> GameSpec:
         game.close()
 
 
+def start_weights(agent: ActorCritic, spec: GameSpec, path: Path) -> None:
+    """Load the network of checkpoint ``path`` (a training, cloning or snapshot checkpoint)
+    into ``agent``, built for ``spec``: its weights and normalization statistics, bit for
+    bit (``init_from``). A one-line :class:`CheckpointError` for a checkpoint of another
+    game or of another network."""
+    state = load_checkpoint(path)
+    game = state.get("game")
+    if game != spec.name:
+        raise CheckpointError(f"{path} is for game {game}, this run trains {spec.name}")
+    trained, weights = trained_config(state, path)
+    load_weights(agent, weights, spec, trained, str(path))
+
+
 def load_weights(agent: ActorCritic, weights: Mapping[str, Any], spec: GameSpec,
                  trained: TrainConfig | None, source: str) -> None:
     """Load ``weights`` of ``source`` (trained with ``trained``, None if unknown) into

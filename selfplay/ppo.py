@@ -32,11 +32,11 @@ from games.options import to_mapping
 from selfplay.acting import Actor, EpisodeListener, EpisodeLog, Seats, Timer
 from selfplay.allocator import keep_freed_memory
 from selfplay.async_collection import AsyncCollection
-from selfplay.checkpoint import CheckpointError, load_checkpoint
+from selfplay.checkpoint import CheckpointError
 from selfplay.config import TrainConfig
 from selfplay.data_parallel import Ranks
 from selfplay.device import resolve_device
-from selfplay.evaluate import load_weights, trained_config
+from selfplay.evaluate import start_weights
 from selfplay.handover import to_host, use_device_arrays
 from selfplay.inference import NumpyActorCritic, supports
 from selfplay.learning import PPOLearner, teacher_kl_coef
@@ -288,12 +288,7 @@ class Trainer:
         bit for bit; the optimizer and the counters stay fresh. The teacher (if any) becomes a
         frozen copy of it. A one-line :class:`CheckpointError` for a checkpoint of another game
         or of another network."""
-        state = load_checkpoint(path)
-        game = state.get("game")
-        if game != self.spec.name:
-            raise CheckpointError(f"{path} is for game {game}, this run trains {self.spec.name}")
-        trained, weights = trained_config(state, path)
-        load_weights(self.agent, weights, self.spec, trained, str(path))
+        start_weights(self.agent, self.spec, path)
         if self.teacher is not None:
             self.teacher.load_state_dict(self.agent.state_dict())
         if self.fast_policy is not None:

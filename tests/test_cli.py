@@ -64,6 +64,9 @@ def test_bc_clones_and_resumes(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["global_step"] == 3072
     assert "resuming" in proc.stderr
+    assert_one_line_error(run_here("bc", "--resume", str(run_dir), "--init-from", str(run_dir)),
+                          "--init-from starts a new run from a checkpoint's network and "
+                          "--resume continues")
 
 
 def test_bc_ctrl_c_checkpoints_then_resumes(tmp_path: Path) -> None:
@@ -92,6 +95,9 @@ def test_bc_ctrl_c_checkpoints_then_resumes(tmp_path: Path) -> None:
     ([], "error: name the teachers"),
     (["--teachers", "random", "--replays", "x"], "error: --teachers (live scripted players) "
                                                  "and --replays"),
+    (["--teachers", "random", "--init-from", "no/such/run"], "error: no such checkpoint: no/such/run"),
+    (["--teachers", "random", "--set", "bc.student_share=2"],
+     "error: bc.student_share must be between 0 and 1, got 2"),
 ])
 def test_bc_bad_input_errors(tmp_path: Path, args: list[str], message: str) -> None:
     assert_one_line_error(run_here("bc", "--game", "tictactoe", *args, "--run-dir",

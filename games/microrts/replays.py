@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from games.core import Batch, Outcome
+from games.core import Batch, GameError, Outcome
 from games.microrts.engine import SDIST_SHA256
 from games.microrts.maps import resolve_maps
 from games.microrts.options import MicroRTSOptions
@@ -325,6 +325,12 @@ class ReplayGame(TeacherGame):
                  seed: int | None = None, name: str = "microrts") -> None:
         super().__init__(options, num_envs, source, seed=seed, name=name)
         self.logs = source
+
+    def let_students_play(self, seats: np.ndarray) -> None:
+        """Refused: a replay's games must follow their record."""
+        if np.asarray(seats, bool).any():
+            raise GameError("microrts: replayed games follow their record; only live "
+                            "teachers let the learner play their seats")
 
     def replay_position(self) -> dict[str, object]:
         return self.logs.position(self.game_step)

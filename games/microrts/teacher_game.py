@@ -99,6 +99,9 @@ class TeacherGame(RecordingGame):
         self.imitate: np.ndarray = self._imitate[0]
         self.teacher_seats = np.zeros((self.num_envs, self.num_seats), bool)
         """``bool [E, A]`` the seats the source plays in the current games"""
+        self.student_seats = np.zeros((self.num_envs, self.num_seats), bool)
+        """``bool [E, A]`` teacher seats the caller plays where imitated
+        (:meth:`let_students_play`)"""
         self._begun: list[np.ndarray] = []
         self.opening = opening
         self.opening_steps = np.zeros(self.num_envs, np.int64)
@@ -134,12 +137,19 @@ class TeacherGame(RecordingGame):
         self._choose(batch)
         return batch
 
+    def let_students_play(self, seats: np.ndarray) -> None:
+        """The caller plays the imitated seats of ``seats`` ``bool [E, A]`` while the
+        teachers go on labelling them (see :class:`games.core.SupportsStudents`)."""
+        self.student_seats[:] = np.asarray(seats, bool).reshape(self.student_seats.shape)
+
     def step(self, actions: np.ndarray) -> Batch:
         """One cycle with the teachers' actions on their seats and ``actions`` ``[E, A, HW,
-        7]`` on the others (read, never written; ignored where every seat is a teacher's)."""
+        7]`` on the others and on the student seats whose labels are imitated (read, never
+        written; ignored where every seat is a teacher's)."""
         played = self.teacher_actions
-        if not self.teacher_seats.all():
-            played = np.where(self.teacher_seats[:, :, None, None], played, actions)
+        callers = ~self.teacher_seats | (self.student_seats & self.imitate)
+        if callers.any():
+            played = np.where(callers[:, :, None, None], actions, played)
         batch = super().step(played)
         if self._begun:
             ended = np.concatenate(self._begun)

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from board_helpers import completing
 
-from games.boardgames.tictactoe import LINES
-from games.core import GameError, SupportsState, SupportsTeachers
+from games.core import GameError, SupportsState, SupportsStudents, SupportsTeachers
 from games.family import Teachers
 from games.registry import family_of
 from games.seat_teachers import SeatTeacherGame
@@ -44,17 +44,6 @@ def test_teachers_label_the_mover_and_play_their_own_moves() -> None:
         assert (marked | ended).all()
 
 
-def completing(marks: np.ndarray, empty: np.ndarray) -> np.ndarray:
-    """bool ``[N, 9]``: empty cells that complete a line holding two of ``marks``."""
-    two = (marks[:, LINES].sum(-1) == 2) & (empty[:, LINES].sum(-1) == 1)  # [N, 8]
-    out = np.zeros_like(empty)
-    rows, lines = np.nonzero(two)
-    for cells in range(3):
-        cell = LINES[lines, cells]
-        out[rows, cell] |= empty[rows, cell]
-    return out
-
-
 def test_win_or_block_labels_win_else_block() -> None:
     """One bot on both seats: a label wins where it can, else blocks where it must."""
     game = teacher_game(num_envs=16, bots=("win_or_block",))
@@ -73,6 +62,37 @@ def test_win_or_block_labels_win_else_block() -> None:
         checked += int(can_win.sum() + must_block.sum())
         batch = game.step(game.teacher_actions)
     assert checked > 20
+
+
+def test_students_play_their_moves_and_the_bots_go_on_labelling() -> None:
+    """DAgger: the learner plays win_or_block's seats (always the lowest free cell, which
+    win_or_block rarely picks), random still plays its own; win_or_block still labels every
+    position the learner's moves reach, winning where it can, else blocking."""
+    game = teacher_game(num_envs=16, bots=("win_or_block", "random"),
+                        imitate=("win_or_block",))
+    assert isinstance(game, SupportsStudents)
+    batch = game.reset(seed=4)
+    game.let_students_play(np.ones((16, 2), bool))
+    students = differ = checked = 0
+    for _ in range(60):
+        mover, labels, imitate = batch.alive, game.teacher_actions.copy(), game.imitate.copy()
+        assert batch.action_mask is not None
+        lowest = batch.action_mask.argmax(-1)  # the learner's move: the lowest free cell
+        own = batch.obs[imitate][:, 0].reshape(-1, 9) == 1
+        opp = batch.obs[imitate][:, 1].reshape(-1, 9) == 1
+        wins = completing(own, ~own & ~opp)
+        rows = np.arange(len(own))
+        can_win = wins.any(1)
+        assert wins[rows, labels[imitate]][can_win].all()
+        checked += int(can_win.sum())
+        batch = game.step(lowest)
+        env, seat = np.nonzero(mover)
+        played = np.where(imitate[env, seat], lowest[env, seat], labels[env, seat])
+        marked = batch.obs[env, seat, 0].reshape(len(env), 9)[np.arange(len(env)), played] == 1
+        assert (marked | batch.terminated[env]).all()  # the learner's move on its seats
+        students += int(imitate.sum())
+        differ += int((lowest != labels)[imitate].sum())
+    assert students > 100 and differ > 50 and checked > 5
 
 
 def test_state_round_trip_continues_identically() -> None:

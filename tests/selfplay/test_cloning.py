@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from board_helpers import completing
 
 from games.core import (
     Batch,
@@ -162,13 +163,17 @@ def test_cloning_win_or_block_drives_the_loss_down_and_the_accuracy_up() -> None
 # --------------------------------------------------------------------------- runs
 
 
-def test_an_interrupted_run_resumes_exactly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("students", [[], ["bc.teachers=[win_or_block,random]",
+                                              "bc.student_share=0.5", "bc.student_ramp=0.5"]],
+                         ids=["teachers", "students"])
+def test_an_interrupted_run_resumes_exactly(tmp_path: Path, students: list[str]) -> None:
     """Killed after update 3 of 6 (its checkpoint kept), resumed: the same weights, optimizer
     and teacher games as the run that was never interrupted (rare labels weighted: the
-    label counts the weights come from are part of the checkpoint)."""
+    label counts the weights come from are part of the checkpoint; with students, the
+    draws of their seats and of their moves too)."""
     config = tictactoe_config("bc.total_steps=3072", "checkpoint.every_updates=1",
                               "checkpoint.keep=10", "bc.validate_every=2",
-                              "bc.validation_steps=4", "bc.balance=0.5")
+                              "bc.validation_steps=4", "bc.balance=0.5", *students)
     whole = tmp_path / "whole"
     run_cloning(config, run_dir=whole)
     killed = tmp_path / "killed"
@@ -180,6 +185,7 @@ def test_an_interrupted_run_resumes_exactly(tmp_path: Path) -> None:
     a = load_checkpoint(list_checkpoints(whole / "checkpoints")[-1])
     b = load_checkpoint(list_checkpoints(killed / "checkpoints")[-1])
     assert a["counters"] == b["counters"]
+    assert (a["counters"]["student_steps"] > 0) == bool(students)
     assert torch.equal(a["label_counts"], b["label_counts"])
     assert a["label_counts"].sum() > 0
     for key, value in a["agent"].items():
@@ -189,6 +195,76 @@ def test_an_interrupted_run_resumes_exactly(tmp_path: Path) -> None:
     assert np.array_equal(a["game_state"]["rng"], b["game_state"]["rng"])
     assert torch.equal(a["optimizer"]["state"][0]["exp_avg"],
                        b["optimizer"]["state"][0]["exp_avg"])
+
+
+def collected(cloner: Cloner) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One update's observations, labels and imitated rows (numpy copies)."""
+    cloner.collect()
+    cloner.update += 1
+    return cloner.obs.numpy().copy(), cloner.labels.numpy().copy(), cloner.imitated.numpy().copy()
+
+
+def test_students_play_the_clones_moves_and_learn_the_teachers_labels() -> None:
+    """bc.student_share 1: the network's sampled moves are played on win_or_block's seats
+    (the games differ from the teachers' own from the same seed), the labels there are
+    still win_or_block's (it wins wherever it can), and the share rises over
+    bc.student_ramp."""
+    mixed = ["bc.teachers=[win_or_block,random]", "bc.imitate=[win_or_block]",
+             "bc.total_steps=2048"]
+    teachers = build_cloner(tictactoe_config(*mixed), None)
+    learners = build_cloner(tictactoe_config(*mixed, "bc.student_share=1.0",
+                                             "bc.student_ramp=0.5"), None)
+    try:
+        shares = []
+        for update in range(4):
+            learners.update = update
+            shares.append(learners.student_share())
+        assert shares == [0, 0.5, 1, 1]
+        learners.update = 2
+        obs_t, _, _ = collected(teachers)
+        obs_s, labels, imitated = collected(learners)
+        assert not np.array_equal(obs_t, obs_s)
+        assert learners.student_steps == imitated.sum() > 100
+        own = obs_s[imitated][:, 0].reshape(-1, 9) == 1
+        opp = obs_s[imitated][:, 1].reshape(-1, 9) == 1
+        wins = completing(own, ~own & ~opp)
+        can_win = wins.any(1)
+        assert can_win.sum() > 10
+        assert wins[np.arange(len(own)), labels[imitated]][can_win].all()
+        metrics = learners.run_update()
+        assert metrics["bc/student_share"] == 1.0
+    finally:
+        teachers.close()
+        learners.close()
+
+
+def test_cloning_starts_from_another_runs_network(tmp_path: Path) -> None:
+    """bc --init-from: the new run's network is the checkpoint's, bit for bit, with a fresh
+    optimizer and counters; a checkpoint of another game is one line."""
+    first = run_cloning(tictactoe_config("bc.total_steps=1024"), run_dir=tmp_path / "first")
+    path = list_checkpoints(Path(first["run_dir"]) / "checkpoints")[-1]
+    config = replace(tictactoe_config("bc.total_steps=1024"), init_from=str(tmp_path / "first"))
+    cloner = build_cloner(config, None, path)
+    try:
+        saved = load_checkpoint(path)["agent"]
+        for key, value in cloner.agent.state_dict().items():
+            assert torch.equal(value, saved[key]), key
+        assert cloner.global_step == 0 and not cloner.optimizer.state_dict()["state"]
+    finally:
+        cloner.close()
+    summary = run_cloning(config, run_dir=tmp_path / "second")
+    assert summary["global_step"] == 1024
+    saved_config = (tmp_path / "second" / "config.yaml").read_text()
+    assert f"init_from: {path.resolve()}" in saved_config
+    from selfplay.train import run_training
+
+    other = build_config("CartPole-v1", overrides=["league.enabled=false", "game.num_envs=2",
+                                                   "ppo.num_steps=8", "log.tensorboard=false",
+                                                   "log.progress=false"], total_steps=16)
+    run_training(other, run_dir=tmp_path / "cartpole")
+    with pytest.raises(CheckpointError, match="is for game CartPole-v1, this run trains "
+                                              "tictactoe"):
+        build_cloner(config, None, list_checkpoints(tmp_path / "cartpole" / "checkpoints")[-1])
 
 
 def test_checkpoints_load_eval_and_play_like_training_runs(tmp_path: Path) -> None:
@@ -254,6 +330,12 @@ def test_exclusive_settings_are_named() -> None:
         tictactoe_config("bc.imitate=[a]", "bc.winners_only=true")
     with pytest.raises(ConfigError, match="bc.teachers and bc.replays are exclusive"):
         tictactoe_config("bc.replays=somewhere")
+    with pytest.raises(ConfigError, match="bc.student_share needs live teachers"):
+        tictactoe_config("bc.teachers=[]", "bc.replays=somewhere", "bc.student_share=0.5")
+    with pytest.raises(ConfigError, match="bc.student_share must be between 0 and 1, got 1.5"):
+        tictactoe_config("bc.student_share=1.5")
+    with pytest.raises(ConfigError, match="bc.student_ramp must be between 0 and 1"):
+        tictactoe_config("bc.student_ramp=-1")
 
 
 # --------------------------------------------------------------------------- grid actions
@@ -327,3 +409,9 @@ def test_cloning_grid_orders_learns_each_component() -> None:
     cells = 16 * 8 * 16 * 0.25  # steps x envs x cells x unit share
     assert abs(first["bc/labelled_cells"] - cells) < 0.15 * cells
     assert first["bc/illegal_labels"] == 0
+
+
+def test_students_need_a_game_that_lets_them_play() -> None:
+    config = tictactoe_config("bc.student_share=0.5")
+    with pytest.raises(GameError, match="unitgrid's teacher games cannot let the learner play"):
+        Cloner(config, UnitGrid(4, 0))

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from games.core import GameError, SupportsReplayPosition, SupportsTeachers
+from games.core import GameError, SupportsReplayPosition, SupportsStudents, SupportsTeachers
 from games.family import Teachers
 from games.microrts.bots import make_bot, resolve_bot
-from games.microrts.options import MicroRTSOptions
+from games.microrts.options import OBS_PLANES, MicroRTSOptions
 from games.microrts.orders import order_list, orders_to_rows, rows_to_orders
 from games.microrts.recorder import RecordPlan, record
 from games.microrts.replays import ReplayLogs, replay_logs
@@ -176,6 +176,48 @@ def test_live_teachers_label_legal_actions_and_imitate_by_name(make_game) -> Non
                     assert game.imitate[env, seat] == (name == "CoacAI")
             batch = game.step(np.zeros_like(game.teacher_actions))
         assert ordered > 50
+    finally:
+        game.close()
+
+
+def test_students_play_their_seats_while_the_bots_go_on_labelling_them(engine_home) -> None:
+    """DAgger in the engine: seat 0 of every env is the learner's (here it only ever says
+    no-op), seat 1 stays WorkerRush's. Seat 0's base never trains a worker although its
+    labels keep ordering one; seat 1's army grows; every label stays legal."""
+    bots = LiveBots(["WorkerRush"], seed=3)
+    game = TeacherGame(MicroRTSOptions(map=MAP, bots=[], num_selfplay_envs=2, max_steps=300),
+                       2, bots, seed=3)
+    own = OBS_PLANES.index("owner_own")
+    try:
+        assert isinstance(game, SupportsStudents)
+        batch = game.reset()
+        start = batch.obs[:, :, own].reshape(2, 2, -1).sum(-1)
+        game.let_students_play(np.array([[True, False], [True, False]]))
+        produce_labels = 0
+        for _ in range(100):
+            kind = game.teacher_actions[..., 0]
+            e, s, c = np.nonzero(kind)
+            assert batch.action_mask[e, s, c, kind[e, s, c]].all()
+            assert game.imitate.all()
+            produce_labels += int((kind[:, 0] == 4).sum())
+            batch = game.step(np.zeros_like(game.teacher_actions))
+            assert not batch.terminated.any()
+        units = batch.obs[:, :, own].reshape(2, 2, -1).sum(-1)
+        assert (units[:, 0] <= start[:, 0]).all()  # the learner's no-ops built nothing
+        assert (units[:, 1] >= start[:, 1] + 2).all()  # WorkerRush trained workers
+        assert produce_labels >= 4  # while its labels at seat 0 kept asking for them
+    finally:
+        game.close()
+
+
+def test_replayed_games_refuse_students(recorded: Path) -> None:
+    game = family_of("microrts").teacher_game(
+        "microrts", Teachers(replays=recorded, validation_share=0.0), 2, 5,
+        {"map": MAP, "max_steps": 800})
+    try:
+        game.let_students_play(np.zeros((2, 2), bool))  # nobody: nothing to refuse
+        with pytest.raises(GameError, match="replayed games follow their record"):
+            game.let_students_play(np.ones((2, 2), bool))
     finally:
         game.close()
 
