@@ -146,6 +146,9 @@ class Cloner:
         # the student seats of each update and the actions sampled on them (bc.student_share)
         self.student_gen = torch.Generator().manual_seed(config.seed + 2)
         self.student_steps = 0
+        self.progress: float | None = None
+        """The share of the run done (0 to 1) where the caller budgets it by something else
+        than ``bc.total_steps`` (a wall-clock budget, say); None: update / num_updates."""
         self.device = resolve_device(config.device)
         self.agent = ActorCritic(spec, config.network, config.normalize).to(self.device)
         self.optimizer = FlatAdam(self.agent, lr=self.bc.learning_rate, eps=self.bc.adam_eps)
@@ -190,7 +193,7 @@ class Cloner:
         """This update's share of student seats: ``bc.student_share``, reached linearly over
         the first ``bc.student_ramp`` of the run."""
         ramp = self.bc.student_ramp
-        progress = self.update / self.num_updates
+        progress = self.progress if self.progress is not None else self.update / self.num_updates
         return self.bc.student_share * (min(1.0, progress / ramp) if ramp > 0 else 1.0)
 
     def _draw_students(self) -> np.ndarray | None:

@@ -60,6 +60,7 @@ def clone_for(minutes: float, teachers: list[str], overrides: list[str], seed: i
             left = max(0.0, deadline - begin)
             for group in cloner.optimizer.param_groups:  # linear decay to 0 at the deadline
                 group["lr"] = base_lr * left / (minutes * 60)
+            cloner.progress = 1.0 - left / (minutes * 60)  # bc.student_ramp over the budget
             metrics = cloner.run_update()
             sink.log(cloner.global_step, metrics)
             last = time.perf_counter() - begin
