@@ -62,7 +62,8 @@ class BCConfig:
     among "none"."""
     student_share: float = 0.0
     """DAgger: the share of imitated seats that the network being trained plays itself
-    (sampled actions), drawn anew each update, while their teachers go on labelling them; 0:
+    (sampled actions) for a whole game, drawn at each game's start, while their teachers go on
+    labelling them (their games' outcomes: ``students/win_rate``); 0:
     the teachers play every seat. A clone learns only at the states its teachers reach, and
     its own mistakes take it to states no label covers; the labels at the states its own
     play reaches teach it to recover. Live teachers only (replays follow their record)."""

@@ -55,6 +55,7 @@ from selfplay.networks import ActorCritic
 from selfplay.optim import FlatAdam
 from selfplay.rollout import step_rows, torch_dtype
 from selfplay.run_loop import RunLoop, collect_and_learn
+from selfplay.students import Students
 from selfplay.tracking import MetricSink, Progress, RunDir
 
 __all__ = ["Cloner", "component_names", "outcome_rewards"]
@@ -143,9 +144,6 @@ class Cloner:
         torch.set_num_threads(config.torch_threads)
         torch.manual_seed(config.seed)
         self.sample_gen = torch.Generator().manual_seed(config.seed + 1)
-        # the student seats of each update and the actions sampled on them (bc.student_share)
-        self.student_gen = torch.Generator().manual_seed(config.seed + 2)
-        self.student_steps = 0
         self.progress: float | None = None
         """The share of the run done (0 to 1) where the caller budgets it by something else
         than ``bc.total_steps`` (a wall-clock budget, say); None: update / num_updates."""
@@ -177,6 +175,11 @@ class Cloner:
         self.update = 0
         self.last_metrics: dict[str, float] = {}
         self.batch: Batch = game.reset(seed=config.seed)
+        # DAgger (bc.student_share): the seats the network plays itself, drawn per game
+        self.students = (Students(self.bc, game, config.seed + 2, config.log.return_window)
+                         if self.bc.student_share > 0 else None)
+        if self.students is not None:
+            self.students.draw(np.arange(spec.num_envs), self.run_progress())
         self.loop = RunLoop(self, run, config.checkpoint)
 
     @property
@@ -189,43 +192,22 @@ class Cloner:
 
     # ----------------------------------------------------------------- one update
 
-    def student_share(self) -> float:
-        """This update's share of student seats: ``bc.student_share``, reached linearly over
-        the first ``bc.student_ramp`` of the run."""
-        ramp = self.bc.student_ramp
-        progress = self.progress if self.progress is not None else self.update / self.num_updates
-        return self.bc.student_share * (min(1.0, progress / ramp) if ramp > 0 else 1.0)
-
-    def _draw_students(self) -> np.ndarray | None:
-        """``bool [E, A]`` the seats the network plays this update where imitated (handed
-        to the game), or None when the teachers play every seat."""
-        share = self.student_share()
-        if share <= 0:
-            return None
-        seats = (torch.rand(self.shape[1:], generator=self.student_gen) < share).numpy()
-        assert isinstance(self.game, SupportsStudents)
-        self.game.let_students_play(seats)
-        return seats
-
-    @torch.no_grad()
-    def _student_actions(self, obs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-        """Actions the network samples for rows ``obs`` (``mask``)."""
-        obs_t = self.agent.normalize_obs(torch.from_numpy(obs).to(self.device))
-        mask_t = torch.from_numpy(mask).to(self.device) if mask is not None else None
-        return self.agent.dist(obs_t, mask_t).sample(self.student_gen).cpu().numpy()
+    def run_progress(self) -> float:
+        """The share of the run done: :attr:`progress` if set, else update / num_updates."""
+        return self.progress if self.progress is not None else self.update / self.num_updates
 
     def collect(self) -> None:
         """Step the teacher game ``bc.num_steps`` times, recording what the teachers saw and
-        did, the games' outcomes and ends. On this update's student seats
-        (``bc.student_share``) the network's sampled actions are played instead of the
-        teachers', whose actions there stay the labels."""
+        did, the games' outcomes and ends. On the student seats (``bc.student_share``) the
+        network's sampled actions are played instead of the teachers', whose actions there
+        stay the labels."""
         game = self.game
         assert isinstance(game, SupportsTeachers)
         obs, mask, labels = self.obs.numpy(), self.mask.numpy(), self.labels.numpy()
         state = self.state.numpy() if self.state is not None else None
         imitated, alive = self.imitated.numpy(), self.alive.numpy()
         rewards, dones = self.rewards.numpy(), self.dones.numpy()
-        students = self._draw_students()
+        students, progress = self.students, self.run_progress()
         tick = time.perf_counter()
         for t in range(self.bc.num_steps):
             batch = self.batch
@@ -243,12 +225,12 @@ class Cloner:
             tick = self.timer.add("buffers", tick)
             played = labels[t]
             if students is not None:
-                rows = students & imitated[t]
+                rows = students.moving(imitated[t])
                 if rows.any():
                     played = played.copy()
-                    played[rows] = self._student_actions(
-                        obs[t][rows], mask[t][rows] if batch.action_mask is not None else None)
-                    self.student_steps += int(rows.sum())
+                    played[rows] = students.sample(
+                        self.agent, obs[t][rows],
+                        mask[t][rows] if batch.action_mask is not None else None, self.device)
                 tick = self.timer.add("inference", tick)
             batch = game.step(played)
             tick = self.timer.add("env", tick)
@@ -256,6 +238,8 @@ class Cloner:
             self._value_rewards(batch, rewards[t])
             if len(batch.episodes.env):
                 self.episodes.add(batch.episodes, self._all_seats)
+            if students is not None:
+                students.stepped(batch, progress)
             self.batch = batch
             self.global_step += self.spec.num_envs
             tick = self.timer.add("buffers", tick)
@@ -410,9 +394,8 @@ class Cloner:
     def run_update(self) -> dict[str, float]:
         """Collect, learn, and validate when due; the update's metrics."""
         metrics = collect_and_learn(self)
-        if self.bc.student_share > 0:
-            metrics["bc/student_share"] = self.student_share()
-            metrics["bc/student_seat_steps"] = float(self.student_steps)
+        if self.students is not None:
+            metrics.update(self.students.metrics(self.run_progress()))
         summary = self.episodes.summary()
         metrics["teachers/episodes"] = summary["episodes"]
         if "episode/length_mean" in summary:
@@ -455,10 +438,9 @@ class Cloner:
             "agent": self.agent.state_dict(),
             "algorithm": "bc",
             "optimizer": self.optimizer.state_dict(),
-            "counters": {"global_step": self.global_step, "update": self.update,
-                         "student_steps": self.student_steps},
-            "rng": {"torch": torch.get_rng_state(), "sample": self.sample_gen.get_state(),
-                    "student": self.student_gen.get_state()},
+            "counters": {"global_step": self.global_step, "update": self.update},
+            "rng": {"torch": torch.get_rng_state(), "sample": self.sample_gen.get_state()},
+            "students": (self.students.state_dict() if self.students is not None else None),
             "episodes": self.episodes.state_dict(),
             "label_counts": self.label_counts.clone(),
             "game_state": game.get_state() if isinstance(game, SupportsState) else None,
@@ -488,14 +470,22 @@ class Cloner:
         self.update = int(state["counters"]["update"])
         torch.set_rng_state(state["rng"]["torch"])
         self.sample_gen.set_state(state["rng"]["sample"])
-        if "student" in state["rng"]:  # (none in checkpoints before bc.student_share)
-            self.student_gen.set_state(state["rng"]["student"])
-        self.student_steps = int(state["counters"].get("student_steps", 0))
         self.episodes.load_state_dict(state["episodes"])
         counts = state.get("label_counts")  # (none in checkpoints before bc.balance)
         self.label_counts = (torch.as_tensor(counts, dtype=torch.float64).clone()
                              if counts is not None and len(counts) == sum(self.sizes)
                              else torch.zeros(sum(self.sizes), dtype=torch.float64))
+        exact = self._restore_games(state)
+        if self.students is not None:
+            if state.get("students") is not None:
+                self.students.load_state_dict(state["students"], exact, self.run_progress())
+            else:  # a checkpoint of a run without students: draw the seats afresh
+                self.students.draw(np.arange(self.spec.num_envs), self.run_progress())
+        return exact
+
+    def _restore_games(self, state: dict[str, Any]) -> bool:
+        """The teacher game as saved where it can be (True), else where the replays were, or
+        new games."""
         game = self.game
         if state.get("game_state") is not None and isinstance(game, SupportsState):
             game.set_state(state["game_state"])

@@ -185,7 +185,13 @@ def test_an_interrupted_run_resumes_exactly(tmp_path: Path, students: list[str])
     a = load_checkpoint(list_checkpoints(whole / "checkpoints")[-1])
     b = load_checkpoint(list_checkpoints(killed / "checkpoints")[-1])
     assert a["counters"] == b["counters"]
-    assert (a["counters"]["student_steps"] > 0) == bool(students)
+    if students:
+        assert a["students"]["steps"] > 0 and a["students"]["episodes"]["count"] > 0
+        assert a["students"]["steps"] == b["students"]["steps"]
+        assert a["students"]["episodes"] == b["students"]["episodes"]
+        assert np.array_equal(a["students"]["seats"], b["students"]["seats"])
+    else:
+        assert a["students"] is None
     assert torch.equal(a["label_counts"], b["label_counts"])
     assert a["label_counts"].sum() > 0
     for key, value in a["agent"].items():
@@ -207,24 +213,23 @@ def collected(cloner: Cloner) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def test_students_play_the_clones_moves_and_learn_the_teachers_labels() -> None:
     """bc.student_share 1: the network's sampled moves are played on win_or_block's seats
     (the games differ from the teachers' own from the same seed), the labels there are
-    still win_or_block's (it wins wherever it can), and the share rises over
-    bc.student_ramp."""
+    still win_or_block's (it wins wherever it can), the students' games are counted, and the
+    share rises over bc.student_ramp."""
     mixed = ["bc.teachers=[win_or_block,random]", "bc.imitate=[win_or_block]",
              "bc.total_steps=2048"]
     teachers = build_cloner(tictactoe_config(*mixed), None)
-    learners = build_cloner(tictactoe_config(*mixed, "bc.student_share=1.0",
-                                             "bc.student_ramp=0.5"), None)
+    learners = build_cloner(tictactoe_config(*mixed, "bc.student_share=1.0"), None)
+    ramped = build_cloner(tictactoe_config(*mixed, "bc.student_share=0.8",
+                                           "bc.student_ramp=0.5"), None)
     try:
-        shares = []
-        for update in range(4):
-            learners.update = update
-            shares.append(learners.student_share())
-        assert shares == [0, 0.5, 1, 1]
-        learners.update = 2
+        assert teachers.students is None and learners.students is not None
+        assert ramped.students is not None
+        assert [ramped.students.share(p) for p in (0, 0.25, 0.5, 1)] == [0, 0.4, 0.8, 0.8]
+        assert not ramped.students.seats.any()  # its first games: the share is still 0
         obs_t, _, _ = collected(teachers)
         obs_s, labels, imitated = collected(learners)
         assert not np.array_equal(obs_t, obs_s)
-        assert learners.student_steps == imitated.sum() > 100
+        assert learners.students.steps == imitated.sum() > 100
         own = obs_s[imitated][:, 0].reshape(-1, 9) == 1
         opp = obs_s[imitated][:, 1].reshape(-1, 9) == 1
         wins = completing(own, ~own & ~opp)
@@ -233,9 +238,14 @@ def test_students_play_the_clones_moves_and_learn_the_teachers_labels() -> None:
         assert wins[np.arange(len(own)), labels[imitated]][can_win].all()
         metrics = learners.run_update()
         assert metrics["bc/student_share"] == 1.0
+        # the games the network played on win_or_block's seats, start to end (32 envs of
+        # tic-tac-toe: most of them end within the update's 16 steps)
+        assert metrics["students/games"] > 30
+        assert sum(metrics[f"students/{k}_rate"] for k in ("win", "draw", "loss")) == pytest.approx(1)
     finally:
         teachers.close()
         learners.close()
+        ramped.close()
 
 
 def test_cloning_starts_from_another_runs_network(tmp_path: Path) -> None:
