@@ -95,7 +95,8 @@ def test_bc_ctrl_c_checkpoints_then_resumes(tmp_path: Path) -> None:
     ([], "error: name the teachers"),
     (["--teachers", "random", "--replays", "x"], "error: --teachers (live scripted players) "
                                                  "and --replays"),
-    (["--teachers", "random", "--init-from", "no/such/run"], "error: no such checkpoint: no/such/run"),
+    (["--teachers", "random", "--init-from", "no/such/run"],
+     "error: no such checkpoint: no/such/run"),
     (["--teachers", "random", "--set", "bc.student_share=2"],
      "error: bc.student_share must be between 0 and 1, got 2"),
 ])
