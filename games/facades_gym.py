@@ -12,7 +12,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from games.core import Batch, Box, GameError, VecGame
+from games.core import Batch, Box, GameError, SupportsRender, VecGame
 from games.gym_spaces import gym_action_space
 
 
@@ -87,10 +87,9 @@ class GymEnvFacade(gym.Env[np.ndarray, Any]):
     def render(self) -> np.ndarray | None:  # type: ignore[override]
         if self.render_mode is None:
             return None
-        render = getattr(self.game, "render", None)
-        if render is None:
+        if not isinstance(self.game, SupportsRender):
             raise GameError(f"{self.game.spec.name} cannot render")
-        return np.asarray(render(0))
+        return np.asarray(self.game.render(0))
 
     def close(self) -> None:
         self.game.close()

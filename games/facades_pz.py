@@ -24,7 +24,7 @@ import gymnasium
 import numpy as np
 from pettingzoo import ParallelEnv
 
-from games.core import Batch, GameError, VecGame
+from games.core import Batch, GameError, SupportsFinalFrame, SupportsRender, VecGame
 from games.gym_spaces import gym_action_space
 
 
@@ -49,7 +49,7 @@ class ParallelEnvFacade(ParallelEnv[str, Any, Any]):
         if spec.num_envs != 1:
             raise GameError(f"ParallelEnvFacade needs a game with num_envs=1, got "
                             f"{spec.num_envs}; build it with make_game(name, num_envs=1)")
-        can_render = callable(getattr(game, "render", None))
+        can_render = isinstance(game, SupportsRender)
         if render_mode == "auto":
             render_mode = "rgb_array" if can_render else None
         if render_mode not in (None, "rgb_array") or (render_mode and not can_render):
@@ -174,10 +174,11 @@ class ParallelEnvFacade(ParallelEnv[str, Any, Any]):
             gymnasium.logger.warn("render() called with render_mode=None; "
                                   "build the facade with render_mode='rgb_array'")
             return None
-        render_final = getattr(self.game, "render_final", None)
-        if self._next is not None and callable(render_final):
-            return np.asarray(render_final(0))
-        return np.asarray(self.game.render(0))  # type: ignore[attr-defined]
+        if self._next is not None and isinstance(self.game, SupportsFinalFrame):
+            return np.asarray(self.game.render_final(0))
+        if not isinstance(self.game, SupportsRender):
+            raise GameError(f"{self.game.spec.name} cannot render")
+        return np.asarray(self.game.render(0))
 
     def close(self) -> None:
         self.game.close()
