@@ -44,6 +44,7 @@ from games.core import (
 )
 from games.options import to_mapping
 from selfplay.acting import EpisodeLog, Timer, bootstrap_truncated
+from selfplay.allocator import keep_freed_memory
 from selfplay.bc_loss import CloneTerms, balance_weights, clone_terms
 from selfplay.checkpoint import CheckpointError
 from selfplay.config import TrainConfig
@@ -148,6 +149,8 @@ class Cloner:
         """The share of the run done (0 to 1) where the caller budgets it by something else
         than ``bc.total_steps`` (a wall-clock budget, say); None: update / num_updates."""
         self.device = resolve_device(config.device)
+        if config.keep_freed_memory and self.device.type == "cpu":
+            keep_freed_memory()  # as training does: large tensors without page faults
         self.agent = ActorCritic(spec, config.network, config.normalize).to(self.device)
         self.optimizer = FlatAdam(self.agent, lr=self.bc.learning_rate, eps=self.bc.adam_eps)
         self.components = component_names(game)

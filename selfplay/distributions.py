@@ -39,6 +39,7 @@ __all__ = [
     "NEG_LOGIT",
     "ActionDist",
     "CompactGridMask",
+    "compact_grid_mask",
     "DiagGaussian",
     "GridMaskIndex",
     "MaskedCategorical",
@@ -195,6 +196,15 @@ class CompactGridMask(NamedTuple):
     mask: Tensor
 
 
+def compact_grid_mask(mask: Tensor, cells: int) -> CompactGridMask:
+    """A dense grid mask ``[B, cells, sum(nvec)]`` (or ``[B, cells * sum(nvec)]``) as a
+    :class:`CompactGridMask`: its cells with a legal value and their rows."""
+    batch = mask.shape[0]
+    flat = _as_bool(mask).reshape(batch * cells, -1)
+    rows = _any(flat).nonzero()[:, 0]  # ascending
+    return CompactGridMask(batch, rows, flat[rows])
+
+
 class GridMaskIndex:
     """The cells with a legal value in a whole rollout's grid masks ``[N, cells, sum(nvec)]``,
     found and gathered once; :meth:`select` then gives a minibatch's :class:`CompactGridMask`
@@ -241,7 +251,9 @@ class MaskedMultiCategorical:
 
     ``compact`` (default: ``True`` for grid spaces with a mask) drops cells whose mask has no
     legal value before computing anything; results are identical, only faster. A
-    :class:`CompactGridMask` in place of ``mask`` has them dropped already.
+    :class:`CompactGridMask` in place of ``mask`` has them dropped already; with
+    ``logits_rows`` its logits are too: ``logits`` ``[M, sum(nvec)]`` are the rows
+    ``mask.rows`` of the grid logits (a network that computes only those cells).
     """
 
     def __init__(
@@ -252,14 +264,26 @@ class MaskedMultiCategorical:
         cells: int | None = None,
         gates: tuple[tuple[int, ...] | None, ...] | None = None,
         compact: bool | None = None,
+        *,
+        logits_rows: bool = False,
     ) -> None:
         self.nvec = tuple(int(n) for n in nvec)
         self.cells = cells
         total = sum(self.nvec)
-        self.batch = logits.shape[0]
         per = 1 if cells is None else cells
+        if logits_rows:
+            if not isinstance(mask, CompactGridMask) or cells is None:
+                raise ValueError("logits_rows needs grid logits and a CompactGridMask")
+            if tuple(logits.shape) != (mask.rows.numel(), total):
+                raise ValueError(f"logits of the mask's rows have shape {tuple(logits.shape)}; "
+                                 f"its {mask.rows.numel()} rows need [{mask.rows.numel()}, "
+                                 f"{total}]")
+            self.batch = mask.batch
+        else:
+            self.batch = logits.shape[0]
         self.num_rows = self.batch * per
-        flat = _as_float(logits).reshape(self.num_rows, total)  # [R, S]
+        flat = _as_float(logits) if logits_rows else _as_float(logits).reshape(self.num_rows,
+                                                                              total)  # [R, S]
 
         # rows (cells) with at least one legal value; None = every row is kept
         self.rows: Tensor | None = None
@@ -279,7 +303,7 @@ class MaskedMultiCategorical:
                 flat_mask = flat_mask[rows]
         if rows is not None and rows.numel() < self.num_rows:
             self.rows = rows
-            flat = flat[rows]
+            flat = flat if logits_rows else flat[rows]
             self._row_batch = torch.div(rows, per, rounding_mode="floor")  # [M]
 
         self.gate_table = (
@@ -466,10 +490,18 @@ def make_dist(
     log_std: Tensor | None = None,
     *,
     compact: bool | None = None,
+    logits_rows: bool = False,
 ) -> ActionDist:
     """The action distribution of ``space`` for head outputs ``params`` ``[B, *param_shape]``
-    (or flat ``[B, num_params]``) and a bool ``mask`` ``[B, *space.mask_shape]`` (or None)."""
+    (or flat ``[B, num_params]``) and a bool ``mask`` ``[B, *space.mask_shape]`` (or None).
+    ``logits_rows``: ``params`` are only the grid logits of the :class:`CompactGridMask`
+    ``mask``'s rows, ``[M, sum(nvec)]`` (see :class:`MaskedMultiCategorical`)."""
     expected = param_shape(space)
+    if logits_rows:
+        if not (isinstance(space, MultiDiscrete) and space.cells is not None):
+            raise ValueError(f"logits_rows needs a grid action space, not {space!r}")
+        return MaskedMultiCategorical(params, mask, space.nvec, cells=space.cells,
+                                      gates=space.gates, logits_rows=True)
     if params.shape[1:] != expected and params.shape[1:] != (math.prod(expected),):
         want = ", ".join(map(str, expected))
         raise ValueError(f"params have shape {tuple(params.shape)}; {space!r} needs [B, {want}]")

@@ -17,7 +17,7 @@ from torch.nn import functional
 
 from games.core import Box, Discrete, GameSpec, MultiDiscrete
 from selfplay.config import NetworkConfig, NormalizeConfig
-from selfplay.distributions import ActionDist, CompactGridMask, make_dist
+from selfplay.distributions import ActionDist, CompactGridMask, compact_grid_mask, make_dist
 from selfplay.normalize import RunningMeanStd
 
 
@@ -182,13 +182,40 @@ class GridDecoder(nn.Module):
                 layers.append(nn.ReLU())
         self.net = nn.Sequential(*layers)
 
+    def _joined(self, features: GridFeatures) -> Tensor:
+        """U-Net: the full-size maps the logits' 3x3 convolution reads, ``[B, C, H, W]``."""
+        x = features.final
+        for up, skip in zip(self.ups, reversed(features.skips), strict=True):
+            x = functional.relu(up(x))[:, :, :skip.shape[2], :skip.shape[3]]
+            x = torch.cat([x, skip], 1)
+        return cast(Tensor, self.squeeze(x))
+
+    def forward_rows(self, features: GridFeatures, rows: Tensor) -> Tensor:
+        """U-Net: the logits ``[M, n_out]`` of the flat cells ``rows`` (``b * H * W + y * W
+        + x``) only, the same numbers as :meth:`forward`'s at those cells (up to rounding):
+        the logits' 3x3 convolution as one matrix product over the rows' 3x3 neighbourhoods
+        (zero beyond the board's edge, the convolution's padding). Policies only read the
+        cells with a legal action, a few dozen of a 48x48 Lux board's 2,304, and that
+        convolution over every cell was about 40 % of a Lux update."""
+        x = self._joined(features)
+        b, c, h, w = x.shape
+        table = x.permute(0, 2, 3, 1).reshape(b * h * w, c)  # a view when channels-last
+        cell = rows % (h * w)
+        y, col = torch.div(cell, w, rounding_mode="floor"), cell % w
+        dy = torch.tensor([-1, -1, -1, 0, 0, 0, 1, 1, 1], device=rows.device)
+        dx = torch.tensor([-1, 0, 1, -1, 0, 1, -1, 0, 1], device=rows.device)
+        ny, nx = y[:, None] + dy, col[:, None] + dx  # [M, 9] the neighbourhood, row-major
+        inside = (ny >= 0) & (ny < h) & (nx >= 0) & (nx < w)
+        near = torch.where(inside, rows[:, None] + dy * w + dx, rows[:, None])
+        # one gather (its backward: one scatter into the full-size map, not one per offset)
+        patches = table[near.reshape(-1)].view(len(rows), 9, c) * inside.unsqueeze(2).to(x.dtype)
+        weight = self.out.weight  # [n_out, C, 3, 3] -> [n_out, 3 * 3 * C], as the patches
+        flat_weight = weight.permute(0, 2, 3, 1).reshape(weight.shape[0], -1)
+        return torch.addmm(self.out.bias, patches.reshape(len(rows), 9 * c), flat_weight.t())
+
     def forward(self, features: Tensor | GridFeatures, grid: tuple[int, int]) -> Tensor:
         if isinstance(features, GridFeatures):
-            x = features.final
-            for up, skip in zip(self.ups, reversed(features.skips), strict=True):
-                x = functional.relu(up(x))[:, :, :skip.shape[2], :skip.shape[3]]
-                x = torch.cat([x, skip], 1)
-            out = self.out(self.squeeze(x))
+            out = self.out(self._joined(features))
         else:
             out = self.net(features)  # [B, n_out, H', W'] with H' >= H, W' >= W
         h, w = grid
@@ -378,7 +405,22 @@ class ActorCritic(nn.Module):
         return cast(Tensor, out)
 
     def dist(self, obs: Tensor, mask: Tensor | CompactGridMask | None) -> ActionDist:
-        return make_dist(self.space, self.dist_params(obs), mask, self.log_std)
+        return self._dist(obs, self.actor_torso(obs), mask)
+
+    def _dist(self, obs: Tensor, features: Tensor | GridFeatures,
+              mask: Tensor | CompactGridMask | None) -> ActionDist:
+        """The distribution from the actor torso's ``features``. A U-Net grid decoder with a
+        mask computes only the logits of the cells with a legal value
+        (:meth:`GridDecoder.forward_rows`), which are all the distribution reads."""
+        space = self.space
+        if (mask is not None and isinstance(features, GridFeatures)
+                and isinstance(space, MultiDiscrete) and space.cells is not None):
+            cells = obs.shape[-2] * obs.shape[-1]
+            compact = (mask if isinstance(mask, CompactGridMask)
+                       else compact_grid_mask(mask, cells))
+            logits = cast(GridDecoder, self.actor_head).forward_rows(features, compact.rows)
+            return make_dist(space, logits, compact, logits_rows=True)
+        return make_dist(space, self.params_from_features(obs, features), mask, self.log_std)
 
     def value_normalized(self, critic_in: Tensor,
                          obs_features: Tensor | GridFeatures | None = None) -> Tensor:
@@ -401,7 +443,7 @@ class ActorCritic(nn.Module):
                     critic_in: Tensor) -> tuple[ActionDist, Tensor]:
         """Distribution and normalized value in one pass (shares the torso when configured)."""
         features = self.actor_torso(obs)
-        dist = make_dist(self.space, self.params_from_features(obs, features), mask, self.log_std)
+        dist = self._dist(obs, features, mask)
         value = self.value_normalized(critic_in, features if self.shared else None)
         return dist, value
 

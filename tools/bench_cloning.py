@@ -11,7 +11,8 @@ A :class:`~selfplay.cloning.Cloner` with the run's settings (``hyperparams/<fami
 steps (decoding: the teacher game stepping, labels and buffers) and learns from them (the
 cloning update: masked cross-entropy and value loss, gradient steps); then the bound runs the
 same network over the same rows with the same minibatches, forward + backward + optimizer
-step of the plain logits and values (no masks, labels or loss terms). Reported (medians over
+step of the logits the policy computes under the rows' masks and the values (no labels or
+loss terms). Reported (medians over
 rounds): update / bound (the target is >= 0.85), decoding speed / update speed in samples
 (seat-steps) per second (the target is >= 5), and env-steps per second of collect + learn.
 Prints one JSON object.
@@ -35,25 +36,27 @@ from selfplay.config import build_config
 
 def bound_update(cloner: Cloner) -> float:
     """Seconds of the update's gradient steps on the collected rows without the cloning
-    loss's masks and labels; the network and optimizer are restored afterwards."""
+    loss's labels: the network's forward pass as the policy runs it (the rows' masks: a U-Net
+    decoder computes the logits of the cells with a legal value only), a loss on those logits
+    and the values, backward, Adam; the network and optimizer are restored afterwards."""
     agent, optimizer, cfg = cloner.agent, cloner.optimizer, cloner.bc
     snapshot = {k: v.clone() for k, v in agent.state_dict().items()}
     opt_state = optimizer.state_dict()
     obs = cloner.obs.reshape(-1, *cloner.obs.shape[3:])
+    masks = cloner.mask.reshape(-1, *cloner.mask.shape[3:])
     rows = torch.nonzero(cloner.alive.reshape(-1)).squeeze(1)
     size = len(rows)
     minibatch = max(1, size // cfg.minibatches)
     gen = torch.Generator().manual_seed(0)
     start = time.perf_counter()
-    b_obs = agent.normalize_obs(obs[rows])
+    b_obs, b_mask = agent.normalize_obs(obs[rows]), masks[rows]
     for _ in range(cfg.epochs):
         perm = torch.randperm(size, generator=gen)
         for first in range(0, size - minibatch + 1, minibatch):
-            mb = b_obs[perm[first:first + minibatch]]
-            features = agent.actor_torso(mb)
-            logits = agent.params_from_features(mb, features)
-            value = agent.value_normalized(mb, features if agent.shared else None)
-            loss = logits.float().mean() + value.mean()
+            pick = perm[first:first + minibatch]
+            mb = b_obs[pick]
+            dist, value = agent.forward_all(mb, b_mask[pick], mb)
+            loss = torch.cat(dist.logits, -1).mean() + value.mean()  # type: ignore[attr-defined]
             optimizer.zero_grad()
             loss.backward()
             optimizer.clip_grad_norm(cfg.max_grad_norm)

@@ -210,3 +210,49 @@ def test_a_squeezed_unet_head_still_reads_each_cell_and_old_networks_keep_their_
     assert grad[0, :, 5, 7].abs().sum() > 0  # its own planes
     with pytest.raises(ConfigError, match="network.grid_head needs network.grid_skips"):
         build_config("microrts", overrides=["network.grid_head=8"])
+
+
+@pytest.mark.parametrize(("grid", "head"), [((9, 8), 0), ((12, 12), 4)])
+def test_unet_logits_of_legal_cells_only_match_the_full_convolution(
+        grid: tuple[int, int], head: int) -> None:
+    """A U-Net policy computes the logits of the cells with a legal value only
+    (``GridDecoder.forward_rows``): log-probabilities, entropies, modes and every parameter's
+    gradient are those of the logits' convolution over the whole board, corner and edge cells
+    included (the convolution's zero padding), from a dense mask or a compact one, and with no
+    legal cell at all."""
+    from selfplay.distributions import GridMaskIndex, make_dist
+
+    h, w = grid
+    space = MultiDiscrete((3, 4, 2), grid=grid, gates=(None, (1,), (2,)))
+    torch.manual_seed(0)
+    agent = ActorCritic(spec((5, h, w), space, "grid"),
+                        NetworkConfig(channels=[8, 16], hidden=[16], grid_skips=True,
+                                      grid_head=head, shared_torso=True), NormalizeConfig())
+    obs = torch.rand(3, 5, h, w)
+    mask = torch.rand(3, h * w, 9) > 0.5
+    mask[:, torch.rand(h * w) > 0.3] = False  # most cells without a unit
+    for corner in (0, w - 1, (h - 1) * w, h * w - 1):
+        mask[1, corner] = True
+    mask[2] = False  # a board without a legal cell
+
+    def grads(loss: torch.Tensor) -> list[torch.Tensor]:
+        agent.zero_grad()
+        loss.backward()
+        return [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
+                for p in agent.parameters()]
+
+    features = agent.actor_torso(obs)
+    dense = make_dist(space, agent.params_from_features(obs, features), mask)
+    actions = dense.sample()
+    dense_out = [dense.log_prob(actions), dense.entropy(), dense.entropy(actions)]
+    dense_grads = grads(sum(x.sum() for x in dense_out))
+    for given in (mask, GridMaskIndex(mask, h * w).select(torch.arange(3))):
+        rows = agent.dist(obs, given)
+        assert rows.logits[0].shape[0] == int(mask.any(-1).sum())  # only the legal cells
+        out = [rows.log_prob(actions), rows.entropy(), rows.entropy(actions)]
+        for a, b in zip(out, dense_out, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        assert torch.equal(rows.mode(), dense.mode())
+        for a, b in zip(grads(sum(x.sum() for x in out)), dense_grads, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    assert float(agent.dist(obs[2:], mask[2:]).log_prob(actions[2:]).detach()) == 0.0
