@@ -209,9 +209,11 @@ class GridDecoder(nn.Module):
         near = torch.where(inside, rows[:, None] + dy * w + dx, rows[:, None])
         # one gather (its backward: one scatter into the full-size map, not one per offset)
         patches = table[near.reshape(-1)].view(len(rows), 9, c) * inside.unsqueeze(2).to(x.dtype)
-        weight = self.out.weight  # [n_out, C, 3, 3] -> [n_out, 3 * 3 * C], as the patches
+        conv = cast(nn.Conv2d, self.out)
+        weight = conv.weight  # [n_out, C, 3, 3] -> [n_out, 3 * 3 * C], as the patches
         flat_weight = weight.permute(0, 2, 3, 1).reshape(weight.shape[0], -1)
-        return torch.addmm(self.out.bias, patches.reshape(len(rows), 9 * c), flat_weight.t())
+        assert conv.bias is not None
+        return torch.addmm(conv.bias, patches.reshape(len(rows), 9 * c), flat_weight.t())
 
     def forward(self, features: Tensor | GridFeatures, grid: tuple[int, int]) -> Tensor:
         if isinstance(features, GridFeatures):
