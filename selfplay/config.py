@@ -121,8 +121,9 @@ class NetworkConfig:
     grid_head: int = 0
     """gridnet with ``grid_skips``: a 1x1 convolution squeezes the joined full-size maps to this
     many channels (then ReLU) before the 3x3 convolution to the logits; 0: the 3x3 convolution
-    reads the joined maps. On 48x48 Lux boards that convolution is a third of the network's
-    multiply-adds, and 16 channels cut it to a quarter."""
+    reads the joined maps. On 48x48 Lux boards that convolution over every cell is a third of
+    the network's multiply-adds, and 16 channels cut it to a quarter; policies compute it at
+    the cells with a legal action only, where the squeeze saves little."""
     grid_critic: Literal["pool", "flatten"] = "pool"
     """gridnet's critic head: pool (the mean and max of the encoder's features over the board's
     cells: any board size) or flatten (a dense layer over the whole feature map, tied to the
