@@ -124,6 +124,12 @@ class NetworkConfig:
     reads the joined maps. On 48x48 Lux boards that convolution over every cell is a third of
     the network's multiply-adds, and 16 channels cut it to a quarter; policies compute it at
     the cells with a legal action only, where the squeeze saves little."""
+    grid_hidden: int = 0
+    """gridnet with ``grid_skips``: the 3x3 convolution over the joined full-size maps gives
+    this many channels, and after a ReLU a 1x1 convolution gives the logits, so each cell's
+    logits are a nonlinear function of its 3x3 neighbourhood (a unit's own cargo deciding
+    towards which neighbour it steps); 0: that 3x3 convolution gives the logits, linear in the
+    neighbourhood's features."""
     grid_critic: Literal["pool", "flatten"] = "pool"
     """gridnet's critic head: pool (the mean and max of the encoder's features over the board's
     cells: any board size) or flatten (a dense layer over the whole feature map, tied to the
@@ -324,6 +330,10 @@ def validate(config: TrainConfig) -> None:
         (config.network.grid_head == 0 or config.network.grid_skips,
          "network.grid_head needs network.grid_skips: true (it squeezes the U-Net's full-size "
          "maps)"),
+        (config.network.grid_hidden >= 0, "network.grid_hidden must be >= 0 (0: none)"),
+        (config.network.grid_hidden == 0 or config.network.grid_skips,
+         "network.grid_hidden needs network.grid_skips: true (it widens the U-Net's logits "
+         "convolution)"),
         (config.ppo.clip_coef > 0, "ppo.clip_coef must be > 0"),
         (config.ppo.max_grad_norm > 0, "ppo.max_grad_norm must be > 0"),
         (config.ppo.teacher_kl_coef >= 0, "ppo.teacher_kl_coef must be >= 0 (0: off)"),

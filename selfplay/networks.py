@@ -152,12 +152,15 @@ class GridDecoder(nn.Module):
     large boards need (48x48 Lux boards reach a 6x6 map after three stages)."""
 
     def __init__(self, channels: list[int], n_out: int, in_channels: int | None = None,
-                 head: int = 0) -> None:
-        """``head`` (U-Net only): channels of a 1x1 convolution (and ReLU) between the joined
-        full-size maps and the logits' 3x3 convolution; 0: none."""
+                 head: int = 0, hidden: int = 0) -> None:
+        """U-Net only: ``head``, channels of a 1x1 convolution (and ReLU) between the joined
+        full-size maps and the 3x3 convolution; 0: none. ``hidden``: that 3x3 convolution
+        gives this many channels, and after a ReLU a 1x1 convolution the logits (a nonlinear
+        function of each cell's neighbourhood); 0: it gives the logits."""
         super().__init__()
         rev = list(reversed(channels))
         self.unet = in_channels is not None
+        self.cell_logits: nn.Conv2d | None = None  # the 1x1 convolution after ``hidden``
         if in_channels is not None:
             ups: list[nn.Module] = []
             c = rev[0]
@@ -169,7 +172,12 @@ class GridDecoder(nn.Module):
             self.ups = nn.ModuleList(ups)
             self.squeeze = (nn.Sequential(layer_init(nn.Conv2d(c, head, 1)), nn.ReLU())
                             if head > 0 else nn.Identity())
-            self.out = layer_init(nn.Conv2d(head or c, n_out, 3, padding=1), gain=0.01)
+            if hidden > 0:
+                self.out = layer_init(nn.Conv2d(head or c, hidden, 3, padding=1))
+                self.cell_logits = cast(nn.Conv2d, layer_init(nn.Conv2d(hidden, n_out, 1),
+                                                              gain=0.01))
+            else:
+                self.out = layer_init(nn.Conv2d(head or c, n_out, 3, padding=1), gain=0.01)
             return
         layers: list[nn.Module] = []
         for i, c in enumerate(rev):
@@ -213,11 +221,17 @@ class GridDecoder(nn.Module):
         weight = conv.weight  # [n_out, C, 3, 3] -> [n_out, 3 * 3 * C], as the patches
         flat_weight = weight.permute(0, 2, 3, 1).reshape(weight.shape[0], -1)
         assert conv.bias is not None
-        return torch.addmm(conv.bias, patches.reshape(len(rows), 9 * c), flat_weight.t())
+        out = torch.addmm(conv.bias, patches.reshape(len(rows), 9 * c), flat_weight.t())
+        last = self.cell_logits
+        if last is None:
+            return out
+        return functional.linear(functional.relu(out), last.weight.flatten(1), last.bias)
 
     def forward(self, features: Tensor | GridFeatures, grid: tuple[int, int]) -> Tensor:
         if isinstance(features, GridFeatures):
             out = self.out(self._joined(features))
+            if self.cell_logits is not None:
+                out = self.cell_logits(functional.relu(out))
         else:
             out = self.net(features)  # [B, n_out, H', W'] with H' >= H, W' >= W
         h, w = grid
@@ -321,7 +335,7 @@ class ActorCritic(nn.Module):
                                            skips=net.grid_skips)
             self.actor_head = GridDecoder(net.channels, sum(self.space.nvec),
                                           spec.obs_shape[0] if net.grid_skips else None,
-                                          net.grid_head)
+                                          net.grid_head, net.grid_hidden)
             self.pooled_critic = net.grid_critic == "pool"
             if self.pooled_critic and norm.obs and spec.pad_plane is not None:
                 raise ValueError("normalize.obs would rescale the padding plane the pooled "

@@ -212,9 +212,10 @@ def test_a_squeezed_unet_head_still_reads_each_cell_and_old_networks_keep_their_
         build_config("microrts", overrides=["network.grid_head=8"])
 
 
-@pytest.mark.parametrize(("grid", "head"), [((9, 8), 0), ((12, 12), 4)])
+@pytest.mark.parametrize(("grid", "head", "hidden"), [((9, 8), 0, 0), ((12, 12), 4, 0),
+                                                     ((7, 10), 0, 6)])
 def test_unet_logits_of_legal_cells_only_match_the_full_convolution(
-        grid: tuple[int, int], head: int) -> None:
+        grid: tuple[int, int], head: int, hidden: int) -> None:
     """A U-Net policy computes the logits of the cells with a legal value only
     (``GridDecoder.forward_rows``): log-probabilities, entropies, modes and every parameter's
     gradient are those of the logits' convolution over the whole board, corner and edge cells
@@ -227,7 +228,8 @@ def test_unet_logits_of_legal_cells_only_match_the_full_convolution(
     torch.manual_seed(0)
     agent = ActorCritic(spec((5, h, w), space, "grid"),
                         NetworkConfig(channels=[8, 16], hidden=[16], grid_skips=True,
-                                      grid_head=head, shared_torso=True), NormalizeConfig())
+                                      grid_head=head, grid_hidden=hidden, shared_torso=True),
+                        NormalizeConfig())
     obs = torch.rand(3, 5, h, w)
     mask = torch.rand(3, h * w, 9) > 0.5
     mask[:, torch.rand(h * w) > 0.3] = False  # most cells without a unit
@@ -256,3 +258,48 @@ def test_unet_logits_of_legal_cells_only_match_the_full_convolution(
         for a, b in zip(grads(sum(x.sum() for x in out)), dense_grads, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
     assert float(agent.dist(obs[2:], mask[2:]).log_prob(actions[2:]).detach()) == 0.0
+
+
+def gated_step_accuracy(grid_hidden: int, steps: int = 600, size: int = 12) -> float:
+    """Train a U-Net for ``steps`` Adam steps to name, per cell, the neighbour (of 4) with the
+    largest value of plane 0 where the cell's gate (plane 2) is on, else of plane 1: what a
+    Lux robot does when its cargo decides whether it heads for ice or for home."""
+    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    space = MultiDiscrete((4,), grid=(size, size))
+    agent = ActorCritic(spec((3, size, size), space, "grid"),
+                        NetworkConfig(channels=[16, 32], hidden=[16], shared_torso=True,
+                                      grid_skips=True, grid_hidden=grid_hidden),
+                        NormalizeConfig())
+    optim = torch.optim.Adam(agent.parameters(), lr=3e-3)
+
+    def boards(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        planes = 0.1 + 0.9 * torch.rand(n, 3, size, size, generator=gen)  # off the board: 0
+        planes[:, 2] = (planes[:, 2] > 0.55).float()
+        pad = torch.nn.functional.pad(planes[:, :2], (1, 1, 1, 1))
+        near = torch.stack([pad[:, :, :-2, 1:-1], pad[:, :, 1:-1, 2:], pad[:, :, 2:, 1:-1],
+                            pad[:, :, 1:-1, :-2]], 2)  # [n, 2, up right down left, S, S]
+        best = near.argmax(2)
+        return planes, torch.where(planes[:, 2] > 0, best[:, 0], best[:, 1])
+
+    for _ in range(steps):
+        obs, label = boards(8)
+        logits = agent.dist_params(obs)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 4), label.reshape(-1))
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+    obs, label = boards(8)
+    with torch.no_grad():
+        return float((agent.dist_params(obs).argmax(-1) == label.reshape(8, -1)).float().mean())
+
+
+def test_a_hidden_unet_head_lets_a_cell_gate_its_neighbours() -> None:
+    """``network.grid_hidden``: with a hidden layer between the 3x3 convolution and the logits,
+    a cell's own plane can decide which neighbouring values its logits follow (measured: 0.83
+    after 600 steps, 0.96 after 1,200); the linear 3x3 head cannot gate them (0.62, and 0.65
+    after 1,200 steps; chance 0.25)."""
+    assert gated_step_accuracy(64) > 0.75
+    assert gated_step_accuracy(0) < 0.7
+    with pytest.raises(ConfigError, match="network.grid_hidden needs network.grid_skips"):
+        build_config("microrts", overrides=["network.grid_hidden=8"])
