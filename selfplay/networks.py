@@ -210,8 +210,8 @@ class GridDecoder(nn.Module):
         table = x.permute(0, 2, 3, 1).reshape(b * h * w, c)  # a view when channels-last
         cell = rows % (h * w)
         y, col = torch.div(cell, w, rounding_mode="floor"), cell % w
-        dy = torch.tensor([-1, -1, -1, 0, 0, 0, 1, 1, 1], device=rows.device)
-        dx = torch.tensor([-1, 0, 1, -1, 0, 1, -1, 0, 1], device=rows.device)
+        offset = torch.arange(9, device=rows.device)
+        dy, dx = torch.div(offset, 3, rounding_mode="floor") - 1, offset % 3 - 1  # row-major
         ny, nx = y[:, None] + dy, col[:, None] + dx  # [M, 9] the neighbourhood, row-major
         inside = (ny >= 0) & (ny < h) & (nx >= 0) & (nx < w)
         near = torch.where(inside, rows[:, None] + dy * w + dx, rows[:, None])
@@ -431,9 +431,11 @@ class ActorCritic(nn.Module):
         space = self.space
         if (mask is not None and isinstance(features, GridFeatures)
                 and isinstance(space, MultiDiscrete) and space.cells is not None):
-            cells = obs.shape[-2] * obs.shape[-1]
+            if obs.shape[-2] * obs.shape[-1] != space.cells:
+                raise ValueError(f"observations of a {obs.shape[-2]}x{obs.shape[-1]} board for "
+                                 f"actions on {space.cells} cells")
             compact = (mask if isinstance(mask, CompactGridMask)
-                       else compact_grid_mask(mask, cells))
+                       else compact_grid_mask(mask, space.cells))
             logits = cast(GridDecoder, self.actor_head).forward_rows(features, compact.rows)
             return make_dist(space, logits, compact, logits_rows=True)
         return make_dist(space, self.params_from_features(obs, features), mask, self.log_std)

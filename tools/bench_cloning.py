@@ -25,13 +25,15 @@ import json
 import platform
 import statistics
 import time
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+from games.core import MultiDiscrete
 from selfplay.bc import build_cloner
 from selfplay.cloning import Cloner
 from selfplay.config import build_config
+from selfplay.distributions import GridMaskIndex, MaskedMultiCategorical
 
 
 def bound_update(cloner: Cloner) -> float:
@@ -49,14 +51,19 @@ def bound_update(cloner: Cloner) -> float:
     minibatch = max(1, size // cfg.minibatches)
     gen = torch.Generator().manual_seed(0)
     start = time.perf_counter()
-    b_obs, b_mask = agent.normalize_obs(obs[rows]), masks[rows]
+    b_obs = agent.normalize_obs(obs[rows])
+    space = cloner.spec.action_space
+    if not (isinstance(space, MultiDiscrete) and space.cells is not None):
+        raise SystemExit(f"cloning bench: {cloner.spec.name} has no grid actions")
+    grid = GridMaskIndex(masks[rows], space.cells)  # the masks' legal cells, as the update
     for _ in range(cfg.epochs):
         perm = torch.randperm(size, generator=gen)
         for first in range(0, size - minibatch + 1, minibatch):
             pick = perm[first:first + minibatch]
             mb = b_obs[pick]
-            dist, value = agent.forward_all(mb, b_mask[pick], mb)
-            loss = torch.cat(dist.logits, -1).mean() + value.mean()  # type: ignore[attr-defined]
+            dist, value = agent.forward_all(mb, grid.select(pick), mb)
+            logits = cast(MaskedMultiCategorical, dist).logits
+            loss = torch.cat(logits, -1).mean() + value.mean()
             optimizer.zero_grad()
             loss.backward()
             optimizer.clip_grad_norm(cfg.max_grad_norm)

@@ -94,11 +94,12 @@ def main() -> None:
                         help="cells with a legal value per row (0: no mask, every cell's logits)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as training and cloning run (config.keep_freed_memory)
     variants = args.variant or [""]
     configs: list[TrainConfig] = [
         build_config(args.game, overrides=[*args.set, *[o for o in v.split(",") if o]])
         for v in variants]
+    if configs[0].keep_freed_memory:
+        keep_freed_memory()  # as training and cloning run on CPU
     game = make_game(args.game, 1, 0, options=dict(configs[0].game.options))
     spec = game.spec
     game.close()

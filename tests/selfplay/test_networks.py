@@ -299,7 +299,7 @@ def test_a_hidden_unet_head_lets_a_cell_gate_its_neighbours() -> None:
     a cell's own plane can decide which neighbouring values its logits follow (measured: 0.83
     after 600 steps, 0.96 after 1,200); the linear 3x3 head cannot gate them (0.62, and 0.65
     after 1,200 steps; chance 0.25)."""
-    assert gated_step_accuracy(64) > 0.75
-    assert gated_step_accuracy(0) < 0.7
+    hidden, linear = gated_step_accuracy(64), gated_step_accuracy(0)
+    assert hidden > 0.75 and hidden - linear > 0.12
     with pytest.raises(ConfigError, match="network.grid_hidden needs network.grid_skips"):
         build_config("microrts", overrides=["network.grid_hidden=8"])
