@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -156,22 +157,30 @@ def per_cell_accuracy(grid_skips: bool, steps: int = 200) -> float:
     agent = ActorCritic(spec((3, size, size), space, "grid"),
                         NetworkConfig(channels=[16, 32, 32], hidden=[16], shared_torso=True,
                                       grid_skips=grid_skips), NormalizeConfig())
-    optim = torch.optim.Adam(agent.parameters(), lr=3e-3)
 
     def boards(n: int) -> tuple[torch.Tensor, torch.Tensor]:
         lit = torch.randint(0, 3, (n, size, size), generator=gen)
         return torch.nn.functional.one_hot(lit, 3).permute(0, 3, 1, 2).float(), lit
 
+    return fit_cells(agent, boards, steps)
+
+
+def fit_cells(agent: ActorCritic,
+              boards: Callable[[int], tuple[torch.Tensor, torch.Tensor]], steps: int) -> float:
+    """Adam steps (8 boards each) on the per-cell cross-entropy of ``agent``'s logits against
+    the labels ``boards`` draws; the accuracy on 8 fresh boards."""
+    optim = torch.optim.Adam(agent.parameters(), lr=3e-3)
     for _ in range(steps):
-        obs, lit = boards(8)
-        logits = agent.dist_params(obs)  # [B, cells, 3]
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 3), lit.reshape(-1))
+        obs, label = boards(8)
+        logits = agent.dist_params(obs)  # [B, cells, classes]
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 label.reshape(-1))
         optim.zero_grad()
         loss.backward()
         optim.step()
-    obs, lit = boards(8)
+    obs, label = boards(8)
     with torch.no_grad():
-        return float((agent.dist_params(obs).argmax(-1) == lit.reshape(8, -1)).float().mean())
+        return float((agent.dist_params(obs).argmax(-1) == label.reshape(8, -1)).float().mean())
 
 
 def test_unet_sees_each_cell_where_the_plain_decoder_cannot() -> None:
@@ -271,7 +280,6 @@ def gated_step_accuracy(grid_hidden: int, steps: int = 600, size: int = 12) -> f
                         NetworkConfig(channels=[16, 32], hidden=[16], shared_torso=True,
                                       grid_skips=True, grid_hidden=grid_hidden),
                         NormalizeConfig())
-    optim = torch.optim.Adam(agent.parameters(), lr=3e-3)
 
     def boards(n: int) -> tuple[torch.Tensor, torch.Tensor]:
         planes = 0.1 + 0.9 * torch.rand(n, 3, size, size, generator=gen)  # off the board: 0
@@ -282,16 +290,7 @@ def gated_step_accuracy(grid_hidden: int, steps: int = 600, size: int = 12) -> f
         best = near.argmax(2)
         return planes, torch.where(planes[:, 2] > 0, best[:, 0], best[:, 1])
 
-    for _ in range(steps):
-        obs, label = boards(8)
-        logits = agent.dist_params(obs)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 4), label.reshape(-1))
-        optim.zero_grad()
-        loss.backward()
-        optim.step()
-    obs, label = boards(8)
-    with torch.no_grad():
-        return float((agent.dist_params(obs).argmax(-1) == label.reshape(8, -1)).float().mean())
+    return fit_cells(agent, boards, steps)
 
 
 def test_a_hidden_unet_head_lets_a_cell_gate_its_neighbours() -> None:
