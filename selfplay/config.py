@@ -130,6 +130,15 @@ class NetworkConfig:
     logits are a nonlinear function of its 3x3 neighbourhood (a unit's own cargo deciding
     towards which neighbour it steps); 0: that 3x3 convolution gives the logits, linear in the
     neighbourhood's features."""
+    grid_cells: list[int] = field(default_factory=list)
+    """gridnet with ``grid_skips``: hidden widths of a per-cell MLP head instead of the U-Net's
+    decoder (:mod:`selfplay.cell_decoder`): each cell's logits from its neighbourhood of the
+    input planes (``grid_cell_radius``) and the encoder's coarser maps at it, a nonlinear
+    function of the neighbourhood, computed at the cells with a legal action only (no
+    transposed convolutions back to full size); empty: the U-Net decoder."""
+    grid_cell_radius: int = 1
+    """``grid_cells``: how many cells each way of the input planes a cell's logits read (1: its
+    3x3 neighbourhood)."""
     grid_critic: Literal["pool", "flatten"] = "pool"
     """gridnet's critic head: pool (the mean and max of the encoder's features over the board's
     cells: any board size) or flatten (a dense layer over the whole feature map, tied to the
@@ -331,6 +340,16 @@ def validate(config: TrainConfig) -> None:
          "network.grid_head needs network.grid_skips: true (it squeezes the U-Net's full-size "
          "maps)"),
         (config.network.grid_hidden >= 0, "network.grid_hidden must be >= 0 (0: none)"),
+        (all(w > 0 for w in config.network.grid_cells),
+         "network.grid_cells: every hidden width must be > 0"),
+        (not config.network.grid_cells or config.network.grid_skips,
+         "network.grid_cells needs network.grid_skips: true (the cell head reads the encoder's "
+         "finer maps)"),
+        (not config.network.grid_cells or (config.network.grid_head == 0
+                                           and config.network.grid_hidden == 0),
+         "network.grid_cells replaces the U-Net decoder: leave network.grid_head and "
+         "network.grid_hidden at 0"),
+        (config.network.grid_cell_radius >= 0, "network.grid_cell_radius must be >= 0"),
         (config.network.grid_hidden == 0 or config.network.grid_skips,
          "network.grid_hidden needs network.grid_skips: true (it widens the U-Net's logits "
          "convolution)"),

@@ -1,4 +1,5 @@
-"""Actor-critic networks: MLP, Nature CNN, IMPALA CNN and a GridNet encoder-decoder.
+"""Actor-critic networks: MLP, Nature CNN, IMPALA CNN and GridNet (:mod:`selfplay.grid_networks`,
+with a per-cell MLP head in :mod:`selfplay.cell_decoder`).
 
 An :class:`ActorCritic` maps (normalized) observations to action-distribution parameters and
 its critic input (the observation, or the game's global state for a centralized critic) to a
@@ -7,40 +8,25 @@ value. Observation normalization statistics live in the module, so a saved polic
 
 from __future__ import annotations
 
-import math
-from typing import NamedTuple, cast
+from typing import cast
 
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.nn import functional
 
 from games.core import Box, Discrete, GameSpec, MultiDiscrete
+from selfplay.cell_decoder import CellDecoder
 from selfplay.config import NetworkConfig, NormalizeConfig
 from selfplay.distributions import ActionDist, CompactGridMask, compact_grid_mask, make_dist
+from selfplay.grid_networks import (
+    BoardPool,
+    GridDecoder,
+    GridEncoder,
+    GridFeatures,
+    final_features,
+)
+from selfplay.layers import layer_init, mlp
 from selfplay.normalize import RunningMeanStd
-
-
-def layer_init(layer: nn.Module, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:
-    """Orthogonal weights, constant bias (PPO implementation detail #2)."""
-    if isinstance(layer, nn.Linear | nn.Conv2d | nn.ConvTranspose2d):
-        nn.init.orthogonal_(layer.weight, gain)
-        if layer.bias is not None:
-            nn.init.constant_(layer.bias, bias)
-    return layer
-
-
-def _activation(name: str) -> type[nn.Module]:
-    return {"tanh": nn.Tanh, "relu": nn.ReLU}[name]
-
-
-def mlp(in_dim: int, hidden: list[int], activation: str) -> tuple[nn.Sequential, int]:
-    layers: list[nn.Module] = []
-    act = _activation(activation)
-    for width in hidden:
-        layers += [layer_init(nn.Linear(in_dim, width)), act()]
-        in_dim = width
-    return nn.Sequential(*layers), in_dim
 
 
 class NatureCNN(nn.Module):
@@ -95,185 +81,6 @@ class ImpalaCNN(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return cast(Tensor, self.fc(self.stages(x.float() * self.scale)))
-
-
-class GridFeatures(NamedTuple):
-    """A skip-connected grid encoder's output: its final feature map, and the finer maps the
-    decoder joins back in (the scaled input, then every stage's output but the last)."""
-
-    final: Tensor
-    skips: tuple[Tensor, ...]
-
-
-def final_features(features: Tensor | GridFeatures) -> Tensor:
-    """The final feature map of an encoder's output (what critics read)."""
-    return features.final if isinstance(features, GridFeatures) else features
-
-
-class GridEncoder(nn.Module):
-    """Strided conv encoder over a ``[C, H, W]`` board; keeps the feature map for a decoder
-    (with ``skips``, every finer map too: :class:`GridFeatures`)."""
-
-    def __init__(self, in_channels: int, channels: list[int], scale: float = 1.0,
-                 skips: bool = False) -> None:
-        super().__init__()
-        self.scale = scale  # the game's obs_scale (quantized planes), not a parameter
-        self.skips = skips
-        layers: list[nn.Module] = []
-        c = in_channels
-        for out_c in channels:
-            layers += [layer_init(nn.Conv2d(c, out_c, 3, padding=1)),
-                       nn.MaxPool2d(3, 2, padding=1), nn.ReLU()]
-            c = out_c
-        self.net = nn.Sequential(*layers)
-        self.out_channels = c
-
-    def forward(self, x: Tensor) -> Tensor | GridFeatures:
-        # channels-last (NHWC) activations: oneDNN/cuDNN convolve them without reordering, and
-        # the decoder's per-cell logits come out already laid out as [B, H, W, C]
-        x = x.to(torch.float32, memory_format=torch.channels_last)
-        x = x if self.scale == 1.0 else x * self.scale
-        if not self.skips:
-            return cast(Tensor, self.net(x))
-        kept = [x]
-        for layer in self.net:
-            x = layer(x)
-            if isinstance(layer, nn.ReLU):  # the end of a stage
-                kept.append(x)
-        return GridFeatures(kept.pop(), tuple(kept))
-
-
-class GridDecoder(nn.Module):
-    """Transposed convs back to per-cell logits ``[B, H*W, n_out]`` for any board ``H x W``.
-
-    With ``in_channels`` (a U-Net: the encoder keeps its finer maps), each upsampled map is
-    joined with the encoder's map of the same size, the last with the input planes, and a
-    3x3 conv gives the logits: every cell's logits see its own planes at full resolution, which
-    large boards need (48x48 Lux boards reach a 6x6 map after three stages)."""
-
-    def __init__(self, channels: list[int], n_out: int, in_channels: int | None = None,
-                 head: int = 0, hidden: int = 0) -> None:
-        """U-Net only: ``head``, channels of a 1x1 convolution (and ReLU) between the joined
-        full-size maps and the 3x3 convolution; 0: none. ``hidden``: that 3x3 convolution
-        gives this many channels, and after a ReLU a 1x1 convolution the logits (a nonlinear
-        function of each cell's neighbourhood); 0: it gives the logits."""
-        super().__init__()
-        rev = list(reversed(channels))
-        self.unet = in_channels is not None
-        self.cell_logits: nn.Conv2d | None = None  # the 1x1 convolution after ``hidden``
-        if in_channels is not None:
-            ups: list[nn.Module] = []
-            c = rev[0]
-            for i in range(len(rev)):
-                out_c = rev[i + 1] if i + 1 < len(rev) else rev[-1]
-                ups.append(layer_init(nn.ConvTranspose2d(c, out_c, 3, stride=2, padding=1,
-                                                         output_padding=1)))
-                c = out_c + (rev[i + 1] if i + 1 < len(rev) else in_channels)
-            self.ups = nn.ModuleList(ups)
-            self.squeeze = (nn.Sequential(layer_init(nn.Conv2d(c, head, 1)), nn.ReLU())
-                            if head > 0 else nn.Identity())
-            if hidden > 0:
-                self.out = layer_init(nn.Conv2d(head or c, hidden, 3, padding=1))
-                self.cell_logits = cast(nn.Conv2d, layer_init(nn.Conv2d(hidden, n_out, 1),
-                                                              gain=0.01))
-            else:
-                self.out = layer_init(nn.Conv2d(head or c, n_out, 3, padding=1), gain=0.01)
-            return
-        layers: list[nn.Module] = []
-        for i, c in enumerate(rev):
-            out_c = rev[i + 1] if i + 1 < len(rev) else n_out
-            last = i + 1 == len(rev)
-            layers.append(layer_init(nn.ConvTranspose2d(c, out_c, 3, stride=2, padding=1,
-                                                        output_padding=1),
-                                     gain=0.01 if last else math.sqrt(2)))
-            if not last:
-                layers.append(nn.ReLU())
-        self.net = nn.Sequential(*layers)
-
-    def _joined(self, features: GridFeatures) -> Tensor:
-        """U-Net: the full-size maps the logits' 3x3 convolution reads, ``[B, C, H, W]``."""
-        x = features.final
-        for up, skip in zip(self.ups, reversed(features.skips), strict=True):
-            x = functional.relu(up(x))[:, :, :skip.shape[2], :skip.shape[3]]
-            x = torch.cat([x, skip], 1)
-        return cast(Tensor, self.squeeze(x))
-
-    def forward_rows(self, features: GridFeatures, rows: Tensor) -> Tensor:
-        """U-Net: the logits ``[M, n_out]`` of the flat cells ``rows`` (``b * H * W + y * W
-        + x``) only, the same numbers as :meth:`forward`'s at those cells (up to rounding):
-        the logits' 3x3 convolution as one matrix product over the rows' 3x3 neighbourhoods
-        (zero beyond the board's edge, the convolution's padding). Policies only read the
-        cells with a legal action, a few dozen of a 48x48 Lux board's 2,304, and that
-        convolution over every cell was about 40 % of a Lux update."""
-        x = self._joined(features)
-        b, c, h, w = x.shape
-        table = x.permute(0, 2, 3, 1).reshape(b * h * w, c)  # a view when channels-last
-        cell = rows % (h * w)
-        y, col = torch.div(cell, w, rounding_mode="floor"), cell % w
-        offset = torch.arange(9, device=rows.device)
-        dy, dx = torch.div(offset, 3, rounding_mode="floor") - 1, offset % 3 - 1  # row-major
-        ny, nx = y[:, None] + dy, col[:, None] + dx  # [M, 9] the neighbourhood, row-major
-        inside = (ny >= 0) & (ny < h) & (nx >= 0) & (nx < w)
-        near = torch.where(inside, rows[:, None] + dy * w + dx, rows[:, None])
-        # one gather (its backward: one scatter into the full-size map, not one per offset)
-        patches = table[near.reshape(-1)].view(len(rows), 9, c) * inside.unsqueeze(2).to(x.dtype)
-        conv = cast(nn.Conv2d, self.out)
-        weight = conv.weight  # [n_out, C, 3, 3] -> [n_out, 3 * 3 * C], as the patches
-        flat_weight = weight.permute(0, 2, 3, 1).reshape(weight.shape[0], -1)
-        assert conv.bias is not None
-        out = torch.addmm(conv.bias, patches.reshape(len(rows), 9 * c), flat_weight.t())
-        last = self.cell_logits
-        if last is None:
-            return out
-        return functional.linear(functional.relu(out), last.weight.flatten(1), last.bias)
-
-    def forward(self, features: Tensor | GridFeatures, grid: tuple[int, int]) -> Tensor:
-        if isinstance(features, GridFeatures):
-            out = self.out(self._joined(features))
-            if self.cell_logits is not None:
-                out = self.cell_logits(functional.relu(out))
-        else:
-            out = self.net(features)  # [B, n_out, H', W'] with H' >= H, W' >= W
-        h, w = grid
-        if out.shape[2:] != (h, w):
-            out = out[:, :, :h, :w]
-        return out.permute(0, 2, 3, 1).reshape(out.shape[0], h * w, -1)  # a view if NHWC
-
-
-class BoardPool(nn.Module):
-    """Size-agnostic critic head: the mean and the max of a grid encoder's feature map over
-    the board's cells (padding cells excluded), then an MLP to one value.
-
-    ``pad_plane`` is the input plane that is 1 on padding cells (a smaller board in a larger
-    batch grid; None: every cell is on the board). A feature cell counts when any input cell it
-    was pooled from is on the board: the on-board mask goes through the encoder's pools."""
-
-    def __init__(self, channels: int, hidden: int, stages: int, pad_plane: int | None) -> None:
-        super().__init__()
-        self.pad_plane = pad_plane
-        self.stages = stages
-        self.mlp = nn.Sequential(layer_init(nn.Linear(2 * channels, hidden)), nn.ReLU(),
-                                 layer_init(nn.Linear(hidden, 1), gain=1.0))
-
-    def on_board(self, board: Tensor) -> Tensor | None:
-        """``float [B, 1, h, w]`` 1 where a feature cell covers the board; None if no padding."""
-        if self.pad_plane is None:
-            return None
-        on = 1.0 - board[:, self.pad_plane:self.pad_plane + 1].float()
-        for _ in range(self.stages):
-            on = functional.max_pool2d(on, 3, 2, padding=1)
-        return on
-
-    def forward(self, features: Tensor, board: Tensor) -> Tensor:
-        on = self.on_board(board)
-        if on is None:
-            pooled = torch.cat([features.mean((2, 3)), features.amax((2, 3))], 1)
-        else:
-            count = on.sum((2, 3)).clamp_min(1.0)  # [B, 1]
-            mean = (features * on).sum((2, 3)) / count
-            off = (1.0 - on) * torch.finfo(features.dtype).min
-            pooled = torch.cat([mean, (features + off).amax((2, 3))], 1)
-        return cast(Tensor, self.mlp(pooled)).squeeze(-1)
 
 
 def _flat_dim(shape: tuple[int, ...]) -> int:
@@ -333,9 +140,12 @@ class ActorCritic(nn.Module):
                 raise ValueError("network.kind 'gridnet' needs per-cell grid actions")
             self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels, spec.obs_scale,
                                            skips=net.grid_skips)
-            self.actor_head = GridDecoder(net.channels, sum(self.space.nvec),
-                                          spec.obs_shape[0] if net.grid_skips else None,
-                                          net.grid_head, net.grid_hidden)
+            n_logits = int(sum(self.space.nvec))
+            self.actor_head = (
+                CellDecoder(spec.obs_shape[0], net.channels, net.grid_cells, n_logits,
+                            net.grid_cell_radius) if net.grid_cells else
+                GridDecoder(net.channels, n_logits, spec.obs_shape[0] if net.grid_skips else None,
+                            net.grid_head, net.grid_hidden))
             self.pooled_critic = net.grid_critic == "pool"
             if self.pooled_critic and norm.obs and spec.pad_plane is not None:
                 raise ValueError("normalize.obs would rescale the padding plane the pooled "
@@ -425,9 +235,9 @@ class ActorCritic(nn.Module):
 
     def _dist(self, obs: Tensor, features: Tensor | GridFeatures,
               mask: Tensor | CompactGridMask | None) -> ActionDist:
-        """The distribution from the actor torso's ``features``. A U-Net grid decoder with a
-        mask computes only the logits of the cells with a legal value
-        (:meth:`GridDecoder.forward_rows`), which are all the distribution reads."""
+        """The distribution from the actor torso's ``features``. A U-Net grid decoder or a cell
+        decoder with a mask computes only the logits of the cells with a legal value
+        (``forward_rows``), which are all the distribution reads."""
         space = self.space
         if (mask is not None and isinstance(features, GridFeatures)
                 and isinstance(space, MultiDiscrete) and space.cells is not None):
@@ -436,7 +246,8 @@ class ActorCritic(nn.Module):
                                  f"actions on {space.cells} cells")
             compact = (mask if isinstance(mask, CompactGridMask)
                        else compact_grid_mask(mask, space.cells))
-            logits = cast(GridDecoder, self.actor_head).forward_rows(features, compact.rows)
+            head = cast(GridDecoder | CellDecoder, self.actor_head)
+            logits = head.forward_rows(features, compact.rows)
             return make_dist(space, logits, compact, logits_rows=True)
         return make_dist(space, self.params_from_features(obs, features), mask, self.log_std)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import statistics
 import time
 
@@ -33,6 +34,9 @@ from selfplay.config import TrainConfig, build_config
 from selfplay.distributions import make_dist
 from selfplay.networks import ActorCritic
 from selfplay.rollout import torch_dtype
+
+VARIANT_SPLIT = re.compile(r",(?=[\w.]+=)")
+"""a variant's settings are split at the commas before a ``key=`` (lists keep theirs)"""
 
 
 def step_seconds(agent: ActorCritic, obs: torch.Tensor, optimizer: torch.optim.Optimizer
@@ -96,7 +100,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     variants = args.variant or [""]
     configs: list[TrainConfig] = [
-        build_config(args.game, overrides=[*args.set, *[o for o in v.split(",") if o]])
+        build_config(args.game, overrides=[*args.set, *[o for o in VARIANT_SPLIT.split(v) if o]])
         for v in variants]
     if configs[0].keep_freed_memory:
         keep_freed_memory()  # as training and cloning run on CPU

@@ -8,7 +8,7 @@ import torch
 
 from games.microrts.options import PAD_PLANE
 from selfplay.config import build_config
-from selfplay.networks import BoardPool
+from selfplay.grid_networks import BoardPool
 from selfplay.train import build_trainer
 
 MAPS = "[basesWorkers8x8A,NoWhereToRun9x8,basesWorkers10x10]"

@@ -221,15 +221,17 @@ def test_a_squeezed_unet_head_still_reads_each_cell_and_old_networks_keep_their_
         build_config("microrts", overrides=["network.grid_head=8"])
 
 
-@pytest.mark.parametrize(("grid", "head", "hidden"), [((9, 8), 0, 0), ((12, 12), 4, 0),
-                                                     ((7, 10), 0, 6)])
+@pytest.mark.parametrize(("grid", "head"), [
+    ((9, 8), {}), ((12, 12), {"grid_head": 4}), ((7, 10), {"grid_hidden": 6}),
+    ((7, 10), {"grid_cells": [12, 10]}), ((9, 8), {"grid_cells": [6], "grid_cell_radius": 0}),
+    ((5, 11), {"grid_cells": [6], "grid_cell_radius": 2})])
 def test_unet_logits_of_legal_cells_only_match_the_full_convolution(
-        grid: tuple[int, int], head: int, hidden: int) -> None:
+        grid: tuple[int, int], head: dict[str, object]) -> None:
     """A U-Net policy computes the logits of the cells with a legal value only
-    (``GridDecoder.forward_rows``): log-probabilities, entropies, modes and every parameter's
-    gradient are those of the logits' convolution over the whole board, corner and edge cells
-    included (the convolution's zero padding), from a dense mask or a compact one, and with no
-    legal cell at all."""
+    (``GridDecoder.forward_rows``, ``CellDecoder.forward_rows``): log-probabilities,
+    entropies, modes and every parameter's gradient are those of the logits computed over the
+    whole board, corner and edge cells included (the convolutions' zero padding), from a dense
+    mask or a compact one, and with no legal cell at all."""
     from selfplay.distributions import GridMaskIndex, make_dist
 
     h, w = grid
@@ -237,7 +239,7 @@ def test_unet_logits_of_legal_cells_only_match_the_full_convolution(
     torch.manual_seed(0)
     agent = ActorCritic(spec((5, h, w), space, "grid"),
                         NetworkConfig(channels=[8, 16], hidden=[16], grid_skips=True,
-                                      grid_head=head, grid_hidden=hidden, shared_torso=True),
+                                      shared_torso=True, **head),  # type: ignore[arg-type]
                         NormalizeConfig())
     obs = torch.rand(3, 5, h, w)
     mask = torch.rand(3, h * w, 9) > 0.5
@@ -269,7 +271,8 @@ def test_unet_logits_of_legal_cells_only_match_the_full_convolution(
     assert float(agent.dist(obs[2:], mask[2:]).log_prob(actions[2:]).detach()) == 0.0
 
 
-def gated_step_accuracy(grid_hidden: int, steps: int = 600, size: int = 12) -> float:
+def gated_step_accuracy(grid_hidden: int = 0, steps: int = 600, size: int = 12,
+                        grid_cells: tuple[int, ...] = ()) -> float:
     """Train a U-Net for ``steps`` Adam steps to name, per cell, the neighbour (of 4) with the
     largest value of plane 0 where the cell's gate (plane 2) is on, else of plane 1: what a
     Lux robot does when its cargo decides whether it heads for ice or for home."""
@@ -278,7 +281,8 @@ def gated_step_accuracy(grid_hidden: int, steps: int = 600, size: int = 12) -> f
     space = MultiDiscrete((4,), grid=(size, size))
     agent = ActorCritic(spec((3, size, size), space, "grid"),
                         NetworkConfig(channels=[16, 32], hidden=[16], shared_torso=True,
-                                      grid_skips=True, grid_hidden=grid_hidden),
+                                      grid_skips=True, grid_hidden=grid_hidden,
+                                      grid_cells=list(grid_cells)),
                         NormalizeConfig())
 
     def boards(n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -302,3 +306,29 @@ def test_a_hidden_unet_head_lets_a_cell_gate_its_neighbours() -> None:
     assert hidden > 0.75 and hidden - linear > 0.12
     with pytest.raises(ConfigError, match="network.grid_hidden needs network.grid_skips"):
         build_config("microrts", overrides=["network.grid_hidden=8"])
+
+
+def test_a_cell_head_gates_neighbours_and_replaces_the_unet_decoder() -> None:
+    """``network.grid_cells``: an MLP of each cell's 3x3 neighbourhood of the input planes (and
+    the encoder's coarser maps over it) learns the gated step as the U-Net's hidden head does
+    (measured: 0.88 after 600 steps and 0.97 after 1,200, where the hidden head reaches 0.83
+    and the linear one 0.62); it has no transposed convolutions, and the settings it replaces
+    or needs are checked."""
+    assert gated_step_accuracy(grid_cells=(64,)) > 0.8
+    size = 12
+    agent = ActorCritic(spec((3, size, size), MultiDiscrete((4,), grid=(size, size)), "grid"),
+                        NetworkConfig(channels=[16, 32], hidden=[16], shared_torso=True,
+                                      grid_skips=True, grid_cells=[8]), NormalizeConfig())
+    assert not any(isinstance(m, torch.nn.ConvTranspose2d) for m in agent.modules())
+    for settings, message in ((["network.grid_cells=[8]", "network.grid_skips=false"],
+                               "network.grid_cells needs network.grid_skips"),
+                              (["network.grid_cells=[8]", "network.grid_skips=true",
+                                "network.grid_hidden=4"],
+                               "network.grid_cells replaces the U-Net decoder"),
+                              (["network.grid_cells=[0]", "network.grid_skips=true"],
+                               "network.grid_cells: every hidden width must be > 0"),
+                              (["network.grid_cells=[8]", "network.grid_skips=true",
+                                "network.grid_cell_radius=-1"],
+                               "network.grid_cell_radius must be >= 0")):
+        with pytest.raises(ConfigError, match=message):
+            build_config("microrts", overrides=settings)

@@ -1,0 +1,107 @@
+"""A per-cell MLP head over a U-Net encoder's maps (``network.grid_cells``), computed at the
+cells with a legal action only.
+
+Each cell's logits are an MLP of its neighbourhood of the input planes (``radius`` cells each
+way, zero beyond the board's edge) joined with, from every coarser encoder map, the feature
+vector of the map cell over it. The decisions a unit of a large board makes are mostly a
+nonlinear function of its own cell and its neighbours (its cargo deciding towards which
+neighbour it steps), which an MLP computes and a U-Net's linear 3x3 logits do not; and where
+a U-Net decodes every cell of a 48x48 board back to full resolution, this head reads the maps
+at a seat's few dozen units and factories only (:meth:`CellDecoder.forward_rows`).
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional
+
+from selfplay.grid_networks import GridFeatures
+from selfplay.layers import layer_init
+
+
+class CellDecoder(nn.Module):
+    """Logits ``[B, H*W, n_out]`` from an encoder's :class:`GridFeatures` (input planes of
+    ``in_channels``, then maps of ``channels`` each half the size of the one before)."""
+
+    def __init__(self, in_channels: int, channels: list[int], hidden: list[int], n_out: int,
+                 radius: int = 1) -> None:
+        super().__init__()
+        if not hidden:
+            raise ValueError("a cell decoder needs at least one hidden layer")
+        self.radius = radius
+        self.in_channels = in_channels
+        self.map_channels = list(channels)
+        width = (2 * radius + 1) ** 2 * in_channels + sum(channels)
+        layers: list[nn.Module] = []
+        for h in hidden:
+            layers.append(layer_init(nn.Linear(width, h)))
+            width = h
+        self.hidden = nn.ModuleList(layers)
+        self.out = layer_init(nn.Linear(width, n_out), gain=0.01)
+
+    def _first_rows(self, features: GridFeatures, rows: Tensor) -> Tensor:
+        """The first hidden layer's pre-activations ``[M, hidden[0]]`` at the flat cells
+        ``rows`` (``b * H * W + y * W + x``)."""
+        planes, maps = features.skips[0], (*features.skips[1:], features.final)
+        b, c, h, w = planes.shape
+        k = 2 * self.radius + 1
+        cell = rows % (h * w)
+        board = torch.div(rows, h * w, rounding_mode="floor")
+        y, x = torch.div(cell, w, rounding_mode="floor"), cell % w
+        offset = torch.arange(k * k, device=rows.device)
+        dy = torch.div(offset, k, rounding_mode="floor") - self.radius
+        dx = offset % k - self.radius  # row-major (dy, dx), as the first layer's columns
+        ny, nx = y[:, None] + dy, x[:, None] + dx
+        inside = (ny >= 0) & (ny < h) & (nx >= 0) & (nx < w)
+        near = torch.where(inside, rows[:, None] + dy * w + dx, rows[:, None])
+        table = planes.permute(0, 2, 3, 1).reshape(b * h * w, c)  # a view when channels-last
+        parts = [(table[near.reshape(-1)].view(len(rows), k * k, c)
+                  * inside.unsqueeze(2).to(planes.dtype)).reshape(len(rows), k * k * c)]
+        for level, fmap in enumerate(maps, start=1):  # the map cell over each row's cell
+            _, fc, fh, fw = fmap.shape
+            fy = torch.clamp(torch.div(y, 2 ** level, rounding_mode="floor"), max=fh - 1)
+            fx = torch.clamp(torch.div(x, 2 ** level, rounding_mode="floor"), max=fw - 1)
+            ftable = fmap.permute(0, 2, 3, 1).reshape(-1, fc)
+            parts.append(ftable[board * fh * fw + fy * fw + fx])
+        first = cast(nn.Linear, self.hidden[0])
+        return functional.linear(torch.cat(parts, 1), first.weight, first.bias)
+
+    def _rest(self, pre: Tensor) -> Tensor:
+        """From the first layer's pre-activations to the logits (the last axis is features)."""
+        x = functional.relu(pre)
+        for layer in self.hidden[1:]:
+            x = functional.relu(layer(x))
+        return cast(Tensor, self.out(x))
+
+    def forward_rows(self, features: GridFeatures, rows: Tensor) -> Tensor:
+        """The logits ``[M, n_out]`` of the flat cells ``rows`` only."""
+        return self._rest(self._first_rows(features, rows))
+
+    def forward(self, features: Tensor | GridFeatures, grid: tuple[int, int]) -> Tensor:
+        """The logits of every cell, ``[B, H*W, n_out]``: the first layer as a convolution
+        over the input planes plus each coarser map's projection spread over its cells (the
+        same numbers as :meth:`forward_rows` at every cell, without gathering neighbourhoods)."""
+        if not isinstance(features, GridFeatures):
+            raise TypeError("a cell decoder reads a U-Net encoder's maps (network.grid_skips)")
+        planes, maps = features.skips[0], (*features.skips[1:], features.final)
+        h, w = grid
+        k, c = 2 * self.radius + 1, self.in_channels
+        first = cast(nn.Linear, self.hidden[0])
+        weight = first.weight  # [hidden, k * k * c + sum(channels)]
+        conv_weight = weight[:, :k * k * c].reshape(-1, k, k, c).permute(0, 3, 1, 2)
+        pre = functional.conv2d(planes, conv_weight, first.bias, padding=self.radius)
+        start = k * k * c
+        for level, fmap in enumerate(maps, start=1):
+            part = weight[:, start:start + fmap.shape[1]]
+            start += fmap.shape[1]
+            proj = functional.conv2d(fmap, part[:, :, None, None])  # [B, hidden, fh, fw]
+            fy = torch.clamp(torch.arange(h, device=fmap.device) // 2 ** level,
+                             max=fmap.shape[2] - 1)
+            fx = torch.clamp(torch.arange(w, device=fmap.device) // 2 ** level,
+                             max=fmap.shape[3] - 1)
+            pre = pre + proj[:, :, fy][:, :, :, fx]
+        logits = self._rest(pre.permute(0, 2, 3, 1))  # [B, H, W, n_out]
+        return logits.reshape(logits.shape[0], h * w, -1)
