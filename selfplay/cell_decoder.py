@@ -27,11 +27,14 @@ class CellDecoder(nn.Module):
     ``in_channels``, then maps of ``channels`` each half the size of the one before)."""
 
     def __init__(self, in_channels: int, channels: list[int], hidden: list[int], n_out: int,
-                 radius: int = 1) -> None:
+                 radius: int = 1, pool: int = 1) -> None:
+        """``pool``: the encoder's stages read the board average-pooled by this factor, so its
+        ``k``-th map has cells of ``pool * 2 ** k`` board cells a side."""
         super().__init__()
         if not hidden:
             raise ValueError("a cell decoder needs at least one hidden layer")
         self.radius = radius
+        self.pool = pool
         self.in_channels = in_channels
         self.map_channels = list(channels)
         width = (2 * radius + 1) ** 2 * in_channels + sum(channels)
@@ -62,8 +65,9 @@ class CellDecoder(nn.Module):
                   * inside.unsqueeze(2).to(planes.dtype)).reshape(len(rows), k * k * c)]
         for level, fmap in enumerate(maps, start=1):  # the map cell over each row's cell
             _, fc, fh, fw = fmap.shape
-            fy = torch.clamp(torch.div(y, 2 ** level, rounding_mode="floor"), max=fh - 1)
-            fx = torch.clamp(torch.div(x, 2 ** level, rounding_mode="floor"), max=fw - 1)
+            side = self.pool * 2 ** level
+            fy = torch.clamp(torch.div(y, side, rounding_mode="floor"), max=fh - 1)
+            fx = torch.clamp(torch.div(x, side, rounding_mode="floor"), max=fw - 1)
             ftable = fmap.permute(0, 2, 3, 1).reshape(-1, fc)
             parts.append(ftable[board * fh * fw + fy * fw + fx])
         first = cast(nn.Linear, self.hidden[0])
@@ -98,10 +102,9 @@ class CellDecoder(nn.Module):
             part = weight[:, start:start + fmap.shape[1]]
             start += fmap.shape[1]
             proj = functional.conv2d(fmap, part[:, :, None, None])  # [B, hidden, fh, fw]
-            fy = torch.clamp(torch.arange(h, device=fmap.device) // 2 ** level,
-                             max=fmap.shape[2] - 1)
-            fx = torch.clamp(torch.arange(w, device=fmap.device) // 2 ** level,
-                             max=fmap.shape[3] - 1)
+            side = self.pool * 2 ** level
+            fy = torch.clamp(torch.arange(h, device=fmap.device) // side, max=fmap.shape[2] - 1)
+            fx = torch.clamp(torch.arange(w, device=fmap.device) // side, max=fmap.shape[3] - 1)
             pre = pre + proj[:, :, fy][:, :, :, fx]
         logits = self._rest(pre.permute(0, 2, 3, 1))  # [B, H, W, n_out]
         return logits.reshape(logits.shape[0], h * w, -1)

@@ -139,6 +139,10 @@ class NetworkConfig:
     grid_cell_radius: int = 1
     """``grid_cells``: how many cells each way of the input planes a cell's logits read (1: its
     3x3 neighbourhood)."""
+    grid_cell_pool: int = 1
+    """``grid_cells``: the encoder's stages read the board average-pooled by this factor (2: a
+    48x48 board's first convolution on 24x24, a quarter of the work), while the cell head
+    still reads each cell's neighbourhood of the input planes at full size; 1: no pooling."""
     grid_critic: Literal["pool", "flatten"] = "pool"
     """gridnet's critic head: pool (the mean and max of the encoder's features over the board's
     cells: any board size) or flatten (a dense layer over the whole feature map, tied to the
@@ -350,6 +354,10 @@ def validate(config: TrainConfig) -> None:
          "network.grid_cells replaces the U-Net decoder: leave network.grid_head and "
          "network.grid_hidden at 0"),
         (config.network.grid_cell_radius >= 0, "network.grid_cell_radius must be >= 0"),
+        (config.network.grid_cell_pool >= 1, "network.grid_cell_pool must be >= 1 (1: none)"),
+        (config.network.grid_cell_pool == 1 or config.network.grid_cells,
+         "network.grid_cell_pool needs network.grid_cells (the U-Net's decoder joins maps of "
+         "the input's size)"),
         (config.network.grid_hidden == 0 or config.network.grid_skips,
          "network.grid_hidden needs network.grid_skips: true (it widens the U-Net's logits "
          "convolution)"),

@@ -31,10 +31,13 @@ class GridEncoder(nn.Module):
     (with ``skips``, every finer map too: :class:`GridFeatures`)."""
 
     def __init__(self, in_channels: int, channels: list[int], scale: float = 1.0,
-                 skips: bool = False) -> None:
+                 skips: bool = False, pool: int = 1) -> None:
+        """``pool``: the stages read the board average-pooled by this factor (the input kept
+        for a decoder stays at full size; a cell decoder reads it there)."""
         super().__init__()
         self.scale = scale  # the game's obs_scale (quantized planes), not a parameter
         self.skips = skips
+        self.pool = pool
         layers: list[nn.Module] = []
         c = in_channels
         for out_c in channels:
@@ -49,9 +52,11 @@ class GridEncoder(nn.Module):
         # the decoder's per-cell logits come out already laid out as [B, H, W, C]
         x = x.to(torch.float32, memory_format=torch.channels_last)
         x = x if self.scale == 1.0 else x * self.scale
+        kept = [x]
+        if self.pool > 1:
+            x = functional.avg_pool2d(x, self.pool, ceil_mode=True)
         if not self.skips:
             return cast(Tensor, self.net(x))
-        kept = [x]
         for layer in self.net:
             x = layer(x)
             if isinstance(layer, nn.ReLU):  # the end of a stage
@@ -164,10 +169,12 @@ class BoardPool(nn.Module):
     batch grid; None: every cell is on the board). A feature cell counts when any input cell it
     was pooled from is on the board: the on-board mask goes through the encoder's pools."""
 
-    def __init__(self, channels: int, hidden: int, stages: int, pad_plane: int | None) -> None:
+    def __init__(self, channels: int, hidden: int, stages: int, pad_plane: int | None,
+                 pool: int = 1) -> None:
         super().__init__()
         self.pad_plane = pad_plane
         self.stages = stages
+        self.pool = pool  # the encoder's average pooling before its stages
         self.mlp = nn.Sequential(layer_init(nn.Linear(2 * channels, hidden)), nn.ReLU(),
                                  layer_init(nn.Linear(hidden, 1), gain=1.0))
 
@@ -176,6 +183,8 @@ class BoardPool(nn.Module):
         if self.pad_plane is None:
             return None
         on = 1.0 - board[:, self.pad_plane:self.pad_plane + 1].float()
+        if self.pool > 1:
+            on = functional.max_pool2d(on, self.pool, ceil_mode=True)
         for _ in range(self.stages):
             on = functional.max_pool2d(on, 3, 2, padding=1)
         return on

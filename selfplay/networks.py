@@ -139,11 +139,11 @@ class ActorCritic(nn.Module):
             if not (isinstance(self.space, MultiDiscrete) and self.space.grid is not None):
                 raise ValueError("network.kind 'gridnet' needs per-cell grid actions")
             self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels, spec.obs_scale,
-                                           skips=net.grid_skips)
+                                           skips=net.grid_skips, pool=net.grid_cell_pool)
             n_logits = int(sum(self.space.nvec))
             self.actor_head = (
                 CellDecoder(spec.obs_shape[0], net.channels, net.grid_cells, n_logits,
-                            net.grid_cell_radius) if net.grid_cells else
+                            net.grid_cell_radius, net.grid_cell_pool) if net.grid_cells else
                 GridDecoder(net.channels, n_logits, spec.obs_shape[0] if net.grid_skips else None,
                             net.grid_head, net.grid_hidden))
             self.pooled_critic = net.grid_critic == "pool"
@@ -156,7 +156,8 @@ class ActorCritic(nn.Module):
                                      else nn.Sequential(encoder, nn.Flatten()))
             if self.pooled_critic:
                 self.critic_head = BoardPool(net.channels[-1], net.hidden[-1],
-                                             len(net.channels), spec.pad_plane)
+                                             len(net.channels), spec.pad_plane,
+                                             net.grid_cell_pool if self.shared else 1)
             else:
                 with torch.no_grad():
                     torso = self.actor_torso if self.shared else self.critic_torso

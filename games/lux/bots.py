@@ -44,13 +44,23 @@ adapter ignores cells without a unit or a factory centre). Every chosen value is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from games.batches import random_actions
 from games.core import MultiDiscrete
-from games.lux.layout import FACTORY, NVEC, OBS_SCALE, OFFSETS, PLANE, RESOURCE, UNIT
+from games.lux.layout import (
+    FACTORY,
+    NEAR_RANGE,
+    NVEC,
+    OBS_SCALE,
+    OFFSETS,
+    PLANE,
+    RESOURCE,
+    UNIT,
+)
 
 CARGO_HOME = 0.5
 """robots carrying this fraction of their cargo space in ice take it home"""
@@ -214,7 +224,7 @@ def _resolve(direction: np.ndarray, heavy: np.ndarray,
 
 
 @dataclass(frozen=True)
-class _Seat:
+class SeatPlanes:
     """The planes the rules read, as ``[N, S, S]`` arrays (fractions as float32)."""
 
     light: np.ndarray
@@ -231,7 +241,7 @@ class _Seat:
     water: np.ndarray  # the factory's, on its tiles
 
     @classmethod
-    def read(cls, obs: np.ndarray) -> _Seat:
+    def read(cls, obs: np.ndarray) -> SeatPlanes:
         def on(name: str) -> np.ndarray:
             return np.asarray(obs[:, PLANE[name]] > 0)
 
@@ -251,7 +261,33 @@ class _Seat:
                    water=np.rint(_plane(obs, "factory_water") * 1000))
 
 
-def _fields(seat: _Seat) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+Fields = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""``(home, to_thirsty, ice, clear)``: the distance fields a robot steers by (``int [N, S,
+S]``) and where home is a thirsty factory (``bool [N, S, S]``)"""
+
+
+def bfs_fields(obs: np.ndarray, seat: SeatPlanes) -> Fields:
+    """The heuristic's own steering: breadth-first distance fields (:func:`_fields`)."""
+    return _fields(seat)
+
+
+def near_plane_fields(obs: np.ndarray, seat: SeatPlanes) -> Fields:
+    """Steering by what a network sees: home and ice distances read off the observation's
+    ``near_own_factory`` and ``near_ice`` planes (Manhattan, through obstacles, to any own
+    factory tile or ice cell, robots or not), no thirsty-factory detours; rubble as
+    :func:`bfs_fields`. The heuristic steering this way measures how much of its play the
+    observation carries."""
+    _, _, _, clear_f = _fields(seat)
+
+    def distance(name: str) -> np.ndarray:
+        near = obs[:, PLANE[name]].astype(np.float32) * OBS_SCALE
+        return np.rint((1.0 - near) * NEAR_RANGE).astype(np.int32)
+
+    home = np.where(seat.centre, FAR, distance("near_own_factory"))
+    return home, np.zeros_like(seat.own_unit), distance("near_ice"), clear_f
+
+
+def _fields(seat: SeatPlanes) -> Fields:
     """``(home, to_thirsty, ice, clear)`` distance fields ``int [N, S, S]``: to the nearest
     own factory tile (a thirsty factory's where that is at most :data:`DETOUR` further;
     ``to_thirsty`` says where), to free ice and to free clearable rubble."""
@@ -267,7 +303,7 @@ def _fields(seat: _Seat) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     return np.where(to_thirsty, thirsty_f, home_f), to_thirsty, ice_f, clear_f
 
 
-def _transfer_directions(seat: _Seat, m: np.ndarray, give: np.ndarray,
+def _transfer_directions(seat: SeatPlanes, m: np.ndarray, give: np.ndarray,
                          to_thirsty: np.ndarray) -> np.ndarray:
     """``int [N, S, S]``: a legal transfer direction of ice onto an own factory tile (a
     thirsty one for robots bound there; centre first) for the ``give`` robots, else -1."""
@@ -282,14 +318,16 @@ def _transfer_directions(seat: _Seat, m: np.ndarray, give: np.ndarray,
     return tdir
 
 
-def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The rule-based player of the module's docstring."""
+def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
+              steering: Callable[[np.ndarray, SeatPlanes], Fields] = bfs_fields) -> np.ndarray:
+    """The rule-based player of the module's docstring; ``steering`` gives the distance
+    fields its robots follow (:func:`near_plane_fields`: the observation's planes instead)."""
     n, size = len(obs), obs.shape[-1]
     m = np.asarray(mask, bool).reshape(n, size, size, -1)
-    seat = _Seat.read(obs)
+    seat = SeatPlanes.read(obs)
     unit, power = seat.own_unit, seat.power
     can = m[..., :len(UNIT)]  # legal unit types
-    home_f, to_thirsty, ice_f, clear_f = _fields(seat)
+    home_f, to_thirsty, ice_f, clear_f = steering(obs, seat)
 
     # the rules in order; each robot follows the first that applies
     full = unit & (seat.cargo >= CARGO_HOME)

@@ -224,7 +224,9 @@ def test_a_squeezed_unet_head_still_reads_each_cell_and_old_networks_keep_their_
 @pytest.mark.parametrize(("grid", "head"), [
     ((9, 8), {}), ((12, 12), {"grid_head": 4}), ((7, 10), {"grid_hidden": 6}),
     ((7, 10), {"grid_cells": [12, 10]}), ((9, 8), {"grid_cells": [6], "grid_cell_radius": 0}),
-    ((5, 11), {"grid_cells": [6], "grid_cell_radius": 2})])
+    ((5, 11), {"grid_cells": [6], "grid_cell_radius": 2}),
+    ((9, 8), {"grid_cells": [6], "grid_cell_pool": 2}),
+    ((7, 10), {"grid_cells": [6, 5], "grid_cell_pool": 3})])
 def test_unet_logits_of_legal_cells_only_match_the_full_convolution(
         grid: tuple[int, int], head: dict[str, object]) -> None:
     """A U-Net policy computes the logits of the cells with a legal value only
@@ -329,6 +331,29 @@ def test_a_cell_head_gates_neighbours_and_replaces_the_unet_decoder() -> None:
                                "network.grid_cells: every hidden width must be > 0"),
                               (["network.grid_cells=[8]", "network.grid_skips=true",
                                 "network.grid_cell_radius=-1"],
-                               "network.grid_cell_radius must be >= 0")):
+                               "network.grid_cell_radius must be >= 0"),
+                              (["network.grid_skips=true", "network.grid_cell_pool=2"],
+                               "network.grid_cell_pool needs network.grid_cells")):
         with pytest.raises(ConfigError, match=message):
             build_config("microrts", overrides=settings)
+
+
+def test_the_pooled_critic_follows_the_encoders_average_pooling() -> None:
+    """``network.grid_cell_pool``: the encoder's stages read the board pooled, so the critic's
+    on-board mask is pooled the same way before the stages' max-pools: a feature cell counts
+    when any board cell under it is on the board."""
+    from selfplay.grid_networks import BoardPool, GridEncoder
+
+    board = torch.zeros(1, 2, 6, 6)
+    board[:, 0, :, 3:] = 1.0  # plane 0: padding right of column 2
+    head = BoardPool(channels=4, hidden=8, stages=1, pad_plane=0, pool=2)
+    on = head.on_board(board)
+    assert on is not None and on.shape == (1, 1, 2, 2)
+    # pooled by 2: columns {0,1} {2,3} on, {4,5} off; the stage's 3x3 max-pool: both on
+    assert on.flatten().tolist() == [1.0, 1.0, 1.0, 1.0]
+    features = GridEncoder(2, [4], skips=True, pool=2)(board)
+    assert features.final.shape[-2:] == on.shape[-2:]  # type: ignore[union-attr]
+    wide = torch.zeros(1, 2, 6, 12)
+    wide[:, 0, :, 2:] = 1.0  # only columns 0-1 on the board
+    on = BoardPool(channels=4, hidden=8, stages=1, pad_plane=0, pool=2).on_board(wide)
+    assert on is not None and on.flatten().tolist() == [1.0, 0.0, 0.0] * 2

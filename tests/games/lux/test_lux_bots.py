@@ -17,9 +17,20 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from games.lux.bots import BOTS, FAR, box_count, distance_field, heuristic, neighbour, random_legal
+from games.lux.bots import (
+    BOTS,
+    FAR,
+    SeatPlanes,
+    box_count,
+    distance_field,
+    heuristic,
+    near_plane_fields,
+    neighbour,
+    random_legal,
+)
 from games.lux.layout import (
     FACTORY,
+    NEAR_RANGE,
     NVEC,
     OBS_PLANES,
     OFFSETS,
@@ -279,6 +290,21 @@ def test_moves_to_ice_around_robots() -> None:
     board.set("enemy_heavy", 3, 2)  # in the way: around it
     row = board.act()[3, 1]
     assert row[0] == UNIT["move"] and row[1] in (0, 2)
+
+
+def test_steering_by_the_near_planes_reads_their_distances() -> None:
+    """``near_plane_fields``: the heuristic steering by the observation's Manhattan planes
+    (``tools/lux_heuristic_diagnosis.py --steering near``) reads back the distances the
+    planes encode, and its robots head for ice by them."""
+    board = Board().set("ice", 3, 5).robot(3, 1)
+    ys, xs = np.mgrid[0:S, 0:S]
+    distance = np.abs(ys - 3) + np.abs(xs - 5)
+    board.obs[0, PLANE["near_ice"]] = 1.0 - distance / NEAR_RANGE
+    levels = np.round(np.clip(board.obs, 0, 1) * 255).astype(np.uint8)
+    _, _, ice, _ = near_plane_fields(levels, SeatPlanes.read(levels))
+    assert (ice[0] == distance).all()
+    out = heuristic(levels, board.mask, np.random.default_rng(0), steering=near_plane_fields)
+    assert tuple(out[0, 3 * S + 1, :2]) == (UNIT["move"], 1)  # right, towards the ice
 
 
 def test_one_robot_per_cell() -> None:

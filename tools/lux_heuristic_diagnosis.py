@@ -1,0 +1,140 @@
+"""Lux: how close a player comes to the rule-based heuristic, in its own games against it.
+
+    .venv/bin/python tools/lux_heuristic_diagnosis.py --steering near --games 16
+    .venv/bin/python tools/lux_heuristic_diagnosis.py --checkpoint RUN_DIR --games 8 --trace
+
+``--steering near``: the heuristic whose robots steer by the observation's ``near_*`` planes
+(:func:`games.lux.bots.near_plane_fields`, what a network sees) plays the heuristic: how much of
+the heuristic's play the observation carries. ``--checkpoint``: a trained policy (actions
+sampled, or ``--most-likely``) plays it, and at every step the heuristic also labels the
+policy's own positions (not played): the confusion of its robots' action types against those
+labels, the agreement of the move directions where both move, the factories' actions; this is
+the agreement on the positions the policy reaches, where a clone's training accuracy is
+measured on its teacher's. ``--trace`` prints, every 50 steps, each side's factories, water and
+robots. Sides alternate between games; one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from functools import partial
+
+import numpy as np
+import torch
+
+from games.lux import bots
+from games.lux.adapter import LuxOptions, LuxVecGame
+from games.lux.layout import FACTORY_ACTIONS, NVEC, PLANE, UNIT_TYPES
+from selfplay.checkpoint import load_checkpoint, resolve_checkpoint
+from selfplay.play import FrozenPolicy, load_agent, wilson_interval
+
+Player = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def side_summary(obs: np.ndarray) -> dict[str, int]:
+    """Factories, their water and the robots of seats ``obs [N, C, S, S]`` (summed)."""
+    centre = obs[:, PLANE["own_factory_centre"]] > 0
+    water = obs[:, PLANE["factory_water"]].astype(np.float64) / 255 * 1000
+    return {"factories": int(centre.sum()), "water": int(round(float((water * centre).sum()))),
+            "heavy": int((obs[:, PLANE["own_heavy"]] > 0).sum()),
+            "light": int((obs[:, PLANE["own_light"]] > 0).sum())}
+
+
+def play(player: Player, games: int, seed: int, trace: bool = False,
+         max_steps: int = 1000) -> dict[str, object]:
+    """``games`` games of ``player`` against the heuristic, one per env, of at most
+    ``max_steps`` steps; the outcomes and the heuristic's labels of the player's positions
+    against its actions."""
+    game = LuxVecGame(LuxOptions(max_steps=max_steps), num_envs=games, seed=seed)
+    rng = np.random.default_rng(seed)
+    batch = game.reset(seed=seed)
+    envs = np.arange(games)
+    seat = envs % 2  # the player's seat in each game
+    units = np.zeros((len(UNIT_TYPES), len(UNIT_TYPES)), np.int64)
+    factories = np.zeros((len(FACTORY_ACTIONS), len(FACTORY_ACTIONS)), np.int64)
+    moves = np.zeros(2, np.int64)  # agreeing, both moving
+    outcomes: dict[int, tuple[int, int]] = {}
+    done = np.zeros(games, bool)
+    cells = batch.obs.shape[-1] * batch.obs.shape[-2]
+    start = time.perf_counter()
+    step = 0
+    while not done.all():
+        assert batch.action_mask is not None  # Lux always has masks
+        masks = batch.action_mask
+        mine, theirs = batch.obs[envs, seat], batch.obs[envs, 1 - seat]
+        mask = masks[envs, seat]
+        acts = player(mine, mask)
+        labels = bots.heuristic(mine, mask, rng)
+        live = ~done[:, None]
+        robot = ((mine[:, PLANE["own_light"]] > 0) | (mine[:, PLANE["own_heavy"]] > 0)
+                 ).reshape(games, cells) & live
+        np.add.at(units, (labels[..., 0][robot], acts[..., 0][robot]), 1)
+        both = robot & (labels[..., 0] == 1) & (acts[..., 0] == 1)
+        moves += [int((labels[..., 1][both] == acts[..., 1][both]).sum()), int(both.sum())]
+        centre = (mine[:, PLANE["own_factory_centre"]] > 0).reshape(games, cells) & live
+        np.add.at(factories, (labels[..., 5][centre], acts[..., 5][centre]), 1)
+        if trace and step % 50 == 0:
+            print(json.dumps({"step": step, "games_on": int((~done).sum()),
+                              "player": side_summary(mine[~done]),
+                              "heuristic": side_summary(theirs[~done])}), flush=True)
+        both_seats = np.zeros((games, 2, cells, len(NVEC)), np.int64)
+        both_seats[envs, seat] = acts
+        both_seats[envs, 1 - seat] = bots.heuristic(theirs, masks[envs, 1 - seat], rng)
+        batch = game.step(both_seats)
+        step += 1
+        ep = batch.episodes
+        for env, s, outcome, length in zip(ep.env.tolist(), ep.seat.tolist(),
+                                           ep.outcome.tolist(), ep.length.tolist(), strict=True):
+            if s == seat[env] and not done[env]:
+                done[env] = True
+                outcomes[env] = (outcome, length)
+    game.close()
+    results = np.array([outcomes[e][0] for e in range(games)])
+    wins = int((results == 1).sum())
+    return {"games": games, "wins": wins, "losses": int((results == -1).sum()),
+            "draws": int((results == 0).sum()), "win_rate": wins / games,
+            "ci95": [round(x, 3) for x in wilson_interval(wins, games)],
+            "lengths": [outcomes[e][1] for e in range(games)],
+            "seconds": round(time.perf_counter() - start, 1),
+            "unit_types": list(UNIT_TYPES), "unit_confusion": units.tolist(),
+            "unit_agreement": round(float(np.trace(units) / max(units.sum(), 1)), 3),
+            "unit_agreement_per_label": [round(float(units[k, k] / max(units[k].sum(), 1)), 3)
+                                         for k in range(len(UNIT_TYPES))],
+            "move_agreement": round(float(moves[0] / max(moves[1], 1)), 3),
+            "factory_actions": list(FACTORY_ACTIONS), "factory_confusion": factories.tolist()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    who = parser.add_mutually_exclusive_group(required=True)
+    who.add_argument("--steering", choices=["bfs", "near"],
+                     help="the heuristic steering by its own fields (bfs) or the planes (near)")
+    who.add_argument("--checkpoint", help="a checkpoint or run directory")
+    parser.add_argument("--games", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--most-likely", action="store_true", help="the policy's modes")
+    parser.add_argument("--trace", action="store_true")
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed + 1)
+    player: Player
+    if args.checkpoint is not None:
+        path = resolve_checkpoint(args.checkpoint)
+        state = load_checkpoint(path)
+        spec = LuxVecGame(LuxOptions(), num_envs=1, seed=0).spec
+        _, agent, _ = load_agent(path, spec, state)
+        policy = FrozenPolicy(agent, args.most_likely, torch.Generator().manual_seed(args.seed))
+        player = partial(policy.act, state=None)
+        name = str(path)
+    else:
+        steering = bots.near_plane_fields if args.steering == "near" else bots.bfs_fields
+        player = partial(bots.heuristic, rng=rng, steering=steering)
+        name = f"heuristic steering by {args.steering}"
+    result = play(player, args.games, args.seed, args.trace)
+    print(json.dumps({"player": name, "opponent": "heuristic", **result}))
+
+
+if __name__ == "__main__":
+    main()
