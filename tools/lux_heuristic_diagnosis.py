@@ -44,10 +44,11 @@ def side_summary(obs: np.ndarray) -> dict[str, int]:
 
 
 def play(player: Player, games: int, seed: int, trace: bool = False,
-         max_steps: int = 1000) -> dict[str, object]:
+         max_steps: int = 1000, labeller: str = "heuristic") -> dict[str, object]:
     """``games`` games of ``player`` against the heuristic, one per env, of at most
-    ``max_steps`` steps; the outcomes and the heuristic's labels of the player's positions
-    against its actions."""
+    ``max_steps`` steps; the outcomes and the ``labeller`` bot's labels of the player's
+    positions against its actions."""
+    label = bots.BOTS[labeller]
     game = LuxVecGame(LuxOptions(max_steps=max_steps), num_envs=games, seed=seed)
     rng = np.random.default_rng(seed)
     batch = game.reset(seed=seed)
@@ -67,7 +68,7 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
         mine, theirs = batch.obs[envs, seat], batch.obs[envs, 1 - seat]
         mask = masks[envs, seat]
         acts = player(mine, mask)
-        labels = bots.heuristic(mine, mask, rng)
+        labels = label(mine, mask, rng)
         live = ~done[:, None]
         robot = ((mine[:, PLANE["own_light"]] > 0) | (mine[:, PLANE["own_heavy"]] > 0)
                  ).reshape(games, cells) & live
@@ -117,6 +118,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--most-likely", action="store_true", help="the policy's modes")
     parser.add_argument("--trace", action="store_true")
+    parser.add_argument("--labels", choices=["heuristic", "heuristic-near"], default="heuristic",
+                        help="the bot that labels the player's positions")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed + 1)
     player: Player
@@ -132,8 +135,8 @@ def main() -> None:
         steering = bots.near_plane_fields if args.steering == "near" else bots.bfs_fields
         player = partial(bots.heuristic, rng=rng, steering=steering)
         name = f"heuristic steering by {args.steering}"
-    result = play(player, args.games, args.seed, args.trace)
-    print(json.dumps({"player": name, "opponent": "heuristic", **result}))
+    result = play(player, args.games, args.seed, args.trace, labeller=args.labels)
+    print(json.dumps({"player": name, "opponent": "heuristic", "labels": args.labels, **result}))
 
 
 if __name__ == "__main__":

@@ -382,5 +382,12 @@ def _settle(obs: np.ndarray, can: np.ndarray, unit: np.ndarray,
     return kind
 
 
-BOTS = {"random": random_legal, "heuristic": heuristic}
+def heuristic_near(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """:func:`heuristic` steering by the observation's planes (:func:`near_plane_fields`): a
+    teacher whose moves are a function of what a network sees (it plays the heuristic about
+    even)."""
+    return heuristic(obs, mask, rng, steering=near_plane_fields)
+
+
+BOTS = {"random": random_legal, "heuristic": heuristic, "heuristic-near": heuristic_near}
 """the Lux scripted opponents by name"""

@@ -24,6 +24,7 @@ from games.lux.bots import (
     box_count,
     distance_field,
     heuristic,
+    heuristic_near,
     near_plane_fields,
     neighbour,
     random_legal,
@@ -135,8 +136,10 @@ def versus() -> Record:
 
 @pytest.fixture(scope="module")
 def selfplay() -> Record:
-    """The heuristic against itself: one 150-step game in each of 4 games."""
-    return play((("heuristic", heuristic), ("heuristic_too", heuristic)), MAX_STEPS, seed=1)
+    """The heuristic against itself steering by the planes (``heuristic-near``): one 150-step
+    game in each of 4 games."""
+    return play((("heuristic", heuristic), ("heuristic_near", heuristic_near)), MAX_STEPS,
+                seed=1)
 
 
 def test_bots_choose_legal_values(versus: Record, selfplay: Record) -> None:
@@ -166,7 +169,7 @@ def test_heuristic_beats_random(versus: Record) -> None:
 def test_heuristic_delivers_ice(versus: Record, selfplay: Record) -> None:
     assert versus.total("heuristic", "water") > 100 * len(versus.outcomes["heuristic"])
     assert versus.total("random", "water") < versus.total("heuristic", "water") / 10
-    for name in ("heuristic", "heuristic_too"):
+    for name in ("heuristic", "heuristic_near"):
         episodes = selfplay.components[name]
         assert len(episodes) == ENVS
         water = np.array([p[REWARD_COMPONENTS.index("water")] for p in episodes])
@@ -175,7 +178,8 @@ def test_heuristic_delivers_ice(versus: Record, selfplay: Record) -> None:
 
 
 def test_bots_table() -> None:
-    assert BOTS == {"random": random_legal, "heuristic": heuristic}
+    assert BOTS == {"random": random_legal, "heuristic": heuristic,
+                    "heuristic-near": heuristic_near}
 
 
 # ---------------------------------------------------------------- distance fields
@@ -305,6 +309,7 @@ def test_steering_by_the_near_planes_reads_their_distances() -> None:
     assert (ice[0] == distance).all()
     out = heuristic(levels, board.mask, np.random.default_rng(0), steering=near_plane_fields)
     assert tuple(out[0, 3 * S + 1, :2]) == (UNIT["move"], 1)  # right, towards the ice
+    assert (heuristic_near(levels, board.mask, np.random.default_rng(0)) == out).all()
 
 
 def test_one_robot_per_cell() -> None:
