@@ -21,6 +21,9 @@ def _activation(name: str) -> type[nn.Module]:
 
 
 def mlp(in_dim: int, hidden: list[int], activation: str) -> tuple[nn.Sequential, int]:
+    """Linear layers of widths ``hidden`` (orthogonal init), each followed by ``activation``
+    (``tanh`` or ``relu``); with the width of its output (``in_dim`` when ``hidden`` is
+    empty)."""
     layers: list[nn.Module] = []
     act = _activation(activation)
     for width in hidden:

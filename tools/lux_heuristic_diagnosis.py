@@ -27,7 +27,7 @@ import torch
 
 from games.lux import bots
 from games.lux.adapter import LuxOptions, LuxVecGame
-from games.lux.layout import FACTORY_ACTIONS, NVEC, PLANE, UNIT_TYPES
+from games.lux.layout import FACTORY_ACTIONS, NVEC, OBS_SCALE, PLANE, UNIT_TYPES
 from selfplay.checkpoint import load_checkpoint, resolve_checkpoint
 from selfplay.play import FrozenPolicy, load_agent, wilson_interval
 
@@ -37,7 +37,7 @@ Player = Callable[[np.ndarray, np.ndarray], np.ndarray]
 def side_summary(obs: np.ndarray) -> dict[str, int]:
     """Factories, their water and the robots of seats ``obs [N, C, S, S]`` (summed)."""
     centre = obs[:, PLANE["own_factory_centre"]] > 0
-    water = obs[:, PLANE["factory_water"]].astype(np.float64) / 255 * 1000
+    water = obs[:, PLANE["factory_water"]].astype(np.float64) * OBS_SCALE * 1000
     return {"factories": int(centre.sum()), "water": int(round(float((water * centre).sum()))),
             "heavy": int((obs[:, PLANE["own_heavy"]] > 0).sum()),
             "light": int((obs[:, PLANE["own_light"]] > 0).sum())}
@@ -108,7 +108,7 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
             "factory_actions": list(FACTORY_ACTIONS), "factory_confusion": factories.tolist()}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     who = parser.add_mutually_exclusive_group(required=True)
     who.add_argument("--steering", choices=["bfs", "near"],
@@ -118,9 +118,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--most-likely", action="store_true", help="the policy's modes")
     parser.add_argument("--trace", action="store_true")
-    parser.add_argument("--labels", choices=["heuristic", "heuristic-near"], default="heuristic",
+    parser.add_argument("--labels", choices=sorted(bots.BOTS), default="heuristic",
                         help="the bot that labels the player's positions")
-    args = parser.parse_args()
+    parser.add_argument("--max-steps", type=int, default=1000,
+                        help="main-phase steps of a game (the rules: 1000)")
+    args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed + 1)
     player: Player
     if args.checkpoint is not None:
@@ -135,7 +137,7 @@ def main() -> None:
         steering = bots.near_plane_fields if args.steering == "near" else bots.bfs_fields
         player = partial(bots.heuristic, rng=rng, steering=steering)
         name = f"heuristic steering by {args.steering}"
-    result = play(player, args.games, args.seed, args.trace, labeller=args.labels)
+    result = play(player, args.games, args.seed, args.trace, args.max_steps, args.labels)
     print(json.dumps({"player": name, "opponent": "heuristic", "labels": args.labels, **result}))
 
 

@@ -274,17 +274,33 @@ def bfs_fields(obs: np.ndarray, seat: SeatPlanes) -> Fields:
 def near_plane_fields(obs: np.ndarray, seat: SeatPlanes) -> Fields:
     """Steering by what a network sees: home and ice distances read off the observation's
     ``near_own_factory`` and ``near_ice`` planes (Manhattan, through obstacles, to any own
-    factory tile or ice cell, robots or not), no thirsty-factory detours; rubble as
-    :func:`bfs_fields`. The heuristic steering this way measures how much of its play the
+    factory tile or ice cell, robots on it or not; :data:`FAR` where the plane is 0, no target
+    within :data:`~games.lux.layout.NEAR_RANGE`), no thirsty-factory detours. The one
+    exception: light robots clearing rubble follow :func:`bfs_fields`' rubble field, which no
+    plane carries. The heuristic steering this way measures how much of its play the
     observation carries."""
-    _, _, _, clear_f = _fields(seat)
 
     def distance(name: str) -> np.ndarray:
-        near = obs[:, PLANE[name]].astype(np.float32) * OBS_SCALE
-        return np.rint((1.0 - near) * NEAR_RANGE).astype(np.int32)
+        level = obs[:, PLANE[name]]
+        near = level.astype(np.float32) * OBS_SCALE
+        return np.where(level == 0, FAR, np.rint((1.0 - near) * NEAR_RANGE)).astype(np.int32)
 
     home = np.where(seat.centre, FAR, distance("near_own_factory"))
-    return home, np.zeros_like(seat.own_unit), distance("near_ice"), clear_f
+    return home, np.zeros_like(seat.own_unit), distance("near_ice"), _clear_field(seat)
+
+
+def _next_to_robots(seat: SeatPlanes) -> np.ndarray:
+    """``bool [N, S, S]``: the free cells next to an own robot, where its steering reads a
+    field (the fields' relaxation may stop once they all have a distance)."""
+    needed = np.zeros_like(seat.own_unit)
+    for d in range(4):
+        needed |= neighbour(seat.own_unit, d, False)
+    return needed & ~seat.blocked
+
+
+def _clear_field(seat: SeatPlanes) -> np.ndarray:
+    """``int [N, S, S]``: the distance field to free clearable rubble."""
+    return distance_field(seat.clearable, seat.blocked, _next_to_robots(seat))
 
 
 def _fields(seat: SeatPlanes) -> Fields:
@@ -293,12 +309,9 @@ def _fields(seat: SeatPlanes) -> Fields:
     ``to_thirsty`` says where), to free ice and to free clearable rubble."""
     home = seat.own_fac & ~seat.centre
     thirsty = home & (seat.water < THIRSTY)
-    needed = np.zeros_like(seat.own_unit)
-    for d in range(4):
-        needed |= neighbour(seat.own_unit, d, False)
     targets = np.stack([home, thirsty, seat.ice & ~seat.own_fac, seat.clearable])
     home_f, thirsty_f, ice_f, clear_f = distance_field(targets, seat.blocked[None],
-                                                       (needed & ~seat.blocked)[None])
+                                                       _next_to_robots(seat)[None])
     to_thirsty = (thirsty_f < FAR) & (thirsty_f <= home_f + DETOUR)
     return np.where(to_thirsty, thirsty_f, home_f), to_thirsty, ice_f, clear_f
 
@@ -384,8 +397,8 @@ def _settle(obs: np.ndarray, can: np.ndarray, unit: np.ndarray,
 
 def heuristic_near(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """:func:`heuristic` steering by the observation's planes (:func:`near_plane_fields`): a
-    teacher whose moves are a function of what a network sees (it plays the heuristic about
-    even)."""
+    teacher whose moves, but for the light robots' rubble clearing, are a function of what a
+    network sees (it plays the heuristic about even)."""
     return heuristic(obs, mask, rng, steering=near_plane_fields)
 
 

@@ -362,3 +362,28 @@ def test_the_pooled_critic_follows_the_encoders_average_pooling() -> None:
     wide[:, 0, :, 2:] = 1.0  # only columns 0-1 on the board
     on = BoardPool(channels=4, hidden=8, stages=1, pad_plane=0, pool=2).on_board(wide)
     assert on is not None and on.flatten().tolist() == [1.0, 0.0, 0.0] * 2
+
+
+def test_a_shared_cell_head_network_pools_its_critics_board_mask_as_its_encoder() -> None:
+    """Through :class:`ActorCritic`: with a padding plane and ``grid_cell_pool: 2`` the shared
+    encoder's maps are pooled, and so is the critic's on-board mask (its shape follows them)."""
+    from selfplay.grid_networks import BoardPool
+
+    size = 12
+    base = spec((3, size, size), MultiDiscrete((4,), grid=(size, size)), "grid")
+    padded = dataclasses.replace(base, pad_plane=0)
+    torch.manual_seed(0)
+    agent = ActorCritic(padded, NetworkConfig(channels=[8, 16], hidden=[8], shared_torso=True,
+                                              grid_skips=True, grid_cells=[8],
+                                              grid_cell_pool=2, grid_critic="pool"),
+                        NormalizeConfig())
+    obs = torch.rand(2, 3, size, size)
+    obs[:, 0] = 0.0
+    obs[1, 0, :, 8:] = 1.0  # board 1: columns 8-11 are padding
+    on = agent.critic_head.on_board(obs)
+    final = agent.actor_torso(obs).final  # type: ignore[union-attr]
+    assert on is not None and on.shape[-2:] == final.shape[-2:]
+    unpooled = BoardPool(channels=16, hidden=8, stages=2, pad_plane=0, pool=1).on_board(obs)
+    assert unpooled is not None and unpooled.shape[-2:] != final.shape[-2:]
+    value = agent.value(obs)
+    assert value.shape == (2,) and torch.isfinite(value).all()

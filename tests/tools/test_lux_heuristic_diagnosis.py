@@ -1,19 +1,27 @@
 """``tools/lux_heuristic_diagnosis.py`` on real Jux games: the heuristic measured against its own
-labels agrees with them (only its tie-breaking draws differ), and random play does not."""
+labels agrees with them (only its tie-breaking draws differ), and random play does not; the
+command line plays a checkpoint and the heuristic steering by the planes."""
 
 from __future__ import annotations
 
+import json
 import sys
 from functools import partial
 from pathlib import Path
 
 import numpy as np
+import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 
-from lux_heuristic_diagnosis import play  # noqa: E402
+from lux_heuristic_diagnosis import main, play  # noqa: E402
 
 from games.lux import bots  # noqa: E402
+from games.lux.adapter import LuxOptions, LuxVecGame  # noqa: E402
+from selfplay.checkpoint import save_checkpoint  # noqa: E402
+from selfplay.config import build_config, to_mapping  # noqa: E402
+from selfplay.networks import ActorCritic  # noqa: E402
 
 
 def test_the_heuristic_agrees_with_its_own_labels_and_random_play_does_not() -> None:
@@ -27,3 +35,24 @@ def test_the_heuristic_agrees_with_its_own_labels_and_random_play_does_not() -> 
     assert own["unit_agreement"] > 0.95 and own["move_agreement"] > 0.5  # type: ignore[operator]
     assert rand["unit_agreement"] < 0.5  # type: ignore[operator]
     assert max(own["lengths"]) <= 30  # type: ignore[type-var]
+
+
+def test_the_command_line_plays_a_checkpoint_and_the_planes_steering(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = build_config("lux", overrides=["network.channels=[8,16]", "network.hidden=[8]",
+                                            "network.grid_cells=[8]"])
+    spec = LuxVecGame(LuxOptions(), num_envs=1, seed=0).spec
+    torch.manual_seed(0)
+    agent = ActorCritic(spec, config.network, config.normalize)
+    path = save_checkpoint(tmp_path / "untrained.pt",
+                           {"config": to_mapping(config), "agent": agent.state_dict()})
+    main(["--checkpoint", str(path), "--games", "2", "--max-steps", "8", "--most-likely",
+          "--labels", "heuristic-near"])
+    result = json.loads(capsys.readouterr().out)
+    assert result["player"] == str(path) and result["labels"] == "heuristic-near"
+    assert result["games"] == 2 and max(result["lengths"]) <= 8
+    assert np.array(result["factory_confusion"]).sum() >= 2 * 2  # its factories were labelled
+    main(["--steering", "near", "--games", "2", "--max-steps", "8"])
+    result = json.loads(capsys.readouterr().out)
+    assert result["player"] == "heuristic steering by near" and result["labels"] == "heuristic"
+    assert result["unit_agreement"] > 0.9  # the same rules; only the steering differs

@@ -135,22 +135,22 @@ def versus() -> Record:
 
 
 @pytest.fixture(scope="module")
-def selfplay() -> Record:
+def near_versus() -> Record:
     """The heuristic against itself steering by the planes (``heuristic-near``): one 150-step
     game in each of 4 games."""
     return play((("heuristic", heuristic), ("heuristic_near", heuristic_near)), MAX_STEPS,
                 seed=1)
 
 
-def test_bots_choose_legal_values(versus: Record, selfplay: Record) -> None:
-    for record in (versus, selfplay):
+def test_bots_choose_legal_values(versus: Record, near_versus: Record) -> None:
+    for record in (versus, near_versus):
         assert record.illegal == {name: 0 for name in record.illegal}
     # the check saw every kind of choice the heuristic makes
-    kinds = versus.unit_types["heuristic"] + selfplay.unit_types["heuristic"]
+    kinds = versus.unit_types["heuristic"] + near_versus.unit_types["heuristic"]
     for kind in ("keep", "move", "transfer", "pickup", "dig"):
         assert kinds[UNIT[kind]] > 0, kind
     assert kinds[UNIT["self_destruct"]] == 0
-    built = versus.factory_actions["heuristic"] + selfplay.factory_actions["heuristic"]
+    built = versus.factory_actions["heuristic"] + near_versus.factory_actions["heuristic"]
     for action in ("none", "light", "heavy", "water"):
         assert built[FACTORY[action]] > 0, action
     assert (versus.unit_types["random"][1:] > 0).all()  # random play tries every type
@@ -166,11 +166,11 @@ def test_heuristic_beats_random(versus: Record) -> None:
     assert versus.total("random", "factories") < 0
 
 
-def test_heuristic_delivers_ice(versus: Record, selfplay: Record) -> None:
+def test_heuristic_delivers_ice(versus: Record, near_versus: Record) -> None:
     assert versus.total("heuristic", "water") > 100 * len(versus.outcomes["heuristic"])
     assert versus.total("random", "water") < versus.total("heuristic", "water") / 10
     for name in ("heuristic", "heuristic_near"):
-        episodes = selfplay.components[name]
+        episodes = near_versus.components[name]
         assert len(episodes) == ENVS
         water = np.array([p[REWARD_COMPONENTS.index("water")] for p in episodes])
         assert (water > 0).all(), water  # every seat delivers
@@ -297,19 +297,37 @@ def test_moves_to_ice_around_robots() -> None:
 
 
 def test_steering_by_the_near_planes_reads_their_distances() -> None:
-    """``near_plane_fields``: the heuristic steering by the observation's Manhattan planes
-    (``tools/lux_heuristic_diagnosis.py --steering near``) reads back the distances the
-    planes encode, and its robots head for ice by them."""
-    board = Board().set("ice", 3, 5).robot(3, 1)
+    """``near_plane_fields`` (``heuristic-near``): the robots steer by the observation's
+    Manhattan planes, not by where the ice and factories are: with the ``near_ice`` plane
+    pointing left and the ice on the right, the plane wins (the breadth-first steering goes
+    right); a plane at 0 (nothing within range) is no target; a robot with ice heads home
+    by ``near_own_factory``."""
+    board = Board().set("ice", 3, 5).robot(3, 3)
     ys, xs = np.mgrid[0:S, 0:S]
-    distance = np.abs(ys - 3) + np.abs(xs - 5)
-    board.obs[0, PLANE["near_ice"]] = 1.0 - distance / NEAR_RANGE
+    decoy = np.abs(ys - 3) + np.abs(xs - 0)  # the plane says: ice at (3, 0)
+    board.obs[0, PLANE["near_ice"]] = 1.0 - decoy / NEAR_RANGE
     levels = np.round(np.clip(board.obs, 0, 1) * 255).astype(np.uint8)
     _, _, ice, _ = near_plane_fields(levels, SeatPlanes.read(levels))
-    assert (ice[0] == distance).all()
-    out = heuristic(levels, board.mask, np.random.default_rng(0), steering=near_plane_fields)
-    assert tuple(out[0, 3 * S + 1, :2]) == (UNIT["move"], 1)  # right, towards the ice
-    assert (heuristic_near(levels, board.mask, np.random.default_rng(0)) == out).all()
+    assert (ice[0] == decoy).all()
+    rng = np.random.default_rng(0)
+    near = heuristic_near(levels, board.mask, rng).reshape(S, S, -1)
+    assert tuple(near[3, 3, :2]) == (UNIT["move"], 3)  # left, as the plane says
+    assert tuple(board.act()[3, 3, :2]) == (UNIT["move"], 1)  # path-finding: right
+    np.testing.assert_array_equal(
+        heuristic(levels, board.mask, np.random.default_rng(0), steering=near_plane_fields),
+        heuristic_near(levels, board.mask, np.random.default_rng(0)))
+
+    levels[0, PLANE["near_ice"]] = 0  # no ice within range: no steering target
+    _, _, ice, _ = near_plane_fields(levels, SeatPlanes.read(levels))
+    assert (ice == FAR).all()
+    assert heuristic_near(levels, board.mask, rng).reshape(S, S, -1)[3, 3, 0] == UNIT["keep"]
+
+    home = Board().factory(1, 6).robot(5, 2, ice=0.9)
+    home.obs[0, PLANE["near_own_factory"]] = 1.0 - (np.abs(ys - 5) + np.abs(xs - 0)) / NEAR_RANGE
+    home_levels = np.round(np.clip(home.obs, 0, 1) * 255).astype(np.uint8)
+    row = heuristic_near(home_levels, home.mask, rng).reshape(S, S, -1)[5, 2]
+    assert tuple(row[:2]) == (UNIT["move"], 3)  # home by the plane: left
+    assert tuple(home.act()[5, 2, :2]) in ((UNIT["move"], 0), (UNIT["move"], 1))  # up / right
 
 
 def test_one_robot_per_cell() -> None:
