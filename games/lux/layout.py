@@ -33,13 +33,9 @@ full.
 from __future__ import annotations
 
 OBS_PLANES: tuple[str, ...] = (
-    "ice", "ore", "rubble", "lichen", "near_ice", "near_ore",
-    "toward_ice_up", "toward_ice_right", "toward_ice_down", "toward_ice_left",
-    "toward_ore_up", "toward_ore_right", "toward_ore_down", "toward_ore_left",
-    "own_lichen", "enemy_lichen",
+    "ice", "ore", "rubble", "lichen", "near_ice", "near_ore", "own_lichen", "enemy_lichen",
     "own_factory", "enemy_factory", "own_factory_centre", "enemy_factory_centre",
-    "near_own_factory", "toward_own_factory_up", "toward_own_factory_right",
-    "toward_own_factory_down", "toward_own_factory_left",
+    "near_own_factory",
     "factory_ice", "factory_ore", "factory_water", "factory_metal", "factory_power",
     "own_light", "own_heavy", "enemy_light", "enemy_heavy",
     "unit_power", "unit_ice", "unit_ore", "unit_water", "unit_metal",
@@ -53,9 +49,7 @@ its 9 tiles (ice, ore, water, metal / 1000, power / 5000, at most 1); a unit's p
 battery and cargo / its cargo space; ``near_*`` how close the nearest ice, ore or own factory
 tile is (:data:`NEAR_RANGE` minus the Manhattan distance, over :data:`NEAR_RANGE`: 1 on the
 target, 0 from :data:`NEAR_RANGE` steps on or where there is none), so a cell's neighbours say
-which step leads there; ``toward_<target>_<direction>`` 1 where that neighbour is nearer (the
-steps that lead there, ties included, read at the cell itself, where the ``near_*`` planes of
-neighbours differ by 1/64 a step); ``queued_*`` the front of an own unit's action queue;
+which step leads there; ``queued_*`` the front of an own unit's action queue;
 ``progress`` the game step / the game's length (``max_steps``, 1000 by the rules) and ``day`` 1
 in daylight, on every cell."""
 PLANE = {name: i for i, name in enumerate(OBS_PLANES)}

@@ -116,32 +116,19 @@ def quantize(values: jnp.ndarray) -> jnp.ndarray:
     return jnp.round(jnp.clip(values.astype(jnp.float32), 0.0, 1.0) * 255.0).astype(jnp.uint8)
 
 
-def nearer_neighbours(dist: jnp.ndarray) -> jnp.ndarray:
-    """``bool [K, 4, y, x]``: whether the neighbour up, right, down, left of each cell of the
-    distance fields ``dist [K, y, x]`` is nearer than the cell (off the board: not)."""
-    pad = jnp.pad(dist, ((0, 0), (1, 1), (1, 1)), constant_values=NEAR_RANGE)
-    neighbours = jnp.stack([pad[:, :-2, 1:-1], pad[:, 1:-1, 2:], pad[:, 2:, 1:-1],
-                            pad[:, 1:-1, :-2]], 1)
-    return neighbours < dist[:, None]
-
-
 def near_planes(state: Any) -> jnp.ndarray:
-    """``uint8 [20, S * S]``: the ``near_ice`` and ``near_ore`` planes, then
-    ``near_own_factory`` of team 0 and of team 1 (quantized as the observation is); then the
-    ``toward_*`` planes of the same four targets, four each (:func:`nearer_neighbours`).
+    """``uint8 [4, S * S]``: the ``near_ice`` and ``near_ore`` planes, then ``near_own_factory``
+    of team 0 and of team 1 (quantized as the observation is).
 
     Ice and ore never change and factories only appear at the start and disappear when they
     run dry, so the adapter keeps these planes between steps (recomputed when a factory is
     lost): the distance transform costs as much as the rest of the observation."""
     size = state.board.lichen.shape[0]
     fac_team = factory_team_map(state)
-    dist = jnp.swapaxes(manhattan_distance(jnp.stack([state.board.ice, state.board.ore,
-                                                      fac_team == 0, fac_team == 1])),
-                        -1, -2)  # [4, y, x]
-    near = 1.0 - dist.astype(jnp.float32) / NEAR_RANGE
-    toward = nearer_neighbours(dist).astype(jnp.uint8) * jnp.uint8(255)  # [4, 4, y, x]
-    return jnp.concatenate([quantize(near.reshape(4, size * size)),
-                            toward.reshape(16, size * size)])
+    dist = manhattan_distance(jnp.stack([state.board.ice, state.board.ore, fac_team == 0,
+                                         fac_team == 1]))
+    near = 1.0 - jnp.swapaxes(dist, -1, -2).astype(jnp.float32) / NEAR_RANGE  # [4, y, x]
+    return quantize(near.reshape(4, size * size))
 
 
 def observe(state: Any, max_steps: Any = None, near: jnp.ndarray | None = None) -> jnp.ndarray:
@@ -206,8 +193,7 @@ def observe(state: Any, max_steps: Any = None, near: jnp.ndarray | None = None) 
     common = jnp.concatenate([
         jnp.stack([flag(grid_xy(board.ice)), flag(grid_xy(board.ore)),
                    quantize(grid_xy(board.rubble) / 100.0),
-                   quantize(grid_xy(board.lichen) / 100.0)]), near[:2],
-        near[4:12]])  # [14, cells]: ..., toward ice, toward ore
+                   quantize(grid_xy(board.lichen) / 100.0)]), near[:2]])  # [6, cells]
 
     def seat_pieces(s: int) -> list[jnp.ndarray]:
         own = u_there & (u_team == s)
@@ -218,7 +204,6 @@ def observe(state: Any, max_steps: Any = None, near: jnp.ndarray | None = None) 
                             fac_team == 1 - s, c_there & (c_team == s),
                             c_there & (c_team != s)])),
             near[2 + s:3 + s],  # own factory tiles
-            near[12 + 4 * s:16 + 4 * s],  # toward them
             fac_planes,
             jnp.where(own, at_cell[0:2], u8(0)), jnp.where(enemy, at_cell[0:2], u8(0)),
             at_cell[2:7],  # power and cargo of whichever unit stands there
