@@ -204,10 +204,14 @@ class TeacherGame(RecordingGame):
         self.teacher_actions, self.imitate = labels, imitate
 
 
-def pair_schedule(names: list[str]) -> list[tuple[str, str]]:
+def pair_schedule(names: list[str], imitate: list[str] | None = None
+                  ) -> list[tuple[str, str]]:
     """Every pair of ``names`` (mirror games included) on both sides: ``(a, b)`` then
-    ``(b, a)``, so that neighbouring envs play one pairing from both sides."""
-    pairs = [(a, b) for i, a in enumerate(names) for b in names[i:]]
+    ``(b, a)``, so that neighbouring envs play one pairing from both sides. With ``imitate``
+    (a subset of ``names``), only the pairs with an imitated side: every env then plays a
+    game whose labels count, and each imitated name meets every name (itself included)."""
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i:]
+             if not imitate or a in imitate or b in imitate]
     return [side for a, b in pairs for side in ((a, b), (b, a))]
 
 
@@ -216,7 +220,8 @@ class LiveBots:
 
     Env ``e`` plays the pair ``schedule(e, game)``: the names of the bots playing engine
     players 0 and 1 of that env's ``game``-th game (by default :func:`pair_schedule` cycled
-    over the envs). Each (env, player) keeps one Java bot per name, ``reset()`` and reseeded
+    over the envs: with ``imitate``, only the pairings with an imitated side). Each (env,
+    player) keeps one Java bot per name, ``reset()`` and reseeded
     from ``(seed, env, game, player)`` at each game start. A side named ``""`` is not theirs:
     the caller of ``step`` plays it (:meth:`plays`). ``imitate`` (canonical names; empty: all)
     picks whose actions are labels. With fog of war the bots see what their side sees, unless
@@ -236,7 +241,7 @@ class LiveBots:
                             f"the teachers ({', '.join(self.names)})")
         self.seed = seed
         self.full_view = full_view
-        pairs = pair_schedule(self.names)
+        pairs = pair_schedule(self.names, sorted(self.imitate, key=self.names.index))
         self.schedule = schedule or (lambda e, game: pairs[e % len(pairs)])
         self.env_players: list[tuple[str, str]] = []
         """``[E]`` the names of the bots playing engine players 0 and 1 of each env's game"""

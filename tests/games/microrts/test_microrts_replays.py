@@ -22,7 +22,7 @@ from games.microrts.options import OBS_PLANES, MicroRTSOptions
 from games.microrts.orders import order_list, orders_to_rows, rows_to_orders
 from games.microrts.recorder import RecordPlan, record
 from games.microrts.replays import ReplayLogs, replay_logs
-from games.microrts.teacher_game import LiveBots, TeacherGame
+from games.microrts.teacher_game import LiveBots, TeacherGame, pair_schedule
 from games.registry import family_of
 from games.replays import MANIFEST, ReplayError, read_manifest, read_shard, shard_name
 
@@ -156,6 +156,21 @@ def test_replay_stream_resumes_at_its_position(recorded: Path) -> None:
     later = draws(resumed, 550)
     resumed.close()
     assert later and later == uninterrupted[:len(later)]
+
+
+def test_live_teachers_play_only_pairings_with_an_imitated_side() -> None:
+    """Live cloning wasted most engine steps on games nobody imitated: with --imitate, every
+    env's game has an imitated side, and the imitated bot meets every teacher, itself
+    included, from both sides."""
+    assert pair_schedule(["A", "B", "C"], ["B"]) == [
+        ("A", "B"), ("B", "A"), ("B", "B"), ("B", "B"), ("B", "C"), ("C", "B")]
+    assert len(pair_schedule(["A", "B", "C"])) == 12  # no imitation: every pairing
+    bots = LiveBots(["CoacAI", "WorkerRush", "LightRush"], imitate=["coacai"], seed=1)
+    games = [bots.schedule(e, 0) for e in range(12)]
+    assert all("CoacAI" in pair for pair in games)
+    assert {pair for pair in games} == {("CoacAI", "CoacAI"), ("CoacAI", "WorkerRush"),
+                                        ("WorkerRush", "CoacAI"), ("CoacAI", "LightRush"),
+                                        ("LightRush", "CoacAI")}
 
 
 def test_live_teachers_label_legal_actions_and_imitate_by_name(make_game) -> None:
