@@ -97,6 +97,8 @@ class RecordRequest:
     ray_address: str | None = None
     """play the games as Ray tasks on the cluster at this address (``local``, ``auto``,
     ``HOST:PORT``) instead of this machine's processes; only this process writes files"""
+    focus: tuple[str, ...] = ()
+    """only the pairings with one of these players (empty: every pairing)"""
 
 
 class Family:

@@ -31,6 +31,9 @@ def add_record_command(sub: Any) -> None:
                      help="play the games as Ray tasks (pip install 'selfplay[ray]'): local (a "
                           "private instance of --processes CPUs; the default), auto or "
                           "HOST:PORT; only this process writes files")
+    rec.add_argument("--focus", nargs="+", default=[], metavar="PLAYER",
+                     help="record only the pairings with these players (the teacher a clone "
+                          "will imitate plays every game)")
     rec.add_argument("--seed", type=int, default=0)
     rec.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     rec.set_defaults(func=cmd_record)
@@ -57,7 +60,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     request = RecordRequest(tuple(args.players), Path(args.out), args.games,
                             tuple(args.maps or ()), args.processes, seed_flag(args.seed) or 0,
                             args.max_steps, args.shard_games, args.parallel, args.opening,
-                            args.ray)
+                            args.ray, tuple(args.focus))
 
     def progress(done: int, total: int) -> None:
         if not args.json:

@@ -134,7 +134,8 @@ class MicroRTSFamily(Family):
 
         plan = RecordPlan(request.players, request.maps or (DEFAULT_MAP,), request.games,
                           request.shard_games, request.max_steps or 2000, request.seed,
-                          parallel=request.parallel, opening=request.opening)
+                          parallel=request.parallel, opening=request.opening,
+                          focus=request.focus)
         return record(plan, request.out, request.processes, progress, request.ray_address)
 
     def teacher_game(self, game: str, teachers: Teachers, num_envs: int, seed: int,

@@ -2,7 +2,8 @@
 
 The games are planned up front, so a resumed recorder writes exactly the shards still missing:
 game ``i`` plays pairing ``i % P`` of the players (every two distinct players, both sides; a
-single player plays itself), and shard ``k`` holds games ``k*G .. k*G+G-1`` on map
+single player plays itself; with ``focus``, only the pairings with a focused player), and
+shard ``k`` holds games ``k*G .. k*G+G-1`` on map
 ``maps[k % len(maps)]``. Shards are recorded in worker processes (spawned, one JVM each) or
 Ray tasks on a cluster (``--ray``; only the parent writes files), each
 running a :class:`~games.microrts.teacher_game.TeacherGame` of up to ``parallel`` games at once
@@ -56,12 +57,16 @@ class RecordPlan:
     opening: int = 0
     """each game opens with up to this many cycles of random legal actions (see
     :class:`~games.microrts.teacher_game.TeacherGame`): deterministic bots then differ"""
+    focus: tuple[str, ...] = ()
+    """only the pairings with one of these players (the teacher a clone will imitate, which
+    then plays every game); empty: every pairing"""
 
     def pairings(self) -> list[tuple[str, str]]:
         names = self.players
         if len(names) == 1:
             return [(names[0], names[0])]
         return [side for i, a in enumerate(names) for b in names[i + 1:]
+                if not self.focus or a in self.focus or b in self.focus
                 for side in ((a, b), (b, a))]
 
     @property
@@ -82,6 +87,14 @@ def check_plan(plan: RecordPlan) -> RecordPlan:
     if not plan.players:
         raise GameError("name the players to record (--players)")
     players = tuple(bots_mod.resolve_bot(name).name for name in plan.players)
+    focus = tuple(bots_mod.resolve_bot(name).name for name in plan.focus)
+    outside = [name for name in focus if name not in players]
+    if outside:
+        raise GameError(f"--focus {', '.join(outside)} is not among the players "
+                        f"({', '.join(players)})")
+    if focus and len(players) < 2:
+        raise GameError("--focus needs at least two players (it keeps their pairings with "
+                        "the focused ones)")
     infos = resolve_maps(list(plan.maps))
     sizes = {info.shape for info in infos}
     if len(sizes) > 1:
@@ -90,7 +103,8 @@ def check_plan(plan: RecordPlan) -> RecordPlan:
     if plan.opening < 0 or plan.opening >= plan.max_steps:
         raise GameError(f"opening must be in 0..{plan.max_steps - 1}, got {plan.opening}")
     return RecordPlan(players, tuple(info.name for info in infos), plan.games,
-                      plan.shard_games, plan.max_steps, plan.seed, plan.parallel, plan.opening)
+                      plan.shard_games, plan.max_steps, plan.seed, plan.parallel, plan.opening,
+                      focus)
 
 
 PLAN_FILE = "plan.json"
@@ -100,7 +114,8 @@ def check_resumed_plan(folder: Path, plan: RecordPlan) -> None:
     """The folder's recording plan (``plan.json``, written by the first run) must be
     ``plan``: another plan would record games twice or mix games of two plans. Writes it on
     the first run. ``parallel`` may differ (it changes no game)."""
-    wanted = {k: v for k, v in asdict(plan).items() if k != "parallel"}
+    wanted = {k: v for k, v in asdict(plan).items()
+              if k != "parallel" and not (k == "focus" and not v)}  # older plans: no focus
     wanted = json.loads(json.dumps(wanted))  # tuples as lists, as read back
     path = folder / PLAN_FILE
     if path.is_file():

@@ -20,7 +20,7 @@ from games.family import Teachers
 from games.microrts.bots import make_bot, resolve_bot
 from games.microrts.options import OBS_PLANES, MicroRTSOptions
 from games.microrts.orders import order_list, orders_to_rows, rows_to_orders
-from games.microrts.recorder import RecordPlan, record
+from games.microrts.recorder import RecordPlan, check_plan, check_resumed_plan, record
 from games.microrts.replays import ReplayLogs, replay_logs
 from games.microrts.teacher_game import LiveBots, TeacherGame, pair_schedule
 from games.registry import family_of
@@ -320,6 +320,26 @@ def test_openings_make_deterministic_bots_play_different_games(engine_home,
     assert logs.diverged == 0
     with pytest.raises(GameError, match=r"another plan \(shard_games 12 -> 6\)"):
         record(RecordPlan(plan.players, plan.maps, 12, 6, 800, 1, 6, 40), tmp_path / "open")
+
+
+def test_a_focused_recording_plays_only_the_focused_players_pairings(tmp_path: Path) -> None:
+    """``selfplay record --focus``: a folder for cloning one teacher holds only its games,
+    both sides of each pairing; a focus outside the players is refused; folders recorded
+    before the option existed resume, and a changed focus is refused as another plan."""
+    plan = check_plan(RecordPlan(("coacai", "workerrush", "lightrush"), (MAP,), games=8,
+                                 focus=("workerrush",)))
+    assert plan.focus == ("WorkerRush",)
+    assert plan.pairings() == [("CoacAI", "WorkerRush"), ("WorkerRush", "CoacAI"),
+                               ("WorkerRush", "LightRush"), ("LightRush", "WorkerRush")]
+    assert len(check_plan(RecordPlan(plan.players, (MAP,), games=8)).pairings()) == 6
+    with pytest.raises(GameError, match="--focus Mayari is not among the players"):
+        check_plan(RecordPlan(plan.players, (MAP,), games=8, focus=("mayari",)))
+    unfocused = RecordPlan(plan.players, plan.maps, 8)
+    check_resumed_plan(tmp_path, unfocused)
+    assert "focus" not in json.loads((tmp_path / "plan.json").read_text())  # as before
+    check_resumed_plan(tmp_path, unfocused)
+    with pytest.raises(GameError, match=r"another plan \(focus None -> \['WorkerRush'\]\)"):
+        check_resumed_plan(tmp_path, plan)
 
 
 @pytest.mark.slow  # a recorder killed and run again: ~19 s (make bench)
