@@ -67,17 +67,17 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
     max_units = k.rules.max_units
     max_steps = jax.numpy.int32(1000)
     raw = jax.jit(jax.vmap(lambda s, a: s._step_late_game(a)))
-    actions = jax.jit(jax.vmap(to_jux))(states, grid)
+    actions = jax.jit(jax.vmap(to_jux))(states, grid, near)
     after = raw(states, actions)
 
     def conversion_fn(states: Any, near: Any, grid: Any, after: Any) -> Any:
         # as the adapter's step: the near_* planes kept, recomputed when a factory is lost
-        acts = jax.vmap(to_jux)(states, grid)
+        acts = jax.vmap(to_jux)(states, grid, near)
         comps = jax.vmap(step_components)(states, acts, after)
         lost = (after.n_factories != states.n_factories).any()
         near = jax.lax.cond(lost, lambda: jax.vmap(near_planes)(after), lambda: near)
         return (acts, comps, jax.vmap(lambda s, n: observe(s, max_steps, n))(after, near),
-                jax.vmap(lambda s: legal_masks(s, max_units, max_steps))(after))
+                jax.vmap(lambda s, n: legal_masks(s, max_units, max_steps, n))(after, near))
 
     conversion = jax.jit(conversion_fn)
     plan = [random_actions(game.spec.action_space, batch.action_mask, rng, (envs, 2))

@@ -5,13 +5,14 @@
 
 ``--steering near``: the heuristic whose robots steer by the observation's ``near_*`` planes
 (:func:`games.lux.bots.near_plane_fields`, what a network sees) plays the heuristic: how much of
-the heuristic's play the observation carries. ``--checkpoint``: a trained policy (actions
-sampled, or ``--most-likely``) plays it, and at every step the heuristic also labels the
-policy's own positions (not played): the confusion of its robots' action types against those
-labels, the agreement of the move directions where both move, the factories' actions; this is
-the agreement on the positions the policy reaches, where a clone's training accuracy is
-measured on its teacher's. ``--trace`` prints, every 50 steps, each side's factories, water and
-robots. Sides alternate between games; one JSON object on stdout.
+the heuristic's play the observation carries; ``--steering goals`` the same with its robots
+going home and to ice by goal moves (the adapter steers them). ``--checkpoint``: a trained
+policy (actions sampled, or ``--most-likely``) plays it, and at every step the heuristic also
+labels the policy's own positions (not played): the confusion of its robots' action types
+against those labels, the agreement of the move directions where both move, the factories'
+actions; this is the agreement on the positions the policy reaches, where a clone's training
+accuracy is measured on its teacher's. ``--trace`` prints, every 50 steps, each side's
+factories, water and robots. Sides alternate between games; one JSON object on stdout.
 """
 
 from __future__ import annotations
@@ -111,8 +112,9 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     who = parser.add_mutually_exclusive_group(required=True)
-    who.add_argument("--steering", choices=["bfs", "near"],
-                     help="the heuristic steering by its own fields (bfs) or the planes (near)")
+    who.add_argument("--steering", choices=["bfs", "near", "goals"],
+                     help="the heuristic steering by its own fields (bfs), the planes (near), "
+                          "or the planes' goal moves (goals: home and to ice)")
     who.add_argument("--checkpoint", help="a checkpoint or run directory")
     parser.add_argument("--games", type=int, default=8)
     parser.add_argument("--seed", type=int, default=11)
@@ -134,8 +136,9 @@ def main(argv: list[str] | None = None) -> None:
         player = partial(policy.act, state=None)
         name = str(path)
     else:
-        steering = bots.near_plane_fields if args.steering == "near" else bots.bfs_fields
-        player = partial(bots.heuristic, rng=rng, steering=steering)
+        steering = bots.bfs_fields if args.steering == "bfs" else bots.near_plane_fields
+        player = partial(bots.heuristic, rng=rng, steering=steering,
+                         goals=args.steering == "goals")
         name = f"heuristic steering by {args.steering}"
     result = play(player, args.games, args.seed, args.trace, args.max_steps, args.labels)
     print(json.dumps({"player": name, "opponent": "heuristic", "labels": args.labels, **result}))

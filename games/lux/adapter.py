@@ -112,10 +112,10 @@ class _Kernels:
 
         def view(states: Any, near: Any, max_steps: Any) -> tuple[Any, Any]:
             return (jax.vmap(lambda s, n: observe(s, max_steps, n))(states, near),
-                    jax.vmap(lambda s: legal_masks(s, max_units, max_steps))(states))
+                    jax.vmap(lambda s, n: legal_masks(s, max_units, max_steps, n))(states, near))
 
         def step(states: Any, near: Any, grid: Any, max_steps: Any) -> tuple[Any, ...]:
-            actions = jax.vmap(to_jux)(states, grid)
+            actions = jax.vmap(to_jux)(states, grid, near)
             after = jax.vmap(lambda s, a: s._step_late_game(a))(states, actions)
             comps = jax.vmap(step_components)(states, actions, after)
             scores = jax.vmap(lichen_scores)(after)

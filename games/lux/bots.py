@@ -1,7 +1,7 @@
 """Scripted Lux AI Season 2 opponents as vectorized NumPy functions ``fn(obs, mask, rng)``.
 
 Rows are seats (of many games): ``obs`` is ``uint8 [N, C, S, S]`` (the planes of
-:data:`~games.lux.layout.OBS_PLANES`), ``mask`` ``bool [N, S * S, 30]`` and the result
+:data:`~games.lux.layout.OBS_PLANES`), ``mask`` ``bool [N, S * S, 33]`` and the result
 ``int64 [N, S * S, 6]``, one row of :data:`~games.lux.layout.NVEC` components per cell (the
 adapter ignores cells without a unit or a factory centre). Every chosen value is legal under
 ``mask``; a bot acts through seats like any policy (:class:`~games.core.ScriptedPolicy`).
@@ -52,7 +52,9 @@ import numpy as np
 from games.batches import random_actions
 from games.core import MultiDiscrete
 from games.lux.layout import (
+    DIRECTIONS,
     FACTORY,
+    GOALS,
     NEAR_RANGE,
     NVEC,
     OBS_SCALE,
@@ -332,9 +334,12 @@ def _transfer_directions(seat: SeatPlanes, m: np.ndarray, give: np.ndarray,
 
 
 def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
-              steering: Callable[[np.ndarray, SeatPlanes], Fields] = bfs_fields) -> np.ndarray:
+              steering: Callable[[np.ndarray, SeatPlanes], Fields] = bfs_fields,
+              goals: bool = False) -> np.ndarray:
     """The rule-based player of the module's docstring; ``steering`` gives the distance
-    fields its robots follow (:func:`near_plane_fields`: the observation's planes instead)."""
+    fields its robots follow (:func:`near_plane_fields`: the observation's planes instead);
+    with ``goals`` robots bound home or to ice move by the goals ``to_home`` and ``to_ice``
+    where they are legal (the adapter steers them), by ``steering``'s fields elsewhere."""
     n, size = len(obs), obs.shape[-1]
     m = np.asarray(mask, bool).reshape(n, size, size, -1)
     seat = SeatPlanes.read(obs)
@@ -357,23 +362,30 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     seek_ice = rest & ~clearing & ~seat.ice
     seek_rubble = clearing & ~seat.clearable
 
+    goal = np.full(unit.shape, -1, np.int64)  # the move component's goal value, or -1
+    if goals:
+        for go, name in ((home & ~seat.own_fac, "home"), (seek_ice, "ice")):
+            value = len(DIRECTIONS) + GOALS.index(name)
+            goal = np.where(go & can[..., UNIT["move"]] & m[..., _MOVE + value], value, goal)
+    by_field = goal < 0
     enterable = np.stack([can[..., UNIT["move"]] & m[..., _MOVE + d]
                           & ~neighbour(seat.any_unit | seat.blocked, d, True)
                           for d in range(4)])
-    move = np.maximum.reduce([_choose_moves(field, enterable, go, rng) for field, go in (
-        (home_f, home & ~seat.own_fac), (ice_f, seek_ice), (clear_f, seek_rubble))])
+    move = np.maximum.reduce([_choose_moves(field, enterable, go & by_field, rng)
+                              for field, go in ((home_f, home & ~seat.own_fac),
+                                                (ice_f, seek_ice), (clear_f, seek_rubble))])
     move = _resolve(move, seat.heavy, rng)
 
     kind = np.full(unit.shape, -1, np.int64)  # -1: hold
     kind[deliver] = UNIT["transfer"]
     kind[pickup] = UNIT["pickup"]
     kind[dig] = UNIT["dig"]
-    kind[move >= 0] = UNIT["move"]
+    kind[(move >= 0) | (goal >= 0)] = UNIT["move"]
     kind = _settle(obs, can, unit, kind)
 
     out = np.zeros((n, size, size, len(NVEC)), np.int64)
     out[..., 0] = kind
-    out[..., 1] = np.maximum(move, 0)
+    out[..., 1] = np.where(goal >= 0, goal, np.maximum(move, 0))
     out[..., 2] = np.maximum(tdir, 0)
     out[..., 3] = RESOURCE["ice"]
     out[..., 4] = RESOURCE["power"]
@@ -402,5 +414,14 @@ def heuristic_near(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) 
     return heuristic(obs, mask, rng, steering=near_plane_fields)
 
 
-BOTS = {"random": random_legal, "heuristic": heuristic, "heuristic-near": heuristic_near}
+def heuristic_goals(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator
+                    ) -> np.ndarray:
+    """:func:`heuristic_near` whose robots go home and to ice by goal moves (``to_home``,
+    ``to_ice``): a teacher whose moves a network picks from what a robot should do, not
+    which way (the light robots' rubble clearing still steps by its field)."""
+    return heuristic(obs, mask, rng, steering=near_plane_fields, goals=True)
+
+
+BOTS = {"random": random_legal, "heuristic": heuristic, "heuristic-near": heuristic_near,
+        "heuristic-goals": heuristic_goals}
 """the Lux scripted opponents by name"""

@@ -90,7 +90,7 @@ def early_actions(env: Any, k: Any, seed: int) -> list[dict[str, Any]]:
 class GridPlayer:
     """A bot of :mod:`games.lux.bots` (``fn(obs, mask, rng)`` on our layout) as a player: its
     grid actions become official orders through Jux. With ``record`` it keeps what it saw and
-    chose each step: ``observations`` (``uint8 [C, S, S]``), ``masks`` (``bool [S * S, 30]``)
+    chose each step: ``observations`` (``uint8 [C, S, S]``), ``masks`` (``bool [S * S, 33]``)
     and ``grids`` (``int [S * S, 6]``)."""
 
     def __init__(self, bot: Callable[..., np.ndarray], seed: int = 0,

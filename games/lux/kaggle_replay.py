@@ -64,7 +64,7 @@ class LuxStep(NamedTuple):
     obs: np.ndarray
     """``uint8 [2, C, S, S]``"""
     mask: np.ndarray
-    """``bool [2, S * S, 30]``"""
+    """``bool [2, S * S, 33]``"""
     labels: np.ndarray
     """``int16 [2, S * S, 6]``"""
     outcome: np.ndarray

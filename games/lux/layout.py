@@ -17,7 +17,14 @@ space. A cell may hold a unit (its components :data:`UNIT`\\ ...) and a factory'
   the policy chooses another (Lux's ``repeat``), which costs the queue-update power (light 1,
   heavy 10); choosing the action already at the queue's front continues it for free, as
   ``keep`` does (power transfers excepted), so a policy need not know what is queued.
-- ``move``: up, right, down, left (used by ``move``).
+- ``move``: up, right, down, left, or a goal: ``to_ice``, ``to_ore``, ``to_home`` (used by
+  ``move``). A goal is one step along a shortest Manhattan path to the nearest ice, ore or own
+  factory tile, the adapter's steering (:func:`games.lux.observe.goal_steps`): among the
+  neighbours nearer the target that the unit may enter, no robot stands on and no factory
+  centre, the one already
+  queued (free), else the one of least rubble; legal only where such a neighbour exists. Two
+  own robots never step into one cell by goals: the heavier, then the lower slot, goes, the
+  other stands still this turn. A policy then chooses where to go, not which way.
 - ``transfer_dir``: centre (onto the unit's own factory tile), up, right, down, left; targets
   are the seat's own factory tiles and own units only (used by ``transfer``).
 - ``transfer_res`` and ``pickup_res``: ice, ore, water, metal, power (Lux's resource order).
@@ -63,13 +70,17 @@ A quarter of float32's bytes, and writing them is most of the observation's cost
 UNIT_TYPES: tuple[str, ...] = ("keep", "move", "transfer", "pickup", "dig", "self_destruct",
                                "recharge")
 DIRECTIONS: tuple[str, ...] = ("up", "right", "down", "left")
+GOALS: tuple[str, ...] = ("ice", "ore", "home")
+"""where a goal move leads: the nearest ice, ore or own factory tile"""
+MOVES: tuple[str, ...] = DIRECTIONS + tuple(f"to_{g}" for g in GOALS)
+"""the ``move`` component's values: the four directions, then the goals"""
 TRANSFER_DIRECTIONS: tuple[str, ...] = ("centre", "up", "right", "down", "left")
 RESOURCES: tuple[str, ...] = ("ice", "ore", "water", "metal", "power")
 FACTORY_ACTIONS: tuple[str, ...] = ("none", "light", "heavy", "water")
 
 COMPONENTS: tuple[str, ...] = ("unit", "move", "transfer_dir", "transfer_res", "pickup_res",
                                "factory")
-NVEC: tuple[int, ...] = (len(UNIT_TYPES), len(DIRECTIONS), len(TRANSFER_DIRECTIONS),
+NVEC: tuple[int, ...] = (len(UNIT_TYPES), len(MOVES), len(TRANSFER_DIRECTIONS),
                          len(RESOURCES), len(RESOURCES), len(FACTORY_ACTIONS))
 GATES: tuple[tuple[int, ...] | None, ...] = (
     None,

@@ -7,7 +7,7 @@ a masked-in choice is one the engine carries out this turn:
 - every type but ``keep`` needs the queue-update power (light 1, heavy 10) on top of its own
   cost;
 - ``move``: onto the board, not onto an enemy factory tile, with the power the target's rubble
-  asks for;
+  asks for; a goal (``to_ice``, ``to_ore``, ``to_home``) where :func:`goal_steps` finds a step;
 - ``transfer``: to an own factory tile (the unit's own cell included) or an adjacent own unit,
   of a resource the unit holds (power: at least 2 after the update);
 - ``pickup``: on an own factory tile, of power the factory holds or water beyond its reserve
@@ -32,7 +32,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from games.lux.layout import MASK_WIDTH, NEAR_RANGE, NVEC, OBS_PLANES, OFFSETS, WATER_RESERVE
+from games.lux.layout import (
+    GOALS,
+    MASK_WIDTH,
+    NEAR_RANGE,
+    NVEC,
+    OBS_PLANES,
+    OFFSETS,
+    WATER_RESERVE,
+)
 
 # Jux's directions: centre, up, right, down, left as (dx, dy)
 DELTA = jnp.array([[0, 0], [0, -1], [1, 0], [0, 1], [-1, 0]], dtype=jnp.int32)
@@ -129,6 +137,88 @@ def near_planes(state: Any) -> jnp.ndarray:
                                          fac_team == 1]))
     near = 1.0 - jnp.swapaxes(dist, -1, -2).astype(jnp.float32) / NEAR_RANGE  # [4, y, x]
     return quantize(near.reshape(4, size * size))
+
+
+def near_distances(near: jnp.ndarray) -> jnp.ndarray:
+    """``int32 [4, S * S]``: the Manhattan steps the quantized :func:`near_planes` encode
+    (:data:`~games.lux.layout.NEAR_RANGE` where a plane is 0: no target within range)."""
+    level = near.astype(jnp.float32) / 255.0
+    return jnp.where(near == 0, NEAR_RANGE,
+                     jnp.round((1.0 - level) * NEAR_RANGE)).astype(jnp.int32)
+
+
+def _move_targets(state: Any) -> tuple[jnp.ndarray, ...]:
+    """Per unit and direction (centre, up, right, down, left): ``(inside, tx, ty)`` of the
+    cell a move leads to, ``int [2, U, 5]`` (clipped to the board)."""
+    size = state.board.lichen.shape[0]
+    target = state.units.pos.pos.astype(jnp.int32)[:, :, None, :] + DELTA[None, None]
+    inside = ((target >= 0) & (target < size)).all(-1)
+    return inside, jnp.clip(target[..., 0], 0, size - 1), jnp.clip(target[..., 1], 0, size - 1)
+
+
+def move_legal(state: Any) -> jnp.ndarray:
+    """``bool [2, U, 4]``: the moves up, right, down, left each unit may make this turn (onto
+    the board, not onto an enemy factory tile, with the queue update's and the rubble's
+    power)."""
+    cfg = state.env_cfg
+    i32 = jnp.int32
+    team3 = jnp.arange(2)[:, None, None]
+    heavy = state.units.unit_type.astype(i32)
+    power = state.units.power.astype(i32)
+    upd = robot_table(cfg, "ACTION_QUEUE_POWER_COST")[heavy]
+    inside, tx, ty = _move_targets(state)
+    t_fac = jnp.where(inside, factory_team_map(state)[tx, ty], -1)
+    rubble = state.board.rubble.astype(i32)
+    cost = (robot_table(cfg, "MOVE_COST")[heavy][..., None]
+            + jnp.floor(robot_table(cfg, "RUBBLE_MOVEMENT_COST")[heavy][..., None]
+                        * rubble[tx, ty]).astype(i32))
+    ok = inside & (t_fac != 1 - team3) & (power[..., None] >= upd[..., None] + cost)
+    return (ok & state.unit_mask[..., None])[..., 1:]
+
+
+def goal_steps(state: Any, near: jnp.ndarray | None = None) -> jnp.ndarray:
+    """``int32 [2, U, G]``: the direction (0 up ... 3 left) of each unit's step towards each
+    goal of :data:`~games.lux.layout.GOALS`, -1 where there is none.
+
+    A step goes to a neighbour nearer the goal by the ``near`` planes' Manhattan distances
+    (:func:`near_planes`; obstacles ignored, so it exists wherever the unit is not on a target
+    and one lies within :data:`~games.lux.layout.NEAR_RANGE`), one the unit may enter
+    (:func:`move_legal`), no unit stands on and no factory's centre (where robots are built);
+    of several, the direction already at the
+    front of the unit's queue (continued for free), else the one of least rubble, else the
+    first. Goals lead to ice, ore and the team's own factory tiles."""
+    size = state.board.lichen.shape[0]
+    i32 = jnp.int32
+    near = near_planes(state) if near is None else near
+    dist = near_distances(near).reshape(4, size, size)  # [4, y, x]
+    inside, tx, ty = _move_targets(state)  # [2, U, 5]
+    teams = jnp.arange(2)[:, None, None]
+    # per unit and goal: the distance field (ice, ore, then the unit's own team's factories)
+    fields = jnp.stack([jnp.broadcast_to(dist[0], (2, size, size)),
+                        jnp.broadcast_to(dist[1], (2, size, size)), dist[2:4]], 1)  # [2, G, y, x]
+    d = fields[teams[..., None], jnp.arange(len(GOALS))[None, None, None, :], ty[..., None],
+               tx[..., None]]  # [2, U, 5, 3]
+    here, there = d[:, :, :1], d[:, :, 1:]  # [2, U, 1, 3], [2, U, 4, 3]
+    # no robot there, and no factory centre (where new robots appear)
+    free = ((unit_team_map(state)[tx, ty] < 0)
+            & (state.board.factory_map.astype(i32)[tx, ty] == NONE_ID))[..., 1:]  # [2, U, 4]
+    ok = (move_legal(state) & free)[..., None] & (there < here) & (here < NEAR_RANGE)
+    queue = state.units.action_queue
+    front = queue.front.astype(i32)[..., None]
+
+    def at_front(x: jnp.ndarray) -> jnp.ndarray:
+        return jnp.take_along_axis(x, front, -1)[..., 0].astype(i32)
+
+    q_dir = at_front(queue.data.direction)
+    queued = ((queue.count > 0) & (at_front(queue.data.action_type) == 0)
+              & (at_front(queue.data.repeat) > 0))
+    not_queued = ~(queued[..., None] & (q_dir[..., None] == jnp.arange(1, 5)))  # [2, U, 4]
+    rubble = state.board.rubble.astype(i32)[tx, ty][..., 1:]  # [2, U, 4]
+    score = (there * 4096 + (not_queued.astype(i32) * 1024 + rubble)[..., None] * 4
+             + jnp.arange(4)[None, None, :, None])
+    score = jnp.where(ok, score, jnp.iinfo(jnp.int32).max)
+    best = jnp.argmin(score, axis=2).astype(i32)  # [2, U, G]
+    return jnp.where(ok.any(2), best, -1)
 
 
 def observe(state: Any, max_steps: Any = None, near: jnp.ndarray | None = None) -> jnp.ndarray:
@@ -248,9 +338,11 @@ def water_cost(state: Any) -> jnp.ndarray:
     return jnp.ceil(grow / state.env_cfg.LICHEN_WATERING_COST_FACTOR).astype(jnp.int32)
 
 
-def legal_masks(state: Any, max_units: int, max_steps: Any = None) -> jnp.ndarray:
+def legal_masks(state: Any, max_units: int, max_steps: Any = None,
+                near: jnp.ndarray | None = None) -> jnp.ndarray:
     """``bool [2, S * S, MASK_WIDTH]``: each seat's legal actions per cell; ``max_steps`` (a
-    traced scalar) is the game's length for the watering reserve (default: the rules')."""
+    traced scalar) is the game's length for the watering reserve (default: the rules');
+    ``near`` the state's :func:`near_planes` when kept (computed when not given)."""
     cfg = state.env_cfg
     size = state.board.lichen.shape[0]
     i32 = jnp.int32
@@ -271,18 +363,12 @@ def legal_masks(state: Any, max_units: int, max_steps: Any = None) -> jnp.ndarra
     space = robot_table(cfg, "CARGO_SPACE")[heavy]
     can_update = umask & (power >= upd)
 
-    target = pos[:, :, None, :] + DELTA[None, None]  # [2, U, 5, 2]
-    inside = ((target >= 0) & (target < size)).all(-1)
-    tx, ty = jnp.clip(target[..., 0], 0, size - 1), jnp.clip(target[..., 1], 0, size - 1)
-    t_fac = jnp.where(inside, fac_team[tx, ty], -1)  # [2, U, 5]
+    inside, tx, ty = _move_targets(state)  # [2, U, 5]
+    t_fac = jnp.where(inside, fac_team[tx, ty], -1)
     t_unit = jnp.where(inside, unit_team[tx, ty], -1)
     team3 = teams[:, :, None]
-
-    move_cost = (robot_table(cfg, "MOVE_COST")[heavy][..., None]
-                 + jnp.floor(robot_table(cfg, "RUBBLE_MOVEMENT_COST")[heavy][..., None]
-                             * rubble[tx, ty]).astype(i32))
-    move = (inside & (t_fac != 1 - team3) & (power[..., None] >= upd[..., None] + move_cost)
-            )[..., 1:]  # [2, U, 4]
+    goals = goal_steps(state, near) >= 0  # [2, U, G]
+    move = jnp.concatenate([move_legal(state), goals], -1)  # [2, U, 4 + G]
 
     t_dir = inside & ((t_fac == team3) | ((t_unit == team3) & (jnp.arange(5) > 0)))  # [2, U, 5]
     t_res = jnp.concatenate([cargo > 0, (power - upd >= 2)[..., None]], -1)  # [2, U, 5]

@@ -2,7 +2,8 @@
 
 :func:`to_jux` reads each unit's and factory's row of the seat's ``[S * S, 6]`` grid action
 (:mod:`games.lux.layout`) at its cell and writes Jux's ``JuxAction``: a unit whose type is not
-``keep`` gets a one-action queue (repeated until replaced), unless that action is already the
+``keep`` gets a one-action queue (repeated until replaced; a goal move steps as
+:func:`~games.lux.observe.goal_steps` finds), unless that action is already the
 front of its queue (same type, direction and resource; power transfers excepted, their amount
 follows the unit's power): then the queue goes on, free of the queue-update power, as with
 ``keep``. A policy never needs to know what is queued: choosing the same action again costs
@@ -21,16 +22,18 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from games.lux.layout import NVEC, UNIT, WATER_RESERVE
-from games.lux.observe import _cell, factory_team_map, robot_table
+from games.lux.layout import DIRECTIONS, NVEC, UNIT, WATER_RESERVE
+from games.lux.observe import DELTA, _cell, factory_team_map, goal_steps, robot_table
 
 # our unit types -> Jux's UnitActionType (keep has none)
 JUX_TYPE = jnp.array([-1, 0, 1, 2, 3, 4, 5], jnp.int8)
 JUX_REPEAT = jnp.array([0, 1, 1, 1, 1, 0, 1], jnp.int16)  # self-destruct happens once
 
 
-def to_jux(state: Any, grid: jnp.ndarray) -> Any:
-    """Jux's ``JuxAction`` for one game from both seats' ``int [2, S * S, 6]`` grid actions."""
+def to_jux(state: Any, grid: jnp.ndarray, near: jnp.ndarray | None = None) -> Any:
+    """Jux's ``JuxAction`` for one game from both seats' ``int [2, S * S, 6]`` grid actions;
+    ``near`` the state's :func:`~games.lux.observe.near_planes` when kept (goal moves steer by
+    them; computed when not given)."""
     from jux.actions import JuxAction, UnitAction
 
     cfg = state.env_cfg
@@ -53,7 +56,14 @@ def to_jux(state: Any, grid: jnp.ndarray) -> Any:
 
     is_move, is_transfer = kind == UNIT["move"], kind == UNIT["transfer"]
     is_pickup = kind == UNIT["pickup"]
-    direction = jnp.where(is_move, row[..., 1] + 1, jnp.where(is_transfer, row[..., 2], 0))
+    goal = row[..., 1] - len(DIRECTIONS)
+    by_goal = is_move & (goal >= 0)
+    steps = goal_steps(state, near)  # [2, U, G]
+    goal_dir = jnp.take_along_axis(steps, jnp.clip(goal, 0, steps.shape[-1] - 1)[..., None],
+                                   -1)[..., 0]
+    # Jux's directions: 0 centre, 1 up ... 4 left (a goal without a step: centre)
+    move_dir = jnp.where(by_goal, goal_dir, row[..., 1]) + 1
+    direction = jnp.where(is_move, move_dir, jnp.where(is_transfer, row[..., 2], 0))
     resource = jnp.where(is_transfer, row[..., 3], jnp.where(is_pickup, row[..., 4], 0))
     after_update = power - upd
     held = jnp.take_along_axis(cargo, jnp.clip(resource, 0, 3)[..., None], -1)[..., 0]
@@ -79,22 +89,47 @@ def to_jux(state: Any, grid: jnp.ndarray) -> Any:
         out = jnp.zeros(first.shape + (queue_size,), dtype)
         return out.at[..., 0].set(first.astype(dtype))
 
-    actions = UnitAction(
-        action_type=queue(JUX_TYPE[kind], jnp.int8),
-        direction=queue(direction, jnp.int8),
-        resource_type=queue(resource, jnp.int8),
-        amount=queue(amount, jnp.int16),
-        repeat=queue(JUX_REPEAT[kind], jnp.int16),
-        n=queue(jnp.ones_like(kind), jnp.int16),
-    )
-    update = umask & (kind != UNIT["keep"]) & ~_queued_already(state, JUX_TYPE[kind],
-                                                                direction, resource)
     fmask = state.factory_mask
     frow = grid[teams, _cell(state.factories.pos.pos, size, fmask)]  # [2, F, 6]
     factory_action = jnp.where(fmask, frow[..., 5] - 1, -1).astype(jnp.int8)
-    return JuxAction(factory_action=factory_action, unit_action_queue=actions,
-                     unit_action_queue_count=update.astype(jnp.int8),
-                     unit_action_queue_update=update)
+
+    def action(direction: jnp.ndarray) -> Any:
+        actions = UnitAction(
+            action_type=queue(JUX_TYPE[kind], jnp.int8),
+            direction=queue(direction, jnp.int8),
+            resource_type=queue(resource, jnp.int8),
+            amount=queue(amount, jnp.int16),
+            repeat=queue(JUX_REPEAT[kind], jnp.int16),
+            n=queue(jnp.ones_like(kind), jnp.int16),
+        )
+        update = umask & (kind != UNIT["keep"]) & ~_queued_already(state, JUX_TYPE[kind],
+                                                                    direction, resource)
+        return JuxAction(factory_action=factory_action, unit_action_queue=actions,
+                         unit_action_queue_count=update.astype(jnp.int8),
+                         unit_action_queue_update=update)
+
+    yielding = _goal_collisions(state, action(direction), by_goal)
+    return action(jnp.where(yielding, 0, direction))
+
+
+def _goal_collisions(state: Any, action: Any, by_goal: jnp.ndarray) -> jnp.ndarray:
+    """``bool [2, U]``: the goal movers that would step into a cell another own unit steps
+    into (any unit moving by its own choice or its queue goes first, then heavier, then lower
+    slots): they stand still this turn, so goals never collide own robots."""
+    size = state.board.lichen.shape[0]
+    i32 = jnp.int32
+    chosen, _ = executed(state, action)
+    direction = chosen.direction.astype(i32)
+    moving = state.unit_mask & (chosen.action_type == 0) & (direction > 0)
+    target = state.units.pos.pos.astype(i32) + DELTA[jnp.clip(direction, 0, 4)]
+    cell = _cell(target, size, moving)  # S*S where not moving
+    slots = state.unit_mask.shape[1]
+    rank = (state.units.unit_type.astype(i32) * slots + slots - jnp.arange(slots)[None, :])
+    priority = jnp.where(by_goal, rank, 4 * slots)  # chosen moves first
+    priority = jnp.where(moving, priority, -1)
+    best = jnp.full((2, size * size + 1), -1, i32)
+    best = best.at[jnp.arange(2)[:, None], cell].max(priority)
+    return by_goal & moving & (jnp.take_along_axis(best, cell, 1) != priority)
 
 
 def _queued_already(state: Any, jux_type: jnp.ndarray, direction: jnp.ndarray,

@@ -24,13 +24,16 @@ from games.lux.bots import (
     box_count,
     distance_field,
     heuristic,
+    heuristic_goals,
     heuristic_near,
     near_plane_fields,
     neighbour,
     random_legal,
 )
 from games.lux.layout import (
+    DIRECTIONS,
     FACTORY,
+    GOALS,
     NEAR_RANGE,
     NVEC,
     OBS_PLANES,
@@ -76,6 +79,7 @@ class Record:
     illegal: dict[str, int] = field(default_factory=dict)
     unit_types: dict[str, np.ndarray] = field(default_factory=dict)  # counts [7]
     factory_actions: dict[str, np.ndarray] = field(default_factory=dict)  # counts [4]
+    moves: dict[str, np.ndarray] = field(default_factory=dict)  # move values chosen [7]
     outcomes: dict[str, list[int]] = field(default_factory=dict)
     components: dict[str, list[np.ndarray]] = field(default_factory=dict)
 
@@ -100,6 +104,7 @@ def play(players: tuple[tuple[str, Bot], tuple[str, Bot]], steps: int, seed: int
         record.illegal[name] = 0
         record.unit_types[name] = np.zeros(NVEC[0], np.int64)
         record.factory_actions[name] = np.zeros(NVEC[5], np.int64)
+        record.moves[name] = np.zeros(NVEC[1], np.int64)
         record.outcomes[name], record.components[name] = [], []
     envs = np.arange(ENVS)
     batch = game.reset()
@@ -114,6 +119,8 @@ def play(players: tuple[tuple[str, Bot], tuple[str, Bot]], steps: int, seed: int
             record.illegal[name] += int(illegal_cells(chosen, mask).sum())
             units, factories = mask[..., 0], mask[..., OFFSETS[5]]
             record.unit_types[name] += np.bincount(chosen[units][:, 0], minlength=NVEC[0])
+            moving = units & (chosen[..., 0] == UNIT["move"])
+            record.moves[name] += np.bincount(chosen[moving][:, 1], minlength=NVEC[1])
             record.factory_actions[name] += np.bincount(chosen[factories][:, 5],
                                                         minlength=NVEC[5])
             actions[envs, seats] = chosen
@@ -142,9 +149,25 @@ def near_versus() -> Record:
                 seed=1)
 
 
-def test_bots_choose_legal_values(versus: Record, near_versus: Record) -> None:
-    for record in (versus, near_versus):
+@pytest.fixture(scope="module")
+def goals_versus() -> Record:
+    """The heuristic against itself going home and to ice by goal moves
+    (``heuristic-goals``): one 150-step game in each of 4 games."""
+    return play((("heuristic", heuristic), ("heuristic_goals", heuristic_goals)), MAX_STEPS,
+                seed=2)
+
+
+def test_bots_choose_legal_values(versus: Record, near_versus: Record,
+                                  goals_versus: Record) -> None:
+    for record in (versus, near_versus, goals_versus):
         assert record.illegal == {name: 0 for name in record.illegal}
+    # the steering bots step by directions; heuristic-goals goes home and to ice by goals
+    for name in ("heuristic", "heuristic_near"):
+        assert near_versus.moves[name][len(DIRECTIONS):].sum() == 0
+    goal_moves = goals_versus.moves["heuristic_goals"]
+    for goal in ("home", "ice"):
+        assert goal_moves[len(DIRECTIONS) + GOALS.index(goal)] > 20, goal_moves
+    assert goal_moves[len(DIRECTIONS) + GOALS.index("ore")] == 0
     # the check saw every kind of choice the heuristic makes
     kinds = versus.unit_types["heuristic"] + near_versus.unit_types["heuristic"]
     for kind in ("keep", "move", "transfer", "pickup", "dig"):
@@ -166,11 +189,13 @@ def test_heuristic_beats_random(versus: Record) -> None:
     assert versus.total("random", "factories") < 0
 
 
-def test_heuristic_delivers_ice(versus: Record, near_versus: Record) -> None:
+def test_heuristic_delivers_ice(versus: Record, near_versus: Record,
+                                goals_versus: Record) -> None:
     assert versus.total("heuristic", "water") > 100 * len(versus.outcomes["heuristic"])
     assert versus.total("random", "water") < versus.total("heuristic", "water") / 10
-    for name in ("heuristic", "heuristic_near"):
-        episodes = near_versus.components[name]
+    for record, name in ((near_versus, "heuristic"), (near_versus, "heuristic_near"),
+                         (goals_versus, "heuristic_goals")):
+        episodes = record.components[name]
         assert len(episodes) == ENVS
         water = np.array([p[REWARD_COMPONENTS.index("water")] for p in episodes])
         assert (water > 0).all(), water  # every seat delivers
@@ -179,7 +204,7 @@ def test_heuristic_delivers_ice(versus: Record, near_versus: Record) -> None:
 
 def test_bots_table() -> None:
     assert BOTS == {"random": random_legal, "heuristic": heuristic,
-                    "heuristic-near": heuristic_near}
+                    "heuristic-near": heuristic_near, "heuristic-goals": heuristic_goals}
 
 
 # ---------------------------------------------------------------- distance fields
