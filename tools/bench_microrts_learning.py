@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from games.core import HasRewardComponents
+from selfplay.checkpoint import resolve_checkpoint
 from selfplay.component_returns import ComponentReturns
 from selfplay.config import build_config
 from selfplay.league_training import attach, describe
@@ -36,14 +37,17 @@ from selfplay.train import build_trainer
 
 def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | None,
               root: Path, game: str = "microrts") -> dict[str, Any]:
-    """Train ``game`` until ``minutes`` of wall time have passed; returns the run's record."""
+    """Train ``game`` until ``minutes`` of wall time have passed; returns the run's record. An
+    ``init_from`` among ``overrides`` starts the network from that checkpoint, as
+    ``selfplay train --init-from`` does."""
     start = time.perf_counter()
     config = build_config(game, overrides=["log.progress=false", *overrides], seed=seed,
                           total_steps=horizon or 10**9)
     run = RunDir(root / f"{game}-learn-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
     run.path.mkdir(parents=True, exist_ok=True)
     run.write_config(config)
-    trainer = build_trainer(config, run)
+    trainer = build_trainer(config, run, None if config.init_from is None
+                            else resolve_checkpoint(config.init_from))
     league = attach(trainer, run.path)  # snapshots and rating games, as `selfplay train` does
     played = trainer.game
     if isinstance(played, HasRewardComponents):  # reward terms logged one by one
