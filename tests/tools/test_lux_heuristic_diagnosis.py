@@ -1,6 +1,6 @@
 """``tools/lux_heuristic_diagnosis.py`` on real Jux games: the heuristic measured against its own
 labels agrees with them (only its tie-breaking draws differ), and random play does not; the
-command line plays a checkpoint and the heuristic steering by the planes."""
+command line plays a checkpoint and the heuristic steering by the planes and by goal moves."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_the_heuristic_agrees_with_its_own_labels_and_random_play_does_not() -> 
     for result in (own, rand):
         assert result["wins"] + result["losses"] + result["draws"] == 2  # type: ignore[operator]
         confusion = np.array(result["unit_confusion"])
-        assert confusion.sum() > 100  # robots were labelled
+        assert confusion.sum() > 50  # robots were labelled
     assert own["unit_agreement"] > 0.95 and own["move_agreement"] > 0.5  # type: ignore[operator]
     assert rand["unit_agreement"] < 0.5  # type: ignore[operator]
     assert max(own["lengths"]) <= 30  # type: ignore[type-var]
@@ -56,3 +56,6 @@ def test_the_command_line_plays_a_checkpoint_and_the_planes_steering(
     result = json.loads(capsys.readouterr().out)
     assert result["player"] == "heuristic steering by near" and result["labels"] == "heuristic"
     assert result["unit_agreement"] > 0.9  # the same rules; only the steering differs
+    main(["--steering", "goals", "--games", "2", "--max-steps", "8"])
+    result = json.loads(capsys.readouterr().out)
+    assert result["player"] == "heuristic steering by goals" and result["unit_agreement"] > 0.9
