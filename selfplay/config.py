@@ -313,10 +313,12 @@ class TrainConfig:
     """Act with a NumPy copy of small MLP policies in the rollout (same results, faster)."""
 
 
-def validate(config: TrainConfig) -> None:
+def validate(config: TrainConfig, on_this_machine: bool = True) -> None:
     """Cross-field checks that types alone cannot express: :class:`ConfigError` naming the
     first bad key. :func:`config_from_mapping` (so :func:`build_config`) calls it; a
-    :class:`TrainConfig` built in code can be checked the same way."""
+    :class:`TrainConfig` built in code can be checked the same way. ``on_this_machine``: also
+    that this machine has ``device`` (not for a saved run's config, read to play or rate its
+    weights on any machine)."""
     rows = config.ppo.num_steps * config.game.num_envs  # rows of one update, per learner seat
     checks = [
         (config.game.num_envs >= 1, "game.num_envs must be >= 1"),
@@ -401,6 +403,8 @@ def validate(config: TrainConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    if not on_this_machine:
+        return
     from selfplay.device import resolve_device
 
     try:
@@ -559,23 +563,25 @@ def build_config(game: str | None = None, config_file: str | Path | None = None,
     return config_from_mapping(merged)
 
 
-def config_from_mapping(data: dict[str, Any]) -> TrainConfig:
+def config_from_mapping(data: dict[str, Any], on_this_machine: bool = True) -> TrainConfig:
     try:
         config = from_mapping(TrainConfig, data)
     except OptionError as exc:
         raise ConfigError(str(exc)) from exc
-    validate(config)
+    validate(config, on_this_machine)
     return config
 
 
 def saved_config_from_mapping(data: dict[str, Any]) -> TrainConfig:
     """A run's resolved config as saved (config.yaml, checkpoints, snapshots). Saved configs
     hold every key, so a missing one dates the run: a network without ``grid_critic`` was
-    saved before size-agnostic gridnets and has the flatten critic."""
+    saved before size-agnostic gridnets and has the flatten critic. Its ``device`` is not
+    checked against this machine: a GPU run's weights play and rate anywhere (resuming the run
+    checks it, :func:`selfplay.run_dirs.saved_config`)."""
     network = data.get("network")
     if isinstance(network, dict) and "grid_critic" not in network:
         data = {**data, "network": {**network, "grid_critic": "flatten"}}
-    return config_from_mapping(data)
+    return config_from_mapping(data, on_this_machine=False)
 
 
 def config_to_yaml(config: TrainConfig) -> str:

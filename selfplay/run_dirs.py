@@ -14,7 +14,8 @@ from typing import Any
 
 from games.options import to_mapping
 from selfplay.checkpoint import CheckpointError, list_checkpoints, names_checkpoint
-from selfplay.config import TrainConfig, read_yaml, saved_config_from_mapping
+from selfplay.config import ConfigError, TrainConfig, read_yaml, saved_config_from_mapping
+from selfplay.device import resolve_device
 from selfplay.tracking import RunDir
 
 # settings that do not change what a run computes: a re-run may differ in them
@@ -75,6 +76,13 @@ def saved_config(run: RunDir, config: TrainConfig | None) -> TrainConfig:
         raise CheckpointError(f"{run.path} is not a selfplay run directory (no config.yaml, "
                               "no checkpoint); nothing to resume")
     saved = saved_config_from_mapping(read_yaml(run.config_file))
+    try:
+        resolve_device(saved.device)
+    except ValueError as exc:
+        raise ConfigError(f"{run.path} runs on device {saved.device!r}, which this machine "
+                          "cannot use; resume it where it can, or start a new run from its "
+                          f"weights: selfplay train --init-from {run.path} --set device=cpu"
+                          ) from exc
     if config is not None:
         saved = replace(saved, log=replace(saved.log, progress=config.log.progress))
     return saved

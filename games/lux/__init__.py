@@ -7,6 +7,8 @@
 - :mod:`games.lux.bots`: scripted opponents acting through seats; :mod:`games.lux.family`.
 
 Importing this package imports neither jax nor Jux; :func:`~games.lux.engine.load_jux` does.
+It does turn off JAX's taking most of an accelerator's memory at its first use
+(:func:`~games.lux.engine.share_the_accelerator`), before any module of it starts jax.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ from games.lux.engine import (
     official_env,
     rules_named,
     setup,
+    share_the_accelerator,
 )
+
+share_the_accelerator()
 
 
 def make(name: str = "lux", num_envs: int = 1, seed: int | None = None, **options: Any) -> Any:

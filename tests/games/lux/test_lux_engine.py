@@ -73,6 +73,34 @@ def test_importing_the_package_imports_neither_jax_nor_jux() -> None:
     assert out == {"loaded": []}
 
 
+# observe.py and orders.py make jax arrays at import, which starts jax's backend: the switch
+# must be set by then (an H100 training run ran out of memory with JAX holding 75 % of the card)
+_PREALLOCATION = """
+import json, os, sys
+from jax._src import xla_bridge
+os.environ.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)
+if sys.argv[2] != "unset":
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = sys.argv[2]
+seen = []
+start = xla_bridge.backends
+def watched():
+    seen.append(os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"))
+    return start()
+xla_bridge.backends = watched
+import games.lux.observe
+print(json.dumps({"at_backend_start": seen[:1]}))
+"""
+
+
+@pytest.mark.parametrize(("users", "expected"), [("unset", "false"), ("true", "true")])
+def test_jax_does_not_take_the_accelerators_memory_unless_the_user_says(
+        users: str, expected: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, "-c", _PREALLOCATION, "[]", users], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"at_backend_start": [expected]}
+
 def test_every_shimmed_name_works(jux: Any) -> None:
     import jax
     import jax.numpy as jnp
