@@ -80,17 +80,14 @@ def test_cuda_training_and_exact_resume(tmp_path: Path, game: str) -> None:
 def _moved_to_a_missing_gpu(tmp_path: Path) -> Path:
     """A tictactoe run trained here whose saved config (config.yaml and checkpoint) says it
     ran on ``cuda:99``, a device no machine here has: a GPU run brought to this machine."""
-    import subprocess
-    import sys
-
     import yaml
 
+    from selfplay.cli import main
+
     run = tmp_path / "gpu-run"
-    done = subprocess.run([sys.executable, "-m", "selfplay.cli", "train", "--game", "tictactoe",
-                           "--total-steps", "512", "--set", "ppo.num_steps=32", "--run-dir",
-                           str(run), "--no-progress", "--set", "log.tensorboard=false"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    assert main(["train", "--game", "tictactoe", "--total-steps", "256", "--set",
+                 "ppo.num_steps=32", "--run-dir", str(run), "--no-progress", "--set",
+                 "log.tensorboard=false"]) == 0
     config = yaml.safe_load((run / "config.yaml").read_text())
     (run / "config.yaml").write_text(yaml.safe_dump({**config, "device": "cuda:99"}))
     for path in (run / "checkpoints").glob("*.pt"):
@@ -101,10 +98,8 @@ def _moved_to_a_missing_gpu(tmp_path: Path) -> Path:
 
 
 def test_a_gpu_runs_weights_play_and_start_runs_here_and_resuming_says_how(
-        tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from selfplay.cli import main
     from selfplay.evaluate import load_agent
 
     run = _moved_to_a_missing_gpu(tmp_path)
@@ -112,19 +107,12 @@ def test_a_gpu_runs_weights_play_and_start_runs_here_and_resuming_says_how(
     config, agent, _ = load_agent(checkpoint)
     assert config.device == "cuda:99"  # read as saved, not changed
     assert next(agent.parameters()).device.type == "cpu"
-    cli = [sys.executable, "-m", "selfplay.cli"]
-    played = subprocess.run([*cli, "play", "--checkpoint", str(checkpoint), "--vs", "random",
-                             "--games", "4", "--json"], capture_output=True, text=True,
-                            timeout=300)
-    assert played.returncode == 0, played.stderr
-    started = subprocess.run([*cli, "train", "--game", "tictactoe", "--init-from", str(run),
-                              "--total-steps", "256", "--set", "ppo.num_steps=32",
-                              "--run-dir", str(tmp_path / "here"), "--no-progress",
-                              "--set", "log.tensorboard=false"],
-                             capture_output=True, text=True, timeout=300)
-    assert started.returncode == 0, started.stderr
-    resumed = subprocess.run([*cli, "train", "--resume", str(run), "--no-progress"],
-                             capture_output=True, text=True, timeout=300)
-    assert resumed.returncode != 0
-    lines = resumed.stderr.strip().splitlines()
+    assert main(["play", "--checkpoint", str(checkpoint), "--vs", "random", "--games", "4",
+                 "--json"]) == 0
+    assert main(["train", "--game", "tictactoe", "--init-from", str(run), "--total-steps",
+                 "64", "--set", "ppo.num_steps=32", "--run-dir", str(tmp_path / "here"),
+                 "--no-progress", "--set", "log.tensorboard=false"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--no-progress"]) != 0
+    lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "'cuda:99'" in lines[0] and "--init-from" in lines[0], lines
