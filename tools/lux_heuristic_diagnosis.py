@@ -41,7 +41,8 @@ def side_summary(obs: np.ndarray) -> dict[str, int]:
     water = obs[:, PLANE["factory_water"]].astype(np.float64) * OBS_SCALE * 1000
     return {"factories": int(centre.sum()), "water": int(round(float((water * centre).sum()))),
             "heavy": int((obs[:, PLANE["own_heavy"]] > 0).sum()),
-            "light": int((obs[:, PLANE["own_light"]] > 0).sum())}
+            "light": int((obs[:, PLANE["own_light"]] > 0).sum()),
+            "lichen_cells": int((obs[:, PLANE["own_lichen"]] > 0).sum())}
 
 
 def play(player: Player, games: int, seed: int, trace: bool = False,

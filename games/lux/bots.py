@@ -40,6 +40,12 @@ adapter ignores cells without a unit or a factory centre). Every chosen value is
   move it or dig, then ``recharge``. Otherwise a robot names its action even when it is the
   one already queued (the adapter then lets the queue go on for free, as with ``keep``), so
   its choices read the same whatever is queued.
+
+  With ``ore`` (:func:`heuristic_ore`) light robots mine ore instead of clearing rubble for
+  the first :data:`ORE_UNTIL` of the game (rules 5-6 with ore for ice; rules 1-3 take it
+  home), the factories turn it into metal and build more heavy robots, and heavy robots clear
+  rubble instead of digging ice while the factories hold :data:`SPARE_WATER` water each on
+  average.
 """
 
 from __future__ import annotations
@@ -75,6 +81,11 @@ WATER_RESERVE = 200
 THIRSTY, DETOUR = 150, 15
 """robots take ice to a factory with less than ``THIRSTY`` water when it is at most ``DETOUR``
 steps further than the nearest own factory"""
+ORE_UNTIL = 0.3
+"""with ``ore``: light robots mine ore until this share of the game, then clear rubble"""
+SPARE_WATER = 400
+"""with ``ore``: heavy robots clear rubble while the factories hold this much water each on
+average"""
 NEAR, LIGHTS_NEAR = 6, 3
 """a factory builds light robots while fewer than ``LIGHTS_NEAR`` own robots are within
 ``NEAR`` cells of its centre"""
@@ -237,9 +248,11 @@ class SeatPlanes:
     centre: np.ndarray
     blocked: np.ndarray  # for moves: enemy factory tiles, own factory centres and robots
     ice: np.ndarray
+    ore: np.ndarray
     clearable: np.ndarray  # rubble where lichen could grow next to own factories or lichen
     power: np.ndarray
     cargo: np.ndarray  # ice
+    ore_cargo: np.ndarray
     water: np.ndarray  # the factory's, on its tiles
 
     @classmethod
@@ -258,14 +271,14 @@ class SeatPlanes:
         clearable = near_growth & on("rubble") & ~own_fac & ~blocked & ~ice & ~on("ore")
         return cls(light=light, heavy=heavy, own_unit=light | heavy, any_unit=any_unit,
                    own_fac=own_fac, centre=centre, blocked=blocked | any_unit, ice=ice,
-                   clearable=clearable, power=_plane(obs, "unit_power"),
-                   cargo=_plane(obs, "unit_ice"),
+                   ore=on("ore"), clearable=clearable, power=_plane(obs, "unit_power"),
+                   cargo=_plane(obs, "unit_ice"), ore_cargo=_plane(obs, "unit_ore"),
                    water=np.rint(_plane(obs, "factory_water") * 1000))
 
 
-Fields = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-"""``(home, to_thirsty, ice, clear)``: the distance fields a robot steers by (``int [N, S,
-S]``) and where home is a thirsty factory (``bool [N, S, S]``)"""
+Fields = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""``(home, to_thirsty, ice, clear, ore)``: the distance fields a robot steers by (``int [N,
+S, S]``) and where home is a thirsty factory (``bool [N, S, S]``)"""
 
 
 def bfs_fields(obs: np.ndarray, seat: SeatPlanes) -> Fields:
@@ -288,7 +301,8 @@ def near_plane_fields(obs: np.ndarray, seat: SeatPlanes) -> Fields:
         return np.where(level == 0, FAR, np.rint((1.0 - near) * NEAR_RANGE)).astype(np.int32)
 
     home = np.where(seat.centre, FAR, distance("near_own_factory"))
-    return home, np.zeros_like(seat.own_unit), distance("near_ice"), _clear_field(seat)
+    return (home, np.zeros_like(seat.own_unit), distance("near_ice"), _clear_field(seat),
+            distance("near_ore"))
 
 
 def _next_to_robots(seat: SeatPlanes) -> np.ndarray:
@@ -306,24 +320,29 @@ def _clear_field(seat: SeatPlanes) -> np.ndarray:
 
 
 def _fields(seat: SeatPlanes) -> Fields:
-    """``(home, to_thirsty, ice, clear)`` distance fields ``int [N, S, S]``: to the nearest
-    own factory tile (a thirsty factory's where that is at most :data:`DETOUR` further;
-    ``to_thirsty`` says where), to free ice and to free clearable rubble."""
+    """``(home, to_thirsty, ice, clear, ore)`` distance fields ``int [N, S, S]``: to the
+    nearest own factory tile (a thirsty factory's where that is at most :data:`DETOUR`
+    further; ``to_thirsty`` says where), to free ice, to free clearable rubble and to free
+    ore."""
     home = seat.own_fac & ~seat.centre
     thirsty = home & (seat.water < THIRSTY)
-    targets = np.stack([home, thirsty, seat.ice & ~seat.own_fac, seat.clearable])
-    home_f, thirsty_f, ice_f, clear_f = distance_field(targets, seat.blocked[None],
-                                                       _next_to_robots(seat)[None])
+    targets = np.stack([home, thirsty, seat.ice & ~seat.own_fac, seat.clearable,
+                        seat.ore & ~seat.own_fac])
+    home_f, thirsty_f, ice_f, clear_f, ore_f = distance_field(
+        targets, seat.blocked[None], _next_to_robots(seat)[None])
     to_thirsty = (thirsty_f < FAR) & (thirsty_f <= home_f + DETOUR)
-    return np.where(to_thirsty, thirsty_f, home_f), to_thirsty, ice_f, clear_f
+    return np.where(to_thirsty, thirsty_f, home_f), to_thirsty, ice_f, clear_f, ore_f
 
 
 def _transfer_directions(seat: SeatPlanes, m: np.ndarray, give: np.ndarray,
-                         to_thirsty: np.ndarray) -> np.ndarray:
-    """``int [N, S, S]``: a legal transfer direction of ice onto an own factory tile (a
-    thirsty one for robots bound there; centre first) for the ``give`` robots, else -1."""
+                         to_thirsty: np.ndarray, resource: np.ndarray) -> np.ndarray:
+    """``int [N, S, S]``: a legal transfer direction of ``resource`` (a value of
+    :data:`RESOURCE` per cell) onto an own factory tile (a thirsty one for robots bound
+    there; centre first) for the ``give`` robots, else -1."""
     thirsty = seat.own_fac & (seat.water < THIRSTY)
-    give = give & m[..., UNIT["transfer"]] & m[..., _TRES + RESOURCE["ice"]]
+    legal_resource = np.take_along_axis(m[..., _TRES:_TRES + len(RESOURCE)],
+                                        resource[..., None], -1)[..., 0]
+    give = give & m[..., UNIT["transfer"]] & legal_resource
     tdir = np.full(give.shape, -1, np.int64)
     for t in range(4, -1, -1):
         onto = (np.where(to_thirsty, thirsty, seat.own_fac) if t == 0 else
@@ -335,36 +354,51 @@ def _transfer_directions(seat: SeatPlanes, m: np.ndarray, give: np.ndarray,
 
 def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
               steering: Callable[[np.ndarray, SeatPlanes], Fields] = bfs_fields,
-              goals: bool = False) -> np.ndarray:
+              goals: bool = False, ore: bool = False) -> np.ndarray:
     """The rule-based player of the module's docstring; ``steering`` gives the distance
     fields its robots follow (:func:`near_plane_fields`: the observation's planes instead);
-    with ``goals`` robots bound home or to ice move by the goals ``to_home`` and ``to_ice``
-    where they are legal (the adapter steers them), by ``steering``'s fields elsewhere."""
+    with ``goals`` robots bound home, to ice or to ore move by the goals ``to_home``,
+    ``to_ice`` and ``to_ore`` where they are legal (the adapter steers them), by
+    ``steering``'s fields elsewhere. With ``ore`` light robots mine ore instead of clearing
+    rubble early in the game (rules 5-6 with ore for ice; rules 1-3 take ore home as they take
+    ice), so the factories get the metal for more heavy robots, which clear rubble while the
+    factories have water to spare."""
     n, size = len(obs), obs.shape[-1]
     m = np.asarray(mask, bool).reshape(n, size, size, -1)
     seat = SeatPlanes.read(obs)
     unit, power = seat.own_unit, seat.power
     can = m[..., :len(UNIT)]  # legal unit types
-    home_f, to_thirsty, ice_f, clear_f = steering(obs, seat)
+    home_f, to_thirsty, ice_f, clear_f, ore_f = steering(obs, seat)
 
     # the rules in order; each robot follows the first that applies
-    full = unit & (seat.cargo >= CARGO_HOME)
-    tdir = _transfer_directions(seat, m, full | (unit & (seat.cargo > 0)
-                                                 & (power < PICKUP_BELOW)), to_thirsty)
+    carried = seat.cargo + seat.ore_cargo
+    full = unit & (carried >= CARGO_HOME)
+    resource = np.where(seat.ore_cargo > seat.cargo, RESOURCE["ore"], RESOURCE["ice"])
+    tdir = _transfer_directions(seat, m, full | (unit & (carried > 0) & (power < PICKUP_BELOW)),
+                                to_thirsty, resource)
     deliver = tdir >= 0
     topup = unit & ~deliver & seat.own_fac & (power < PICKUP_BELOW)
     pickup = topup & can[..., UNIT["pickup"]] & m[..., _PRES + RESOURCE["power"]]
     home = unit & ~deliver & ~topup & (full | (power < LOW_POWER))
     rest = unit & ~deliver & ~topup & ~home
     rubble_near = np.minimum.reduce([neighbour(clear_f, d, FAR) for d in range(4)]) < FAR
-    clearing = rest & seat.light & (seat.clearable | rubble_near)
-    dig = can[..., UNIT["dig"]] & np.where(clearing, seat.clearable, rest & seat.ice)
-    seek_ice = rest & ~clearing & ~seat.ice
+    early = _plane(obs, "progress") < ORE_UNTIL  # [N, S, S], the same on every cell
+    mining_ore = rest & seat.light & early if ore else np.zeros_like(rest)
+    clearers = seat.light & ~mining_ore
+    if ore:  # heavy robots clear rubble while the factories have water to spare
+        centres = seat.centre.sum((1, 2))
+        spare = (seat.water * seat.centre).sum((1, 2)) > SPARE_WATER * np.maximum(centres, 1)
+        clearers = clearers | (seat.heavy & spare[:, None, None])
+    clearing = rest & clearers & (seat.clearable | rubble_near)
+    dig = can[..., UNIT["dig"]] & np.where(clearing, seat.clearable,
+                                           np.where(mining_ore, seat.ore, rest & seat.ice))
+    seek_ice = rest & ~clearing & ~mining_ore & ~seat.ice
     seek_rubble = clearing & ~seat.clearable
+    seek_ore = mining_ore & ~seat.ore
 
     goal = np.full(unit.shape, -1, np.int64)  # the move component's goal value, or -1
     if goals:
-        for go, name in ((home & ~seat.own_fac, "home"), (seek_ice, "ice")):
+        for go, name in ((home & ~seat.own_fac, "home"), (seek_ice, "ice"), (seek_ore, "ore")):
             value = len(DIRECTIONS) + GOALS.index(name)
             goal = np.where(go & can[..., UNIT["move"]] & m[..., _MOVE + value], value, goal)
     by_field = goal < 0
@@ -373,7 +407,8 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
                           for d in range(4)])
     move = np.maximum.reduce([_choose_moves(field, enterable, go & by_field, rng)
                               for field, go in ((home_f, home & ~seat.own_fac),
-                                                (ice_f, seek_ice), (clear_f, seek_rubble))])
+                                                (ice_f, seek_ice), (clear_f, seek_rubble),
+                                                *(((ore_f, seek_ore),) if ore else ()))])
     move = _resolve(move, seat.heavy, rng)
 
     kind = np.full(unit.shape, -1, np.int64)  # -1: hold
@@ -387,7 +422,7 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     out[..., 0] = kind
     out[..., 1] = np.where(goal >= 0, goal, np.maximum(move, 0))
     out[..., 2] = np.maximum(tdir, 0)
-    out[..., 3] = RESOURCE["ice"]
+    out[..., 3] = resource
     out[..., 4] = RESOURCE["power"]
     out[..., 5] = _factory_actions(obs, m, unit)
     return out.reshape(n, size * size, len(NVEC))
@@ -422,6 +457,12 @@ def heuristic_goals(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator
     return heuristic(obs, mask, rng, steering=near_plane_fields, goals=True)
 
 
+def heuristic_ore(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """:func:`heuristic` whose light robots mine ore early instead of clearing rubble: metal
+    for more heavy robots, which dig ice and, with water to spare, clear rubble for lichen."""
+    return heuristic(obs, mask, rng, ore=True)
+
+
 BOTS = {"random": random_legal, "heuristic": heuristic, "heuristic-near": heuristic_near,
-        "heuristic-goals": heuristic_goals}
+        "heuristic-goals": heuristic_goals, "heuristic-ore": heuristic_ore}
 """the Lux scripted opponents by name"""

@@ -26,6 +26,7 @@ from games.lux.bots import (
     heuristic,
     heuristic_goals,
     heuristic_near,
+    heuristic_ore,
     near_plane_fields,
     neighbour,
     random_legal,
@@ -157,9 +158,17 @@ def goals_versus() -> Record:
                 seed=2)
 
 
+@pytest.fixture(scope="module")
+def ore_versus() -> Record:
+    """The heuristic against itself with its light robots mining ore (``heuristic-ore``):
+    one 150-step game in each of 4 games."""
+    return play((("heuristic", heuristic), ("heuristic_ore", heuristic_ore)), MAX_STEPS,
+                seed=3)
+
+
 def test_bots_choose_legal_values(versus: Record, near_versus: Record,
-                                  goals_versus: Record) -> None:
-    for record in (versus, near_versus, goals_versus):
+                                  goals_versus: Record, ore_versus: Record) -> None:
+    for record in (versus, near_versus, goals_versus, ore_versus):
         assert record.illegal == {name: 0 for name in record.illegal}
     # the steering bots step by directions; heuristic-goals goes home and to ice by goals
     for name in ("heuristic", "heuristic_near"):
@@ -204,7 +213,8 @@ def test_heuristic_delivers_ice(versus: Record, near_versus: Record,
 
 def test_bots_table() -> None:
     assert BOTS == {"random": random_legal, "heuristic": heuristic,
-                    "heuristic-near": heuristic_near, "heuristic-goals": heuristic_goals}
+                    "heuristic-near": heuristic_near, "heuristic-goals": heuristic_goals,
+                    "heuristic-ore": heuristic_ore}
 
 
 # ---------------------------------------------------------------- distance fields
@@ -332,7 +342,7 @@ def test_steering_by_the_near_planes_reads_their_distances() -> None:
     decoy = np.abs(ys - 3) + np.abs(xs - 0)  # the plane says: ice at (3, 0)
     board.obs[0, PLANE["near_ice"]] = 1.0 - decoy / NEAR_RANGE
     levels = np.round(np.clip(board.obs, 0, 1) * 255).astype(np.uint8)
-    _, _, ice, _ = near_plane_fields(levels, SeatPlanes.read(levels))
+    _, _, ice, _, _ = near_plane_fields(levels, SeatPlanes.read(levels))
     assert (ice[0] == decoy).all()
     rng = np.random.default_rng(0)
     near = heuristic_near(levels, board.mask, rng).reshape(S, S, -1)
@@ -343,7 +353,7 @@ def test_steering_by_the_near_planes_reads_their_distances() -> None:
         heuristic_near(levels, board.mask, np.random.default_rng(0)))
 
     levels[0, PLANE["near_ice"]] = 0  # no ice within range: no steering target
-    _, _, ice, _ = near_plane_fields(levels, SeatPlanes.read(levels))
+    _, _, ice, _, _ = near_plane_fields(levels, SeatPlanes.read(levels))
     assert (ice == FAR).all()
     assert heuristic_near(levels, board.mask, rng).reshape(S, S, -1)[3, 3, 0] == UNIT["keep"]
 
@@ -438,3 +448,15 @@ def test_teacher_game_labels_legal_moves_and_resumes() -> None:
             assert np.array_equal(batch.obs, obs) and np.array_equal(game.teacher_actions, labels)
     finally:
         game.close()
+
+
+def test_the_ore_heuristic_turns_ore_into_metal(ore_versus: Record) -> None:
+    """Its light robots dig ore and deliver it, so its factories refine metal (the heuristic
+    never does), and it still delivers ice. (In these 150-step games they mine ore for the
+    first 45 steps, not always long enough to bring a load home.)"""
+    ore, plain = ore_versus.components["heuristic_ore"], ore_versus.components["heuristic"]
+    assert len(ore) == len(plain) == ENVS
+    index = REWARD_COMPONENTS.index
+    assert all(p[index("ore")] > 0 and p[index("water")] > 0 for p in ore), ore
+    assert ore_versus.total("heuristic_ore", "metal") > 10, ore
+    assert all(p[index("ore")] == 0 and p[index("metal")] == 0 for p in plain), plain
