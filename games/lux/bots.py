@@ -463,6 +463,15 @@ def heuristic_ore(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -
     return heuristic(obs, mask, rng, ore=True)
 
 
+def heuristic_ore_goals(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator
+                        ) -> np.ndarray:
+    """:func:`heuristic_ore` steering as :func:`heuristic_goals` does: robots go home, to ice
+    and to ore by goal moves, a teacher whose moves a network picks from what a robot should
+    do (rubble clearing still steps by its field)."""
+    return heuristic(obs, mask, rng, steering=near_plane_fields, goals=True, ore=True)
+
+
 BOTS = {"random": random_legal, "heuristic": heuristic, "heuristic-near": heuristic_near,
-        "heuristic-goals": heuristic_goals, "heuristic-ore": heuristic_ore}
+        "heuristic-goals": heuristic_goals, "heuristic-ore": heuristic_ore,
+        "heuristic-ore-goals": heuristic_ore_goals}
 """the Lux scripted opponents by name"""

@@ -27,6 +27,7 @@ from games.lux.bots import (
     heuristic_goals,
     heuristic_near,
     heuristic_ore,
+    heuristic_ore_goals,
     near_plane_fields,
     neighbour,
     random_legal,
@@ -214,7 +215,7 @@ def test_heuristic_delivers_ice(versus: Record, near_versus: Record,
 def test_bots_table() -> None:
     assert BOTS == {"random": random_legal, "heuristic": heuristic,
                     "heuristic-near": heuristic_near, "heuristic-goals": heuristic_goals,
-                    "heuristic-ore": heuristic_ore}
+                    "heuristic-ore": heuristic_ore, "heuristic-ore-goals": heuristic_ore_goals}
 
 
 # ---------------------------------------------------------------- distance fields
