@@ -60,7 +60,7 @@ def test_bc_clones_and_resumes(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["global_step"] == 2048 and "val/accuracy/action" in summary
-    proc = run("bc", "--resume", str(run_dir), "--total-steps", "3072", "--json")
+    proc = run_here("bc", "--resume", str(run_dir), "--total-steps", "3072", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["global_step"] == 3072
     assert "resuming" in proc.stderr
@@ -134,7 +134,7 @@ def test_train_with_tensorboard(tmp_path: Path) -> None:
 
 def test_eval_json(trained_run: Path) -> None:
     ckpt = sorted((trained_run / "checkpoints").glob("update_*.pt"))[-1]
-    proc = run("eval", "--checkpoint", str(ckpt), "--episodes", "3", "--json")
+    proc = run_here("eval", "--checkpoint", str(ckpt), "--episodes", "3", "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["episodes"] == 3 and len(result["returns"]) == 3
@@ -144,11 +144,11 @@ def test_eval_json(trained_run: Path) -> None:
 def test_eval_takes_a_run_directory(trained_run: Path, tmp_path: Path) -> None:
     """``eval --checkpoint RUN_DIR``: the run's newest checkpoint, named on stderr."""
     newest = sorted((trained_run / "checkpoints").glob("update_*.pt"))[-1]
-    proc = run("eval", "--checkpoint", str(trained_run), "--episodes", "2", "--json")
+    proc = run_here("eval", "--checkpoint", str(trained_run), "--episodes", "2", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["checkpoint"] == str(newest)
     assert f"using {newest}" in proc.stderr
-    assert_one_line_error(run("eval", "--checkpoint", str(tmp_path)), "holds no checkpoint")
+    assert_one_line_error(run_here("eval", "--checkpoint", str(tmp_path)), "holds no checkpoint")
 
 
 def test_eval_video(trained_run: Path, tmp_path: Path) -> None:
@@ -160,7 +160,7 @@ def test_eval_video(trained_run: Path, tmp_path: Path) -> None:
 
 
 def test_resume_continues(trained_run: Path) -> None:
-    proc = run("train", "--resume", str(trained_run), "--total-steps", "6144", "--json")
+    proc = run_here("train", "--resume", str(trained_run), "--total-steps", "6144", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["global_step"] == 6144
     assert "resuming" in proc.stderr
@@ -170,11 +170,11 @@ def test_same_command_again_resumes_other_settings_refused(tmp_path: Path) -> No
     args = ["train", "--game", "CartPole-v1", "--total-steps", "1024", "--run-dir",
             str(tmp_path / "run"), "--json", *QUIET]
     assert run(*args).returncode == 0
-    again = run(*args[:4], "2048", *args[5:])
+    again = run_here(*args[:4], "2048", *args[5:])
     assert_one_line_error(again, "already holds a run with other settings (total_steps)")
-    again = run(*args, "--set", "ppo.learning_rate=0.0007")
+    again = run_here(*args, "--set", "ppo.learning_rate=0.0007")
     assert_one_line_error(again, "other settings (ppo.learning_rate)")
-    same = run(*args)
+    same = run_here(*args)
     assert same.returncode == 0, same.stderr
     assert "already holds this run (same settings): resuming it" in same.stderr
     assert json.loads(same.stdout)["global_step"] == 1024
@@ -289,7 +289,7 @@ def test_train_with_wandb_offline(tmp_path: Path) -> None:
 
 
 def test_games_lists_registry() -> None:
-    proc = run("games", "--json")
+    proc = run_here("games", "--json")
     assert proc.returncode == 0
     names = json.loads(proc.stdout)["games"]
     assert {"CartPole-v1", "HalfCheetah-v5", "microrts", "atari/<game>"} <= set(names)
@@ -361,15 +361,15 @@ def test_league_tournament_elo_k(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     args = ["league", "tournament", "--game", "tictactoe", "--players", "random", "win_or_block",
             "--games-per-pair", "2", "--db", str(db), "--json"]
-    assert_one_line_error(run(*args, "--elo-k", "0"), "--elo-k must be > 0, got 0")
+    assert_one_line_error(run_here(*args, "--elo-k", "0"), "--elo-k must be > 0, got 0")
     assert not db.exists()
     first = run(*args, "--elo-k", "16")
     assert first.returncode == 0, first.stderr
     with LeagueDB(db) as league:
         assert league.config.elo_k == 16
         assert league.replay_ratings() == league.ratings()
-    assert_one_line_error(run(*args, "--elo-k", "32"), "elo_k 16 (this run asks for 32)")
-    again = run(*args)  # no --elo-k: the database's own K, the tournament resumes
+    assert_one_line_error(run_here(*args, "--elo-k", "32"), "elo_k 16 (this run asks for 32)")
+    again = run_here(*args)  # no --elo-k: the database's own K, the tournament resumes
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["played"] == 0
 

@@ -184,10 +184,12 @@ def test_no_input_makes_a_malformed_action() -> None:
     game = _game(seed=2)
     game.reset()
     rng = np.random.default_rng(1)
+    convert = jax.jit(jax.vmap(to_jux))  # op by op, the conversion takes seconds a step
+    queues_valid = jax.jit(jax.vmap(lambda q: q.is_valid(3000)))
     for _ in range(3):
         junk = rng.integers(-100, 100, size=(E, 2, 48 * 48, len(NVEC)))
-        acts = jax.vmap(to_jux)(game._states, jax.numpy.asarray(junk))
-        valid = np.asarray(jax.vmap(lambda q: q.is_valid(3000))(acts.unit_action_queue))
+        acts = convert(game._states, jax.numpy.asarray(junk))
+        valid = np.asarray(queues_valid(acts.unit_action_queue))
         used = np.arange(valid.shape[-1]) < np.asarray(acts.unit_action_queue_count)[..., None]
         assert bool(valid[used].all())  # what the engine checks: the queue's first count
         fac = np.asarray(acts.factory_action)
