@@ -69,7 +69,7 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
 
     from games.lux.adapter import LuxOptions, LuxVecGame
     from games.lux.layout import NVEC
-    from games.lux.observe import legal_masks, near_planes, observe
+    from games.lux.observe import legal_masks, next_near_planes, observe
     from games.lux.orders import step_components, to_jux
 
     game = LuxVecGame(LuxOptions(), envs, seed=1)
@@ -99,11 +99,12 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
     after = raw(states, actions)
 
     def conversion_fn(states: Any, near: Any, grid: Any, after: Any) -> Any:
-        # as the adapter's step: the near_* planes kept, recomputed when a factory is lost
+        # as the adapter's step: the near_* planes kept, the goals' targets recomputed, all
+        # when a factory is lost
         acts = jax.vmap(to_jux)(states, grid, near)
         comps = jax.vmap(step_components)(states, acts, after)
         lost = (after.n_factories != states.n_factories).any()
-        near = jax.lax.cond(lost, lambda: jax.vmap(near_planes)(after), lambda: near)
+        near = next_near_planes(near, after, lost)
         return (acts, comps, jax.vmap(lambda s, n: observe(s, max_steps, n))(after, near),
                 jax.vmap(lambda s, n: legal_masks(s, max_units, max_steps, n))(after, near))
 

@@ -95,7 +95,7 @@ class _Kernels:
         import jax
         import jax.numpy as jnp
 
-        from games.lux.observe import legal_masks, near_planes, observe
+        from games.lux.observe import legal_masks, near_planes, next_near_planes, observe
         from games.lux.orders import lichen_scores, step_components, to_jux
         from games.lux.placement import start_game
 
@@ -121,7 +121,7 @@ class _Kernels:
             scores = jax.vmap(lichen_scores)(after)
             done = (after.n_factories == 0).any(-1) | (after.real_env_steps >= max_steps)
             lost = (after.n_factories != states.n_factories).any()
-            near = jax.lax.cond(lost, lambda: near_of(after), lambda: near)
+            near = next_near_planes(near, after, lost)
             obs, masks = view(after, near, max_steps)
             return after, near, comps, scores, done, obs, masks
 

@@ -61,12 +61,14 @@ from games.lux.layout import (
     DIRECTIONS,
     FACTORY,
     GOALS,
+    HOME_DETOUR,
     NEAR_RANGE,
     NVEC,
     OBS_SCALE,
     OFFSETS,
     PLANE,
     RESOURCE,
+    THIRSTY_WATER,
     UNIT,
 )
 
@@ -78,9 +80,9 @@ PICKUP_BELOW = 0.5
 """robots on an own factory tile below this fraction of their battery pick up power"""
 WATER_RESERVE = 200
 """water a factory keeps before it waters lichen"""
-THIRSTY, DETOUR = 150, 15
+THIRSTY, DETOUR = THIRSTY_WATER, HOME_DETOUR
 """robots take ice to a factory with less than ``THIRSTY`` water when it is at most ``DETOUR``
-steps further than the nearest own factory"""
+steps further than the nearest own factory (the rule of the adapter's ``to_home`` goal)"""
 ORE_UNTIL = 0.3
 """with ``ore``: light robots mine ore until this share of the game, then clear rubble"""
 SPARE_WATER = 400
@@ -305,6 +307,38 @@ def near_plane_fields(obs: np.ndarray, seat: SeatPlanes) -> Fields:
             distance("near_ore"))
 
 
+def home_fields(seat: SeatPlanes) -> tuple[np.ndarray, np.ndarray]:
+    """``(home, to_thirsty)``: where the adapter's ``to_home`` goal leads, read off the own
+    factory centres and their water (:func:`games.lux.observe.home_distances`, to within the
+    water plane's rounding): ``int [N, S, S]`` Manhattan steps to the nearest own factory tile
+    or, when at most :data:`~games.lux.layout.HOME_DETOUR` further, a thirsty factory's
+    (:data:`FAR` on factory centres and where no factory is), and where that is the target."""
+    n, size = seat.centre.shape[0], seat.centre.shape[-1]
+    k, y, x = np.nonzero(seat.centre)
+    axis = np.arange(size)
+    dy = np.maximum(np.abs(axis[None, :] - y[:, None]) - 1, 0)
+    dx = np.maximum(np.abs(axis[None, :] - x[:, None]) - 1, 0)
+    dist = (dy[:, :, None] + dx[:, None, :]).astype(np.int32)  # [K, S, S], one per factory
+    nearest = np.full((n, size, size), FAR, np.int32)
+    np.minimum.at(nearest, k, dist)
+    thirsty = seat.water[k, y, x] < THIRSTY_WATER
+    to_thirsty_f = np.full((n, size, size), FAR, np.int32)
+    np.minimum.at(to_thirsty_f, k[thirsty], dist[thirsty])
+    to_thirsty = (to_thirsty_f < FAR) & (to_thirsty_f <= nearest + HOME_DETOUR)
+    home = np.where(to_thirsty, to_thirsty_f, nearest)
+    return np.where(seat.centre, FAR, home), to_thirsty
+
+
+def goal_fields(obs: np.ndarray, seat: SeatPlanes) -> Fields:
+    """The steering of the teachers that move by goals (:func:`heuristic_goals`,
+    :func:`heuristic_ore_goals`): home as the ``to_home`` goal leads (:func:`home_fields`, a
+    thirsty factory preferred, so deliveries go there), ice and ore by the observation's planes
+    (:func:`near_plane_fields`; used where no goal move is legal)."""
+    _, _, ice, clear, ore = near_plane_fields(obs, seat)
+    home, to_thirsty = home_fields(seat)
+    return home, to_thirsty, ice, clear, ore
+
+
 def _next_to_robots(seat: SeatPlanes) -> np.ndarray:
     """``bool [N, S, S]``: the free cells next to an own robot, where its steering reads a
     field (the fields' relaxation may stop once they all have a distance)."""
@@ -451,10 +485,11 @@ def heuristic_near(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) 
 
 def heuristic_goals(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator
                     ) -> np.ndarray:
-    """:func:`heuristic_near` whose robots go home and to ice by goal moves (``to_home``,
-    ``to_ice``): a teacher whose moves a network picks from what a robot should do, not
-    which way (the light robots' rubble clearing still steps by its field)."""
-    return heuristic(obs, mask, rng, steering=near_plane_fields, goals=True)
+    """The heuristic whose robots go home and to ice by goal moves (``to_home``, ``to_ice``;
+    :func:`goal_fields` where none is legal): a teacher whose moves a network picks from what
+    a robot should do, not which way (the light robots' rubble clearing still steps by its
+    field). Robots bound for a thirsty factory deliver there, as the heuristic's do."""
+    return heuristic(obs, mask, rng, steering=goal_fields, goals=True)
 
 
 def heuristic_ore(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -468,7 +503,7 @@ def heuristic_ore_goals(obs: np.ndarray, mask: np.ndarray, rng: np.random.Genera
     """:func:`heuristic_ore` steering as :func:`heuristic_goals` does: robots go home, to ice
     and to ore by goal moves, a teacher whose moves a network picks from what a robot should
     do (rubble clearing still steps by its field)."""
-    return heuristic(obs, mask, rng, steering=near_plane_fields, goals=True, ore=True)
+    return heuristic(obs, mask, rng, steering=goal_fields, goals=True, ore=True)
 
 
 BOTS = {"random": random_legal, "heuristic": heuristic, "heuristic-near": heuristic_near,

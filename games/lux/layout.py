@@ -18,13 +18,17 @@ space. A cell may hold a unit (its components :data:`UNIT`\\ ...) and a factory'
   heavy 10); choosing the action already at the queue's front continues it for free, as
   ``keep`` does (power transfers excepted), so a policy need not know what is queued.
 - ``move``: up, right, down, left, or a goal: ``to_ice``, ``to_ore``, ``to_home`` (used by
-  ``move``). A goal is one step along a shortest Manhattan path to the nearest ice, ore or own
-  factory tile, the adapter's steering (:func:`games.lux.observe.goal_steps`): among the
-  neighbours nearer the target that the unit may enter, no robot stands on and no factory
-  centre, the one already
-  queued (free), else the one of least rubble; legal only where such a neighbour exists. Two
-  own robots never step into one cell by goals: the heavier, then the lower slot, goes, the
-  other stands still this turn. A policy then chooses where to go, not which way.
+  ``move``). A goal is one step along a shortest Manhattan path to its target, the adapter's
+  steering (:func:`games.lux.observe.goal_steps`): ``to_ice`` and ``to_ore`` lead to the
+  nearest ice or ore cell that no robot stands on (robots spread over the resources instead
+  of queueing for one cell); ``to_home`` to the nearest own factory tile, or to one of a
+  thirsty factory (less than :data:`THIRSTY_WATER` water) when that is at most
+  :data:`HOME_DETOUR` steps further (ice goes where it keeps a factory alive). The step is,
+  among the neighbours nearer the target that the unit may enter, no robot stands on and no
+  factory centre, the one already queued (free), else the one of least rubble; legal only
+  where such a neighbour exists. Two own robots never step into one cell by goals: the
+  heavier, then the lower slot, goes, the other stands still this turn. A policy then chooses
+  where to go, not which way.
 - ``transfer_dir``: centre (onto the unit's own factory tile), up, right, down, left; targets
   are the seat's own factory tiles and own units only (used by ``transfer``).
 - ``transfer_res`` and ``pickup_res``: ice, ore, water, metal, power (Lux's resource order).
@@ -71,7 +75,10 @@ UNIT_TYPES: tuple[str, ...] = ("keep", "move", "transfer", "pickup", "dig", "sel
                                "recharge")
 DIRECTIONS: tuple[str, ...] = ("up", "right", "down", "left")
 GOALS: tuple[str, ...] = ("ice", "ore", "home")
-"""where a goal move leads: the nearest ice, ore or own factory tile"""
+"""where a goal move leads: the nearest free ice or ore cell, or home (an own factory tile)"""
+THIRSTY_WATER, HOME_DETOUR = 150, 15
+"""``to_home`` leads to a factory with less than ``THIRSTY_WATER`` water when it is at most
+``HOME_DETOUR`` steps further than the nearest own factory tile"""
 MOVES: tuple[str, ...] = DIRECTIONS + tuple(f"to_{g}" for g in GOALS)
 """the ``move`` component's values: the four directions, then the goals"""
 TRANSFER_DIRECTIONS: tuple[str, ...] = ("centre", "up", "right", "down", "left")

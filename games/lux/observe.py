@@ -34,11 +34,13 @@ import jax.numpy as jnp
 
 from games.lux.layout import (
     GOALS,
+    HOME_DETOUR,
     MASK_WIDTH,
     NEAR_RANGE,
     NVEC,
     OBS_PLANES,
     OFFSETS,
+    THIRSTY_WATER,
     WATER_RESERVE,
 )
 
@@ -100,23 +102,19 @@ def manhattan_distance(targets: jnp.ndarray, limit: int = NEAR_RANGE) -> jnp.nda
     """``int32 [..., S, S]``: Manhattan steps from each cell to the nearest ``targets`` cell
     (the last two axes; obstacles ignored), exact below ``limit`` and ``limit`` from there on.
 
-    Separable: the distance along one axis, then along the other. Along an axis, rounds with
-    shifts of 1, 2, 4, ... in both directions reach every offset below twice the last shift
-    (an offset is the sum of its binary digits), each at its length: ``2 * log2(limit)``
-    shifted minimums per axis instead of a breadth-first search's ``S`` rounds."""
-    dist = jnp.where(targets, 0, limit).astype(jnp.int32)
-    for axis in (-1, -2):
+    Separable: the distance along one axis, then along the other. Along an axis the distance
+    is ``min over j of (d[j] + |i - j|)``: for ``j <= i`` that is ``i + cummin(d - j)``, for
+    ``j >= i`` ``cummin_reversed(d + j) - i``, two running minimums instead of a breadth-first
+    search's ``S`` rounds."""
+    dist = jnp.where(targets, 0, limit).astype(jnp.int16)
+    for axis in (dist.ndim - 1, dist.ndim - 2):
         length = dist.shape[axis]
-        shift = 1
-        while shift < min(limit, length):
-            pad = [(0, 0)] * dist.ndim
-            pad[axis] = (shift, shift)
-            wide = jnp.pad(dist, pad, constant_values=limit)
-            before = jax.lax.slice_in_dim(wide, 0, length, axis=axis)
-            after = jax.lax.slice_in_dim(wide, 2 * shift, 2 * shift + length, axis=axis)
-            dist = jnp.minimum(dist, jnp.minimum(before, after) + shift)
-            shift *= 2
-    return jnp.minimum(dist, limit)
+        after = (1,) * (dist.ndim - 1 - axis)
+        index = jnp.arange(length, dtype=jnp.int16).reshape((length, *after))
+        ahead = jax.lax.cummin(dist - index, axis=axis) + index
+        behind = jax.lax.cummin(dist + index, axis=axis, reverse=True) - index
+        dist = jnp.minimum(ahead, behind)
+    return jnp.minimum(dist, limit).astype(jnp.int32)
 
 
 def quantize(values: jnp.ndarray) -> jnp.ndarray:
@@ -125,22 +123,68 @@ def quantize(values: jnp.ndarray) -> jnp.ndarray:
 
 
 def near_planes(state: Any) -> jnp.ndarray:
-    """``uint8 [4, S * S]``: the ``near_ice`` and ``near_ore`` planes, then ``near_own_factory``
-    of team 0 and of team 1 (quantized as the observation is).
+    """``uint8 [6, S * S]``: the ``near_ice`` and ``near_ore`` planes, ``near_own_factory`` of
+    team 0 and of team 1, then the goals' targets: how near the nearest ice and ore cell no
+    robot stands on is (:func:`free_target_planes`); quantized as the observation is.
 
     Ice and ore never change and factories only appear at the start and disappear when they
-    run dry, so the adapter keeps these planes between steps (recomputed when a factory is
-    lost): the distance transform costs as much as the rest of the observation."""
+    run dry, so the adapter keeps these planes between steps (:func:`next_near_planes`): the
+    distance transform costs as much as the rest of the observation."""
     size = state.board.lichen.shape[0]
-    fac_team = factory_team_map(state)
-    dist = manhattan_distance(jnp.stack([state.board.ice, state.board.ore, fac_team == 0,
+    fac_team = factory_team_map(state).T  # [y, x]
+    dist = manhattan_distance(jnp.stack([state.board.ice.T, state.board.ore.T, fac_team == 0,
                                          fac_team == 1]))
-    near = 1.0 - jnp.swapaxes(dist, -1, -2).astype(jnp.float32) / NEAR_RANGE  # [4, y, x]
-    return quantize(near.reshape(4, size * size))
+    return jnp.concatenate([_near_levels(dist).reshape(4, size * size),
+                            free_target_planes(state)])
+
+
+def _near_levels(dist: jnp.ndarray) -> jnp.ndarray:
+    """``uint8``: Manhattan distances as the ``near_*`` planes' levels (``1 - dist /
+    NEAR_RANGE``, quantized), looked up in a table of the ``NEAR_RANGE + 1`` values."""
+    return quantize(1.0 - jnp.arange(NEAR_RANGE + 1, dtype=jnp.float32) / NEAR_RANGE)[dist]
+
+
+def free_target_planes(state: Any) -> jnp.ndarray:
+    """``uint8 [2, S * S]``: how near the nearest ice and the nearest ore cell that no robot
+    stands on are (as :func:`near_planes` encodes distances): where ``to_ice`` and ``to_ore``
+    lead. Robots move every step, so these two are recomputed every step."""
+    size = state.board.lichen.shape[0]
+    free = (state.board.units_map == jnp.iinfo(state.board.units_map.dtype).max).T  # [y, x]
+    dist = manhattan_distance(jnp.stack([state.board.ice.T & free, state.board.ore.T & free]))
+    return _near_levels(dist).reshape(2, size * size)
+
+
+def next_near_planes(near: jnp.ndarray, after: Any, lost: jnp.ndarray) -> jnp.ndarray:
+    """The :func:`near_planes` of games ``[E, 6, S * S]`` after a step, from those kept before
+    it: all recomputed when a game lost a factory (``lost``, one flag for the batch), else the
+    goals' targets only."""
+    return jax.lax.cond(lost, lambda: jax.vmap(near_planes)(after),
+                        lambda: near.at[:, 4:].set(jax.vmap(free_target_planes)(after)))
+
+
+def home_distances(state: Any) -> jnp.ndarray:
+    """``int32 [2, S, S]`` (y, x): each team's Manhattan steps to where ``to_home`` leads,
+    the nearest own factory tile or, when at most :data:`~games.lux.layout.HOME_DETOUR` steps
+    further, the nearest tile of a factory with less than
+    :data:`~games.lux.layout.THIRSTY_WATER` water; :data:`~games.lux.layout.NEAR_RANGE` at
+    most. Computed from the factories' centres (a tile's distance to a 3x3 factory is the sum
+    of the axes' distances beyond its centre's neighbours): no distance transform."""
+    size = state.board.lichen.shape[0]
+    centre = state.factories.pos.pos.astype(jnp.int32)  # [2, F, 2] (x, y)
+    axis = jnp.arange(size)
+    dx = jnp.maximum(jnp.abs(axis - centre[..., 0:1]) - 1, 0)  # [2, F, S]
+    dy = jnp.maximum(jnp.abs(axis - centre[..., 1:2]) - 1, 0)
+    dist = dy[..., :, None] + dx[..., None, :]  # [2, F, y, x]
+    alive = state.factory_mask
+    thirsty = alive & (state.factories.cargo.stock[..., 2] < THIRSTY_WATER)
+    nearest = jnp.where(alive[..., None, None], dist, NEAR_RANGE).min(1)
+    to_thirsty = jnp.where(thirsty[..., None, None], dist, NEAR_RANGE).min(1)
+    home = jnp.where(to_thirsty <= nearest + HOME_DETOUR, to_thirsty, nearest)
+    return jnp.minimum(home, NEAR_RANGE).astype(jnp.int32)
 
 
 def near_distances(near: jnp.ndarray) -> jnp.ndarray:
-    """``int32 [4, S * S]``: the Manhattan steps the quantized :func:`near_planes` encode
+    """``int32 [K, S * S]``: the Manhattan steps the quantized :func:`near_planes` encode
     (:data:`~games.lux.layout.NEAR_RANGE` where a plane is 0: no target within range)."""
     level = near.astype(jnp.float32) / 255.0
     return jnp.where(near == 0, NEAR_RANGE,
@@ -180,22 +224,24 @@ def goal_steps(state: Any, near: jnp.ndarray | None = None) -> jnp.ndarray:
     """``int32 [2, U, G]``: the direction (0 up ... 3 left) of each unit's step towards each
     goal of :data:`~games.lux.layout.GOALS`, -1 where there is none.
 
-    A step goes to a neighbour nearer the goal by the ``near`` planes' Manhattan distances
-    (:func:`near_planes`; obstacles ignored, so it exists wherever the unit is not on a target
-    and one lies within :data:`~games.lux.layout.NEAR_RANGE`), one the unit may enter
-    (:func:`move_legal`), no unit stands on and no factory's centre (where robots are built);
-    of several, the direction already at the
-    front of the unit's queue (continued for free), else the one of least rubble, else the
-    first. Goals lead to ice, ore and the team's own factory tiles."""
+    A step goes to a neighbour nearer the goal by Manhattan distance (obstacles ignored, so
+    it exists wherever the unit is not on a target and one lies within
+    :data:`~games.lux.layout.NEAR_RANGE`), one the unit may enter (:func:`move_legal`), no unit
+    stands on and no factory's centre (where robots are built); of several, the direction
+    already at the front of the unit's queue (continued for free), else the one of least
+    rubble, else the first. Goals lead to the ice and ore no robot stands on (the ``near``
+    planes' goal targets, :func:`free_target_planes`) and home (:func:`home_distances`: the
+    own factory tiles, a thirsty factory's preferred)."""
     size = state.board.lichen.shape[0]
     i32 = jnp.int32
     near = near_planes(state) if near is None else near
-    dist = near_distances(near).reshape(4, size, size)  # [4, y, x]
+    dist = near_distances(near[4:6]).reshape(2, size, size)  # [2, y, x]: free ice, free ore
     inside, tx, ty = _move_targets(state)  # [2, U, 5]
     teams = jnp.arange(2)[:, None, None]
-    # per unit and goal: the distance field (ice, ore, then the unit's own team's factories)
+    # per unit and goal: the distance field (ice, ore, then the unit's own team's home)
     fields = jnp.stack([jnp.broadcast_to(dist[0], (2, size, size)),
-                        jnp.broadcast_to(dist[1], (2, size, size)), dist[2:4]], 1)  # [2, G, y, x]
+                        jnp.broadcast_to(dist[1], (2, size, size)), home_distances(state)],
+                       1)  # [2, G, y, x]
     d = fields[teams[..., None], jnp.arange(len(GOALS))[None, None, None, :], ty[..., None],
                tx[..., None]]  # [2, U, 5, 3]
     here, there = d[:, :, :1], d[:, :, 1:]  # [2, U, 1, 3], [2, U, 4, 3]

@@ -1,6 +1,7 @@
 """Goal moves (``to_ice``, ``to_ore``, ``to_home``) against the real engine: each legal goal is
-one step nearer its target by Manhattan distance onto a free cell, the engine carries it out,
-and goal moves never collide a team's own robots."""
+one step nearer its target by Manhattan distance onto a free cell (ice and ore no robot stands
+on; home a thirsty factory's tiles where they are at most the detour further), the engine
+carries it out, and goal moves never collide a team's own robots."""
 
 from __future__ import annotations
 
@@ -10,12 +11,20 @@ import numpy as np
 
 from games.batches import random_actions
 from games.lux.adapter import LuxOptions, LuxVecGame
-from games.lux.layout import GOALS, MOVES, OFFSETS, PLANE, UNIT
+from games.lux.layout import (
+    GOALS,
+    HOME_DETOUR,
+    MOVES,
+    OBS_PLANES,
+    OFFSETS,
+    PLANE,
+    THIRSTY_WATER,
+    UNIT,
+)
 
 MAX_STEPS = 40  # the adapter tests' game length: one compilation
 E = 4
 _GOAL0 = OFFSETS[1] + len(MOVES) - len(GOALS)  # the first goal's column in a mask row
-_TARGET_PLANE = {"ice": "ice", "ore": "ore", "home": "own_factory"}
 _STEPS = ((-1, 0), (0, 1), (1, 0), (0, -1))  # (dy, dx) of up, right, down, left
 
 
@@ -30,6 +39,30 @@ def _distance(targets: np.ndarray) -> np.ndarray:
     if not len(ys):
         return np.full(targets.shape, 64)
     return np.minimum((np.abs(gy[..., None] - ys) + np.abs(gx[..., None] - xs)).min(-1), 64)
+
+
+def _home_distance(st: Any, team: int) -> np.ndarray:
+    """Brute force of ``to_home``'s target: the nearest own factory tile, or a thirsty
+    factory's when at most :data:`HOME_DETOUR` further (64 at most)."""
+    n = int(st.n_factories[team])
+    tiles = [np.zeros((48, 48), bool) for _ in range(n)]
+    for f in range(n):
+        x, y = (int(v) for v in st.factories.pos.pos[team][f])
+        tiles[f][max(y - 1, 0):y + 2, max(x - 1, 0):x + 2] = True
+    each = [_distance(t) for t in tiles] or [np.full((48, 48), 64)]
+    nearest = np.min(each, 0)
+    thirsty = [d for f, d in enumerate(each)
+               if int(st.factories.cargo.stock[team][f][2]) < THIRSTY_WATER]
+    to_thirsty = np.min(thirsty, 0) if thirsty else np.full((48, 48), 64)
+    return np.where(to_thirsty <= nearest + HOME_DETOUR, to_thirsty, nearest)
+
+
+def _goal_distance(planes: np.ndarray, occupied: np.ndarray, st: Any, team: int,
+                   goal: str) -> np.ndarray:
+    """``[48 * 48]``: each cell's distance to where ``goal`` leads, computed here."""
+    if goal == "home":
+        return _home_distance(st, team).reshape(-1)
+    return _distance((planes[PLANE[goal]] > 0) & ~occupied.reshape(48, 48)).reshape(-1)
 
 
 def _units(st: Any, team: int) -> dict[int, int]:
@@ -70,8 +103,10 @@ def test_a_legal_goal_steps_one_nearer_onto_a_free_cell_and_the_engine_moves_the
                 occupied = np.zeros(48 * 48, bool)
                 for team in range(2):
                     occupied[list(_units(before[e], team).values())] = True
+                dists = {goal: _goal_distance(planes, occupied, before[e], seat, goal)
+                         for goal in GOALS}
                 for g, goal in enumerate(GOALS):
-                    dist = _distance(planes[PLANE[_TARGET_PLANE[goal]]] > 0).reshape(-1)
+                    dist = dists[goal]
                     legal = mask[e, seat, :, _GOAL0 + g]
                     for cell in np.flatnonzero(legal):
                         y, x = divmod(int(cell), 48)
@@ -88,7 +123,7 @@ def test_a_legal_goal_steps_one_nearer_onto_a_free_cell_and_the_engine_moves_the
                     if row[0] != UNIT["move"] or row[1] < len(MOVES) - len(GOALS):
                         continue
                     goal = GOALS[int(row[1]) - (len(MOVES) - len(GOALS))]
-                    dist = _distance(planes[PLANE[_TARGET_PLANE[goal]]] > 0).reshape(-1)
+                    dist = dists[goal]
                     if uid not in ids_after:
                         continue  # lost to an enemy robot's collision
                     new = ids_after[uid]
@@ -143,3 +178,40 @@ def test_goal_moves_never_collide_own_robots() -> None:
                     checked += 1
                     assert uid in survivors, f"env {e} team {team}: a robot lost to its own team"
     assert checked > 200, checked
+
+
+def test_home_leads_to_a_thirsty_factory_within_the_detour() -> None:
+    """``to_home``'s distances (:func:`games.lux.observe.home_distances`) against the brute
+    force, on a real start with one factory of each team watered well (not thirsty): cells
+    nearer that factory are led to a thirsty one where it is at most the detour further."""
+    from games.lux.bots import SeatPlanes, home_fields
+    from games.lux.observe import home_distances, observe
+
+    game = _game(seed=33)
+    game.reset()
+    st = game.host_state(0)
+    stock = np.array(st.factories.cargo.stock)
+    stock[:, :, 2] = THIRSTY_WATER - 1
+    stock[:, 0, 2] = 1000
+    st = st._replace(factories=st.factories._replace(
+        cargo=st.factories.cargo._replace(stock=stock)))
+    fields = np.asarray(home_distances(st))
+    plain = st._replace(factories=st.factories._replace(cargo=st.factories.cargo._replace(
+        stock=np.full_like(stock, 1000))))
+    for team in range(2):
+        assert int(st.n_factories[team]) >= 2
+        np.testing.assert_array_equal(fields[team], _home_distance(st, team))
+        nearest = _home_distance(plain, team)
+        detour = fields[team] != nearest
+        assert detour.any()  # the well-watered factory's surroundings look past it
+        assert (fields[team][detour] > nearest[detour]).all()
+        assert (fields[team][detour] <= nearest[detour] + HOME_DETOUR).all()
+    # the goal teachers read the same field off the observation (factory centres and water)
+    import jax
+
+    obs = np.asarray(jax.jit(observe)(jax.tree_util.tree_map(jax.numpy.asarray, st)))
+    obs = obs.reshape(2, len(OBS_PLANES), 48, 48)
+    seen, _ = home_fields(SeatPlanes.read(obs))
+    board = fields < 64
+    centre = obs[:, PLANE["own_factory_centre"]] > 0
+    np.testing.assert_array_equal(seen[board & ~centre], fields[board & ~centre])
