@@ -69,7 +69,7 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
 
     from games.lux.adapter import LuxOptions, LuxVecGame
     from games.lux.layout import NVEC
-    from games.lux.observe import legal_masks, next_near_planes, observe
+    from games.lux.observe import goal_steps, legal_masks, next_near_planes, observe
     from games.lux.orders import step_components, to_jux
 
     game = LuxVecGame(LuxOptions(), envs, seed=1)
@@ -89,7 +89,7 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
         return np.array(draw(sub, mask))
 
     k = game._k
-    states, near = game._states, game._near
+    states, near, goals = game._states, game._near, game._goals
     cells = game.size * game.size
     grid = jax.numpy.asarray(random_plan().reshape(envs, 2, cells, -1))
     max_units = k.rules.max_units
@@ -98,15 +98,17 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
     actions = jax.jit(jax.vmap(to_jux))(states, grid, near)
     after = raw(states, actions)
 
-    def conversion_fn(states: Any, near: Any, grid: Any, after: Any) -> Any:
-        # as the adapter's step: the near_* planes kept, the goals' targets recomputed, all
-        # when a factory is lost
-        acts = jax.vmap(to_jux)(states, grid, near)
+    def conversion_fn(states: Any, near: Any, goals: Any, grid: Any, after: Any) -> Any:
+        # as the adapter's step: the near_* planes kept, the goals' targets recomputed (all
+        # when a factory is lost), the goal steps of the masks before given to the orders
+        acts = jax.vmap(to_jux)(states, grid, near, goals)
         comps = jax.vmap(step_components)(states, acts, after)
         lost = (after.n_factories != states.n_factories).any()
         near = next_near_planes(near, after, lost)
+        steps = jax.vmap(goal_steps)(after, near)
         return (acts, comps, jax.vmap(lambda s, n: observe(s, max_steps, n))(after, near),
-                jax.vmap(lambda s, n: legal_masks(s, max_units, max_steps, n))(after, near))
+                jax.vmap(lambda s, n, g: legal_masks(s, max_units, max_steps, n, g))(
+                    after, near, steps))
 
     conversion = jax.jit(conversion_fn)
     plan = [random_plan() for _ in range(calls)]
@@ -133,8 +135,9 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
 
     cases = {
         "raw": lambda: _timed(lambda: raw(states, actions), calls),
-        "conversion": lambda: _timed(lambda: conversion(states, near, grid, after), calls),
-        "kernel": lambda: _timed(lambda: k.step(states, near, grid, max_steps), calls),
+        "conversion": lambda: _timed(lambda: conversion(states, near, goals, grid, after),
+                                     calls),
+        "kernel": lambda: _timed(lambda: k.step(states, near, goals, grid, max_steps), calls),
         "adapter": adapter_round,
         "adapter_dlpack": dlpack_round,
     }

@@ -95,7 +95,13 @@ class _Kernels:
         import jax
         import jax.numpy as jnp
 
-        from games.lux.observe import legal_masks, near_planes, next_near_planes, observe
+        from games.lux.observe import (
+            goal_steps,
+            legal_masks,
+            near_planes,
+            next_near_planes,
+            observe,
+        )
         from games.lux.orders import lichen_scores, step_components, to_jux
         from games.lux.placement import start_game
 
@@ -107,23 +113,27 @@ class _Kernels:
 
         # the game length is an argument, not a constant: games of any length share one
         # compilation
-        # the games' near_* planes (games.lux.observe.near_planes) travel beside their states
+        # the games' near_* planes (games.lux.observe.near_planes) travel beside their states,
+        # and so do the goal steps the masks computed (the next step's orders take them)
         near_of = jax.vmap(near_planes)
 
-        def view(states: Any, near: Any, max_steps: Any) -> tuple[Any, Any]:
+        def view(states: Any, near: Any, max_steps: Any) -> tuple[Any, Any, Any]:
+            goals = jax.vmap(goal_steps)(states, near)
             return (jax.vmap(lambda s, n: observe(s, max_steps, n))(states, near),
-                    jax.vmap(lambda s, n: legal_masks(s, max_units, max_steps, n))(states, near))
+                    jax.vmap(lambda s, n, g: legal_masks(s, max_units, max_steps, n, g))(
+                        states, near, goals), goals)
 
-        def step(states: Any, near: Any, grid: Any, max_steps: Any) -> tuple[Any, ...]:
-            actions = jax.vmap(to_jux)(states, grid, near)
+        def step(states: Any, near: Any, goals: Any, grid: Any, max_steps: Any
+                 ) -> tuple[Any, ...]:
+            actions = jax.vmap(to_jux)(states, grid, near, goals)
             after = jax.vmap(lambda s, a: s._step_late_game(a))(states, actions)
             comps = jax.vmap(step_components)(states, actions, after)
             scores = jax.vmap(lichen_scores)(after)
             done = (after.n_factories == 0).any(-1) | (after.real_env_steps >= max_steps)
             lost = (after.n_factories != states.n_factories).any()
             near = next_near_planes(near, after, lost)
-            obs, masks = view(after, near, max_steps)
-            return after, near, comps, scores, done, obs, masks
+            obs, masks, goals = view(after, near, max_steps)
+            return after, near, goals, comps, scores, done, obs, masks
 
         def refill(states: Any, fresh: Any, take: Any, index: Any) -> Any:
             picked = jax.tree_util.tree_map(lambda f: f[index], fresh)
@@ -161,6 +171,7 @@ class LuxVecGame:
         self._started = 0  # games started so far (the next game's number)
         self._states: Any = None
         self._near: Any = None  # the games' near_* planes, kept between steps
+        self._goals: Any = None  # the games' goal steps, from the masks to the next orders
         self._fresh: Any = None
         self._fresh_near: Any = None
         self._fresh_used = num_envs
@@ -190,10 +201,16 @@ class LuxVecGame:
         self._tracker = EpisodeTracker(e, 2)
         self._comp_sums[:] = 0.0
         self._final_states = self._states
-        obs, masks = self._host(self._k.view(self._states, self._near, self._max_steps))
+        obs, masks = self._view()
         zeros = np.zeros(e, bool)
         return Batch(obs, masks, obs, np.zeros((e, 2), np.float32), zeros,
                      zeros.copy(), np.ones((e, 2), bool), EpisodeStats.empty())
+
+    def _view(self) -> tuple[Any, Any]:
+        """The games' observations and masks as the batch gives them; keeps their goal
+        steps."""
+        obs, masks, self._goals = self._k.view(self._states, self._near, self._max_steps)
+        return self._host((obs, masks))
 
     def _host(self, arrays: tuple[Any, Any]) -> tuple[Any, Any]:
         """Observations and masks as the batch gives them: NumPy copies (the device's buffers
@@ -217,8 +234,8 @@ class LuxVecGame:
             raise GameError("call reset() before step()")
         e = self.spec.num_envs
         before = self._states
-        after, near, comps, scores, done, obs, masks = self._k.step(
-            before, self._near, self._grid(actions), self._max_steps)
+        after, near, goals, comps, scores, done, obs, masks = self._k.step(
+            before, self._near, self._goals, self._grid(actions), self._max_steps)
         comps = np.asarray(comps, np.float64)  # [E, 2, 7]
         done = np.asarray(done)
         scores = np.asarray(scores)
@@ -232,11 +249,11 @@ class LuxVecGame:
         obs, masks = self._host((obs, masks))
         final_obs = None
         self._final_states = after
+        self._states, self._near, self._goals = after, near, goals
         if done.any():
             final_obs = obs
-            after, near = self._replace_finished(after, near, done)
-            obs, masks = self._host(self._k.view(after, near, self._max_steps))
-        self._states, self._near = after, near
+            self._states, self._near = self._replace_finished(after, near, done)
+            obs, masks = self._view()
         return Batch(obs, masks, obs, reward, done, np.zeros(e, bool),
                      np.ones((e, 2), bool), episodes, final_obs, final_obs)
 
@@ -259,7 +276,7 @@ class LuxVecGame:
 
     def close(self) -> None:
         self._states = self._fresh = self._final_states = None
-        self._near = self._fresh_near = None
+        self._near = self._fresh_near = self._goals = None
 
     # ------------------------------------------------------------------ capabilities
 
@@ -329,6 +346,7 @@ class LuxVecGame:
 
         self._states = rebuild("games")
         self._near = self._k.near(self._states)
+        _, _, self._goals = self._k.view(self._states, self._near, self._max_steps)
         self._final_states = self._states
         self._fresh = rebuild("fresh") if "fresh.0" in state else None
         self._fresh_near = None

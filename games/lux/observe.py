@@ -385,10 +385,13 @@ def water_cost(state: Any) -> jnp.ndarray:
 
 
 def legal_masks(state: Any, max_units: int, max_steps: Any = None,
-                near: jnp.ndarray | None = None) -> jnp.ndarray:
+                near: jnp.ndarray | None = None, goals: jnp.ndarray | None = None
+                ) -> jnp.ndarray:
     """``bool [2, S * S, MASK_WIDTH]``: each seat's legal actions per cell; ``max_steps`` (a
     traced scalar) is the game's length for the watering reserve (default: the rules');
-    ``near`` the state's :func:`near_planes` when kept (computed when not given)."""
+    ``near`` the state's :func:`near_planes` when kept and ``goals`` its :func:`goal_steps`
+    (each computed when not given; the adapter computes the goal steps once and gives them
+    to the next step's :func:`~games.lux.orders.to_jux` too)."""
     cfg = state.env_cfg
     size = state.board.lichen.shape[0]
     i32 = jnp.int32
@@ -413,7 +416,7 @@ def legal_masks(state: Any, max_units: int, max_steps: Any = None,
     t_fac = jnp.where(inside, fac_team[tx, ty], -1)
     t_unit = jnp.where(inside, unit_team[tx, ty], -1)
     team3 = teams[:, :, None]
-    goals = goal_steps(state, near) >= 0  # [2, U, G]
+    goals = (goal_steps(state, near) if goals is None else goals) >= 0  # [2, U, G]
     move = jnp.concatenate([move_legal(state), goals], -1)  # [2, U, 4 + G]
 
     t_dir = inside & ((t_fac == team3) | ((t_unit == team3) & (jnp.arange(5) > 0)))  # [2, U, 5]
