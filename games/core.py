@@ -149,6 +149,9 @@ class GameSpec:
     """the features are ``obs * obs_scale`` (and ``state * obs_scale``): games that quantize
     their planes to ``uint8`` levels set ``1 / 255``; image games keep 1 (their networks scale
     pixels themselves)"""
+    plane_names: tuple[str, ...] | None = None
+    """grid games: the name of each observation plane, in order (what ``network.ignore_planes``
+    names); None where the planes are not named"""
 
     @property
     def has_mask(self) -> bool:

@@ -143,6 +143,11 @@ class NetworkConfig:
     """``grid_cells``: the encoder's stages read the board average-pooled by this factor (2: a
     48x48 board's first convolution on 24x24, a quarter of the work), while the cell head
     still reads each cell's neighbourhood of the input planes at full size; 1: no pooling."""
+    ignore_planes: list[str] = field(default_factory=list)
+    """gridnet: observation planes (by the game's names for them) the actor does not read: they
+    are zeroed at its input. A plane that repeats the unit's last action (Lux's ``queued_*``)
+    lets a clone copy that action instead of learning when to change it (behaviour cloning's
+    "copycat" problem); bots still read every plane."""
     grid_critic: Literal["pool", "flatten"] = "pool"
     """gridnet's critic head: pool (the mean and max of the encoder's features over the board's
     cells: any board size) or flatten (a dense layer over the whole feature map, tied to the

@@ -75,6 +75,10 @@ def start_weights(agent: ActorCritic, spec: GameSpec, path: Path) -> None:
     if game != spec.name:
         raise CheckpointError(f"{path} is for game {game}, this run trains {spec.name}")
     trained, weights = trained_config(state, path)
+    if tuple(sorted(set(trained.network.ignore_planes))) != agent.ignore_planes:
+        raise CheckpointError(
+            f"{path} was trained with network.ignore_planes={sorted(trained.network.ignore_planes)}"
+            f", this run has {list(agent.ignore_planes)}: set the same")
     load_weights(agent, weights, spec, trained, str(path))
 
 

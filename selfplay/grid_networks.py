@@ -31,11 +31,18 @@ class GridEncoder(nn.Module):
     (with ``skips``, every finer map too: :class:`GridFeatures`)."""
 
     def __init__(self, in_channels: int, channels: list[int], scale: float = 1.0,
-                 skips: bool = False, pool: int = 1) -> None:
+                 skips: bool = False, pool: int = 1, ignored: tuple[int, ...] = ()) -> None:
         """``pool``: the stages read the board average-pooled by this factor (the input kept
-        for a decoder stays at full size; a cell decoder reads it there)."""
+        for a decoder stays at full size; a cell decoder reads it there). ``ignored``: input
+        planes zeroed before anything reads them."""
         super().__init__()
         self.scale = scale  # the game's obs_scale (quantized planes), not a parameter
+        per_plane = None
+        if ignored:  # per plane: the scale, 0 where ignored (not saved: the config says it)
+            per_plane = torch.full((1, in_channels, 1, 1), float(scale))
+            per_plane[:, list(ignored)] = 0.0
+        self.plane_scale: Tensor | None
+        self.register_buffer("plane_scale", per_plane, persistent=False)
         self.skips = skips
         self.pool = pool
         layers: list[nn.Module] = []
@@ -51,7 +58,10 @@ class GridEncoder(nn.Module):
         # channels-last (NHWC) activations: oneDNN/cuDNN convolve them without reordering, and
         # the decoder's per-cell logits come out already laid out as [B, H, W, C]
         x = x.to(torch.float32, memory_format=torch.channels_last)
-        x = x if self.scale == 1.0 else x * self.scale
+        if self.plane_scale is not None:
+            x = x * self.plane_scale
+        elif self.scale != 1.0:
+            x = x * self.scale
         kept = [x]
         if self.pool > 1:
             x = functional.avg_pool2d(x, self.pool, ceil_mode=True)

@@ -83,6 +83,20 @@ class ImpalaCNN(nn.Module):
         return cast(Tensor, self.fc(self.stages(x.float() * self.scale)))
 
 
+def ignored_planes(spec: GameSpec, names: list[str]) -> tuple[int, ...]:
+    """The indices of ``network.ignore_planes`` among the game's named planes; a clear error
+    for a game without named planes or a name it does not have."""
+    if not names:
+        return ()
+    if spec.plane_names is None:
+        raise ValueError(f"network.ignore_planes: {spec.name}'s observation planes have no names")
+    unknown = [n for n in names if n not in spec.plane_names]
+    if unknown:
+        raise ValueError(f"network.ignore_planes: {spec.name} has no plane {unknown[0]!r} "
+                         f"(its planes: {', '.join(spec.plane_names)})")
+    return tuple(sorted({spec.plane_names.index(n) for n in names}))
+
+
 def _flat_dim(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape)) if shape else 1
 
@@ -103,6 +117,9 @@ class ActorCritic(nn.Module):
             else:
                 kind = "mlp"
         self.kind = kind
+        if net.ignore_planes and kind != "gridnet":
+            raise ValueError(f"network.ignore_planes needs network.kind gridnet, not {kind!r}")
+        self.ignore_planes = tuple(sorted(set(net.ignore_planes)))
         use_state = net.critic_input == "state" or (
             net.critic_input == "auto" and spec.state_shape is not None
             and not spec.state_is_obs)
@@ -139,7 +156,8 @@ class ActorCritic(nn.Module):
             if not (isinstance(self.space, MultiDiscrete) and self.space.grid is not None):
                 raise ValueError("network.kind 'gridnet' needs per-cell grid actions")
             self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels, spec.obs_scale,
-                                           skips=net.grid_skips, pool=net.grid_cell_pool)
+                                           skips=net.grid_skips, pool=net.grid_cell_pool,
+                                           ignored=ignored_planes(spec, net.ignore_planes))
             n_logits = int(sum(self.space.nvec))
             self.actor_head = (
                 CellDecoder(spec.obs_shape[0], net.channels, net.grid_cells, n_logits,

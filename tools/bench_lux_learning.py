@@ -33,11 +33,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_microrts_learning import evaluate, train_for  # noqa: E402
+from bench_microrts_learning import evaluate, fresh_run_dir, train_for  # noqa: E402
 
 from selfplay.bc import build_cloner  # noqa: E402
 from selfplay.config import build_config  # noqa: E402
-from selfplay.tracking import MetricSink, RunDir  # noqa: E402
+from selfplay.tracking import MetricSink  # noqa: E402
 
 
 def clone_for(minutes: float, teachers: list[str], overrides: list[str], seed: int,
@@ -47,8 +47,7 @@ def clone_for(minutes: float, teachers: list[str], overrides: list[str], seed: i
     start = time.perf_counter()
     config = build_config("lux", overrides=["log.progress=false", f"bc.teachers={teachers}",
                                             "bc.total_steps=1000000000", *overrides], seed=seed)
-    run = RunDir(root / f"lux-bc-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
-    run.path.mkdir(parents=True, exist_ok=True)
+    run = fresh_run_dir(root, f"lux-bc-s{seed}")
     run.write_config(config)
     cloner = build_cloner(config, run)
     sink = MetricSink(run, config)

@@ -35,6 +35,21 @@ from selfplay.tracking import MetricSink, RunDir
 from selfplay.train import build_trainer
 
 
+def fresh_run_dir(root: Path, prefix: str) -> RunDir:
+    """A new run directory ``root/prefix-<date>-<time>`` (``-2``, ``-3``, ... after it when a
+    run started in the same second has that name: two benchmarks side by side)."""
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
+    for n in range(1, 1000):
+        path = root / (name if n == 1 else f"{name}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return RunDir(path)
+    raise FileExistsError(f"{root}: no free run directory named {name}-N")
+
+
 def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | None,
               root: Path, game: str = "microrts") -> dict[str, Any]:
     """Train ``game`` until ``minutes`` of wall time have passed; returns the run's record. An
@@ -43,8 +58,7 @@ def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | No
     start = time.perf_counter()
     config = build_config(game, overrides=["log.progress=false", *overrides], seed=seed,
                           total_steps=horizon or 10**9)
-    run = RunDir(root / f"{game}-learn-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
-    run.path.mkdir(parents=True, exist_ok=True)
+    run = fresh_run_dir(root, f"{game}-learn-s{seed}")
     run.write_config(config)
     trainer = build_trainer(config, run, None if config.init_from is None
                             else resolve_checkpoint(config.init_from))

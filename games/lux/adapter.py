@@ -74,7 +74,7 @@ def lux_spec(name: str, num_envs: int, size: int) -> GameSpec:
         obs_dtype=np.dtype(np.uint8), obs_scale=OBS_SCALE,
         action_space=MultiDiscrete(NVEC, grid=(size, size), gates=GATES, names=COMPONENTS),
         state_shape=planes, state_dtype=np.dtype(np.uint8), state_is_obs=True,
-        obs_kind="grid", zero_sum=True, render_fps=10)
+        obs_kind="grid", zero_sum=True, render_fps=10, plane_names=OBS_PLANES)
 
 
 class _Kernels:

@@ -277,3 +277,24 @@ def test_trainer_without_init_from_has_no_teacher_state(tmp_path: Path) -> None:
         assert "teacher" not in trainer.state_dict()
     finally:
         trainer.game.close()
+
+
+def test_a_network_that_ignores_other_planes_is_a_one_line_error(tmp_path: Path) -> None:
+    """``network.ignore_planes`` leaves the weights' shapes as they are, so a clone trained
+    blind to the queue planes would load into a run that reads them: refused, naming both."""
+    from games.lux.adapter import lux_spec
+    from selfplay.evaluate import start_weights
+
+    spec = lux_spec("lux", 1, 12)
+    blind = build_config("lux", overrides=["network.grid_cells=[8]", "network.channels=[4, 8]",
+                                           "network.ignore_planes=[queued_dig, queued_move]"])
+    agent = ActorCritic(spec, blind.network, blind.normalize)
+    path = save_checkpoint(tmp_path / "bc.pt", {"game": "lux", "config": to_mapping(blind),
+                                                "agent": agent.state_dict()})
+    same = ActorCritic(spec, blind.network, blind.normalize)
+    start_weights(same, spec, path)
+    assert_same_weights(same.state_dict(), agent.state_dict())
+    seeing = build_config("lux", overrides=["network.grid_cells=[8]", "network.channels=[4, 8]"])
+    with pytest.raises(CheckpointError, match=r"bc.pt was trained with network.ignore_planes="
+                       r"\['queued_dig', 'queued_move'\], this run has \[\]: set the same"):
+        start_weights(ActorCritic(spec, seeing.network, seeing.normalize), spec, path)

@@ -387,3 +387,50 @@ def test_a_shared_cell_head_network_pools_its_critics_board_mask_as_its_encoder(
     assert unpooled is not None and unpooled.shape[-2:] != final.shape[-2:]
     value = agent.value(obs)
     assert value.shape == (2,) and torch.isfinite(value).all()
+
+
+def test_ignored_planes_reach_neither_the_actor_nor_the_cell_head() -> None:
+    """``network.ignore_planes``: the named planes are zeroed at the actor's input (logits and
+    value do not move when they change; another plane's change moves them); the weights are
+    the same tensors as without them, so either network loads the other's state; a name the
+    game lacks or a game without plane names is a one-line error."""
+    size, names = 9, ("ice", "queued_dig", "unit_ice")
+    space = MultiDiscrete((3, 4), grid=(size, size), gates=(None, (1,)))
+    named = dataclasses.replace(spec((3, size, size), space, "grid", dtype=np.uint8),
+                                obs_scale=1 / 255, plane_names=names, state_is_obs=True,
+                                state_shape=(3, size, size))
+    config = NetworkConfig(channels=[8, 16], hidden=[16], shared_torso=True, grid_skips=True,
+                           grid_cells=[16])
+    torch.manual_seed(0)
+    agent = ActorCritic(named, dataclasses.replace(config, ignore_planes=["queued_dig"]),
+                        NormalizeConfig())
+    plain = ActorCritic(named, config, NormalizeConfig())
+    plain.load_state_dict(agent.state_dict())  # strict: no buffer of its own is saved
+    obs = torch.randint(0, 256, (2, 3, size, size), dtype=torch.uint8)
+    mask = torch.ones(2, size * size, 7, dtype=torch.bool)
+
+    action = torch.randint(0, 3, (2, size * size, 2))
+
+    def outputs(net: ActorCritic, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        dist, value = net.forward_all(x, mask, x)
+        return dist.log_prob(action), dist.entropy(), value
+
+    base = outputs(agent, obs)
+    changed = obs.clone()
+    changed[:, 1] = 255 - changed[:, 1]
+    for a, b in zip(base, outputs(agent, changed), strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(outputs(plain, obs), outputs(plain, changed), strict=True):
+        assert not torch.equal(a, b)  # the same weights read the plane when it is not ignored
+    other = obs.clone()
+    other[:, 2] = 255 - other[:, 2]
+    assert not torch.equal(base[0], outputs(agent, other)[0])
+    with pytest.raises(ValueError, match="test has no plane 'queued_move' \\(its planes: ice, "):
+        ActorCritic(named, dataclasses.replace(config, ignore_planes=["queued_move"]),
+                    NormalizeConfig())
+    with pytest.raises(ValueError, match="test's observation planes have no names"):
+        ActorCritic(dataclasses.replace(named, plane_names=None),
+                    dataclasses.replace(config, ignore_planes=["ice"]), NormalizeConfig())
+    with pytest.raises(ValueError, match="ignore_planes needs network.kind gridnet, not 'mlp'"):
+        ActorCritic(spec((4,), Discrete(2)), NetworkConfig(ignore_planes=["x"]),
+                    NormalizeConfig())

@@ -144,6 +144,65 @@ def test_watering_keeps_the_water_the_factory_drinks_until_the_end() -> None:
     assert seen == {True, False}  # start water 150 (less the drink): legal at the end only
 
 
+def _bound_by_maps(state: Any) -> np.ndarray:
+    """The watering bound as first written, one board map per factory (the reference for
+    :func:`games.lux.observe.water_cost_bound`, which counts instead)."""
+    board = state.board
+    strains = np.asarray(board.lichen_strains).astype(int)
+    occ = np.asarray(board.factory_occupancy_map).astype(int)
+    flat = np.asarray(board.rubble) == 0
+    growable = (flat & ~np.asarray(board.ice) & ~np.asarray(board.ore) & (strains == 127)
+                & (occ == 127))
+    ids = np.asarray(state.factories.unit_id).astype(int)
+    alive = np.asarray(state.factory_mask)
+    out = np.zeros(ids.shape, int)
+    for team, slot in zip(*np.nonzero(alive), strict=True):
+        region = (strains == ids[team, slot]) & flat
+        grown = np.pad(region | (occ == ids[team, slot]), 1)
+        near = grown[:-2, 1:-1] | grown[2:, 1:-1] | grown[1:-1, :-2] | grown[1:-1, 2:]
+        cells = region.sum() + (near & ~grown[1:-1, 1:-1] & growable).sum()
+        out[team, slot] = -(-cells // int(state.env_cfg.LICHEN_WATERING_COST_FACTOR))
+    return out
+
+
+def test_the_watering_bound_counts_as_the_maps_and_never_undercuts_the_engine() -> None:
+    """Random lichen of the factories' strains (and rubble) around real starts: the counted
+    bound equals the per-factory maps' and is never below the engine's flood-fill cost, which
+    it exceeds where a strain has cells the factory's lichen does not connect."""
+    import jax
+    import jax.numpy as jnp
+
+    from games.lux.observe import water_cost, water_cost_bound
+
+    game = _game(seed=8)
+    game.reset()
+    bound_of, cost_of = jax.jit(water_cost_bound), jax.jit(water_cost)
+    rng = np.random.default_rng(8)
+    above = 0
+    for e in range(E):
+        state = jax.tree_util.tree_map(jnp.asarray, game.host_state(e))
+        board = state.board
+        alive = np.asarray(state.factory_mask)
+        ids = np.asarray(state.factories.unit_id)[alive]
+        occ = np.asarray(board.factory_occupancy_map)
+        for share in (0.1, 0.3, 0.6):
+            free = (occ == 127) & ~np.asarray(board.ice) & ~np.asarray(board.ore)
+            grow = free & (rng.random(free.shape) < share)
+            strains = np.where(grow, rng.choice(ids, free.shape), 127).astype(np.int8)
+            lichen = np.where(grow, rng.integers(1, 100, free.shape), 0)
+            rubble = np.where(grow | (rng.random(free.shape) < 0.5), 0,
+                              np.asarray(board.rubble))
+            changed = state._replace(board=board._replace(
+                lichen_strains=jnp.asarray(strains), lichen=jnp.asarray(lichen, jnp.int32),
+                map=board.map._replace(rubble=jnp.asarray(rubble, board.rubble.dtype))))
+            bound = np.asarray(bound_of(changed))
+            assert np.array_equal(bound, _bound_by_maps(changed))  # dead factories' 0
+            cost = np.asarray(cost_of(changed))
+            assert (bound[alive] >= cost[alive]).all()
+            above += int((bound[alive] > cost[alive]).sum())
+    assert above > 0
+
+
 def test_choosing_the_queued_action_again_is_keep() -> None:
     """A robot that names the action already at its queue's front goes on with it free of the
     queue-update power: the game goes exactly as with ``keep`` (and the robot did move)."""
