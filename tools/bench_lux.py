@@ -99,12 +99,11 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
     after = raw(states, actions)
 
     def conversion_fn(states: Any, near: Any, goals: Any, grid: Any, after: Any) -> Any:
-        # as the adapter's step: the near_* planes kept, the goals' targets recomputed (all
-        # when a factory is lost), the goal steps of the masks before given to the orders
+        # as the adapter's step: the near_* planes of ice and ore kept, the others renewed,
+        # the goal steps of the masks before given to the orders
         acts = jax.vmap(to_jux)(states, grid, near, goals)
         comps = jax.vmap(step_components)(states, acts, after)
-        lost = (after.n_factories != states.n_factories).any()
-        near = next_near_planes(near, after, lost)
+        near = next_near_planes(near, after)
         steps = jax.vmap(goal_steps)(after, near)
         return (acts, comps, jax.vmap(lambda s, n: observe(s, max_steps, n))(after, near),
                 jax.vmap(lambda s, n, g: legal_masks(s, max_units, max_steps, n, g))(

@@ -130,8 +130,7 @@ class _Kernels:
             comps = jax.vmap(step_components)(states, actions, after)
             scores = jax.vmap(lichen_scores)(after)
             done = (after.n_factories == 0).any(-1) | (after.real_env_steps >= max_steps)
-            lost = (after.n_factories != states.n_factories).any()
-            near = next_near_planes(near, after, lost)
+            near = next_near_planes(near, after)
             obs, masks, goals = view(after, near, max_steps)
             return after, near, goals, comps, scores, done, obs, masks
 

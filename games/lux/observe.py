@@ -127,15 +127,21 @@ def near_planes(state: Any) -> jnp.ndarray:
     team 0 and of team 1, then the goals' targets: how near the nearest ice and ore cell no
     robot stands on is (:func:`free_target_planes`); quantized as the observation is.
 
-    Ice and ore never change and factories only appear at the start and disappear when they
-    run dry, so the adapter keeps these planes between steps (:func:`next_near_planes`): the
-    distance transform costs as much as the rest of the observation."""
+    Ice and ore never change, so the adapter keeps the planes between steps and renews the
+    others (:func:`next_near_planes`): the ice and ore distance transform costs as much as
+    the rest of the observation."""
     size = state.board.lichen.shape[0]
-    fac_team = factory_team_map(state).T  # [y, x]
-    dist = manhattan_distance(jnp.stack([state.board.ice.T, state.board.ore.T, fac_team == 0,
-                                         fac_team == 1]))
-    return jnp.concatenate([_near_levels(dist).reshape(4, size * size),
-                            free_target_planes(state)])
+    dist = manhattan_distance(jnp.stack([state.board.ice.T, state.board.ore.T]))
+    return jnp.concatenate([_near_levels(dist).reshape(2, size * size),
+                            _changing_near_planes(state)])
+
+
+def _changing_near_planes(state: Any) -> jnp.ndarray:
+    """``uint8 [4, S * S]``: the planes of :func:`near_planes` that change during a game (the
+    factory tiles' of each team, the free ice's and ore's)."""
+    size = state.board.lichen.shape[0]
+    factories = _near_levels(jnp.minimum(factory_distances(state).min(1), NEAR_RANGE))
+    return jnp.concatenate([factories.reshape(2, size * size), free_target_planes(state)])
 
 
 def _near_levels(dist: jnp.ndarray) -> jnp.ndarray:
@@ -154,12 +160,24 @@ def free_target_planes(state: Any) -> jnp.ndarray:
     return _near_levels(dist).reshape(2, size * size)
 
 
-def next_near_planes(near: jnp.ndarray, after: Any, lost: jnp.ndarray) -> jnp.ndarray:
+def next_near_planes(near: jnp.ndarray, after: Any) -> jnp.ndarray:
     """The :func:`near_planes` of games ``[E, 6, S * S]`` after a step, from those kept before
-    it: all recomputed when a game lost a factory (``lost``, one flag for the batch), else the
-    goals' targets only."""
-    return jax.lax.cond(lost, lambda: jax.vmap(near_planes)(after),
-                        lambda: near.at[:, 4:].set(jax.vmap(free_target_planes)(after)))
+    it: ice and ore kept, the rest renewed."""
+    return near.at[:, 2:].set(jax.vmap(_changing_near_planes)(after))
+
+
+def factory_distances(state: Any) -> jnp.ndarray:
+    """``int32 [2, F, S, S]`` (y, x): Manhattan steps from each cell to each factory slot's
+    nearest tile (:data:`~games.lux.layout.NEAR_RANGE` for empty slots). From the factories'
+    centres: a tile's distance to a 3x3 factory is the sum of the axes' distances beyond its
+    centre's neighbours (no distance transform)."""
+    size = state.board.lichen.shape[0]
+    centre = state.factories.pos.pos.astype(jnp.int32)  # [2, F, 2] (x, y)
+    axis = jnp.arange(size)
+    dx = jnp.maximum(jnp.abs(axis - centre[..., 0:1]) - 1, 0)  # [2, F, S]
+    dy = jnp.maximum(jnp.abs(axis - centre[..., 1:2]) - 1, 0)
+    dist = dy[..., :, None] + dx[..., None, :]  # [2, F, y, x]
+    return jnp.where(state.factory_mask[..., None, None], dist, NEAR_RANGE)
 
 
 def home_distances(state: Any) -> jnp.ndarray:
@@ -167,17 +185,10 @@ def home_distances(state: Any) -> jnp.ndarray:
     the nearest own factory tile or, when at most :data:`~games.lux.layout.HOME_DETOUR` steps
     further, the nearest tile of a factory with less than
     :data:`~games.lux.layout.THIRSTY_WATER` water; :data:`~games.lux.layout.NEAR_RANGE` at
-    most. Computed from the factories' centres (a tile's distance to a 3x3 factory is the sum
-    of the axes' distances beyond its centre's neighbours): no distance transform."""
-    size = state.board.lichen.shape[0]
-    centre = state.factories.pos.pos.astype(jnp.int32)  # [2, F, 2] (x, y)
-    axis = jnp.arange(size)
-    dx = jnp.maximum(jnp.abs(axis - centre[..., 0:1]) - 1, 0)  # [2, F, S]
-    dy = jnp.maximum(jnp.abs(axis - centre[..., 1:2]) - 1, 0)
-    dist = dy[..., :, None] + dx[..., None, :]  # [2, F, y, x]
-    alive = state.factory_mask
-    thirsty = alive & (state.factories.cargo.stock[..., 2] < THIRSTY_WATER)
-    nearest = jnp.where(alive[..., None, None], dist, NEAR_RANGE).min(1)
+    most (:func:`factory_distances`)."""
+    dist = factory_distances(state)
+    thirsty = state.factory_mask & (state.factories.cargo.stock[..., 2] < THIRSTY_WATER)
+    nearest = dist.min(1)
     to_thirsty = jnp.where(thirsty[..., None, None], dist, NEAR_RANGE).min(1)
     home = jnp.where(to_thirsty <= nearest + HOME_DETOUR, to_thirsty, nearest)
     return jnp.minimum(home, NEAR_RANGE).astype(jnp.int32)
