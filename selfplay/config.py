@@ -145,9 +145,10 @@ class NetworkConfig:
     still reads each cell's neighbourhood of the input planes at full size; 1: no pooling."""
     ignore_planes: list[str] = field(default_factory=list)
     """gridnet: observation planes (by the game's names for them) the actor does not read: they
-    are zeroed at its input. A plane that repeats the unit's last action (Lux's ``queued_*``)
-    lets a clone copy that action instead of learning when to change it (behaviour cloning's
-    "copycat" problem); bots still read every plane."""
+    are zeroed at its input (bots still read every plane). For ablations, and against
+    behaviour cloning's "copycat" problem, where a plane that repeats a unit's last action
+    (Lux's ``queued_*``) lets a clone copy it instead of learning when to change it (on Lux's
+    clones it did not help: BENCHMARKS.md, session 30)."""
     grid_critic: Literal["pool", "flatten"] = "pool"
     """gridnet's critic head: pool (the mean and max of the encoder's features over the board's
     cells: any board size) or flatten (a dense layer over the whole feature map, tied to the
