@@ -7,7 +7,9 @@ from the clone, within one wall-clock budget; then play the rule-based opponent.
 The first ``--bc-minutes`` (0: none) clone ``--teachers`` (default the heuristic, playing both
 seats) as ``selfplay bc --game lux --teachers heuristic`` does (the ``bc`` section of
 hyperparams/lux.yaml, plus ``--bc-set``); the rest of ``--minutes`` trains PPO from that
-checkpoint (``train --init-from``), so the whole budget includes the cloning.
+checkpoint (``train --init-from``), so the whole budget includes the cloning; with
+``--bc-minutes`` equal to ``--minutes`` the clone is the agent evaluated (no PPO, no ratings),
+and ``--eval-clone`` plays the clone as well as the final agent.
 
 Training uses hyperparams/lux.yaml (self-play through the league, the heuristic bot in a share
 of the games, TrueSkill ratings of the snapshots against the random and heuristic anchors), plus
@@ -96,7 +98,11 @@ def main() -> None:
     parser.add_argument("--bot", default="heuristic")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--bc-minutes", type=float, default=0.0,
-                        help="of --minutes, cloning the teachers first (0: PPO only)")
+                        help="of --minutes, cloning the teachers first (0: PPO only; all of "
+                             "--minutes: cloning only, the clone is evaluated)")
+    parser.add_argument("--eval-clone", action="store_true",
+                        help="also play the clone against --bot before PPO goes on from it "
+                             "(actions sampled; after the budget)")
     parser.add_argument("--teachers", default="heuristic", help="comma-separated")
     parser.add_argument("--bc-set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -111,21 +117,27 @@ def main() -> None:
         print(f"cloned {cloned['steps']} steps in {cloned['seconds']} s: {cloned['last']}",
               flush=True)
         overrides.append(f"init_from={cloned['checkpoint']}")
-    left = args.minutes - (time.perf_counter() - start) / 60
-    trained = train_for(left, overrides, args.seed, None, args.root, game="lux")
-    print(f"trained {trained['steps']} steps in {trained['seconds']} s "
-          f"({trained['steps_per_second']} steps/s, split {trained['time_split']})", flush=True)
-    league = ratings(Path(trained["run_dir"]))
-    for row in league:
-        print("  ", row, flush=True)
-    result = evaluate(trained["checkpoint"], args.bot, args.games, args.seed + 1000)
-    argmax = evaluate(trained["checkpoint"], args.bot, args.games, args.seed + 1000,
-                      deterministic=True)
+    trained: dict[str, Any] | None = None
+    league: list[dict[str, Any]] = []
+    if cloned is None or args.bc_minutes < args.minutes:
+        left = args.minutes - (time.perf_counter() - start) / 60
+        trained = train_for(left, overrides, args.seed, None, args.root, game="lux")
+        print(f"trained {trained['steps']} steps in {trained['seconds']} s "
+              f"({trained['steps_per_second']} steps/s, split {trained['time_split']})",
+              flush=True)
+        league = ratings(Path(trained["run_dir"]))
+        for row in league:
+            print("  ", row, flush=True)
+    final = (trained or cloned or {})["checkpoint"]
+    result = evaluate(final, args.bot, args.games, args.seed + 1000)
+    argmax = evaluate(final, args.bot, args.games, args.seed + 1000, deterministic=True)
+    clone_result = (evaluate(cloned["checkpoint"], args.bot, args.games, args.seed + 1000)
+                    if cloned is not None and trained is not None and args.eval_clone else None)
     summary = {"bot": args.bot, "minutes": args.minutes, "overrides": args.set,
                "machine": f"{platform.machine()} {platform.node()}",
                "cpus": len(os.sched_getaffinity(0)), "date": time.strftime("%Y-%m-%d"),
                "cloning": cloned, "training": trained, "league": league, "evaluation": result,
-               "evaluation_most_likely": argmax}
+               "evaluation_most_likely": argmax, "evaluation_of_the_clone": clone_result}
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(summary, indent=1, default=str))

@@ -25,3 +25,12 @@ def test_train_for_starts_from_init_from(tmp_path: Path) -> None:
     assert saved["teacher"].keys() == start.keys()
     for name, weight in start.items():
         assert torch.equal(saved["teacher"][name], weight), name
+
+
+def test_runs_started_in_the_same_second_get_directories_of_their_own(tmp_path: Path) -> None:
+    """Two benchmark runs side by side once shared a directory named by the second they
+    started in, and one lost its checkpoint to the other."""
+    from tools.bench_microrts_learning import fresh_run_dir
+
+    made = {fresh_run_dir(tmp_path, "lux-bc-s1").path for _ in range(3)}
+    assert len(made) == 3 and all(path.is_dir() for path in made)
