@@ -36,6 +36,7 @@ from games.lux.layout import (
 )
 
 SEED_STRIDE = 1_000_003
+_LICHEN = REWARD_COMPONENTS.index("lichen") - 1  # its column among the kernel's components
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class LuxOptions:
     reward_weights: dict[str, float] = field(
         default_factory=lambda: dict(DEFAULT_REWARD_WEIGHTS))
     """weight of each reward component (``win``, ``ice``, ``ore``, ``water``, ``metal``,
-    ``lichen``, ``units``, ``factories``); components left out weigh 0"""
+    ``lichen``, ``units``, ``factories``, ``lichen_lead``); components left out weigh 0"""
     render: bool = False
     """accepted for uniformity: :meth:`LuxVecGame.render` always works"""
     render_cell: int = 8
@@ -235,11 +236,13 @@ class LuxVecGame:
         before = self._states
         after, near, goals, comps, scores, done, obs, masks = self._k.step(
             before, self._near, self._goals, self._grid(actions), self._max_steps)
-        comps = np.asarray(comps, np.float64)  # [E, 2, 7]
+        comps = np.asarray(comps, np.float64)  # [E, 2, 7]: ice .. factories
         done = np.asarray(done)
         scores = np.asarray(scores)
         win = np.where(done[:, None], np.sign(scores - scores[:, ::-1]), 0)  # [E, 2]
-        parts = np.concatenate([win[..., None], comps], -1)  # [E, 2, C]
+        lichen = comps[..., _LICHEN]
+        parts = np.concatenate([win[..., None], comps, (lichen - lichen[:, ::-1])[..., None]],
+                               -1)  # [E, 2, C]
         reward = (parts @ self._weights).astype(np.float32)
         self._comp_sums += parts
         episodes = self._tracker.update(reward, done, win.astype(np.int8))
@@ -280,7 +283,8 @@ class LuxVecGame:
     # ------------------------------------------------------------------ capabilities
 
     def episode_reward_components(self) -> np.ndarray:
-        """``float64 [K, 8]``: the summed components of the last batch's seat-episodes."""
+        """``float64 [K, C]``: the summed components (:data:`REWARD_COMPONENTS`) of the last
+        batch's seat-episodes."""
         return self._episode_comps
 
     def scores(self) -> np.ndarray:

@@ -110,7 +110,7 @@ FACTORY = {name: i for i, name in enumerate(FACTORY_ACTIONS)}
 RESOURCE = {name: i for i, name in enumerate(RESOURCES)}
 
 REWARD_COMPONENTS: tuple[str, ...] = ("win", "ice", "ore", "water", "metal", "lichen", "units",
-                                      "factories")
+                                      "factories", "lichen_lead")
 """Named reward components, each a per-step amount for the seat:
 
 - ``win``: +1 / -1 / 0 on the game's last step (more lichen wins; a team without factories
@@ -119,7 +119,10 @@ REWARD_COMPONENTS: tuple[str, ...] = ("win", "ice", "ore", "water", "metal", "li
 - ``water`` and ``metal``: ice and ore its units delivered to its factories, in the water and
   metal they refine into (ice / 4, ore / 5);
 - ``lichen``: the change of its lichen on the board;
-- ``units`` and ``factories``: the change of its unit and factory counts (built minus lost).
+- ``units`` and ``factories``: the change of its unit and factory counts (built minus lost);
+- ``lichen_lead``: the change of its lichen minus the opponent's, zero-sum: over a game it
+  sums to the lichen margin that decides the game, where the other shaped components reward
+  work (digging, delivering) whether or not it wins.
 """
 DEFAULT_REWARD_WEIGHTS: dict[str, float] = {
     "win": 1.0, "ice": 0.001, "ore": 0.0005, "water": 0.004, "metal": 0.004, "lichen": 0.001,

@@ -257,7 +257,8 @@ def test_no_input_makes_a_malformed_action() -> None:
 
 
 def test_episodes_end_with_outcomes_and_components() -> None:
-    game = _game(seed=5)
+    weights = {c: 0.5 + k for k, c in enumerate(REWARD_COMPONENTS)}
+    game = LuxVecGame(LuxOptions(max_steps=MAX_STEPS, reward_weights=weights), E, seed=5)
     batch = game.reset()
     rng = np.random.default_rng(2)
     start = [game.host_state(e) for e in range(E)]
@@ -275,12 +276,17 @@ def test_episodes_end_with_outcomes_and_components() -> None:
                                                             ) * 1000
             expect = np.sign(score[seat] - score[1 - seat])
             assert batch.episodes.outcome[k] == expect
+            # the episode's return is the weighted sum of its components
+            assert batch.episodes.ret[k] == pytest.approx(
+                comps[k] @ np.array([weights[c] for c in REWARD_COMPONENTS]), rel=1e-4, abs=1e-3)
             col = dict(zip(REWARD_COMPONENTS, comps[k], strict=True))
             assert col["win"] == expect
             assert col["units"] == int(final.n_units[seat])  # no robot at the start
             assert col["factories"] == int(final.n_factories[seat]) - int(
                 start[e].n_factories[seat])
-            assert col["lichen"] == pytest.approx(float(final.team_lichen_score()[seat]))
+            lichen = np.asarray(final.team_lichen_score(), np.float64)
+            assert col["lichen"] == pytest.approx(lichen[seat])
+            assert col["lichen_lead"] == pytest.approx(lichen[seat] - lichen[1 - seat])
             # the last observation is the final position; the next one the next game's start
             steps = int(final.real_env_steps)
             assert steps == MAX_STEPS or (np.asarray(final.n_factories) == 0).any()
