@@ -18,6 +18,7 @@ from games.family import Teachers
 from games.registry import family_of
 from selfplay.bc_config import BCConfig
 from selfplay.checkpoint import resolve_checkpoint
+from selfplay.clone_league import CloneLeague
 from selfplay.cloning import Cloner
 from selfplay.config import ConfigError, TrainConfig
 from selfplay.run_dirs import new_run, same_run, saved_config
@@ -110,20 +111,27 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
             raise
     try:
         run.write_config(config)
+        if config.bc.snapshot_every > 0:  # after the counters are restored: resumes see them
+            cloner.league = CloneLeague(cloner, run.path, config.league,
+                                        config.bc.snapshot_every)
         sink = MetricSink(run, config, resume_step=cloner.global_step)
     except BaseException:
         cloner.close()
         raise
     progress = Progress(cloner.num_updates * cloner.steps_per_update, cloner.global_step,
                         config.log.progress, f"bc {config.game.name}")
+    league_info: dict[str, Any] = {}
     try:
         cloner.train(sink, progress)
+        if cloner.league is not None:  # the rater's last tournaments: every snapshot rated
+            league_info.update(cloner.league.finish())
+            league_info.update(cloner.league.describe())
     finally:
         progress.close()
         sink.close()
         cloner.close()
     summary: dict[str, Any] = {"run_dir": str(run.path), "global_step": cloner.global_step,
-                               "updates": cloner.update}
+                               "updates": cloner.update, **league_info}
     summary.update({key: value for key, value in cloner.last_metrics.items()
                     if key.startswith(("bc/accuracy/", "val/", "loss/bc_"))})
     return summary

@@ -70,6 +70,14 @@ class BCConfig:
     student_ramp: float = 0.0
     """The share of bc.total_steps over which the student share rises linearly from 0 to
     bc.student_share (0: the full share from the first update)."""
+    snapshot_every: int = 0
+    """Cloning updates between snapshots of the network in the run's league database
+    (``league.db``, else RUN_DIR/league.db), each rated when it is taken, as a training run's
+    newest snapshot is (against ``league.eval_pool`` earlier snapshots and
+    ``league.anchors``; in a rater process with ``league.eval_process``); 0: none. A
+    ``selfplay train --init-from`` of this run with the same ``league.db`` goes on in the same
+    league, so cloning and training are rated on one scale. Needs a two-seat game and
+    ``league.enabled``."""
     validate_every: int = 10
     """Validate every this many updates (0: never): held-out replays, or live games with
     another seed."""
@@ -113,6 +121,7 @@ def bc_checks(bc: BCConfig) -> list[tuple[bool, str]]:
         (0 <= bc.gae_lambda <= 1, "bc.gae_lambda must be in [0, 1]"),
         (bc.max_grad_norm > 0, "bc.max_grad_norm must be > 0"),
         (bc.validate_every >= 0, "bc.validate_every must be >= 0 (0: never)"),
+        (bc.snapshot_every >= 0, "bc.snapshot_every must be >= 0 (0: no snapshots)"),
         (bc.validation_steps >= 1, "bc.validation_steps must be >= 1"),
         (0 < bc.validation_share < 1, "bc.validation_share must be in (0, 1)"),
     ]

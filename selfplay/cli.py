@@ -275,6 +275,8 @@ def cmd_bc(args: argparse.Namespace) -> int:
                                                           "validation accuracy")):
         if key in summary:
             human += f"; {label} {summary[key]:.1%}"
+    if "snapshots" in summary:
+        human += f"; {summary['snapshots']} snapshots rated in {summary['league_db']}"
     emit(summary, args.json, human)
     return 0
 

@@ -21,7 +21,7 @@ import collections
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -58,6 +58,9 @@ from selfplay.rollout import step_rows, torch_dtype
 from selfplay.run_loop import RunLoop, collect_and_learn
 from selfplay.students import Students
 from selfplay.tracking import MetricSink, Progress, RunDir
+
+if TYPE_CHECKING:
+    from selfplay.clone_league import CloneLeague
 
 __all__ = ["Cloner", "component_names", "outcome_rewards"]
 
@@ -184,6 +187,9 @@ class Cloner:
         if self.students is not None:
             self.students.draw(np.arange(spec.num_envs), self.run_progress())
         self.loop = RunLoop(self, run, config.checkpoint)
+        self.league: CloneLeague | None = None
+        """snapshots rated in the league (``bc.snapshot_every``), attached by the caller once
+        the run's counters are restored"""
 
     @property
     def steps_per_update(self) -> int:
@@ -403,6 +409,8 @@ class Cloner:
         metrics["teachers/episodes"] = summary["episodes"]
         if "episode/length_mean" in summary:
             metrics["teachers/length_mean"] = summary["episode/length_mean"]
+        if self.league is not None:
+            metrics.update(self.league.after_update())
         every = self.bc.validate_every
         if self.validation is not None and every > 0 and (
                 self.update % every == 0 or self.update == self.num_updates):
@@ -416,8 +424,15 @@ class Cloner:
         """Run updates until ``bc.total_steps`` (see :meth:`RunLoop.train`)."""
         self.loop.train(sink, progress)
 
+    def learner_weights(self) -> dict[str, Tensor]:
+        """The network's weights (a league snapshot's)."""
+        return self.agent.state_dict()
+
     def close(self) -> None:
-        """Close the teacher and validation games."""
+        """Close the league (its rater) and the teacher and validation games."""
+        if self.league is not None:
+            self.league.close()
+            self.league = None
         self.game.close()
         if self.validation is not None:
             self.validation.close()

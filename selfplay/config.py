@@ -404,6 +404,9 @@ def validate(config: TrainConfig, on_this_machine: bool = True) -> None:
          "league.role=main_exploiter needs league.db: the main run's league database, e.g. "
          "--set league.db=runs/main/league.db"),
         *bc_checks(config.bc),
+        (config.bc.snapshot_every == 0 or config.league.enabled,
+         "bc.snapshot_every rates the clone's snapshots in the league: set "
+         "league.enabled=true, or bc.snapshot_every=0"),
         *distributed_checks(config.distributed),
     ]
     for ok, message in checks:

@@ -63,16 +63,13 @@ from games.core import (
     Outcome,
     ScriptedPolicy,
 )
-from games.options import to_mapping
 from games.registry import family_of
-from league.db import LeagueDB, LeagueError
+from league.db import LeagueDB
 from league.matchmaking import Matchmaker, MatchmakingConfig
 from league.ratings import RatingConfig
 from league.records import Player
 from league.snapshots import (
     load_player_snapshot,
-    save_snapshot,
-    snapshot_name,
     snapshot_run,
 )
 from league.tournament import IncompatiblePlayer
@@ -80,7 +77,12 @@ from selfplay.config import ConfigError, LeagueConfig
 from selfplay.league_bot_envs import LEARNER, BotEnvDraws
 from selfplay.policy import FrozenPolicy
 from selfplay.ppo import TrainingContext
-from selfplay.snapshot_ratings import SnapshotFit, SnapshotRatings
+from selfplay.snapshot_ratings import (
+    SnapshotFit,
+    SnapshotRatings,
+    register_anchors,
+    register_snapshot,
+)
 
 MAIN = -2  # a main exploiter's stand-in for the main agent, played as its newest snapshot
 
@@ -135,19 +137,7 @@ class LeagueHook:
         self.contested = (game.players[:, 1] >= 0 if isinstance(game, HasSides)
                           else np.ones(trainer.spec.num_envs, bool))  # [E]
         family = family_of(trainer.spec.name)
-        self.anchors: list[str] = []
-        for name in config.anchors:
-            try:
-                setup = family.match_setup(trainer.spec.name, name, 1, trainer.config.seed)
-            except GameError as exc:
-                raise ConfigError(f"league.anchors: {exc}") from exc
-            if setup.scripted is None and not family.plays_engine_bots():
-                raise ConfigError(f"league.anchors: {name} plays inside the "
-                                  f"{trainer.spec.name} engine; rating games against it "
-                                  "are not supported")
-            self.db.add_player(setup.opponent_name or name, "bot",
-                               frozen=config.freeze_anchors)
-            self.anchors.append(setup.opponent_name or name)
+        self.anchors = register_anchors(self.db, trainer.spec, config, trainer.config.seed)
         # scripted training opponents: player id -> (owner slot, policy); each has its own
         # slot after the snapshots' (a bot needs no network, so it never takes theirs)
         self.bots: dict[int, tuple[int, ScriptedPolicy]] = {}
@@ -469,28 +459,13 @@ class LeagueHook:
         return metrics
 
     def snapshot(self, trainer: TrainingContext) -> int:
-        """Freeze the learner as ``<run>@<update>``; returns its player id.
-
-        A snapshot already registered under that name (by a process killed after it, before
-        the checkpoint this run resumed from) is kept as it is: its stored rating matches were
-        played by its weights.
-        """
-        name = snapshot_name(self.run_name, trainer.update)
-        try:
-            existing: Player | None = self.db.player(name)
-        except LeagueError:
-            existing = None
-        if (existing is not None and existing.broken is None and existing.path is not None
-                and Path(existing.path).is_file()):
-            pid = existing.id
-        else:
-            parent = (self.db.player(self.latest).name if self.latest is not None
-                      else trainer.config.init_from)  # the first: what the run started from
-            pid = save_snapshot(self.db, self.snapshot_dir, name, trainer.learner_weights(),
-                                to_mapping(trainer.config), trainer.global_step,
-                                parent=parent, update=trainer.update, role=self.role)
-            if existing is not None and existing.broken is not None:
-                self.db.mark_broken(pid, None)  # its file is written again
+        """Freeze the learner as ``<run>@<update>`` (:func:`register_snapshot`: one left by
+        a crashed process is kept); returns its player id."""
+        parent = (self.db.player(self.latest).name if self.latest is not None
+                  else trainer.config.init_from)  # the first: what the run started from
+        pid = register_snapshot(self.db, self.snapshot_dir, self.run_name, trainer,
+                                trainer.learner_weights(), trainer.global_step, parent,
+                                self.role)
         if pid not in self.pooled:
             self.pooled.add(pid)
             self.matchmaker.add_snapshot(pid, LEARNER)

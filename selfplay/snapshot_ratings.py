@@ -13,13 +13,26 @@ the tournaments the previous process did not finish.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
 
-from games.core import GameSpec
-from league.db import LeagueDB
+import torch
+
+from games.core import GameError, GameSpec
+from games.options import to_mapping
+from games.registry import family_of
+from league.db import LeagueDB, LeagueError
 from league.records import Player
-from league.snapshots import Snapshot, load_player_snapshot, snapshot_run
+from league.snapshots import (
+    Snapshot,
+    load_player_snapshot,
+    save_snapshot,
+    snapshot_name,
+    snapshot_run,
+)
 from league.tournament import IncompatiblePlayer
-from selfplay.config import LeagueConfig, NetworkConfig, NormalizeConfig
+from selfplay.config import ConfigError, LeagueConfig, NetworkConfig, NormalizeConfig, TrainConfig
 from selfplay.distributed_config import DistributedConfig
 from selfplay.league_rating import (
     BackgroundRater,
@@ -29,7 +42,59 @@ from selfplay.league_rating import (
     snapshot_agent,
 )
 from selfplay.networks import ActorCritic
-from selfplay.ppo import TrainingContext
+
+
+class RatedRun(Protocol):
+    """What the rating bookkeeping reads of the run whose snapshots it rates (a training run,
+    :class:`~selfplay.ppo.TrainingContext`, or a cloning run)."""
+
+    config: TrainConfig
+    spec: GameSpec
+    device: torch.device
+    update: int
+
+
+def register_anchors(db: LeagueDB, spec: GameSpec, config: LeagueConfig, seed: int) -> list[str]:
+    """Register ``league.anchors`` in ``db`` (frozen with ``league.freeze_anchors``); their
+    names as the league calls them. A name the game does not know, or an engine bot where
+    the family cannot rate against one, is a :class:`ConfigError`."""
+    family = family_of(spec.name)
+    anchors: list[str] = []
+    for name in config.anchors:
+        try:
+            setup = family.match_setup(spec.name, name, 1, seed)
+        except GameError as exc:
+            raise ConfigError(f"league.anchors: {exc}") from exc
+        if setup.scripted is None and not family.plays_engine_bots():
+            raise ConfigError(f"league.anchors: {name} plays inside the {spec.name} engine; "
+                              "rating games against it are not supported")
+        db.add_player(setup.opponent_name or name, "bot", frozen=config.freeze_anchors)
+        anchors.append(setup.opponent_name or name)
+    return anchors
+
+
+def register_snapshot(db: LeagueDB, directory: Path, run_name: str, run: RatedRun,
+                      weights: Mapping[str, Any], global_step: int, parent: str | None,
+                      role: str) -> int:
+    """Freeze ``weights`` as snapshot ``<run_name>@<run.update>`` in ``directory`` and
+    register it; returns its player id.
+
+    A snapshot already registered under that name (by a process killed after it, before
+    the checkpoint this run resumed from) is kept as it is: its stored rating matches were
+    played by its weights."""
+    name = snapshot_name(run_name, run.update)
+    try:
+        existing: Player | None = db.player(name)
+    except LeagueError:
+        existing = None
+    if (existing is not None and existing.broken is None and existing.path is not None
+            and Path(existing.path).is_file()):
+        return existing.id
+    pid = save_snapshot(db, directory, name, weights, to_mapping(run.config), global_step,
+                        parent=parent, update=run.update, role=role)
+    if existing is not None and existing.broken is not None:
+        db.mark_broken(pid, None)  # its file is written again
+    return pid
 
 
 class SnapshotFit:
@@ -95,14 +160,14 @@ def make_rater(distributed: DistributedConfig) -> Rater:
 class SnapshotRatings:
     """The rating tournaments of one run's snapshots, played here or in a rater process."""
 
-    def __init__(self, db: LeagueDB, trainer: TrainingContext, config: LeagueConfig,
+    def __init__(self, db: LeagueDB, run: RatedRun, config: LeagueConfig,
                  anchors: list[str], fit: SnapshotFit) -> None:
         self.db = db
-        self.trainer = trainer
+        self.run = run
         self.config = config
         self.anchors = anchors
         self.fit = fit
-        self.rater = (make_rater(trainer.config.distributed) if config.eval_process
+        self.rater = (make_rater(run.config.distributed) if config.eval_process
                       else None)
 
     def job(self, pid: int) -> RatingJob | None:
@@ -115,15 +180,15 @@ class SnapshotRatings:
         pool = snapshots[-self.config.eval_pool:] + self.anchors
         if not pool:
             return None
-        trainer = self.trainer
+        run = self.run
         player = self.db.player(pid)
-        return RatingJob(db_path=str(self.db.path), spec=trainer.spec,
-                         options=dict(trainer.config.game.options),
-                         network=trainer.config.network, normalize=trainer.config.normalize,
+        return RatingJob(db_path=str(self.db.path), spec=run.spec,
+                         options=dict(run.config.game.options),
+                         network=run.config.network, normalize=run.config.normalize,
                          latest=player.name, pool=tuple(pool),
                          games_per_pair=self.config.eval_games, num_envs=self.config.eval_envs,
-                         seed=int(player.metadata.get("update", trainer.update)),
-                         run_seed=trainer.config.seed, device=str(trainer.device),
+                         seed=int(player.metadata.get("update", run.update)),
+                         run_seed=run.config.seed, device=str(run.device),
                          snapshots=len(snapshots) + 1)
 
     def rate(self, pid: int) -> dict[str, float]:
@@ -142,14 +207,14 @@ class SnapshotRatings:
             print(f"warning: rating {job.latest} failed: {exc}", file=sys.stderr)
             return {}
 
-    def resubmit_unfinished(self, own: list[Player]) -> None:
+    def resubmit_unfinished(self, own: list[Player], every: int | None = None) -> None:
         """Hand the rater the tournaments of this run's snapshots ``own`` (up to the
         checkpoint resumed from) that the previous process's rater did not finish; each plays
         only its matches not yet stored."""
         assert self.rater is not None
-        every = self.config.eval_every
+        every = every or self.config.eval_every
         rated: set[int] = set()  # the snapshot that was the newest at each rating update
-        for update in range(0, self.trainer.update + 1, every):  # 0: an init_from snapshot
+        for update in range(0, self.run.update + 1, every):  # 0: an init_from snapshot
             newest = [p.id for p in own if int(p.metadata.get("update", 0)) <= update]
             if newest:
                 rated.add(max(newest))
