@@ -18,7 +18,9 @@ any ``--set``; the learning rate anneals to zero as the budget runs out (as in
 against ``--bot`` (default ``heuristic``) with sides alternating (``selfplay play``). Reported:
 the training curve, the time split, the snapshots' ratings over the run (league database), and
 the evaluation's wins, losses, draws and 95 % interval, with actions sampled (as in training)
-and with the most likely actions.
+and with the most likely actions. With ``--bc-set bc.snapshot_every=N`` the clone's snapshots
+are rated too, and training goes on in the clone's league database, so the ratings cover the
+whole run.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_microrts_learning import evaluate, fresh_run_dir, train_for  # noqa: E402
 
 from selfplay.bc import build_cloner  # noqa: E402
+from selfplay.clone_league import CloneLeague  # noqa: E402
 from selfplay.config import build_config  # noqa: E402
 from selfplay.tracking import MetricSink  # noqa: E402
 
@@ -52,6 +55,8 @@ def clone_for(minutes: float, teachers: list[str], overrides: list[str], seed: i
     run = fresh_run_dir(root, f"lux-bc-s{seed}")
     run.write_config(config)
     cloner = build_cloner(config, run)
+    if config.bc.snapshot_every > 0:  # the clone's snapshots rated as it learns
+        cloner.league = CloneLeague(cloner, run.path, config.league, config.bc.snapshot_every)
     sink = MetricSink(run, config)
     deadline = start + minutes * 60
     last, base_lr, metrics = 0.0, config.bc.learning_rate, {}
@@ -66,21 +71,25 @@ def clone_for(minutes: float, teachers: list[str], overrides: list[str], seed: i
             sink.log(cloner.global_step, metrics)
             last = time.perf_counter() - begin
         checkpoint = cloner.loop.save(final=True)
+        league = {}
+        if cloner.league is not None:  # after the budget: every snapshot rated
+            cloner.league.finish()
+            league = cloner.league.describe()
     finally:
         sink.close()
         cloner.close()
     elapsed = time.perf_counter() - start
     keep = ("bc/accuracy/", "val/", "loss/bc_")
     return {"run_dir": str(run.path), "checkpoint": str(checkpoint),
+            "league_db": league.get("league_db"),
             "steps": cloner.global_step, "updates": cloner.update, "seconds": round(elapsed, 1),
             "steps_per_second": round(cloner.global_step / elapsed),
             "last": {k: round(v, 4) for k, v in metrics.items() if k.startswith(keep)}}
 
 
-def ratings(run_dir: Path) -> list[dict[str, Any]]:
-    """The league's players in the order they joined (anchors, then the snapshots) with their
-    TrueSkill and games."""
-    db = run_dir / "league.db"
+def ratings(db: Path) -> list[dict[str, Any]]:
+    """The players of league database ``db`` in the order they joined (anchors, then the
+    snapshots: the clone's, then training's) with their TrueSkill and games."""
     if not db.exists():
         return []
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
@@ -117,6 +126,8 @@ def main() -> None:
         print(f"cloned {cloned['steps']} steps in {cloned['seconds']} s: {cloned['last']}",
               flush=True)
         overrides.append(f"init_from={cloned['checkpoint']}")
+        if cloned["league_db"] is not None:  # training goes on in the clone's league
+            overrides.append(f"league.db={cloned['league_db']}")
     trained: dict[str, Any] | None = None
     league: list[dict[str, Any]] = []
     if cloned is None or args.bc_minutes < args.minutes:
@@ -125,7 +136,10 @@ def main() -> None:
         print(f"trained {trained['steps']} steps in {trained['seconds']} s "
               f"({trained['steps_per_second']} steps/s, split {trained['time_split']})",
               flush=True)
-        league = ratings(Path(trained["run_dir"]))
+    db = next((Path(o.split("=", 1)[1]) for o in reversed(overrides)
+               if o.startswith("league.db=")), None)
+    if trained is not None or db is not None:
+        league = ratings(db or Path(trained["run_dir"]) / "league.db")
         for row in league:
             print("  ", row, flush=True)
     final = (trained or cloned or {})["checkpoint"]
