@@ -359,6 +359,15 @@ class SupportsTeachers(Protocol):
 
 
 @runtime_checkable
+class HasSeatPlayers(Protocol):
+    """Games whose seats named players hold for the whole run (live teacher games: each env
+    pairs two of the teachers)."""
+
+    seat_players: np.ndarray
+    """``str [E, A]`` the name of the player on each seat"""
+
+
+@runtime_checkable
 class SupportsStudents(Protocol):
     """Live teacher games whose imitated seats the learner may play itself while the
     teachers go on labelling them (DAgger: labels at the states the learner's own play

@@ -292,4 +292,4 @@ class SeatBotsFamily(Family):
                                 f"teachers: {', '.join(bots)}")
         learned = [not imitate or bot in imitate for bot in bots]
         played = self.make(game, num_envs, seed, options)
-        return SeatTeacherGame(played, [known[bot] for bot in bots], learned, seed)
+        return SeatTeacherGame(played, [known[bot] for bot in bots], learned, seed, bots)

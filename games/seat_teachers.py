@@ -22,12 +22,12 @@ BotFn = Callable[[np.ndarray, np.ndarray, np.random.Generator], np.ndarray]
 
 
 class SeatTeacherGame:
-    """``E`` games whose seats scripted bots play: a :class:`games.core.SupportsTeachers`
-    and :class:`games.core.SupportsState` game over any two-seat :class:`VecGame` with
-    masks and a state."""
+    """``E`` games whose seats scripted bots play: a :class:`games.core.SupportsTeachers`,
+    :class:`games.core.SupportsState` and :class:`games.core.HasSeatPlayers` game over any
+    two-seat :class:`VecGame` with masks and a state."""
 
     def __init__(self, game: VecGame, bots: list[BotFn], learned: list[bool],
-                 seed: int) -> None:
+                 seed: int, names: list[str] | None = None) -> None:
         if not isinstance(game, SupportsState):
             raise GameError(f"{game.spec.name} cannot save its state; it cannot host teachers")
         self.game = game
@@ -40,6 +40,12 @@ class SeatTeacherGame:
         self.bot_of = (index // seats % len(bots) ** seats
                        // len(bots) ** np.arange(seats)[::-1]) % len(bots)  # [E, A]
         self._learned = np.asarray(learned, bool)[self.bot_of]  # [E, A]
+        if names is None:
+            names = [f"bot{k}" for k in range(len(bots))]
+        if len(names) != len(bots):
+            raise GameError(f"{len(bots)} bots need as many names, got {len(names)}")
+        self.seat_players = np.asarray(names, dtype=object)[self.bot_of]
+        """``str [E, A]`` the bot on each seat (:class:`games.core.HasSeatPlayers`)"""
         self._rng = _bot_rng(seed)
         shape = (num_envs, seats, *self.spec.action_space.action_shape)
         self.teacher_actions = np.zeros(shape, np.int64)

@@ -7,7 +7,9 @@ the imitated seats (sampled moves) while the teachers go on labelling every posi
 its seats becomes a student's for the whole next game with probability of the current share
 (``bc.student_share``, reached linearly over the first ``bc.student_ramp`` of the run), so the
 games a student plays are its own from start to end, and their outcomes say how the clone plays
-(``students/win_rate``: against the teachers on the other seats).
+(``students/win_rate``: against the teachers on the other seats; in games whose seats name
+their players, :class:`~games.core.HasSeatPlayers`, also ``students/win_rate/<opponent>``
+against each teacher, and ``students/win_rate/students`` where both seats were the network's).
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from games.core import Batch, SupportsStudents, VecGame
+from games.core import Batch, HasSeatPlayers, SupportsStudents, VecGame
 from selfplay.acting import EpisodeLog
 from selfplay.bc_config import BCConfig
 from selfplay.networks import ActorCritic
+
+STUDENTS = "students"
+"""the opponent's name in ``students/win_rate/<opponent>`` where both seats were the network's"""
 
 
 class Students:
@@ -39,6 +44,12 @@ class Students:
         self.steps = 0
         """seat-steps the network has played so far"""
         self.episodes = EpisodeLog(window)
+        # the students' games by opponent: the teacher on the other seat, or "students"
+        self.opponents = (game.seat_players[:, ::-1] if isinstance(game, HasSeatPlayers)
+                          and game.spec.num_seats == 2 else None)  # [E, A]
+        self.by_opponent = {name: EpisodeLog(window) for name in (
+            [*sorted(set(self.opponents.ravel())), STUDENTS] if self.opponents is not None
+            else [])}
 
     def share(self, progress: float) -> float:
         """The share of seats drawn as students at ``progress`` (0 to 1) of the run."""
@@ -67,6 +78,12 @@ class Students:
         seats drawn."""
         if len(batch.episodes.env):
             self.episodes.add(batch.episodes, self.played)
+            if self.opponents is not None:
+                selfplay = self.played & self.played[:, ::-1]  # both seats the network's
+                for name, log in self.by_opponent.items():
+                    against = selfplay if name == STUDENTS else (
+                        (self.opponents == name) & ~selfplay)
+                    log.add(batch.episodes, self.played & against)
         self.draw(np.flatnonzero(batch.terminated | batch.truncated), progress)
 
     def metrics(self, progress: float) -> dict[str, float]:
@@ -77,6 +94,11 @@ class Students:
         out["students/games"] = summary.pop("episodes")
         out.update({f"students/{key.removeprefix('episode/')}": value
                     for key, value in summary.items()})
+        for name, log in self.by_opponent.items():
+            games = log.summary()
+            out[f"students/games/{name}"] = games["episodes"]
+            if "episode/win_rate" in games:
+                out[f"students/win_rate/{name}"] = games["episode/win_rate"]
         return out
 
     def sample(self, agent: ActorCritic, obs: np.ndarray, mask: np.ndarray | None,
@@ -89,7 +111,9 @@ class Students:
 
     def state_dict(self) -> dict[str, Any]:
         return {"seats": self.seats.copy(), "played": self.played.copy(), "steps": self.steps,
-                "gen": self.gen.get_state(), "episodes": self.episodes.state_dict()}
+                "gen": self.gen.get_state(), "episodes": self.episodes.state_dict(),
+                "by_opponent": {name: log.state_dict()
+                                for name, log in self.by_opponent.items()}}
 
     def load_state_dict(self, state: dict[str, Any], games_restored: bool,
                         progress: float) -> None:
@@ -98,6 +122,9 @@ class Students:
         self.gen.set_state(state["gen"])
         self.steps = int(state["steps"])
         self.episodes.load_state_dict(state["episodes"])
+        for name, saved in state.get("by_opponent", {}).items():  # (none in older checkpoints)
+            if name in self.by_opponent:
+                self.by_opponent[name].load_state_dict(saved)
         if games_restored:
             self.seats[:] = np.asarray(state["seats"], bool)
             self.played[:] = np.asarray(state["played"], bool)

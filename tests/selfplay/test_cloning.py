@@ -249,6 +249,27 @@ def test_students_play_the_clones_moves_and_learn_the_teachers_labels() -> None:
         ramped.close()
 
 
+def test_the_students_games_are_counted_by_opponent() -> None:
+    """bc.student_share 0.5 on win_or_block's seats, random the other teacher: every game of
+    a student counts once, against the teacher on the other seat or against students (both
+    seats the network's); the barely trained network wins far more often against random than
+    against win_or_block, which wins or blocks wherever it can."""
+    config = tictactoe_config("bc.teachers=[win_or_block,random]", "bc.imitate=[win_or_block]",
+                              "bc.student_share=0.5", "bc.total_steps=4096",
+                              "log.return_window=500")
+    cloner = build_cloner(config, None)
+    try:
+        for _ in range(cloner.num_updates):
+            metrics = cloner.run_update()
+    finally:
+        cloner.close()
+    names = ("random", "win_or_block", "students")
+    games = {name: metrics[f"students/games/{name}"] for name in names}
+    assert sum(games.values()) == metrics["students/games"] > 150
+    assert min(games.values()) >= 15, games
+    assert metrics["students/win_rate/random"] > metrics["students/win_rate/win_or_block"] + 0.2
+
+
 def test_cloning_starts_from_another_runs_network(tmp_path: Path) -> None:
     """bc --init-from: the new run's network is the checkpoint's, bit for bit, with a fresh
     optimizer and counters; a checkpoint of another game is one line."""
