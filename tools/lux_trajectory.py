@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,8 @@ def dump(path: Path, *, seed: int = 21, steps: int = 30, num_envs: int = 4) -> N
         for name in PARTS:
             rows[name].append(np.asarray(getattr(batch, name)))
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(path, **{name: np.stack(rows[name]) for name in PARTS})
+    arrays: dict[str, Any] = {name: np.stack(rows[name]) for name in PARTS}
+    np.savez_compressed(path, **arrays)
 
 
 def compare(a_path: Path, b_path: Path) -> int:
