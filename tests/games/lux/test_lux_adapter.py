@@ -469,7 +469,9 @@ def test_kept_near_planes_equal_fresh_ones_across_game_ends_and_resumption() -> 
 # sum the components in another order), measured with jax 0.10.2 on this machine (2026-11-27;
 # the masks' again after session 29's goals: free ice and ore, thirsty homes). One hash of
 # everything, kept since 2026-11-25, differed on an H100 with jax 0.11.2 (the session-28 GPU
-# run) without telling which part: these do.
+# run) without telling which part: these do. On an H100 (session 32) masks, rewards and ends
+# match and the observations do not: one ore cell of one board and ten exact ties of
+# power / battery rounded the other way (`tools/lux_trajectory.py compare`, BENCHMARKS.md).
 GOLDEN_TRAJECTORY = {"obs": "d06ac03e9b9d209d", "mask": "9da17f58076e51e7",
                      "reward": "bc8958baa3d1886e", "terminated": "6edd9f6f9cc92cde"}
 
