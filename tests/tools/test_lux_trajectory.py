@@ -4,6 +4,7 @@ here from arrays of the adapter's shapes; the dump itself plays the real engine 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,8 +14,9 @@ from tools.lux_trajectory import PARTS, compare
 
 
 def _dump(path: Path, obs: np.ndarray, mask: np.ndarray) -> Path:
-    arrays = {"obs": obs, "action_mask": mask, "reward": np.zeros((3, 2, 2), np.float32),
-              "terminated": np.zeros((3, 2), bool)}
+    arrays: dict[str, Any] = {"obs": obs, "action_mask": mask,
+                              "reward": np.zeros((3, 2, 2), np.float32),
+                              "terminated": np.zeros((3, 2), bool)}
     assert set(arrays) == set(PARTS)
     np.savez_compressed(path, **arrays)
     return path
