@@ -432,7 +432,8 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
 
     goal = np.full(unit.shape, -1, np.int64)  # the move component's goal value, or -1
     if goals:
-        for go, name in ((home & ~seat.own_fac, "home"), (seek_ice, "ice"), (seek_ore, "ore")):
+        for go, name in ((home & ~seat.own_fac, "home"), (seek_ice, "ice"), (seek_ore, "ore"),
+                         (seek_rubble, "rubble")):
             value = len(DIRECTIONS) + GOALS.index(name)
             goal = np.where(go & can[..., UNIT["move"]] & m[..., _MOVE + value], value, goal)
     by_field = goal < 0
@@ -485,10 +486,10 @@ def heuristic_near(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) 
 
 def heuristic_goals(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator
                     ) -> np.ndarray:
-    """The heuristic whose robots go home and to ice by goal moves (``to_home``, ``to_ice``;
-    :func:`goal_fields` where none is legal): a teacher whose moves a network picks from what
-    a robot should do, not which way (the light robots' rubble clearing still steps by its
-    field). Robots bound for a thirsty factory deliver there, as the heuristic's do."""
+    """The heuristic whose robots go home, to ice and to rubble by goal moves (``to_home``,
+    ``to_ice``, ``to_rubble``; :func:`goal_fields` where none is legal): a teacher whose moves
+    a network picks from what a robot should do, not which way. Robots bound for a thirsty
+    factory deliver there, as the heuristic's do."""
     return heuristic(obs, mask, rng, steering=goal_fields, goals=True)
 
 
@@ -500,9 +501,9 @@ def heuristic_ore(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -
 
 def heuristic_ore_goals(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator
                         ) -> np.ndarray:
-    """:func:`heuristic_ore` steering as :func:`heuristic_goals` does: robots go home, to ice
-    and to ore by goal moves, a teacher whose moves a network picks from what a robot should
-    do (rubble clearing still steps by its field)."""
+    """:func:`heuristic_ore` steering as :func:`heuristic_goals` does: robots go home, to ice,
+    to ore and to rubble by goal moves, a teacher whose moves a network picks from what a
+    robot should do."""
     return heuristic(obs, mask, rng, steering=goal_fields, goals=True, ore=True)
 
 

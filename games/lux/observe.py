@@ -7,7 +7,8 @@ a masked-in choice is one the engine carries out this turn:
 - every type but ``keep`` needs the queue-update power (light 1, heavy 10) on top of its own
   cost;
 - ``move``: onto the board, not onto an enemy factory tile, with the power the target's rubble
-  asks for; a goal (``to_ice``, ``to_ore``, ``to_home``) where :func:`goal_steps` finds a step;
+  asks for; a goal (``to_ice``, ``to_ore``, ``to_home``, ``to_rubble``) where
+  :func:`goal_steps` finds a step;
 - ``transfer``: to an own factory tile (the unit's own cell included) or an adjacent own unit,
   of a resource the unit holds (power: at least 2 after the update);
 - ``pickup``: on an own factory tile, of power the factory holds or water beyond its reserve
@@ -194,6 +195,23 @@ def home_distances(state: Any) -> jnp.ndarray:
     return jnp.minimum(home, NEAR_RANGE).astype(jnp.int32)
 
 
+def clearable_rubble(state: Any) -> jnp.ndarray:
+    """``bool [2, S, S]`` (y, x): per team, where ``to_rubble`` leads: rubble on a cell that is
+    no factory tile, ice or ore, on or next to (4 neighbours) the team's factory tiles or
+    lichen, where the team's lichen could grow once the rubble is dug away, and no robot
+    stands."""
+    board = state.board
+    factory = factory_team_map(state)  # [x, y]
+    team = jnp.arange(2)[:, None, None]
+    grows = (factory[None] == team) | (strain_team_map(state)[None] == team)  # [2, x, y]
+    pad = jnp.pad(grows, ((0, 0), (1, 1), (1, 1)))
+    near = (grows | pad[:, :-2, 1:-1] | pad[:, 2:, 1:-1] | pad[:, 1:-1, :-2]
+            | pad[:, 1:-1, 2:])
+    cells = ((board.rubble > 0) & (factory < 0) & ~board.ice & ~board.ore
+             & (unit_team_map(state) < 0))
+    return jnp.swapaxes(near & cells[None], 1, 2)
+
+
 def near_distances(near: jnp.ndarray) -> jnp.ndarray:
     """``int32 [K, S * S]``: the Manhattan steps the quantized :func:`near_planes` encode
     (:data:`~games.lux.layout.NEAR_RANGE` where a plane is 0: no target within range)."""
@@ -241,21 +259,23 @@ def goal_steps(state: Any, near: jnp.ndarray | None = None) -> jnp.ndarray:
     stands on and no factory's centre (where robots are built); of several, the direction
     already at the front of the unit's queue (continued for free), else the one of least
     rubble, else the first. Goals lead to the ice and ore no robot stands on (the ``near``
-    planes' goal targets, :func:`free_target_planes`) and home (:func:`home_distances`: the
-    own factory tiles, a thirsty factory's preferred)."""
+    planes' goal targets, :func:`free_target_planes`), home (:func:`home_distances`: the
+    own factory tiles, a thirsty factory's preferred) and the rubble in the way of the team's
+    lichen (:func:`clearable_rubble`)."""
     size = state.board.lichen.shape[0]
     i32 = jnp.int32
     near = near_planes(state) if near is None else near
     dist = near_distances(near[4:6]).reshape(2, size, size)  # [2, y, x]: free ice, free ore
     inside, tx, ty = _move_targets(state)  # [2, U, 5]
     teams = jnp.arange(2)[:, None, None]
-    # per unit and goal: the distance field (ice, ore, then the unit's own team's home)
+    # per unit and goal: the distance field (ice, ore, then the unit's own team's home and
+    # rubble)
     fields = jnp.stack([jnp.broadcast_to(dist[0], (2, size, size)),
-                        jnp.broadcast_to(dist[1], (2, size, size)), home_distances(state)],
-                       1)  # [2, G, y, x]
+                        jnp.broadcast_to(dist[1], (2, size, size)), home_distances(state),
+                        manhattan_distance(clearable_rubble(state))], 1)  # [2, G, y, x]
     d = fields[teams[..., None], jnp.arange(len(GOALS))[None, None, None, :], ty[..., None],
-               tx[..., None]]  # [2, U, 5, 3]
-    here, there = d[:, :, :1], d[:, :, 1:]  # [2, U, 1, 3], [2, U, 4, 3]
+               tx[..., None]]  # [2, U, 5, G]
+    here, there = d[:, :, :1], d[:, :, 1:]  # [2, U, 1, G], [2, U, 4, G]
     # no robot there, and no factory centre (where new robots appear)
     free = ((unit_team_map(state)[tx, ty] < 0)
             & (state.board.factory_map.astype(i32)[tx, ty] == NONE_ID))[..., 1:]  # [2, U, 4]

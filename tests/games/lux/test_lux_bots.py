@@ -171,11 +171,12 @@ def test_bots_choose_legal_values(versus: Record, near_versus: Record,
                                   goals_versus: Record, ore_versus: Record) -> None:
     for record in (versus, near_versus, goals_versus, ore_versus):
         assert record.illegal == {name: 0 for name in record.illegal}
-    # the steering bots step by directions; heuristic-goals goes home and to ice by goals
+    # the steering bots step by directions; heuristic-goals goes home, to ice and to rubble by
+    # goals
     for name in ("heuristic", "heuristic_near"):
         assert near_versus.moves[name][len(DIRECTIONS):].sum() == 0
     goal_moves = goals_versus.moves["heuristic_goals"]
-    for goal in ("home", "ice"):
+    for goal in ("home", "ice", "rubble"):
         assert goal_moves[len(DIRECTIONS) + GOALS.index(goal)] > 20, goal_moves
     assert goal_moves[len(DIRECTIONS) + GOALS.index("ore")] == 0
     # the check saw every kind of choice the heuristic makes

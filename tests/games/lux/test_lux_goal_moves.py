@@ -1,7 +1,8 @@
-"""Goal moves (``to_ice``, ``to_ore``, ``to_home``) against the real engine: each legal goal is
-one step nearer its target by Manhattan distance onto a free cell (ice and ore no robot stands
-on; home a thirsty factory's tiles where they are at most the detour further), the engine
-carries it out, and goal moves never collide a team's own robots."""
+"""Goal moves (``to_ice``, ``to_ore``, ``to_home``, ``to_rubble``) against the real engine:
+each legal goal is one step nearer its target by Manhattan distance onto a free cell (ice and
+ore no robot stands on; home a thirsty factory's tiles where they are at most the detour
+further; rubble in the way of the team's lichen), the engine carries it out, and goal moves
+never collide a team's own robots."""
 
 from __future__ import annotations
 
@@ -57,11 +58,28 @@ def _home_distance(st: Any, team: int) -> np.ndarray:
     return np.where(to_thirsty <= nearest + HOME_DETOUR, to_thirsty, nearest)
 
 
+def _rubble_targets(planes: np.ndarray, occupied: np.ndarray) -> np.ndarray:
+    """Brute force of ``to_rubble``'s targets from a seat's planes: free rubble on no factory
+    tile, ice or ore, on or next to an own factory tile or own lichen."""
+    grows = (planes[PLANE["own_factory"]] > 0) | (planes[PLANE["own_lichen"]] > 0)
+    near = np.zeros_like(grows)
+    for y, x in zip(*np.nonzero(grows), strict=True):
+        for dy, dx in ((0, 0), *_STEPS):
+            if 0 <= y + dy < 48 and 0 <= x + dx < 48:
+                near[y + dy, x + dx] = True
+    factory = (planes[PLANE["own_factory"]] > 0) | (planes[PLANE["enemy_factory"]] > 0)
+    resource = (planes[PLANE["ice"]] > 0) | (planes[PLANE["ore"]] > 0)
+    return (near & (planes[PLANE["rubble"]] > 0) & ~factory & ~resource
+            & ~occupied.reshape(48, 48))
+
+
 def _goal_distance(planes: np.ndarray, occupied: np.ndarray, st: Any, team: int,
                    goal: str) -> np.ndarray:
     """``[48 * 48]``: each cell's distance to where ``goal`` leads, computed here."""
     if goal == "home":
         return _home_distance(st, team).reshape(-1)
+    if goal == "rubble":
+        return _distance(_rubble_targets(planes, occupied)).reshape(-1)
     return _distance((planes[PLANE[goal]] > 0) & ~occupied.reshape(48, 48)).reshape(-1)
 
 
