@@ -46,6 +46,12 @@ adapter ignores cells without a unit or a factory centre). Every chosen value is
   home), the factories turn it into metal and build more heavy robots, and heavy robots clear
   rubble instead of digging ice while the factories hold :data:`SPARE_WATER` water each on
   average.
+
+  With ``raid`` (:func:`heuristic_raid`, which also mines ore and steers by goals) every robot
+  leaves its rule from :data:`RAID_FROM` of the game on to dig the other team's lichen: on it,
+  dig; else move towards the nearest cell of it no robot stands on. A heavy robot's dig takes
+  a whole cell's lichen (100) off the other team's score, a light one's 10, and a cell dug
+  bare gets rubble, which cuts the lichen beyond it off its factory's watering.
 """
 
 from __future__ import annotations
@@ -85,6 +91,8 @@ THIRSTY, DETOUR = THIRSTY_WATER, HOME_DETOUR
 steps further than the nearest own factory (the rule of the adapter's ``to_home`` goal)"""
 ORE_UNTIL = 0.3
 """with ``ore``: light robots mine ore until this share of the game, then clear rubble"""
+RAID_FROM = 0.85
+"""with ``raid``: every robot digs the other team's lichen from this share of the game on"""
 SPARE_WATER = 400
 """with ``ore``: heavy robots clear rubble while the factories hold this much water each on
 average"""
@@ -256,6 +264,7 @@ class SeatPlanes:
     cargo: np.ndarray  # ice
     ore_cargo: np.ndarray
     water: np.ndarray  # the factory's, on its tiles
+    enemy_lichen: np.ndarray
 
     @classmethod
     def read(cls, obs: np.ndarray) -> SeatPlanes:
@@ -275,7 +284,8 @@ class SeatPlanes:
                    own_fac=own_fac, centre=centre, blocked=blocked | any_unit, ice=ice,
                    ore=on("ore"), clearable=clearable, power=_plane(obs, "unit_power"),
                    cargo=_plane(obs, "unit_ice"), ore_cargo=_plane(obs, "unit_ore"),
-                   water=np.rint(_plane(obs, "factory_water") * 1000))
+                   water=np.rint(_plane(obs, "factory_water") * 1000),
+                   enemy_lichen=on("enemy_lichen"))
 
 
 Fields = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -388,7 +398,7 @@ def _transfer_directions(seat: SeatPlanes, m: np.ndarray, give: np.ndarray,
 
 def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
               steering: Callable[[np.ndarray, SeatPlanes], Fields] = bfs_fields,
-              goals: bool = False, ore: bool = False) -> np.ndarray:
+              goals: bool = False, ore: bool = False, raid: bool = False) -> np.ndarray:
     """The rule-based player of the module's docstring; ``steering`` gives the distance
     fields its robots follow (:func:`near_plane_fields`: the observation's planes instead);
     with ``goals`` robots bound home, to ice or to ore move by the goals ``to_home``,
@@ -396,11 +406,15 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     ``steering``'s fields elsewhere. With ``ore`` light robots mine ore instead of clearing
     rubble early in the game (rules 5-6 with ore for ice; rules 1-3 take ore home as they take
     ice), so the factories get the metal for more heavy robots, which clear rubble while the
-    factories have water to spare."""
+    factories have water to spare. With ``raid`` every robot digs the other team's lichen
+    from :data:`RAID_FROM` of the game on (on it: dig; else towards the nearest, by the goal
+    ``to_enemy_lichen`` with ``goals``), instead of all the rules above."""
     n, size = len(obs), obs.shape[-1]
     m = np.asarray(mask, bool).reshape(n, size, size, -1)
     seat = SeatPlanes.read(obs)
-    unit, power = seat.own_unit, seat.power
+    raiding = (seat.light & (_plane(obs, "progress") >= RAID_FROM) if raid
+               else np.zeros_like(seat.own_unit))
+    unit, power = seat.own_unit & ~raiding, seat.power
     can = m[..., :len(UNIT)]  # legal unit types
     home_f, to_thirsty, ice_f, clear_f, ore_f = steering(obs, seat)
 
@@ -429,11 +443,15 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     seek_ice = rest & ~clearing & ~mining_ore & ~seat.ice
     seek_rubble = clearing & ~seat.clearable
     seek_ore = mining_ore & ~seat.ore
+    dig |= raiding & seat.enemy_lichen & can[..., UNIT["dig"]]
+    seek_lichen = raiding & ~seat.enemy_lichen
+    lichen_f = (distance_field(seat.enemy_lichen, seat.blocked, _next_to_robots(seat))
+                if seek_lichen.any() else np.full(unit.shape, FAR, np.int32))
 
     goal = np.full(unit.shape, -1, np.int64)  # the move component's goal value, or -1
     if goals:
         for go, name in ((home & ~seat.own_fac, "home"), (seek_ice, "ice"), (seek_ore, "ore"),
-                         (seek_rubble, "rubble")):
+                         (seek_rubble, "rubble"), (seek_lichen, "enemy_lichen")):
             value = len(DIRECTIONS) + GOALS.index(name)
             goal = np.where(go & can[..., UNIT["move"]] & m[..., _MOVE + value], value, goal)
     by_field = goal < 0
@@ -443,7 +461,9 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     move = np.maximum.reduce([_choose_moves(field, enterable, go & by_field, rng)
                               for field, go in ((home_f, home & ~seat.own_fac),
                                                 (ice_f, seek_ice), (clear_f, seek_rubble),
-                                                *(((ore_f, seek_ore),) if ore else ()))])
+                                                *(((ore_f, seek_ore),) if ore else ()),
+                                                *(((lichen_f, seek_lichen),)
+                                                  if seek_lichen.any() else ()))])
     move = _resolve(move, seat.heavy, rng)
 
     kind = np.full(unit.shape, -1, np.int64)  # -1: hold
@@ -451,7 +471,7 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     kind[pickup] = UNIT["pickup"]
     kind[dig] = UNIT["dig"]
     kind[(move >= 0) | (goal >= 0)] = UNIT["move"]
-    kind = _settle(obs, can, unit, kind)
+    kind = _settle(obs, can, seat.own_unit, kind)
 
     out = np.zeros((n, size, size, len(NVEC)), np.int64)
     out[..., 0] = kind
@@ -459,7 +479,7 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     out[..., 2] = np.maximum(tdir, 0)
     out[..., 3] = resource
     out[..., 4] = RESOURCE["power"]
-    out[..., 5] = _factory_actions(obs, m, unit)
+    out[..., 5] = _factory_actions(obs, m, seat.own_unit)
     return out.reshape(n, size * size, len(NVEC))
 
 
@@ -507,7 +527,15 @@ def heuristic_ore_goals(obs: np.ndarray, mask: np.ndarray, rng: np.random.Genera
     return heuristic(obs, mask, rng, steering=goal_fields, goals=True, ore=True)
 
 
+def heuristic_raid(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator
+                   ) -> np.ndarray:
+    """:func:`heuristic_ore_goals` whose robots, from :data:`RAID_FROM` of the game on, dig the
+    other team's lichen (``to_enemy_lichen``): lichen dug away in the last steps is lichen
+    the other team no longer counts when the game is decided."""
+    return heuristic(obs, mask, rng, steering=goal_fields, goals=True, ore=True, raid=True)
+
+
 BOTS = {"random": random_legal, "heuristic": heuristic, "heuristic-near": heuristic_near,
         "heuristic-goals": heuristic_goals, "heuristic-ore": heuristic_ore,
-        "heuristic-ore-goals": heuristic_ore_goals}
+        "heuristic-ore-goals": heuristic_ore_goals, "heuristic-raid": heuristic_raid}
 """the Lux scripted opponents by name"""

@@ -18,19 +18,21 @@ space. A cell may hold a unit (its components :data:`UNIT`\\ ...) and a factory'
   heavy 10); choosing the action already at the queue's front continues it for free, as
   ``keep`` does (power transfers excepted), so a policy need not know what is queued.
 - ``move``: up, right, down, left, or a goal: ``to_ice``, ``to_ore``, ``to_home``,
-  ``to_rubble`` (used by ``move``). A goal is one step along a shortest Manhattan path to its
-  target, the adapter's steering (:func:`games.lux.observe.goal_steps`): ``to_ice`` and
-  ``to_ore`` lead to the nearest ice or ore cell that no robot stands on (robots spread over
-  the resources instead of queueing for one cell); ``to_home`` to the nearest own factory
-  tile, or to one of a thirsty factory (less than :data:`THIRSTY_WATER` water) when that is
-  at most :data:`HOME_DETOUR` steps further (ice goes where it keeps a factory alive);
-  ``to_rubble`` to the nearest rubble where the team's lichen could grow once it is cleared
-  (a cell next to an own factory tile or own lichen, or own lichen itself, that is no factory
-  tile, ice or ore) that no robot stands on. The step is, among the neighbours nearer the
-  target that the unit may enter, no robot stands on and no factory centre, the one already
-  queued (free), else the one of least rubble; legal only where such a neighbour exists. Two
-  own robots never step into one cell by goals: the heavier, then the lower slot, goes, the
-  other stands still this turn. A policy then chooses where to go, not which way.
+  ``to_rubble``, ``to_enemy_lichen`` (used by ``move``). A goal is one step along a shortest
+  Manhattan path to its target, the adapter's steering (:func:`games.lux.observe.goal_steps`):
+  ``to_ice`` and ``to_ore`` lead to the nearest ice or ore cell that no robot stands on
+  (robots spread over the resources instead of queueing for one cell); ``to_home`` to the
+  nearest own factory tile, or to one of a thirsty factory (less than :data:`THIRSTY_WATER`
+  water) when that is at most :data:`HOME_DETOUR` steps further (ice goes where it keeps a
+  factory alive); ``to_rubble`` to the nearest rubble where the team's lichen could grow once
+  it is cleared (a cell next to an own factory tile or own lichen, or own lichen itself, that
+  is no factory tile, ice or ore) that no robot stands on; ``to_enemy_lichen`` to the nearest
+  cell of the other team's lichen that no robot stands on (where a dig takes lichen off its
+  score). The step is, among the neighbours nearer the target that the unit may enter, no
+  robot stands on and no factory centre, the one already queued (free), else the one of least
+  rubble; legal only where such a neighbour exists. Two own robots never step into one cell
+  by goals: the heavier, then the lower slot, goes, the other stands still this turn. A
+  policy then chooses where to go, not which way.
 - ``transfer_dir``: centre (onto the unit's own factory tile), up, right, down, left; targets
   are the seat's own factory tiles and own units only (used by ``transfer``).
 - ``transfer_res`` and ``pickup_res``: ice, ore, water, metal, power (Lux's resource order).
@@ -76,9 +78,10 @@ A quarter of float32's bytes, and writing them is most of the observation's cost
 UNIT_TYPES: tuple[str, ...] = ("keep", "move", "transfer", "pickup", "dig", "self_destruct",
                                "recharge")
 DIRECTIONS: tuple[str, ...] = ("up", "right", "down", "left")
-GOALS: tuple[str, ...] = ("ice", "ore", "home", "rubble")
-"""where a goal move leads: the nearest free ice or ore cell, home (an own factory tile), or
-the nearest free rubble that keeps the own lichen from growing"""
+GOALS: tuple[str, ...] = ("ice", "ore", "home", "rubble", "enemy_lichen")
+"""where a goal move leads: the nearest free ice or ore cell, home (an own factory tile), the
+nearest free rubble that keeps the own lichen from growing, or the other team's nearest
+lichen"""
 THIRSTY_WATER, HOME_DETOUR = 150, 15
 """``to_home`` leads to a factory with less than ``THIRSTY_WATER`` water when it is at most
 ``HOME_DETOUR`` steps further than the nearest own factory tile"""

@@ -7,8 +7,8 @@ a masked-in choice is one the engine carries out this turn:
 - every type but ``keep`` needs the queue-update power (light 1, heavy 10) on top of its own
   cost;
 - ``move``: onto the board, not onto an enemy factory tile, with the power the target's rubble
-  asks for; a goal (``to_ice``, ``to_ore``, ``to_home``, ``to_rubble``) where
-  :func:`goal_steps` finds a step;
+  asks for; a goal (``to_ice``, ``to_ore``, ``to_home``, ``to_rubble``, ``to_enemy_lichen``)
+  where :func:`goal_steps` finds a step;
 - ``transfer``: to an own factory tile (the unit's own cell included) or an adjacent own unit,
   of a resource the unit holds (power: at least 2 after the update);
 - ``pickup``: on an own factory tile, of power the factory holds or water beyond its reserve
@@ -212,6 +212,15 @@ def clearable_rubble(state: Any) -> jnp.ndarray:
     return jnp.swapaxes(near & cells[None], 1, 2)
 
 
+def enemy_lichen(state: Any) -> jnp.ndarray:
+    """``bool [2, S, S]`` (y, x): per team, where ``to_enemy_lichen`` leads: the other team's
+    lichen where no robot stands (a dig there takes lichen off the other team's score)."""
+    team = jnp.arange(2)[:, None, None]
+    cells = ((strain_team_map(state)[None] == 1 - team)
+             & (unit_team_map(state) < 0)[None])  # [2, x, y]
+    return jnp.swapaxes(cells, 1, 2)
+
+
 def near_distances(near: jnp.ndarray) -> jnp.ndarray:
     """``int32 [K, S * S]``: the Manhattan steps the quantized :func:`near_planes` encode
     (:data:`~games.lux.layout.NEAR_RANGE` where a plane is 0: no target within range)."""
@@ -261,18 +270,21 @@ def goal_steps(state: Any, near: jnp.ndarray | None = None) -> jnp.ndarray:
     rubble, else the first. Goals lead to the ice and ore no robot stands on (the ``near``
     planes' goal targets, :func:`free_target_planes`), home (:func:`home_distances`: the
     own factory tiles, a thirsty factory's preferred) and the rubble in the way of the team's
-    lichen (:func:`clearable_rubble`)."""
+    lichen (:func:`clearable_rubble`) and the other team's lichen (:func:`enemy_lichen`)."""
     size = state.board.lichen.shape[0]
     i32 = jnp.int32
     near = near_planes(state) if near is None else near
     dist = near_distances(near[4:6]).reshape(2, size, size)  # [2, y, x]: free ice, free ore
     inside, tx, ty = _move_targets(state)  # [2, U, 5]
     teams = jnp.arange(2)[:, None, None]
-    # per unit and goal: the distance field (ice, ore, then the unit's own team's home and
-    # rubble)
-    fields = jnp.stack([jnp.broadcast_to(dist[0], (2, size, size)),
-                        jnp.broadcast_to(dist[1], (2, size, size)), home_distances(state),
-                        manhattan_distance(clearable_rubble(state))], 1)  # [2, G, y, x]
+    # per unit and goal: the distance field (ice, ore, then the unit's own team's home,
+    # rubble and the other team's lichen)
+    per_team = manhattan_distance(jnp.stack([clearable_rubble(state), enemy_lichen(state)],
+                                            1))  # [2, 2, y, x]: rubble, enemy lichen
+    fields = jnp.concatenate([jnp.stack([jnp.broadcast_to(dist[0], (2, size, size)),
+                                         jnp.broadcast_to(dist[1], (2, size, size)),
+                                         home_distances(state)], 1), per_team],
+                             1)  # [2, G, y, x]
     d = fields[teams[..., None], jnp.arange(len(GOALS))[None, None, None, :], ty[..., None],
                tx[..., None]]  # [2, U, 5, G]
     here, there = d[:, :, :1], d[:, :, 1:]  # [2, U, 1, G], [2, U, 4, G]

@@ -467,15 +467,15 @@ def test_kept_near_planes_equal_fresh_ones_across_game_ends_and_resumption() -> 
 # sha256 (first 16 hex digits) of 30 steps of seeded random legal play from seed 21, one per
 # part: every observation, mask and end exactly, the rewards rounded to 1e-5 (an accelerator may
 # sum the components in another order), measured with jax 0.10.2 on this machine (2026-11-27;
-# the masks' again after session 29's goals: free ice and ore, thirsty homes; the observations',
-# masks' and rewards' after session 33's ``to_rubble`` goal, whose mask column changes the
-# random actions drawn, so the trajectory). One hash of everything, kept since 2026-11-25,
-# differed on an H100 with jax 0.11.2 (the session-28 GPU run) without telling which part:
-# these do. On an H100 (session 32) masks, rewards and ends
+# the masks' again after session 29's goals: free ice and ore, thirsty homes; the
+# observations', masks' and rewards' after session 33's ``to_rubble`` and ``to_enemy_lichen``
+# goals, whose mask columns change the random actions drawn, so the trajectory). One hash of
+# everything, kept since 2026-11-25, differed on an H100 with jax 0.11.2 (the session-28 GPU
+# run) without telling which part: these do. On an H100 (session 32) masks, rewards and ends
 # match and the observations do not: one ore cell of one board and ten exact ties of
 # power / battery rounded the other way (`tools/lux_trajectory.py compare`, BENCHMARKS.md).
-GOLDEN_TRAJECTORY = {"obs": "4a0d311e1ecce814", "mask": "d1a795a82d3de34e",
-                     "reward": "729b40da7c0ddeb3", "terminated": "6edd9f6f9cc92cde"}
+GOLDEN_TRAJECTORY = {"obs": "246fbb3cd1b71399", "mask": "b3d84aea0547b457",
+                     "reward": "a61f29ae1c55edef", "terminated": "6edd9f6f9cc92cde"}
 
 
 def test_a_seeded_trajectory_reproduces_its_stored_hash() -> None:

@@ -28,6 +28,7 @@ from games.lux.bots import (
     heuristic_near,
     heuristic_ore,
     heuristic_ore_goals,
+    heuristic_raid,
     near_plane_fields,
     neighbour,
     random_legal,
@@ -216,7 +217,8 @@ def test_heuristic_delivers_ice(versus: Record, near_versus: Record,
 def test_bots_table() -> None:
     assert BOTS == {"random": random_legal, "heuristic": heuristic,
                     "heuristic-near": heuristic_near, "heuristic-goals": heuristic_goals,
-                    "heuristic-ore": heuristic_ore, "heuristic-ore-goals": heuristic_ore_goals}
+                    "heuristic-ore": heuristic_ore, "heuristic-ore-goals": heuristic_ore_goals,
+                    "heuristic-raid": heuristic_raid}
 
 
 # ---------------------------------------------------------------- distance fields
@@ -462,3 +464,39 @@ def test_the_ore_heuristic_turns_ore_into_metal(ore_versus: Record) -> None:
     assert all(p[index("ore")] > 0 and p[index("water")] > 0 for p in ore), ore
     assert ore_versus.total("heuristic_ore", "metal") > 10, ore
     assert all(p[index("ore")] == 0 and p[index("metal")] == 0 for p in plain), plain
+
+
+RAID_STEP = 0.6  # the raid tests' games raid from step 90 of 150, with time to reach the lichen
+
+
+def _raid_pair() -> tuple[Record, Record]:
+    """The heuristic against ``heuristic-ore-goals`` and against ``heuristic-raid`` (raiding
+    from :data:`RAID_STEP`), the same 4 games of 150 steps: one game each way, identical up
+    to the raid (the raid draws no random numbers before it)."""
+    from games.lux import bots
+
+    base = play((("heuristic", heuristic), ("heuristic_ore_goals", heuristic_ore_goals)),
+                MAX_STEPS, seed=4)
+    saved = bots.RAID_FROM
+    bots.RAID_FROM = RAID_STEP
+    try:
+        raid = play((("heuristic", heuristic), ("heuristic_raid", heuristic_raid)),
+                    MAX_STEPS, seed=4)
+    finally:
+        bots.RAID_FROM = saved
+    return base, raid
+
+
+def test_the_raid_digs_the_other_teams_lichen() -> None:
+    """Light robots go to the heuristic's lichen by ``to_enemy_lichen`` and dig it: the
+    heuristic ends the same games with less lichen than against the same teacher without the
+    raid."""
+    base, raid = _raid_pair()
+    assert raid.illegal == {"heuristic": 0, "heuristic_raid": 0}
+    goal = len(DIRECTIONS) + GOALS.index("enemy_lichen")
+    assert raid.moves["heuristic_raid"][goal] > 20, raid.moves["heuristic_raid"]
+    assert base.moves["heuristic_ore_goals"][goal] == 0
+    assert raid.unit_types["heuristic_raid"][UNIT["dig"]] > 0
+    lichen = {name: record.total("heuristic", "lichen")
+              for name, record in (("base", base), ("raid", raid))}
+    assert lichen["raid"] < 0.9 * lichen["base"], lichen

@@ -1,8 +1,8 @@
-"""Goal moves (``to_ice``, ``to_ore``, ``to_home``, ``to_rubble``) against the real engine:
-each legal goal is one step nearer its target by Manhattan distance onto a free cell (ice and
-ore no robot stands on; home a thirsty factory's tiles where they are at most the detour
-further; rubble in the way of the team's lichen), the engine carries it out, and goal moves
-never collide a team's own robots."""
+"""Goal moves (``to_ice``, ``to_ore``, ``to_home``, ``to_rubble``, ``to_enemy_lichen``)
+against the real engine: each legal goal is one step nearer its target by Manhattan distance
+onto a free cell (ice and ore no robot stands on; home a thirsty factory's tiles where they are
+at most the detour further; rubble in the way of the team's lichen; the other team's lichen),
+the engine carries it out, and goal moves never collide a team's own robots."""
 
 from __future__ import annotations
 
@@ -80,6 +80,9 @@ def _goal_distance(planes: np.ndarray, occupied: np.ndarray, st: Any, team: int,
         return _home_distance(st, team).reshape(-1)
     if goal == "rubble":
         return _distance(_rubble_targets(planes, occupied)).reshape(-1)
+    if goal == "enemy_lichen":
+        return _distance((planes[PLANE["enemy_lichen"]] > 0)
+                         & ~occupied.reshape(48, 48)).reshape(-1)
     return _distance((planes[PLANE[goal]] > 0) & ~occupied.reshape(48, 48)).reshape(-1)
 
 
