@@ -47,11 +47,13 @@ adapter ignores cells without a unit or a factory centre). Every chosen value is
   rubble instead of digging ice while the factories hold :data:`SPARE_WATER` water each on
   average.
 
-  With ``raid`` (:func:`heuristic_raid`, which also mines ore and steers by goals) every robot
-  leaves its rule from :data:`RAID_FROM` of the game on to dig the other team's lichen: on it,
-  dig; else move towards the nearest cell of it no robot stands on. A heavy robot's dig takes
-  a whole cell's lichen (100) off the other team's score, a light one's 10, and a cell dug
-  bare gets rubble, which cuts the lichen beyond it off its factory's watering.
+  With ``raid`` (:func:`heuristic_raid`, which also mines ore and steers by goals) the light
+  robots leave their rules from :data:`RAID_FROM` of the game on to dig the other team's
+  lichen: on it, dig; else move towards the nearest cell of it no robot stands on. A light
+  robot's dig takes 10 lichen off the other team's score, and a cell dug bare gets rubble,
+  which cuts the lichen beyond it off its factory's watering. The heavy robots go on
+  delivering ice: lichen dries out within 100 steps without water (with every robot raiding,
+  the teacher won 4 of 32 games against the heuristic).
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ steps further than the nearest own factory (the rule of the adapter's ``to_home`
 ORE_UNTIL = 0.3
 """with ``ore``: light robots mine ore until this share of the game, then clear rubble"""
 RAID_FROM = 0.85
-"""with ``raid``: every robot digs the other team's lichen from this share of the game on"""
+"""with ``raid``: the light robots dig the other team's lichen from this share of the game on"""
 SPARE_WATER = 400
 """with ``ore``: heavy robots clear rubble while the factories hold this much water each on
 average"""
@@ -406,7 +408,7 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     ``steering``'s fields elsewhere. With ``ore`` light robots mine ore instead of clearing
     rubble early in the game (rules 5-6 with ore for ice; rules 1-3 take ore home as they take
     ice), so the factories get the metal for more heavy robots, which clear rubble while the
-    factories have water to spare. With ``raid`` every robot digs the other team's lichen
+    factories have water to spare. With ``raid`` the light robots dig the other team's lichen
     from :data:`RAID_FROM` of the game on (on it: dig; else towards the nearest, by the goal
     ``to_enemy_lichen`` with ``goals``), instead of all the rules above."""
     n, size = len(obs), obs.shape[-1]
@@ -529,9 +531,9 @@ def heuristic_ore_goals(obs: np.ndarray, mask: np.ndarray, rng: np.random.Genera
 
 def heuristic_raid(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator
                    ) -> np.ndarray:
-    """:func:`heuristic_ore_goals` whose robots, from :data:`RAID_FROM` of the game on, dig the
-    other team's lichen (``to_enemy_lichen``): lichen dug away in the last steps is lichen
-    the other team no longer counts when the game is decided."""
+    """:func:`heuristic_ore_goals` whose light robots, from :data:`RAID_FROM` of the game on,
+    dig the other team's lichen (``to_enemy_lichen``): lichen dug away in the last steps is
+    lichen the other team no longer counts when the game is decided."""
     return heuristic(obs, mask, rng, steering=goal_fields, goals=True, ore=True, raid=True)
 
 
