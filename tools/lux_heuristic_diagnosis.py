@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/lux_heuristic_diagnosis.py --steering near --games 16
     .venv/bin/python tools/lux_heuristic_diagnosis.py --checkpoint RUN_DIR --games 8 --trace
+    .venv/bin/python tools/lux_heuristic_diagnosis.py --bot heuristic-raid --games 16 --seed 3
 
 ``--steering near``: the heuristic whose robots steer by the observation's ``near_*`` planes
 (:func:`games.lux.bots.near_plane_fields`, what a network sees) plays the heuristic: how much of
@@ -11,8 +12,10 @@ policy (actions sampled, or ``--most-likely``) plays it, and at every step the h
 labels the policy's own positions (not played): the confusion of its robots' action types
 against those labels, the agreement of the move directions where both move, the factories'
 actions; this is the agreement on the positions the policy reaches, where a clone's training
-accuracy is measured on its teacher's. ``--trace`` prints, every 50 steps, each side's
-factories, water and robots. Sides alternate between games; one JSON object on stdout.
+accuracy is measured on its teacher's. ``--bot``: one of the scripted players
+(:data:`games.lux.bots.BOTS`) plays it, a teacher's level. ``--trace`` prints, every 50
+steps, each side's factories, water and robots. Sides alternate between games; one JSON object
+on stdout, with each game's lichen (the score) of both sides on its last step before the end.
 """
 
 from __future__ import annotations
@@ -33,6 +36,14 @@ from selfplay.checkpoint import load_checkpoint, resolve_checkpoint
 from selfplay.play import FrozenPolicy, load_agent, wilson_interval
 
 Player = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def lichen_score(obs: np.ndarray) -> np.ndarray:
+    """``[N]``: the lichen on the own strains' cells of seats ``obs [N, C, S, S]`` (the score
+    that decides a game), from the planes: a cell's whole lichen is exact (the plane's step,
+    100 / 255, is under 1)."""
+    lichen = np.rint(obs[:, PLANE["lichen"]].astype(np.float64) * OBS_SCALE * 100)
+    return (lichen * (obs[:, PLANE["own_lichen"]] > 0)).sum((1, 2))
 
 
 def side_summary(obs: np.ndarray) -> dict[str, int]:
@@ -61,6 +72,7 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
     moves = np.zeros(2, np.int64)  # agreeing, both moving
     outcomes: dict[int, tuple[int, int]] = {}
     done = np.zeros(games, bool)
+    last_lichen = np.zeros((games, 2))  # the player's, the heuristic's
     cells = batch.obs.shape[-1] * batch.obs.shape[-2]
     start = time.perf_counter()
     step = 0
@@ -69,6 +81,7 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
         masks = batch.action_mask
         mine, theirs = batch.obs[envs, seat], batch.obs[envs, 1 - seat]
         mask = masks[envs, seat]
+        last_lichen[~done] = np.stack([lichen_score(mine), lichen_score(theirs)], 1)[~done]
         acts = player(mine, mask)
         labels = label(mine, mask, rng)
         live = ~done[:, None]
@@ -101,6 +114,7 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
             "draws": int((results == 0).sum()), "win_rate": wins / games,
             "ci95": [round(x, 3) for x in wilson_interval(wins, games)],
             "lengths": [outcomes[e][1] for e in range(games)],
+            "lichen_before_end": last_lichen.astype(int).tolist(),
             "seconds": round(time.perf_counter() - start, 1),
             "unit_types": list(UNIT_TYPES), "unit_confusion": units.tolist(),
             "unit_agreement": round(float(np.trace(units) / max(units.sum(), 1)), 3),
@@ -117,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
                      help="the heuristic steering by its own fields (bfs), the planes (near), "
                           "or the planes' goal moves (goals: home and to ice)")
     who.add_argument("--checkpoint", help="a checkpoint or run directory")
+    who.add_argument("--bot", choices=sorted(bots.BOTS), help="a scripted player")
     parser.add_argument("--games", type=int, default=8)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--most-likely", action="store_true", help="the policy's modes")
@@ -136,6 +151,9 @@ def main(argv: list[str] | None = None) -> None:
         policy = FrozenPolicy(agent, args.most_likely, torch.Generator().manual_seed(args.seed))
         player = partial(policy.act, state=None)
         name = str(path)
+    elif args.bot is not None:
+        player = partial(bots.BOTS[args.bot], rng=rng)
+        name = args.bot
     else:
         steering = bots.bfs_fields if args.steering == "bfs" else bots.near_plane_fields
         player = partial(bots.heuristic, rng=rng, steering=steering,

@@ -1,6 +1,7 @@
 """``tools/lux_heuristic_diagnosis.py`` on real Jux games: the heuristic measured against its own
 labels agrees with them (only its tie-breaking draws differ), and random play does not; the
-command line plays a checkpoint and the heuristic steering by the planes and by goal moves."""
+command line plays a checkpoint, the heuristic steering by the planes and by goal moves, and a
+bot by name."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 
-from lux_heuristic_diagnosis import main, play  # noqa: E402
+from lux_heuristic_diagnosis import lichen_score, main, play  # noqa: E402
 
 from games.lux import bots  # noqa: E402
 from games.lux.adapter import LuxOptions, LuxVecGame  # noqa: E402
+from games.lux.layout import OBS_PLANES, PLANE  # noqa: E402
 from selfplay.checkpoint import save_checkpoint  # noqa: E402
 from selfplay.config import build_config, to_mapping  # noqa: E402
 from selfplay.networks import ActorCritic  # noqa: E402
@@ -59,3 +61,16 @@ def test_the_command_line_plays_a_checkpoint_and_the_planes_steering(
     main(["--steering", "goals", "--games", "2", "--max-steps", "8"])
     result = json.loads(capsys.readouterr().out)
     assert result["player"] == "heuristic steering by goals" and result["unit_agreement"] > 0.9
+    main(["--bot", "heuristic", "--games", "2", "--max-steps", "8"])
+    result = json.loads(capsys.readouterr().out)
+    assert result["player"] == "heuristic" and result["unit_agreement"] > 0.95
+    assert np.array(result["lichen_before_end"]).shape == (2, 2)
+
+
+def test_the_lichen_score_counts_the_own_strains_only() -> None:
+    obs = np.zeros((2, len(OBS_PLANES), 4, 4), np.uint8)
+    obs[:, PLANE["lichen"], 0, :3] = round(50 / 100 * 255)  # 50 lichen on three cells
+    obs[:, PLANE["lichen"], 3, 3] = 255  # 100 on a fourth
+    obs[0, PLANE["own_lichen"], 0, :3] = 255
+    obs[1, PLANE["own_lichen"], 3, 3] = 255
+    assert lichen_score(obs).tolist() == [150, 100]
