@@ -128,8 +128,13 @@ def test_watering_keeps_the_water_the_factory_drinks_until_the_end() -> None:
         batch = game.step(_random(game, batch.action_mask, np.random.default_rng(6)))
     state = jax.tree_util.tree_map(jax.numpy.asarray, game.host_state(0))
     step = int(state.real_env_steps)
-    water = np.asarray(state.factories.cargo.stock[..., 2]).astype(int)  # [2, F]
     bound = np.asarray(water_cost_bound(state))
+    # one factory with water between the reserves (its other cargo and the board as played)
+    stock = state.factories.cargo.stock
+    stock = stock.at[0, 0, 2].set(int(bound[0, 0]) + 1 + WATER_RESERVE // 2)
+    state = state._replace(factories=state.factories._replace(
+        cargo=state.factories.cargo._replace(stock=stock)))
+    water = np.asarray(state.factories.cargo.stock[..., 2]).astype(int)  # [2, F]
     there = np.asarray(state.factory_mask)
     pos = np.asarray(state.factories.pos.pos)
     seen = set()
@@ -141,7 +146,7 @@ def test_watering_keeps_the_water_the_factory_drinks_until_the_end() -> None:
             legal = bool(masks[team, cell, OFFSETS[5] + FACTORY["water"]])
             assert legal == (water[team, slot] >= bound[team, slot] + 1 + reserve)
             seen.add(legal)
-    assert seen == {True, False}  # start water 150 (less the drink): legal at the end only
+    assert seen == {True, False}  # the factory set between the reserves: legal late only
 
 
 def _bound_by_maps(state: Any) -> np.ndarray:
