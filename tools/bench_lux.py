@@ -95,19 +95,18 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
     max_units = k.rules.max_units
     max_steps = jax.numpy.int32(1000)
     raw = jax.jit(jax.vmap(lambda s, a: s._step_late_game(a)))
-    actions = jax.jit(jax.vmap(to_jux))(states, grid, near)
+    actions = jax.jit(jax.vmap(to_jux))(states, grid, goals)
     after = raw(states, actions)
 
     def conversion_fn(states: Any, near: Any, goals: Any, grid: Any, after: Any) -> Any:
         # as the adapter's step: the near_* planes of ice and ore kept, the others renewed,
         # the goal steps of the masks before given to the orders
-        acts = jax.vmap(to_jux)(states, grid, near, goals)
+        acts = jax.vmap(to_jux)(states, grid, goals)
         comps = jax.vmap(step_components)(states, acts, after)
         near = next_near_planes(near, after)
-        steps = jax.vmap(goal_steps)(after, near)
+        steps = jax.vmap(goal_steps)(after)
         return (acts, comps, jax.vmap(lambda s, n: observe(s, max_steps, n))(after, near),
-                jax.vmap(lambda s, n, g: legal_masks(s, max_units, max_steps, n, g))(
-                    after, near, steps))
+                jax.vmap(lambda s, g: legal_masks(s, max_units, max_steps, g))(after, steps))
 
     conversion = jax.jit(conversion_fn)
     plan = [random_plan() for _ in range(calls)]

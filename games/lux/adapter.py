@@ -119,14 +119,14 @@ class _Kernels:
         near_of = jax.vmap(near_planes)
 
         def view(states: Any, near: Any, max_steps: Any) -> tuple[Any, Any, Any]:
-            goals = jax.vmap(goal_steps)(states, near)
+            goals = jax.vmap(goal_steps)(states)
             return (jax.vmap(lambda s, n: observe(s, max_steps, n))(states, near),
-                    jax.vmap(lambda s, n, g: legal_masks(s, max_units, max_steps, n, g))(
-                        states, near, goals), goals)
+                    jax.vmap(lambda s, g: legal_masks(s, max_units, max_steps, g))(
+                        states, goals), goals)
 
         def step(states: Any, near: Any, goals: Any, grid: Any, max_steps: Any
                  ) -> tuple[Any, ...]:
-            actions = jax.vmap(to_jux)(states, grid, near, goals)
+            actions = jax.vmap(to_jux)(states, grid, goals)
             after = jax.vmap(lambda s, a: s._step_late_game(a))(states, actions)
             comps = jax.vmap(step_components)(states, actions, after)
             scores = jax.vmap(lichen_scores)(after)

@@ -30,12 +30,10 @@ JUX_TYPE = jnp.array([-1, 0, 1, 2, 3, 4, 5], jnp.int8)
 JUX_REPEAT = jnp.array([0, 1, 1, 1, 1, 0, 1], jnp.int16)  # self-destruct happens once
 
 
-def to_jux(state: Any, grid: jnp.ndarray, near: jnp.ndarray | None = None,
-           goals: jnp.ndarray | None = None) -> Any:
+def to_jux(state: Any, grid: jnp.ndarray, goals: jnp.ndarray | None = None) -> Any:
     """Jux's ``JuxAction`` for one game from both seats' ``int [2, S * S, 6]`` grid actions;
-    ``near`` the state's :func:`~games.lux.observe.near_planes` when kept (goal moves steer by
-    them; computed when not given), ``goals`` its :func:`~games.lux.observe.goal_steps` when
-    the masks already computed them (computed when not given)."""
+    ``goals`` the state's :func:`~games.lux.observe.goal_steps` when the masks already
+    computed them (computed when not given)."""
     from jux.actions import JuxAction, UnitAction
 
     cfg = state.env_cfg
@@ -60,7 +58,7 @@ def to_jux(state: Any, grid: jnp.ndarray, near: jnp.ndarray | None = None,
     is_pickup = kind == UNIT["pickup"]
     goal = row[..., 1] - len(DIRECTIONS)
     by_goal = is_move & (goal >= 0)
-    steps = goal_steps(state, near) if goals is None else goals  # [2, U, G]
+    steps = goal_steps(state) if goals is None else goals  # [2, U, G]
     goal_dir = jnp.take_along_axis(steps, jnp.clip(goal, 0, steps.shape[-1] - 1)[..., None],
                                    -1)[..., 0]
     # Jux's directions: 0 centre, 1 up ... 4 left (a goal without a step: centre)
