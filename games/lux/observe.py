@@ -114,10 +114,10 @@ def manhattan_distance(targets: jnp.ndarray, limit: int = NEAR_RANGE) -> jnp.nda
     (the last two axes; obstacles ignored), exact below ``limit`` and ``limit`` from there on.
 
     Separable: the distance along one axis, then along the other. Along an axis the distance
-    is ``min over j of (d[j] + |i - j|)``, two sweeps (``d[i] = min(d[i], d[i - 1] + 1)`` one way,
-    then the other) instead of a breadth-first search's ``S`` rounds. The sweeps are
-    ``lax.scan``\ s over the axis moved to the front: on a CPU 1.5x faster than running
-    minimums (``lax.cummin``), which XLA lowers as a log-depth scan of strided slices."""
+    is ``min over j of (d[j] + |i - j|)``: two sweeps, ``d[i] = min(d[i], d[i - 1] + 1)`` one
+    way and then the other, instead of a breadth-first search's ``S`` rounds. Each sweep is a
+    ``lax.scan`` over the axis moved to the front: on a CPU 1.5x faster than running minimums
+    (``lax.cummin``), which XLA lowers as a log-depth scan of strided slices."""
 
     def sweeps(dist: jnp.ndarray) -> jnp.ndarray:  # along axis 0
         def step(carry: jnp.ndarray, row: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
