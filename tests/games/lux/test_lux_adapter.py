@@ -426,6 +426,11 @@ def test_near_planes_are_manhattan_distances_to_ice_ore_and_own_factories() -> N
         got = np.asarray(manhattan_distance(boards))
         for board, dist in zip(boards, got, strict=True):
             assert np.array_equal(dist, _brute_distance(board, NEAR_RANGE))
+    # any leading axes, non-square boards and a lower limit
+    boards = rng.random((2, 3, 17, 23)) < 0.01
+    got = np.asarray(manhattan_distance(boards, limit=9))
+    for index in np.ndindex(2, 3):
+        assert np.array_equal(got[index], _brute_distance(boards[index], 9))
 
     game = _game(seed=5)
     batch = game.reset()
