@@ -8,6 +8,11 @@ nonlinear function of its own cell and its neighbours (its cargo deciding toward
 neighbour it steps), which an MLP computes and a U-Net's linear 3x3 logits do not; and where
 a U-Net decodes every cell of a 48x48 board back to full resolution, this head reads the maps
 at a seat's few dozen units and factories only (:meth:`CellDecoder.forward_rows`).
+
+With ``board_context`` every cell also reads the whole board: the mean and the max of the
+encoder's final map over the board (global pooling, as in KataGo's and AlphaStar's networks),
+for the decisions that hang on the team as a whole (how much water all its factories hold,
+how many robots it has), which no cell's neighbourhood or map cell sees.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from selfplay.grid_networks import GridFeatures
+from selfplay.grid_networks import GridFeatures, board_cells, pooled_board
 from selfplay.layers import layer_init
 
 
@@ -27,9 +32,12 @@ class CellDecoder(nn.Module):
     ``in_channels``, then maps of ``channels`` each half the size of the one before)."""
 
     def __init__(self, in_channels: int, channels: list[int], hidden: list[int], n_out: int,
-                 radius: int = 1, pool: int = 1) -> None:
+                 radius: int = 1, pool: int = 1, board_context: bool = False,
+                 pad_plane: int | None = None) -> None:
         """``pool``: the encoder's stages read the board average-pooled by this factor, so its
-        ``k``-th map has cells of ``pool * 2 ** k`` board cells a side."""
+        ``k``-th map has cells of ``pool * 2 ** k`` board cells a side. ``board_context``:
+        every cell also reads the final map's mean and max over the board (cells of padding,
+        where the input's ``pad_plane`` is set, left out)."""
         super().__init__()
         if not hidden:
             raise ValueError("a cell decoder needs at least one hidden layer")
@@ -37,7 +45,10 @@ class CellDecoder(nn.Module):
         self.pool = pool
         self.in_channels = in_channels
         self.map_channels = list(channels)
-        width = (2 * radius + 1) ** 2 * in_channels + sum(channels)
+        self.board_context = board_context
+        self.pad_plane = pad_plane
+        width = ((2 * radius + 1) ** 2 * in_channels + sum(channels)
+                 + (2 * channels[-1] if board_context else 0))
         layers: list[nn.Module] = []
         for h in hidden:
             layers.append(layer_init(nn.Linear(width, h)))
@@ -70,8 +81,15 @@ class CellDecoder(nn.Module):
             fx = torch.clamp(torch.div(x, side, rounding_mode="floor"), max=fw - 1)
             ftable = fmap.permute(0, 2, 3, 1).reshape(-1, fc)
             parts.append(ftable[board * fh * fw + fy * fw + fx])
+        if self.board_context:
+            parts.append(self._context(features)[board])
         first = cast(nn.Linear, self.hidden[0])
         return functional.linear(torch.cat(parts, 1), first.weight, first.bias)
+
+    def _context(self, features: GridFeatures) -> Tensor:
+        """``[B, 2 * channels[-1]]``: the final map's mean and max over each board."""
+        on = board_cells(features.skips[0], self.pad_plane, self.pool, len(self.map_channels))
+        return pooled_board(features.final, on)
 
     def _rest(self, pre: Tensor) -> Tensor:
         """From the first layer's pre-activations to the logits (the last axis is features)."""
@@ -106,5 +124,8 @@ class CellDecoder(nn.Module):
             fy = torch.clamp(torch.arange(h, device=fmap.device) // side, max=fmap.shape[2] - 1)
             fx = torch.clamp(torch.arange(w, device=fmap.device) // side, max=fmap.shape[3] - 1)
             pre = pre + proj[:, :, fy][:, :, :, fx]
+        if self.board_context:
+            part = weight[:, start:start + 2 * features.final.shape[1]]
+            pre = pre + functional.linear(self._context(features), part)[:, :, None, None]
         logits = self._rest(pre.permute(0, 2, 3, 1))  # [B, H, W, n_out]
         return logits.reshape(logits.shape[0], h * w, -1)

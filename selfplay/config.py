@@ -143,6 +143,11 @@ class NetworkConfig:
     """``grid_cells``: the encoder's stages read the board average-pooled by this factor (2: a
     48x48 board's first convolution on 24x24, a quarter of the work), while the cell head
     still reads each cell's neighbourhood of the input planes at full size; 1: no pooling."""
+    grid_cell_context: bool = False
+    """``grid_cells``: every cell's logits also read the whole board, the mean and the max of
+    the encoder's final map over it (global pooling), for decisions that hang on the team as a
+    whole (the water of all its factories, the count of its robots); False: each cell sees its
+    neighbourhood and the coarser maps' cells over it only."""
     ignore_planes: list[str] = field(default_factory=list)
     """gridnet: observation planes (by the game's names for them) the actor does not read: they
     are zeroed at its input (bots still read every plane). For ablations, and against
@@ -363,6 +368,9 @@ def validate(config: TrainConfig, on_this_machine: bool = True) -> None:
          "network.grid_hidden at 0"),
         (config.network.grid_cell_radius >= 0, "network.grid_cell_radius must be >= 0"),
         (config.network.grid_cell_pool >= 1, "network.grid_cell_pool must be >= 1 (1: none)"),
+        (not config.network.grid_cell_context or config.network.grid_cells,
+         "network.grid_cell_context needs network.grid_cells (the board context is an input "
+         "of the per-cell head)"),
         (config.network.grid_cell_pool == 1 or config.network.grid_cells,
          "network.grid_cell_pool needs network.grid_cells (the U-Net's decoder joins maps of "
          "the input's size)"),

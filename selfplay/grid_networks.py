@@ -171,6 +171,31 @@ class GridDecoder(nn.Module):
         return out.permute(0, 2, 3, 1).reshape(out.shape[0], h * w, -1)  # a view if NHWC
 
 
+def board_cells(board: Tensor, pad_plane: int | None, pool: int, stages: int) -> Tensor | None:
+    """``float [B, 1, h, w]``: 1 where a cell of an encoder's final map covers the board
+    ``[B, C, H, W]`` (read from its ``pad_plane``, 1 on padding cells), through the encoder's
+    average pooling (``pool``) and ``stages``; None when there is no padding plane."""
+    if pad_plane is None:
+        return None
+    on = (board[:, pad_plane:pad_plane + 1].float() <= 0).float()
+    if pool > 1:
+        on = functional.max_pool2d(on, pool, ceil_mode=True)
+    for _ in range(stages):
+        on = functional.max_pool2d(on, 3, 2, padding=1)
+    return on
+
+
+def pooled_board(features: Tensor, on: Tensor | None) -> Tensor:
+    """``[B, 2C]``: the mean and the max of ``features [B, C, h, w]`` over the cells where
+    ``on`` (:func:`board_cells`) is 1, every cell when it is None."""
+    if on is None:
+        return torch.cat([features.mean((2, 3)), features.amax((2, 3))], 1)
+    count = on.sum((2, 3)).clamp_min(1.0)  # [B, 1]
+    mean = (features * on).sum((2, 3)) / count
+    off = (1.0 - on) * torch.finfo(features.dtype).min
+    return torch.cat([mean, (features + off).amax((2, 3))], 1)
+
+
 class BoardPool(nn.Module):
     """Size-agnostic critic head: the mean and the max of a grid encoder's feature map over
     the board's cells (padding cells excluded), then an MLP to one value.
@@ -190,22 +215,8 @@ class BoardPool(nn.Module):
 
     def on_board(self, board: Tensor) -> Tensor | None:
         """``float [B, 1, h, w]`` 1 where a feature cell covers the board; None if no padding."""
-        if self.pad_plane is None:
-            return None
-        on = 1.0 - board[:, self.pad_plane:self.pad_plane + 1].float()
-        if self.pool > 1:
-            on = functional.max_pool2d(on, self.pool, ceil_mode=True)
-        for _ in range(self.stages):
-            on = functional.max_pool2d(on, 3, 2, padding=1)
-        return on
+        return board_cells(board, self.pad_plane, self.pool, self.stages)
 
     def forward(self, features: Tensor, board: Tensor) -> Tensor:
-        on = self.on_board(board)
-        if on is None:
-            pooled = torch.cat([features.mean((2, 3)), features.amax((2, 3))], 1)
-        else:
-            count = on.sum((2, 3)).clamp_min(1.0)  # [B, 1]
-            mean = (features * on).sum((2, 3)) / count
-            off = (1.0 - on) * torch.finfo(features.dtype).min
-            pooled = torch.cat([mean, (features + off).amax((2, 3))], 1)
+        pooled = pooled_board(features, self.on_board(board))
         return cast(Tensor, self.mlp(pooled)).squeeze(-1)
