@@ -13,6 +13,11 @@ With ``board_context`` every cell also reads the whole board: the mean and the m
 encoder's final map over the board (global pooling, as in KataGo's and AlphaStar's networks),
 for the decisions that hang on the team as a whole (how much water all its factories hold,
 how many robots it has), which no cell's neighbourhood or map cell sees.
+
+With ``bins`` each cell's own input planes also enter binned, a learned vector per (plane,
+bin) added to the first hidden layer (one-hot numbers, as embeddings of numerical features
+do): a scripted teacher's thresholds (home at half the cargo, water above a reserve) are steps
+between bins, where weights on the plane's value learn only a slope across them.
 """
 
 from __future__ import annotations
@@ -33,11 +38,12 @@ class CellDecoder(nn.Module):
 
     def __init__(self, in_channels: int, channels: list[int], hidden: list[int], n_out: int,
                  radius: int = 1, pool: int = 1, board_context: bool = False,
-                 pad_plane: int | None = None) -> None:
+                 pad_plane: int | None = None, bins: int = 0) -> None:
         """``pool``: the encoder's stages read the board average-pooled by this factor, so its
         ``k``-th map has cells of ``pool * 2 ** k`` board cells a side. ``board_context``:
         every cell also reads the final map's mean and max over the board (cells of padding,
-        where the input's ``pad_plane`` is set, left out)."""
+        where the input's ``pad_plane`` is set, left out). ``bins``: each cell's own planes,
+        each cut into this many bins over [0, 1], add a learned vector per (plane, bin)."""
         super().__init__()
         if not hidden:
             raise ValueError("a cell decoder needs at least one hidden layer")
@@ -55,6 +61,18 @@ class CellDecoder(nn.Module):
             width = h
         self.hidden = nn.ModuleList(layers)
         self.out = layer_init(nn.Linear(width, n_out), gain=0.01)
+        self.bins = bins
+        self.bin_table = (nn.Parameter(torch.zeros(in_channels * bins, hidden[0]))
+                          if bins > 0 else None)
+
+    def _binned(self, values: Tensor) -> Tensor:
+        """``[N, hidden[0]]``: the sum of the bin vectors of ``values`` ``[N, in_channels]``
+        (planes in [0, 1]; the small offset keeps a value on a bin's edge, as 51 / 255 is
+        0.2, in the upper bin despite float rounding)."""
+        assert self.bin_table is not None
+        index = torch.clamp((values * self.bins + 1e-3).floor().long(), 0, self.bins - 1)
+        index = index + torch.arange(values.shape[1], device=values.device) * self.bins
+        return functional.embedding_bag(index, self.bin_table, mode="sum")
 
     def _first_rows(self, features: GridFeatures, rows: Tensor) -> Tensor:
         """The first hidden layer's pre-activations ``[M, hidden[0]]`` at the flat cells
@@ -84,7 +102,10 @@ class CellDecoder(nn.Module):
         if self.board_context:
             parts.append(self._context(features)[board])
         first = cast(nn.Linear, self.hidden[0])
-        return functional.linear(torch.cat(parts, 1), first.weight, first.bias)
+        pre = functional.linear(torch.cat(parts, 1), first.weight, first.bias)
+        if self.bin_table is not None:
+            pre = pre + self._binned(table[rows])
+        return pre
 
     def _context(self, features: GridFeatures) -> Tensor:
         """``[B, 2 * channels[-1]]``: the final map's mean and max over each board."""
@@ -127,5 +148,10 @@ class CellDecoder(nn.Module):
         if self.board_context:
             part = weight[:, start:start + 2 * features.final.shape[1]]
             pre = pre + functional.linear(self._context(features), part)[:, :, None, None]
-        logits = self._rest(pre.permute(0, 2, 3, 1))  # [B, H, W, n_out]
+        pre = pre.permute(0, 2, 3, 1)  # [B, H, W, hidden]
+        if self.bin_table is not None:
+            b = planes.shape[0]
+            binned = self._binned(planes.permute(0, 2, 3, 1).reshape(b * h * w, c))
+            pre = pre + binned.view(b, h, w, -1)
+        logits = self._rest(pre)  # [B, H, W, n_out]
         return logits.reshape(logits.shape[0], h * w, -1)

@@ -148,6 +148,13 @@ class NetworkConfig:
     the encoder's final map over it (global pooling), for decisions that hang on the team as a
     whole (the water of all its factories, the count of its robots); False: each cell sees its
     neighbourhood and the coarser maps' cells over it only."""
+    grid_cell_bins: int = 0
+    """``grid_cells``: each cell's own input planes also enter the head binned: every plane's
+    value in [0, 1] cut into this many equal bins, each (plane, bin) a learned vector added to
+    the first hidden layer (a one-hot encoding of the numbers). A rule that turns on a
+    threshold (a robot goes home at half its cargo, a factory waters above a reserve) is then
+    one step between two bins, where a linear reading of the plane learns only a gentle slope
+    across it; 40 bins split [0, 1] at every 0.025. 0: the planes' values only."""
     ignore_planes: list[str] = field(default_factory=list)
     """gridnet: observation planes (by the game's names for them) the actor does not read: they
     are zeroed at its input (bots still read every plane). For ablations, and against
@@ -371,6 +378,10 @@ def validate(config: TrainConfig, on_this_machine: bool = True) -> None:
         (not config.network.grid_cell_context or config.network.grid_cells,
          "network.grid_cell_context needs network.grid_cells (the board context is an input "
          "of the per-cell head)"),
+        (config.network.grid_cell_bins >= 0, "network.grid_cell_bins must be >= 0 (0: none)"),
+        (not config.network.grid_cell_bins or config.network.grid_cells,
+         "network.grid_cell_bins needs network.grid_cells (the bins are an input of the "
+         "per-cell head)"),
         (config.network.grid_cell_pool == 1 or config.network.grid_cells,
          "network.grid_cell_pool needs network.grid_cells (the U-Net's decoder joins maps of "
          "the input's size)"),

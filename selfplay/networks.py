@@ -162,7 +162,7 @@ class ActorCritic(nn.Module):
             self.actor_head = (
                 CellDecoder(spec.obs_shape[0], net.channels, net.grid_cells, n_logits,
                             net.grid_cell_radius, net.grid_cell_pool, net.grid_cell_context,
-                            spec.pad_plane) if net.grid_cells else
+                            spec.pad_plane, net.grid_cell_bins) if net.grid_cells else
                 GridDecoder(net.channels, n_logits, spec.obs_shape[0] if net.grid_skips else None,
                             net.grid_head, net.grid_hidden))
             self.pooled_critic = net.grid_critic == "pool"
