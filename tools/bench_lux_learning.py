@@ -18,9 +18,9 @@ any ``--set``; the learning rate anneals to zero as the budget runs out (as in
 against ``--bot`` (default ``heuristic``) with sides alternating (``selfplay play``). Reported:
 the training curve, the time split, the snapshots' ratings over the run (league database), and
 the evaluation's wins, losses, draws and 95 % interval, with actions sampled (as in training)
-and with the most likely actions. With ``--bc-set bc.snapshot_every=N`` the clone's snapshots
-are rated too, and training goes on in the clone's league database, so the ratings cover the
-whole run.
+and with the most likely actions (unless ``--sampled-only``). With ``--bc-set
+bc.snapshot_every=N`` the clone's snapshots are rated too, and training goes on in the clone's
+league database, so the ratings cover the whole run.
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ def main() -> None:
     parser.add_argument("--eval-clone", action="store_true",
                         help="also play the clone against --bot before PPO goes on from it "
                              "(actions sampled; after the budget)")
+    parser.add_argument("--sampled-only", action="store_true",
+                        help="evaluate with sampled actions only (not also the most likely)")
     parser.add_argument("--teachers", default="heuristic", help="comma-separated")
     parser.add_argument("--bc-set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -144,7 +146,8 @@ def main() -> None:
             print("  ", row, flush=True)
     final = (trained or cloned or {})["checkpoint"]
     result = evaluate(final, args.bot, args.games, args.seed + 1000)
-    argmax = evaluate(final, args.bot, args.games, args.seed + 1000, deterministic=True)
+    argmax = (None if args.sampled_only else
+              evaluate(final, args.bot, args.games, args.seed + 1000, deterministic=True))
     clone_result = (evaluate(cloned["checkpoint"], args.bot, args.games, args.seed + 1000)
                     if cloned is not None and trained is not None and args.eval_clone else None)
     summary = {"bot": args.bot, "minutes": args.minutes, "overrides": args.set,

@@ -1,0 +1,206 @@
+"""Offline cloning: how well a network setting fits a teacher's labels, in minutes, not an hour.
+
+    .venv/bin/python tools/bench_offline_cloning.py collect --game lux --teachers \\
+        heuristic-raid,heuristic --imitate heuristic-raid --envs 32 --every 4 --seed 11 \\
+        --out runs/bench/offline/train.npz
+    .venv/bin/python tools/bench_offline_cloning.py collect ... --envs 8 --seed 12 \\
+        --out runs/bench/offline/val.npz
+    .venv/bin/python tools/bench_offline_cloning.py fit --game lux --train \\
+        runs/bench/offline/train.npz --val runs/bench/offline/val.npz --minutes 6 \\
+        --set "network.grid_cells=[128]" --set network.grid_cell_bins=40 --json-out F.json
+
+A live cloning run (``selfplay bc``, ``tools/bench_lux_learning.py``) spends most of its time
+playing the teachers and takes an hour to say whether a network setting clones a teacher
+better. ``collect`` plays the teachers' games once (``selfplay bc``'s cloner with no learner
+seats, the game's ``bc`` settings plus ``--set``) and keeps every ``--every``-th step of the
+imitated seats for as many steps as one game lasts (the game's ``max_steps``, else 1,000):
+observations, masks (bit-packed) and labels. ``fit`` trains ``selfplay bc``'s network of the
+game's config plus ``--set`` on those positions (minibatches of ``--batch``, Adam at
+``--lr``, the cloning loss of :func:`selfplay.bc_loss.clone_terms`) for ``--minutes`` of wall
+time, and every ``--eval-every`` minutes reports on the held-out positions: the loss, each
+component's accuracy and each labelled value's recall (the share of its labels the most likely
+value got right). The held-out games are other games, not other steps of the same ones.
+``score`` reports the same on the held-out positions for a trained checkpoint (a live clone,
+say: its figures over whole games, where ``selfplay bc``'s validation sees their first steps).
+
+    .venv/bin/python tools/bench_offline_cloning.py score --checkpoint RUN_DIR \
+        --val runs/bench/offline/val.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from games.core import MultiDiscrete
+from selfplay.bc import build_cloner
+from selfplay.bc_loss import clone_terms
+from selfplay.checkpoint import resolve_checkpoint
+from selfplay.cloning import component_names, component_sizes
+from selfplay.config import build_config
+from selfplay.evaluate import load_agent
+from selfplay.networks import ActorCritic, count_parameters
+
+
+def collect(args: argparse.Namespace) -> None:
+    """Play the teachers' games and save the imitated seats' positions to ``args.out``."""
+    config = build_config(args.game, overrides=[
+        "log.progress=false", f"bc.teachers=[{args.teachers}]",
+        f"bc.imitate=[{args.imitate}]", f"bc.num_envs={args.envs}", "bc.validate_every=0",
+        "bc.student_share=0", *args.set], seed=args.seed)
+    cloner = build_cloner(config, None)
+    length = int(config.game.options.get("max_steps", 1000))
+    parts: dict[str, list[np.ndarray]] = {"obs": [], "mask": [], "labels": [], "step": []}
+    start = time.perf_counter()
+    try:
+        while cloner.global_step < length * args.envs:
+            first = cloner.global_step // args.envs
+            cloner.collect()
+            for t in range(0, cloner.bc.num_steps, args.every):
+                seats = cloner.imitated[t].numpy()
+                parts["obs"].append(cloner.obs[t].numpy()[seats])
+                parts["mask"].append(np.packbits(cloner.mask[t].numpy()[seats], axis=-1))
+                parts["labels"].append(cloner.labels[t].numpy()[seats].astype(np.int16))
+                parts["step"].append(np.full(int(seats.sum()), first + t))
+    finally:
+        cloner.close()
+    arrays = {k: np.concatenate(v) for k, v in parts.items()}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(args.out, mask_width=np.array(cloner.mask.shape[-1]), **arrays)
+    print(json.dumps({"positions": len(arrays["obs"]), "env_steps": cloner.global_step,
+                      "seconds": round(time.perf_counter() - start, 1), "out": str(args.out)}))
+
+
+def load(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(obs, mask, labels)`` of a ``collect`` file."""
+    with np.load(path) as data:
+        width = int(data["mask_width"])
+        mask = np.unpackbits(data["mask"], axis=-1)[..., :width].astype(bool)
+        return (torch.from_numpy(data["obs"]), torch.from_numpy(mask),
+                torch.from_numpy(data["labels"].astype(np.int64)))
+
+
+def held_out(agent: ActorCritic, val: tuple[torch.Tensor, ...], names: list[str],
+             sizes: list[int]) -> dict[str, Any]:
+    """Loss, accuracy per component and recall per labelled value on the held-out positions."""
+    totals: list[torch.Tensor] | None = None
+    with torch.no_grad():
+        for s in range(0, len(val[0]), 128):
+            obs, mask, labels = (x[s:s + 128] for x in val)
+            terms = clone_terms(agent.dist(obs, mask), labels,
+                                torch.ones(len(obs), dtype=torch.bool))
+            part = [terms.nll, terms.cells, terms.used, terms.correct, terms.values,
+                    terms.values_right]
+            totals = part if totals is None else [a + b for a, b in zip(totals, part, strict=True)]
+    assert totals is not None
+    nll, cells, used, correct, values, right = totals
+    accuracy = {n: round(float(correct[i] / used[i]), 4)
+                for i, n in enumerate(names) if used[i] > 0}
+    recall, start = {}, 0
+    for name, size in zip(names, sizes, strict=True):
+        for v in range(size):
+            if values[start + v] > 0:
+                recall[f"{name}={v}"] = [round(float(right[start + v] / values[start + v]), 4),
+                                         int(values[start + v])]
+        start += size
+    return {"loss": round(float(nll / cells), 4), "accuracy": accuracy, "recall": recall}
+
+
+def fit(args: argparse.Namespace) -> None:
+    """Train the config's network on ``args.train``; held-out reports on ``args.val``."""
+    torch.set_num_threads(args.threads)
+    config = build_config(args.game, overrides=[f"bc.teachers=[{args.teachers}]",
+                                                "bc.num_envs=1", "bc.validate_every=0",
+                                                *args.set], seed=args.seed)
+    cloner = build_cloner(config, None)  # the game's spec and selfplay bc's network
+    spec, names, sizes = cloner.spec, component_names(cloner.game), component_sizes(cloner.game)
+    cloner.close()
+    torch.manual_seed(args.seed)
+    agent = ActorCritic(spec, config.network, config.normalize)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.lr, eps=1e-5)
+    train, val = load(args.train), load(args.val)
+    draw = torch.Generator().manual_seed(args.seed)
+    start, steps, reports, next_report = time.perf_counter(), 0, [], 0.0
+    everyone = torch.ones(args.batch, dtype=torch.bool)
+    while True:
+        minutes = (time.perf_counter() - start) / 60
+        if minutes >= next_report or minutes >= args.minutes:
+            report = {"minutes": round(minutes, 2), "steps": steps,
+                      **held_out(agent, val, names, sizes)}
+            reports.append(report)
+            print(json.dumps(report), flush=True)
+            next_report += args.eval_every
+            if minutes >= args.minutes:
+                break
+        rows = torch.randint(0, len(train[0]), (args.batch,), generator=draw)
+        terms = clone_terms(agent.dist(train[0][rows], train[1][rows]), train[2][rows], everyone)
+        optimizer.zero_grad()
+        terms.loss().backward()
+        torch.nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
+        optimizer.step()
+        steps += 1
+    result = {"game": args.game, "set": args.set, "train": str(args.train),
+              "positions": len(train[0]), "held_out": len(val[0]),
+              "parameters": count_parameters(agent), "batch": args.batch, "lr": args.lr,
+              "threads": args.threads, "machine": platform.node(),
+              "date": time.strftime("%Y-%m-%d %H:%M"), "reports": reports}
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(result, indent=1))
+
+
+def score(args: argparse.Namespace) -> None:
+    """Held-out figures of a trained checkpoint on ``args.val``."""
+    torch.set_num_threads(args.threads)
+    path = resolve_checkpoint(args.checkpoint)
+    _, agent, _ = load_agent(path)
+    space = agent.space
+    assert isinstance(space, MultiDiscrete), "offline cloning reads grid or multi-discrete actions"
+    names, sizes = list(space.component_names), [int(n) for n in space.nvec]
+    report = {"checkpoint": str(path), **held_out(agent, load(args.val), names, sizes)}
+    print(json.dumps(report), flush=True)
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(report, indent=1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("collect", "fit"):
+        p = sub.add_parser(name)
+        p.add_argument("--game", default="lux")
+        p.add_argument("--teachers", required=True, help="comma-separated, as bc.teachers")
+        p.add_argument("--seed", type=int, default=1)
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    scoring = sub.add_parser("score")
+    scoring.add_argument("--checkpoint", required=True, help="a checkpoint or run directory")
+    scoring.add_argument("--val", type=Path, required=True)
+    scoring.add_argument("--threads", type=int, default=1)
+    scoring.add_argument("--json-out", type=Path)
+    collecting, fitting = sub.choices["collect"], sub.choices["fit"]
+    collecting.add_argument("--imitate", required=True, help="comma-separated, as bc.imitate")
+    collecting.add_argument("--envs", type=int, default=32)
+    collecting.add_argument("--every", type=int, default=4, help="keep every n-th step")
+    collecting.add_argument("--out", type=Path, required=True)
+    fitting.add_argument("--train", type=Path, required=True)
+    fitting.add_argument("--val", type=Path, required=True)
+    fitting.add_argument("--minutes", type=float, default=6.0)
+    fitting.add_argument("--eval-every", type=float, default=2.0, help="minutes")
+    fitting.add_argument("--batch", type=int, default=64)
+    fitting.add_argument("--lr", type=float, default=5e-4)
+    fitting.add_argument("--threads", type=int, default=1)
+    fitting.add_argument("--json-out", type=Path)
+    args = parser.parse_args()
+    {"collect": collect, "fit": fit, "score": score}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
