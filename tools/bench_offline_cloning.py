@@ -13,7 +13,8 @@ A live cloning run (``selfplay bc``, ``tools/bench_lux_learning.py``) spends mos
 playing the teachers and takes an hour to say whether a network setting clones a teacher
 better. ``collect`` plays the teachers' games once (``selfplay bc``'s cloner with no learner
 seats, the game's ``bc`` settings plus ``--set``) and keeps every ``--every``-th step of the
-imitated seats for as many steps as one game lasts (the game's ``max_steps``, else 1,000):
+imitated seats for ``--steps`` steps per env (default: as many as one game lasts, the game's
+``max_steps``, else 1,000):
 observations, masks (bit-packed) and labels. ``fit`` trains ``selfplay bc``'s network of the
 game's config plus ``--set`` on those positions (minibatches of ``--batch``, Adam at
 ``--lr``, the cloning loss of :func:`selfplay.bc_loss.clone_terms`) for ``--minutes`` of wall
@@ -34,12 +35,12 @@ import json
 import platform
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
-from games.core import MultiDiscrete
+from games.core import Discrete, MultiDiscrete
 from selfplay.bc import build_cloner
 from selfplay.bc_loss import clone_terms
 from selfplay.checkpoint import resolve_checkpoint
@@ -56,7 +57,7 @@ def collect(args: argparse.Namespace) -> None:
         f"bc.imitate=[{args.imitate}]", f"bc.num_envs={args.envs}", "bc.validate_every=0",
         "bc.student_share=0", *args.set], seed=args.seed)
     cloner = build_cloner(config, None)
-    length = int(config.game.options.get("max_steps", 1000))
+    length = args.steps or int(config.game.options.get("max_steps", 1000))
     parts: dict[str, list[np.ndarray]] = {"obs": [], "mask": [], "labels": [], "step": []}
     start = time.perf_counter()
     try:
@@ -162,8 +163,9 @@ def score(args: argparse.Namespace) -> None:
     path = resolve_checkpoint(args.checkpoint)
     _, agent, _ = load_agent(path)
     space = agent.space
-    assert isinstance(space, MultiDiscrete), "offline cloning reads grid or multi-discrete actions"
-    names, sizes = list(space.component_names), [int(n) for n in space.nvec]
+    names, sizes = ((list(space.component_names), [int(n) for n in space.nvec])
+                    if isinstance(space, MultiDiscrete)
+                    else (["action"], [int(cast(Discrete, space).n)]))
     report = {"checkpoint": str(path), **held_out(agent, load(args.val), names, sizes)}
     print(json.dumps(report), flush=True)
     if args.json_out is not None:
@@ -171,7 +173,7 @@ def score(args: argparse.Namespace) -> None:
         args.json_out.write_text(json.dumps(report, indent=1))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("collect", "fit"):
@@ -189,6 +191,8 @@ def main() -> None:
     collecting.add_argument("--imitate", required=True, help="comma-separated, as bc.imitate")
     collecting.add_argument("--envs", type=int, default=32)
     collecting.add_argument("--every", type=int, default=4, help="keep every n-th step")
+    collecting.add_argument("--steps", type=int, default=0,
+                            help="steps per env to play (0: the game's max_steps, else 1,000)")
     collecting.add_argument("--out", type=Path, required=True)
     fitting.add_argument("--train", type=Path, required=True)
     fitting.add_argument("--val", type=Path, required=True)
@@ -198,7 +202,7 @@ def main() -> None:
     fitting.add_argument("--lr", type=float, default=5e-4)
     fitting.add_argument("--threads", type=int, default=1)
     fitting.add_argument("--json-out", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     {"collect": collect, "fit": fit, "score": score}[args.command](args)
 
 
