@@ -82,7 +82,14 @@ class BCConfig:
     """Validate every this many updates (0: never): held-out replays, or live games with
     another seed."""
     validation_steps: int = 64
-    """Steps per env of one validation (the same positions each time: a fixed seed)."""
+    """Positions per env and seat of one validation (the same positions each time: a fixed
+    seed)."""
+    validation_stride: int = 1
+    """Validation scores every this-many-th step of its games, over validation_steps x
+    validation_stride steps from their start: 1 scores the first validation_steps steps; Lux
+    games last 1,000 steps, so 16 spreads 64 positions over whole games. The positions are
+    played and kept once (the imitated seats' observations, masks and labels, in memory), and
+    every validation after the first costs the network's forward passes only."""
     validation_share: float = 0.05
     """Replays: the share of games held out for validation."""
 
@@ -98,6 +105,7 @@ def bc_checks(bc: BCConfig) -> list[tuple[bool, str]]:
         (bc.total_steps >= 1, "bc.total_steps must be >= 1"),
         (bc.num_envs >= 1, "bc.num_envs must be >= 1"),
         (bc.num_steps >= 1, "bc.num_steps must be >= 1"),
+        (bc.validation_stride >= 1, "bc.validation_stride must be >= 1"),
         (bc.epochs >= 1, "bc.epochs must be >= 1"),
         (bc.minibatches >= 1, "bc.minibatches must be >= 1"),
         (0.0 <= bc.balance <= 1.0, f"bc.balance must be between 0 and 1, got {bc.balance}"),

@@ -10,7 +10,8 @@ actions (:mod:`selfplay.bc_loss`) plus the value head's loss on discounted retur
 reward``), or of the games' outcomes (``outcome``: +1 win, -1 loss, 0 otherwise, on the step
 an episode ends).
 Every ``bc.validate_every`` updates it measures the same on a validation game (held-out replays,
-or live games with another seed) replayed from the same seed each time. The network is
+or live games with another seed): positions every ``bc.validation_stride`` steps of it, played
+once and kept, so each validation scores the same positions. The network is
 :class:`~selfplay.networks.ActorCritic` built as ``selfplay train`` builds it, so its
 checkpoints load wherever a PPO checkpoint does.
 """
@@ -21,7 +22,7 @@ import collections
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -123,6 +124,14 @@ class _Sums:
         return out
 
 
+class _Positions(NamedTuple):
+    """Validation positions of one step: the imitated live seats' rows."""
+
+    obs: Tensor
+    mask: Tensor | None
+    labels: Tensor
+
+
 class Cloner:
     """Owns the teacher game, the network, the optimizer and all a checkpoint must hold."""
 
@@ -143,7 +152,7 @@ class Cloner:
         self.game = game
         self.validation = validation
         self.validation_seed = validation_seed
-        self._validation_start: dict[str, object] | None = None
+        self._validation_positions: list[_Positions] | None = None
         self.spec = spec = game.spec
         torch.set_num_threads(config.torch_threads)
         torch.manual_seed(config.seed)
@@ -372,32 +381,44 @@ class Cloner:
         metrics["bc/labelled_cells"] /= cfg.epochs  # the update's labelled cells, once
         return {**out, **metrics}
 
-    @torch.no_grad()
-    def validate(self) -> dict[str, float]:
-        """Cloning loss and accuracies on ``bc.validation_steps`` steps of the validation
-        game, from the same seed each time (so values are comparable between updates)."""
+    def _held_out(self) -> list[_Positions]:
+        """The validation positions: every ``bc.validation_stride``-th step of
+        ``bc.validation_steps * bc.validation_stride`` steps of the validation game from its
+        fixed seed (its imitated live seats), played at the first call and kept."""
+        if self._validation_positions is not None:
+            return self._validation_positions
         game = self.validation
         assert isinstance(game, SupportsTeachers)
+        batch = game.reset(seed=self.validation_seed)
+        kept: list[_Positions] = []
+        stride = self.bc.validation_stride
+        for t in range(self.bc.validation_steps * stride):
+            if t % stride == 0:
+                rows = np.flatnonzero((batch.alive & game.imitate).reshape(-1))
+
+                def pick(x: np.ndarray, rows: np.ndarray = rows) -> Tensor:
+                    return torch.from_numpy(x.reshape(-1, *x.shape[2:])[rows].copy())
+
+                mask = pick(batch.action_mask) if batch.action_mask is not None else None
+                labels = pick(game.teacher_actions).to(torch.int32)  # kept: half int64's
+                kept.append(_Positions(pick(batch.obs), mask, labels))
+            batch = game.step(game.teacher_actions)
+        self._validation_positions = kept
+        return kept
+
+    @torch.no_grad()
+    def validate(self) -> dict[str, float]:
+        """Cloning loss and accuracies on the validation positions (:meth:`_held_out`), the
+        same each time, so values are comparable between updates."""
         agent, device = self.agent, self.device
         sums = _Sums(self.sizes, device)
-        if isinstance(game, SupportsReplayPosition):  # the same held-out games each time
-            if self._validation_start is None:
-                game.reset(seed=self.validation_seed)
-                self._validation_start = game.replay_position()
-            batch = game.resume_at(self._validation_start)
-        else:
-            batch = game.reset(seed=self.validation_seed)
-        for _ in range(self.bc.validation_steps):
-            rows = torch.from_numpy(np.flatnonzero(batch.alive.reshape(-1)))
-
-            def pick(x: np.ndarray, rows: Tensor = rows) -> Tensor:
-                flat = torch.from_numpy(x).reshape(-1, *x.shape[2:])
-                return flat[rows].to(device, non_blocking=True)
-
-            mask = pick(batch.action_mask) if batch.action_mask is not None else None
-            dist = agent.dist(agent.normalize_obs(pick(batch.obs)), mask)
-            sums.add(clone_terms(dist, pick(game.teacher_actions), pick(game.imitate)))
-            batch = game.step(game.teacher_actions)
+        for obs, mask, labels in self._held_out():
+            if len(obs) == 0:
+                continue
+            dist = agent.dist(agent.normalize_obs(obs.to(device)),
+                              mask.to(device) if mask is not None else None)
+            sums.add(clone_terms(dist, labels.to(device).long(),
+                                 torch.ones(len(obs), dtype=torch.bool, device=device)))
         return sums.metrics("val/", self.components)
 
     def run_update(self) -> dict[str, float]:

@@ -160,6 +160,47 @@ def test_cloning_win_or_block_drives_the_loss_down_and_the_accuracy_up() -> None
     assert history[0]["bc/labelled_cells"] == 16 * 32  # one mover per board and step
 
 
+def test_validation_scores_positions_spread_over_its_games_the_same_each_time() -> None:
+    """``bc.validation_stride``: the validation keeps the imitated seats' positions of every
+    k-th step of its games (from its fixed seed), played once: they are the positions a fresh
+    game of that seed reaches at those steps, every validation scores them alike, and the
+    validation game is not stepped again after the first."""
+    config = tictactoe_config("bc.validate_every=1", "bc.validation_steps=3",
+                              "bc.validation_stride=2")
+    cloner = build_cloner(config, None)
+    try:
+        first = cloner.validate()
+        game = cloner.validation
+        assert game is not None
+        steps = []
+        original_step = game.step
+
+        def counting_step(actions: np.ndarray) -> Batch:
+            steps.append(1)
+            return original_step(actions)
+
+        game.step = counting_step  # type: ignore[method-assign]
+        assert cloner.validate() == first
+        assert not steps  # the kept positions, not the game, the second time
+        kept = cloner._held_out()
+        assert len(kept) == 3
+        batch = game.reset(seed=cloner.validation_seed)  # the same games by hand
+        for t in range(5):
+            if t % 2 == 0:
+                rows = (batch.alive & game.imitate).reshape(-1)
+                expected = batch.obs.reshape(-1, *batch.obs.shape[2:])[rows]
+                assert np.array_equal(kept[t // 2].obs.numpy(), expected)
+                labels = game.teacher_actions
+                assert np.array_equal(kept[t // 2].labels.long().numpy(),
+                                      labels.reshape(-1, *labels.shape[2:])[rows])
+            batch = original_step(game.teacher_actions)
+        assert first["val/labelled_cells"] == sum(len(p.obs) for p in kept)
+    finally:
+        cloner.close()
+    with pytest.raises(ConfigError, match="bc.validation_stride must be >= 1"):
+        tictactoe_config("bc.validation_stride=0")
+
+
 # --------------------------------------------------------------------------- runs
 
 
