@@ -105,6 +105,16 @@ NEAR, LIGHTS_NEAR = ROBOTS_NEAR_RADIUS, 3
 FAR = 10_000
 """the distance of cells a distance field does not reach"""
 
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The amounts a player's rules turn on (the module's constants by default), so a teacher
+    can differ from the heuristic it plays in these alone."""
+
+    water_reserve: float = WATER_RESERVE
+    lights_near: int = LIGHTS_NEAR
+    spare_water: float = SPARE_WATER
+
 # (dy, dx) of the move directions up, right, down, left (Lux's, in the layout's order)
 _STEPS = ((-1, 0), (0, 1), (1, 0), (0, -1))
 _MOVE, _TDIR, _TRES, _PRES, _FAC = OFFSETS[1], OFFSETS[2], OFFSETS[3], OFFSETS[4], OFFSETS[5]
@@ -199,16 +209,17 @@ def _queued(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return kind, direction
 
 
-def _factory_actions(obs: np.ndarray, m: np.ndarray, own_unit: np.ndarray) -> np.ndarray:
+def _factory_actions(obs: np.ndarray, m: np.ndarray, own_unit: np.ndarray,
+                     rules: Thresholds) -> np.ndarray:
     """``int [N, S, S]``: the factory component (on own factory centres; 0 elsewhere)."""
     centre = obs[:, PLANE["own_factory_centre"]] > 0
     free = centre & ~own_unit
     water = np.rint(_plane(obs, "factory_water") * 1000)
     steps_left = (1.0 - _plane(obs, "progress")) * 1000
-    reserve = np.minimum(WATER_RESERVE, 2 * steps_left + 10)
+    reserve = np.minimum(rules.water_reserve, 2 * steps_left + 10)
     near = box_count(own_unit, NEAR)
     heavy = free & m[..., _FAC + FACTORY["heavy"]]
-    light = free & m[..., _FAC + FACTORY["light"]] & (near < LIGHTS_NEAR) & ~heavy
+    light = free & m[..., _FAC + FACTORY["light"]] & (near < rules.lights_near) & ~heavy
     watering = centre & m[..., _FAC + FACTORY["water"]] & (water >= reserve) & ~heavy & ~light
     out = np.zeros(centre.shape, np.int64)
     out[heavy] = FACTORY["heavy"]
@@ -401,7 +412,8 @@ def _transfer_directions(seat: SeatPlanes, m: np.ndarray, give: np.ndarray,
 
 def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
               steering: Callable[[np.ndarray, SeatPlanes], Fields] = bfs_fields,
-              goals: bool = False, ore: bool = False, raid: bool = False) -> np.ndarray:
+              goals: bool = False, ore: bool = False, raid: bool = False,
+              rules: Thresholds = Thresholds()) -> np.ndarray:
     """The rule-based player of the module's docstring; ``steering`` gives the distance
     fields its robots follow (:func:`near_plane_fields`: the observation's planes instead);
     with ``goals`` robots bound home, to ice or to ore move by the goals ``to_home``,
@@ -411,7 +423,8 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     ice), so the factories get the metal for more heavy robots, which clear rubble while the
     factories have water to spare. With ``raid`` the light robots dig the other team's lichen
     from :data:`RAID_FROM` of the game on (on it: dig; else towards the nearest, by the goal
-    ``to_enemy_lichen`` with ``goals``), instead of all the rules above."""
+    ``to_enemy_lichen`` with ``goals``), instead of all the rules above. ``rules``: the
+    water reserve, light-build crowding and spare water the rules compare against."""
     n, size = len(obs), obs.shape[-1]
     m = np.asarray(mask, bool).reshape(n, size, size, -1)
     seat = SeatPlanes.read(obs)
@@ -438,7 +451,7 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     clearers = seat.light & ~mining_ore
     if ore:  # heavy robots clear rubble while the factories have water to spare
         centres = seat.centre.sum((1, 2))
-        spare = (seat.water * seat.centre).sum((1, 2)) > SPARE_WATER * np.maximum(centres, 1)
+        spare = (seat.water * seat.centre).sum((1, 2)) > rules.spare_water * np.maximum(centres, 1)
         clearers = clearers | (seat.heavy & spare[:, None, None])
     clearing = rest & clearers & (seat.clearable | rubble_near)
     dig = can[..., UNIT["dig"]] & np.where(clearing, seat.clearable,
@@ -482,7 +495,7 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     out[..., 2] = np.maximum(tdir, 0)
     out[..., 3] = resource
     out[..., 4] = RESOURCE["power"]
-    out[..., 5] = _factory_actions(obs, m, seat.own_unit)
+    out[..., 5] = _factory_actions(obs, m, seat.own_unit, rules)
     return out.reshape(n, size * size, len(NVEC))
 
 
