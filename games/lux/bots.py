@@ -76,7 +76,6 @@ from games.lux.layout import (
     OFFSETS,
     PLANE,
     RESOURCE,
-    ROBOTS_NEAR_RADIUS,
     THIRSTY_WATER,
     UNIT,
 )
@@ -99,9 +98,9 @@ RAID_FROM = 0.85
 SPARE_WATER = 400
 """with ``ore``: heavy robots clear rubble while the factories hold this much water each on
 average"""
-NEAR, LIGHTS_NEAR = ROBOTS_NEAR_RADIUS, 3
+NEAR, LIGHTS_NEAR = 6, 3
 """a factory builds light robots while fewer than ``LIGHTS_NEAR`` own robots are within
-``NEAR`` cells of its centre (what the ``own_robots_near`` plane counts)"""
+``NEAR`` cells of its centre"""
 FAR = 10_000
 """the distance of cells a distance field does not reach"""
 

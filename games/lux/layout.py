@@ -50,7 +50,7 @@ from __future__ import annotations
 OBS_PLANES: tuple[str, ...] = (
     "ice", "ore", "rubble", "lichen", "near_ice", "near_ore", "own_lichen", "enemy_lichen",
     "own_factory", "enemy_factory", "own_factory_centre", "enemy_factory_centre",
-    "near_own_factory", "own_robots_near",
+    "near_own_factory",
     "factory_ice", "factory_ore", "factory_water", "factory_metal", "factory_power",
     "own_light", "own_heavy", "enemy_light", "enemy_heavy",
     "unit_power", "unit_ice", "unit_ore", "unit_water", "unit_metal",
@@ -64,18 +64,12 @@ its 9 tiles (ice, ore, water, metal / 1000, power / 5000, at most 1); a unit's p
 battery and cargo / its cargo space; ``near_*`` how close the nearest ice, ore or own factory
 tile is (:data:`NEAR_RANGE` minus the Manhattan distance, over :data:`NEAR_RANGE`: 1 on the
 target, 0 from :data:`NEAR_RANGE` steps on or where there is none), so a cell's neighbours say
-which step leads there; ``own_robots_near`` how many own robots stand within
-:data:`ROBOTS_NEAR_RADIUS` cells (Chebyshev, the cell itself included) over
-:data:`ROBOTS_NEAR_SCALE` (at a factory centre: how crowded its surroundings are);
-``queued_*`` the front of an own unit's action queue;
+which step leads there; ``queued_*`` the front of an own unit's action queue;
 ``progress`` the game step / the game's length (``max_steps``, 1000 by the rules) and ``day`` 1
 in daylight, on every cell."""
 PLANE = {name: i for i, name in enumerate(OBS_PLANES)}
 NEAR_RANGE = 64
 """distances the ``near_*`` planes tell apart (Manhattan steps; boards up to 64x64 fit)"""
-ROBOTS_NEAR_RADIUS, ROBOTS_NEAR_SCALE = 6, 16
-"""the ``own_robots_near`` plane counts own robots within ``ROBOTS_NEAR_RADIUS`` cells
-(Chebyshev) and divides by ``ROBOTS_NEAR_SCALE`` (counts from 16 on read 1)"""
 OBS_SCALE = 1.0 / 255.0
 """Observations are ``uint8``: each plane's value in ``[0, 1]`` (clipped) times 255, rounded;
 ``obs * OBS_SCALE`` are the features (the network does it, :attr:`games.core.GameSpec.obs_scale`).

@@ -32,7 +32,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from games.lux.layout import (
     GOALS,
@@ -42,8 +41,6 @@ from games.lux.layout import (
     NVEC,
     OBS_PLANES,
     OFFSETS,
-    ROBOTS_NEAR_RADIUS,
-    ROBOTS_NEAR_SCALE,
     THIRSTY_WATER,
     WATER_RESERVE,
 )
@@ -135,19 +132,6 @@ def manhattan_distance(targets: jnp.ndarray, limit: int = NEAR_RANGE) -> jnp.nda
     x_first = sweeps(jnp.moveaxis(dist, -1, 0))  # [x, ..., y]
     y_first = sweeps(jnp.moveaxis(x_first, -1, 0))  # [y, x, ...]
     return jnp.minimum(jnp.moveaxis(y_first, (0, 1), (-2, -1)), limit).astype(jnp.int32)
-
-
-def box_count(flags: jnp.ndarray, radius: int) -> jnp.ndarray:
-    """``int32 [..., S, S]``: how many ``flags`` cells lie within ``radius`` (Chebyshev) of
-    each cell, the cell included: differences of a summed-area table, four gathers."""
-    h, w = flags.shape[-2:]
-    table = flags.astype(jnp.int32).cumsum(-2).cumsum(-1)
-    table = jnp.pad(table, [(0, 0)] * (flags.ndim - 2) + [(1, 0), (1, 0)])
-    y0, y1 = np.clip(np.arange(h) - radius, 0, h), np.clip(np.arange(h) + radius + 1, 0, h)
-    x0, x1 = np.clip(np.arange(w) - radius, 0, w), np.clip(np.arange(w) + radius + 1, 0, w)
-    rows = table[..., y1, :] - table[..., y0, :]
-    counts: jnp.ndarray = rows[..., x1] - rows[..., x0]
-    return counts
 
 
 def quantize(values: jnp.ndarray) -> jnp.ndarray:
@@ -386,9 +370,6 @@ def observe(state: Any, max_steps: Any = None, near: jnp.ndarray | None = None) 
                               jax.nn.one_hot(queued_dir - 1, 4, dtype=f32)], -1)  # [2, U, 10]
     u_team, u_slot, u_there = _occupants(board.units_map, state.unit_id2idx,
                                          int(jnp.iinfo(board.units_map.dtype).max))
-    robots = jnp.stack([u_there & (u_team == s) for s in (0, 1)]).reshape(2, size, size)
-    robots_near = quantize(box_count(robots, ROBOTS_NEAR_RADIUS).astype(f32)
-                           / ROBOTS_NEAR_SCALE).reshape(2, cells)  # [team, cells]
 
     def unit_planes(s: int) -> jnp.ndarray:
         """``uint8 [19, cells]``: seat ``s``'s unit planes (own light, heavy; enemy light,
@@ -416,7 +397,6 @@ def observe(state: Any, max_steps: Any = None, near: jnp.ndarray | None = None) 
                             fac_team == 1 - s, c_there & (c_team == s),
                             c_there & (c_team != s)])),
             near[2 + s:3 + s],  # own factory tiles
-            robots_near[s:s + 1],
             fac_planes,
             unit_planes(s),
             clock,
