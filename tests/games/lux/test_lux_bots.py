@@ -21,6 +21,7 @@ from games.lux.bots import (
     BOTS,
     FAR,
     SeatPlanes,
+    Thresholds,
     box_count,
     distance_field,
     heuristic,
@@ -310,10 +311,10 @@ class Board:
         self.set("own_factory_centre", cy, cx).allow(cy, cx, 5, FACTORY["none"])
         return self
 
-    def act(self) -> np.ndarray:
-        """``int [S, S, 6]``: the heuristic's choice."""
+    def act(self, rules: Thresholds = Thresholds()) -> np.ndarray:
+        """``int [S, S, 6]``: the heuristic's choice (with ``rules``' thresholds)."""
         levels = np.round(np.clip(self.obs, 0, 1) * 255).astype(np.uint8)  # as the adapter
-        out = heuristic(levels, self.mask, np.random.default_rng(0))
+        out = heuristic(levels, self.mask, np.random.default_rng(0), rules=rules)
         assert not illegal_cells(out, self.mask).any()
         return out.reshape(S, S, len(NVEC))
 
@@ -415,6 +416,29 @@ def test_factory_builds_and_waters() -> None:
     assert choice(late) == FACTORY["water"]
     crowded = fresh().allow(2, 2, 5, FACTORY["heavy"]).robot(2, 2, moves=())
     assert choice(crowded) == FACTORY["water"]  # no build onto a robot
+
+
+def test_thresholds_are_a_players_own() -> None:
+    """A player's :class:`Thresholds` move its water reserve and its light builds' crowding,
+    and nothing else: the defaults are the heuristic's."""
+
+    def choice(board: Board, rules: Thresholds = Thresholds()) -> int:
+        return int(board.act(rules)[2, 2, 5])
+
+    thirsty = Board().factory(2, 2, water=0.16).allow(2, 2, 5, FACTORY["water"])
+    assert choice(thirsty) == FACTORY["none"]  # 161 water: below the heuristic's 200
+    assert choice(thirsty, Thresholds(water_reserve=150)) == FACTORY["water"]
+    assert choice(thirsty, Thresholds(water_reserve=170)) == FACTORY["none"]
+    near = Board().factory(2, 2).allow(2, 2, 5, FACTORY["water"], FACTORY["light"])
+    for y, x in ((5, 5), (6, 6), (7, 7)):  # three robots within 6 cells of the centre
+        near.robot(y, x, moves=())
+    assert choice(near) == FACTORY["water"]  # crowded for the heuristic (3)
+    assert choice(near, Thresholds(lights_near=4)) == FACTORY["light"]
+    from games.lux import bots
+
+    assert Thresholds() == Thresholds(water_reserve=bots.WATER_RESERVE,
+                                      lights_near=bots.LIGHTS_NEAR,
+                                      spare_water=bots.SPARE_WATER)
 
 
 # ---------------------------------------------------------------- live teachers
