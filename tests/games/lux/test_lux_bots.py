@@ -311,10 +311,11 @@ class Board:
         self.set("own_factory_centre", cy, cx).allow(cy, cx, 5, FACTORY["none"])
         return self
 
-    def act(self, rules: Thresholds = Thresholds()) -> np.ndarray:
+    def act(self, rules: Thresholds | None = None) -> np.ndarray:
         """``int [S, S, 6]``: the heuristic's choice (with ``rules``' thresholds)."""
         levels = np.round(np.clip(self.obs, 0, 1) * 255).astype(np.uint8)  # as the adapter
-        out = heuristic(levels, self.mask, np.random.default_rng(0), rules=rules)
+        out = heuristic(levels, self.mask, np.random.default_rng(0),
+                        rules=rules or Thresholds())
         assert not illegal_cells(out, self.mask).any()
         return out.reshape(S, S, len(NVEC))
 
@@ -422,7 +423,7 @@ def test_thresholds_are_a_players_own() -> None:
     """A player's :class:`Thresholds` move its water reserve and its light builds' crowding,
     and nothing else: the defaults are the heuristic's."""
 
-    def choice(board: Board, rules: Thresholds = Thresholds()) -> int:
+    def choice(board: Board, rules: Thresholds | None = None) -> int:
         return int(board.act(rules)[2, 2, 5])
 
     thirsty = Board().factory(2, 2, water=0.16).allow(2, 2, 5, FACTORY["water"])
