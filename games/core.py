@@ -339,6 +339,22 @@ class HasRewardComponents(Protocol):
 
 
 @runtime_checkable
+class SupportsStaggering(Protocol):
+    """Games whose envs run in step: every game lasts the same number of steps, so from a
+    reset on all envs are at the same step of their games, and a trainer's batch of a few
+    dozen steps holds one phase of a game alone (a network then learns, update after update,
+    whatever that phase asks, and forgets the rest)."""
+
+    def stagger(self) -> bool:
+        """Spread the envs over a game's phases: each env's running game ends early,
+        truncated (no outcome; trainers bootstrap its value), env ``e``'s after ``e / E`` of
+        a game's length counted from its start, env 0's at its end; the games after run their
+        full length. True where it did; False where the envs do not run in step (nothing
+        changes)."""
+        ...
+
+
+@runtime_checkable
 class SupportsTeachers(Protocol):
     """Games whose seats are played by teachers: scripted players inside the game (live
     cloning) or recorded games replayed through the engine. Their choices are labels for

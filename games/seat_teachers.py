@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from games.core import Batch, GameError, GameSpec, SupportsState, VecGame
+from games.core import Batch, GameError, GameSpec, SupportsStaggering, SupportsState, VecGame
 from games.rng_state import decode_rng, encode_rng
 
 BotFn = Callable[[np.ndarray, np.ndarray, np.random.Generator], np.ndarray]
@@ -79,6 +79,11 @@ class SeatTeacherGame:
 
     def close(self) -> None:
         self.game.close()
+
+    def stagger(self) -> bool:
+        """The game's :meth:`games.core.SupportsStaggering.stagger` where it has one (the
+        bots' actions at the current observations stay valid: nothing is stepped)."""
+        return isinstance(self.game, SupportsStaggering) and self.game.stagger()
 
     def _choose(self, batch: Batch) -> None:
         """The bots' actions at ``batch``'s observations, one call per bot over its seats."""

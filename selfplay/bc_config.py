@@ -70,6 +70,14 @@ class BCConfig:
     student_ramp: float = 0.0
     """The share of bc.total_steps over which the student share rises linearly from 0 to
     bc.student_share (0: the full share from the first update)."""
+    stagger_games: bool = True
+    """Spread the live teacher games over a game's phases where every game lasts the same
+    number of steps (:class:`games.core.SupportsStaggering`; Lux's last 1,000): each env's
+    first game ends early, truncated, at a length of its own. Without it every env is at the
+    same step of its game, one update's batch (bc.num_steps steps) holds one phase of a game
+    alone, and the network drifts, update after update, towards the phase it saw last: Lux
+    clones of one recipe won 80 or 11 of 100 games by where in the game their last updates
+    fell (BENCHMARKS.md, session 37). No effect on other games."""
     snapshot_every: int = 0
     """Cloning updates between snapshots of the network in the run's league database
     (``league.db``, else RUN_DIR/league.db), each rated when it is taken, as a training run's

@@ -37,6 +37,7 @@ from games.core import (
     MultiDiscrete,
     Outcome,
     SupportsReplayPosition,
+    SupportsStaggering,
     SupportsState,
     SupportsStudents,
     SupportsTeachers,
@@ -190,6 +191,7 @@ class Cloner:
         self.update = 0
         self.last_metrics: dict[str, float] = {}
         self.batch: Batch = game.reset(seed=config.seed)
+        self._stagger()
         # DAgger (bc.student_share): the seats the network plays itself, drawn per game
         self.students = (Students(self.bc, game, config.seed + 2, config.log.return_window)
                          if self.bc.student_share > 0 else None)
@@ -540,4 +542,10 @@ class Cloner:
             self.batch = game.resume_at(state["replay_position"])
             return False
         self.batch = game.reset(seed=self.config.seed + 7919 * self.update)
+        self._stagger()
         return False
+
+    def _stagger(self) -> None:
+        """Spread the fresh teacher games over a game's phases (``bc.stagger_games``)."""
+        if self.bc.stagger_games and isinstance(self.game, SupportsStaggering):
+            self.game.stagger()

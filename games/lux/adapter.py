@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from games.batches import EpisodeTracker
-from games.core import Batch, EpisodeStats, GameError, GameSpec, MultiDiscrete
+from games.core import Batch, EpisodeStats, GameError, GameSpec, MultiDiscrete, Outcome
 from games.lux.layout import (
     COMPONENTS,
     DEFAULT_REWARD_WEIGHTS,
@@ -176,6 +176,8 @@ class LuxVecGame:
         self._fresh_near: Any = None
         self._fresh_used = num_envs
         self._tracker = EpisodeTracker(num_envs, 2)
+        self._cut_in = np.full(num_envs, -1, np.int64)
+        """steps until each env's running game ends, truncated (:meth:`stagger`); -1: none"""
         self._comp_sums = np.zeros((num_envs, 2, len(REWARD_COMPONENTS)), np.float64)
         self._episode_comps = np.zeros((0, len(REWARD_COMPONENTS)), np.float64)
         self._final_states: Any = None
@@ -199,6 +201,7 @@ class LuxVecGame:
         self._near = self._k.near(self._states)
         self._fresh, self._fresh_near, self._fresh_used = None, None, e
         self._tracker = EpisodeTracker(e, 2)
+        self._cut_in[:] = -1
         self._comp_sums[:] = 0.0
         self._final_states = self._states
         obs, masks = self._view()
@@ -238,6 +241,7 @@ class LuxVecGame:
             before, self._near, self._goals, self._grid(actions), self._max_steps)
         comps = np.asarray(comps, np.float64)  # [E, 2, 7]: ice .. factories
         done = np.asarray(done)
+        cut = self._count_down(done)
         scores = np.asarray(scores)
         win = np.where(done[:, None], np.sign(scores - scores[:, ::-1]), 0)  # [E, 2]
         lichen = comps[..., _LICHEN]
@@ -245,19 +249,43 @@ class LuxVecGame:
                                -1)  # [E, 2, C]
         reward = (parts @ self._weights).astype(np.float32)
         self._comp_sums += parts
-        episodes = self._tracker.update(reward, done, win.astype(np.int8))
+        outcome = np.where(cut[:, None], int(Outcome.NONE), win).astype(np.int8)
+        ended = done | cut
+        episodes = self._tracker.update(reward, ended, outcome)
         self._episode_comps = self._comp_sums[episodes.env, episodes.seat].copy()
-        self._comp_sums[done] = 0.0
+        self._comp_sums[ended] = 0.0
         obs, masks = self._host((obs, masks))
         final_obs = None
         self._final_states = after
         self._states, self._near, self._goals = after, near, goals
-        if done.any():
+        if ended.any():
             final_obs = obs
-            self._states, self._near = self._replace_finished(after, near, done)
+            self._states, self._near = self._replace_finished(after, near, ended)
             obs, masks = self._view()
-        return Batch(obs, masks, obs, reward, done, np.zeros(e, bool),
-                     np.ones((e, 2), bool), episodes, final_obs, final_obs)
+        return Batch(obs, masks, obs, reward, done, cut, np.ones((e, 2), bool), episodes,
+                     final_obs, final_obs)
+
+    def _count_down(self, done: np.ndarray) -> np.ndarray:
+        """``bool [E]``: the games :meth:`stagger` ends on this step (those the rules did not
+        end first); counts the others down."""
+        counting = self._cut_in > 0
+        self._cut_in[counting] -= 1
+        cut = (self._cut_in == 0) & ~done
+        self._cut_in[(self._cut_in == 0) | done] = -1
+        return cut
+
+    def stagger(self) -> bool:
+        """End env ``e``'s running game, truncated, at step ``e * max_steps // E`` of it (the
+        next step where it is past that; env 0's runs to its end), so the envs then play at
+        phases spread over a game (:class:`games.core.SupportsStaggering`). Games that the
+        rules end first (a team without factories) end as usual."""
+        if self._states is None:
+            raise GameError("call reset() before stagger()")
+        e = self.spec.num_envs
+        at = np.arange(e, dtype=np.int64) * self.options.max_steps // e
+        now = np.asarray(self._states.real_env_steps, np.int64)
+        self._cut_in = np.where(at > 0, np.maximum(at - now, 1), -1)
+        return True
 
     def _replace_finished(self, states: Any, near: Any, done: np.ndarray) -> tuple[Any, Any]:
         """``(states, near)`` with the finished games swapped for games started ahead."""
@@ -324,7 +352,8 @@ class LuxVecGame:
         tracker = self._tracker.state_dict()
         out.update({"seed": np.array(self._seed), "started": np.array(self._started),
                     "fresh_used": np.array(self._fresh_used), "returns": tracker["returns"],
-                    "lengths": tracker["lengths"], "components": self._comp_sums.copy()})
+                    "lengths": tracker["lengths"], "components": self._comp_sums.copy(),
+                    "cut_in": self._cut_in.copy()})
         return out
 
     def set_state(self, state: dict[str, object]) -> None:
@@ -359,3 +388,6 @@ class LuxVecGame:
         self._tracker.load_state_dict({"returns": np.asarray(state["returns"]),
                                        "lengths": np.asarray(state["lengths"])})
         self._comp_sums[:] = np.asarray(state["components"])
+        # (states saved before stagger() existed have no countdown)
+        self._cut_in = (np.asarray(state["cut_in"], np.int64).copy() if "cut_in" in state
+                        else np.full(e, -1, np.int64))

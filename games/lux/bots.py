@@ -113,6 +113,12 @@ class Thresholds:
     water_reserve: float = WATER_RESERVE
     lights_near: int = LIGHTS_NEAR
     spare_water: float = SPARE_WATER
+    raid_from: float = RAID_FROM
+    """with ``raid``: the share of the game from which the light robots dig the other team's
+    lichen"""
+    heavy_raid_from: float | None = None
+    """with ``raid``: the share from which the heavy robots do too (never when ``None``); a
+    heavy robot's dig takes a whole tile's 100 lichen"""
 
 # (dy, dx) of the move directions up, right, down, left (Lux's, in the layout's order)
 _STEPS = ((-1, 0), (0, 1), (1, 0), (0, -1))
@@ -427,8 +433,12 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     n, size = len(obs), obs.shape[-1]
     m = np.asarray(mask, bool).reshape(n, size, size, -1)
     seat = SeatPlanes.read(obs)
-    raiding = (seat.light & (_plane(obs, "progress") >= RAID_FROM) if raid
-               else np.zeros_like(seat.own_unit))
+    progress = _plane(obs, "progress")
+    raiding = np.zeros_like(seat.own_unit)
+    if raid:
+        raiding = seat.light & (progress >= rules.raid_from)
+        if rules.heavy_raid_from is not None:
+            raiding |= seat.heavy & (progress >= rules.heavy_raid_from)
     unit, power = seat.own_unit & ~raiding, seat.power
     can = m[..., :len(UNIT)]  # legal unit types
     home_f, to_thirsty, ice_f, clear_f, ore_f = steering(obs, seat)
@@ -445,7 +455,7 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     home = unit & ~deliver & ~topup & (full | (power < LOW_POWER))
     rest = unit & ~deliver & ~topup & ~home
     rubble_near = np.minimum.reduce([neighbour(clear_f, d, FAR) for d in range(4)]) < FAR
-    early = _plane(obs, "progress") < ORE_UNTIL  # [N, S, S], the same on every cell
+    early = progress < ORE_UNTIL  # [N, S, S], the same on every cell
     mining_ore = rest & seat.light & early if ore else np.zeros_like(rest)
     clearers = seat.light & ~mining_ore
     if ore:  # heavy robots clear rubble while the factories have water to spare
@@ -542,12 +552,13 @@ def heuristic_ore_goals(obs: np.ndarray, mask: np.ndarray, rng: np.random.Genera
     return heuristic(obs, mask, rng, steering=goal_fields, goals=True, ore=True)
 
 
-def heuristic_raid(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator
-                   ) -> np.ndarray:
+def heuristic_raid(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
+                   rules: Thresholds = Thresholds()) -> np.ndarray:
     """:func:`heuristic_ore_goals` whose light robots, from :data:`RAID_FROM` of the game on,
     dig the other team's lichen (``to_enemy_lichen``): lichen dug away in the last steps is
     lichen the other team no longer counts when the game is decided."""
-    return heuristic(obs, mask, rng, steering=goal_fields, goals=True, ore=True, raid=True)
+    return heuristic(obs, mask, rng, steering=goal_fields, goals=True, ore=True, raid=True,
+                     rules=rules)
 
 
 BOTS = {"random": random_legal, "heuristic": heuristic, "heuristic-near": heuristic_near,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pytest
@@ -498,17 +499,10 @@ def _raid_pair() -> tuple[Record, Record]:
     """The heuristic against ``heuristic-ore-goals`` and against ``heuristic-raid`` (raiding
     from :data:`RAID_STEP`), the same 4 games of 150 steps: one game each way, identical up
     to the raid (the raid draws no random numbers before it)."""
-    from games.lux import bots
-
     base = play((("heuristic", heuristic), ("heuristic_ore_goals", heuristic_ore_goals)),
                 MAX_STEPS, seed=4)
-    saved = bots.RAID_FROM
-    bots.RAID_FROM = RAID_STEP
-    try:
-        raid = play((("heuristic", heuristic), ("heuristic_raid", heuristic_raid)),
-                    MAX_STEPS, seed=4)
-    finally:
-        bots.RAID_FROM = saved
+    raiding = partial(heuristic_raid, rules=Thresholds(raid_from=RAID_STEP))
+    raid = play((("heuristic", heuristic), ("heuristic_raid", raiding)), MAX_STEPS, seed=4)
     return base, raid
 
 
@@ -525,3 +519,19 @@ def test_the_raid_digs_the_other_teams_lichen() -> None:
     lichen = {name: record.total("heuristic", "lichen")
               for name, record in (("base", base), ("raid", raid))}
     assert lichen["raid"] < 0.9 * lichen["base"], lichen
+
+
+def test_heavy_robots_raid_from_their_own_share_of_the_game() -> None:
+    """With ``heavy_raid_from`` the heavy robots join the raid (a heavy dig takes a whole
+    tile's lichen): more of the teacher's robots head for the heuristic's lichen, which ends
+    the same games lower than against the light robots' raid alone."""
+    _, raid = _raid_pair()
+    heavy = play((("heuristic", heuristic),
+                  ("heuristic_raid", partial(heuristic_raid, rules=Thresholds(
+                      raid_from=RAID_STEP, heavy_raid_from=RAID_STEP)))), MAX_STEPS, seed=4)
+    assert heavy.illegal == {"heuristic": 0, "heuristic_raid": 0}
+    goal = len(DIRECTIONS) + GOALS.index("enemy_lichen")
+    assert heavy.moves["heuristic_raid"][goal] > raid.moves["heuristic_raid"][goal]
+    lichen = {name: record.total("heuristic", "lichen")
+              for name, record in (("lights", raid), ("heavies too", heavy))}
+    assert lichen["heavies too"] < 0.8 * lichen["lights"], lichen
