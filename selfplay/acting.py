@@ -30,6 +30,7 @@ from games.core import (
     Outcome,
     Policy,
     SupportsPartSteps,
+    SupportsStaggering,
     VecGame,
 )
 from selfplay.config import TrainConfig
@@ -221,6 +222,7 @@ class Actor:
         self.ranks = ranks
         self.batch: Batch = self._arrived(game.reset(seed=config.seed if seed is None
                                                      else seed))
+        self._stagger()
         # parts of the envs step in their own processes while the others' actions are computed
         self.pipelined = (config.pipeline and isinstance(game, SupportsPartSteps)
                           and len(game.parts) > 1)
@@ -237,6 +239,13 @@ class Actor:
     def reset_games(self, seed: int) -> None:
         """New games in every env from ``seed``."""
         self.batch = self._arrived(self.game.reset(seed=seed))
+        self._stagger()
+
+    def _stagger(self) -> None:
+        """Spread fresh games of one fixed length over a game's phases
+        (``ppo.stagger_games``)."""
+        if self.config.ppo.stagger_games and isinstance(self.game, SupportsStaggering):
+            self.game.stagger()
 
     def use_buffer(self, buffer: RolloutBuffer) -> None:
         """Fill ``buffer`` from the next rollout on (through NumPy views of its host arrays:

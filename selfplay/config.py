@@ -97,6 +97,11 @@ class PPOConfig:
     linearly to 0 over teacher_kl_steps. 0: off."""
     teacher_kl_steps: int | None = None
     """Env steps over which teacher_kl_coef decays linearly to 0 (None: total_steps)."""
+    stagger_games: bool = True
+    """Where every game lasts the same number of steps (:class:`games.core.SupportsStaggering`;
+    Lux's last 1,000), each env's first game ends early, truncated (its value bootstrapped),
+    at a length of its own, so that a rollout holds every phase of a game, not the same few
+    steps of all envs' games. No effect on other games."""
 
 
 @dataclass(frozen=True)

@@ -101,3 +101,25 @@ def test_live_cloning_staggers_its_teacher_games() -> None:
 
     assert first_ends(True) == [12, 3, 6, 9]
     assert first_ends(False) == [12] * E
+
+
+def test_ppo_rollouts_stagger_their_games() -> None:
+    """``ppo.stagger_games``: the acting loop's fresh Lux games are cut at spread steps."""
+    from games.registry import make_game
+    from selfplay.config import build_config
+    from selfplay.ppo import Trainer
+
+    def first_ends(stagger: bool) -> list[int]:
+        config = build_config("lux", overrides=[
+            f"game.num_envs={E}", f"ppo.num_steps={LENGTH}", f"ppo.stagger_games={stagger}",
+            f"game.options.max_steps={LENGTH}", "league.enabled=false",
+            "network.channels=[8,8]", "network.hidden=[16]", "log.progress=false"])
+        game = make_game("lux", E, seed=5, options={"max_steps": LENGTH})
+        trainer = Trainer(config, game)
+        trainer.collect()
+        done = trainer.buffer.dones.numpy()[:, :, 0] > 0  # [T, E]
+        game.close()
+        return [int(np.flatnonzero(done[:, e])[0]) + 1 for e in range(E)]
+
+    assert first_ends(True) == [12, 3, 6, 9]
+    assert first_ends(False) == [12] * E
