@@ -3,6 +3,8 @@
     .venv/bin/python tools/lux_heuristic_diagnosis.py --steering near --games 16
     .venv/bin/python tools/lux_heuristic_diagnosis.py --checkpoint RUN_DIR --games 8 --trace
     .venv/bin/python tools/lux_heuristic_diagnosis.py --bot heuristic-raid --games 16 --seed 3
+    .venv/bin/python tools/lux_heuristic_diagnosis.py --checkpoint RUN_DIR \
+        --labels heuristic-raid --breakdown
 
 ``--steering near``: the heuristic whose robots steer by the observation's ``near_*`` planes
 (:func:`games.lux.bots.near_plane_fields`, what a network sees) plays the heuristic: how much of
@@ -14,7 +16,10 @@ against those labels, the agreement of the move directions where both move, the 
 actions; this is the agreement on the positions the policy reaches, where a clone's training
 accuracy is measured on its teacher's. ``--bot``: one of the scripted players
 (:data:`games.lux.bots.BOTS`) plays it, a teacher's level. ``--trace`` prints, every 50
-steps, each side's factories, water and robots. Sides alternate between games; one JSON object
+steps, each side's factories, water and robots. ``--breakdown`` adds where the robots' action
+types differ from the labels: counted by the label and the action played, the robot's kind,
+the label's move (a direction or a goal), what the cell holds (ice, ore, rubble, own lichen,
+bare), the cargo (empty, some, at least half) and the tenth of the game. Sides alternate between games; one JSON object
 on stdout, with each game's lichen (the score) of both sides on its last step before the end.
 """
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 
@@ -31,7 +37,7 @@ import torch
 
 from games.lux import bots
 from games.lux.adapter import LuxOptions, LuxVecGame
-from games.lux.layout import FACTORY_ACTIONS, NVEC, OBS_SCALE, PLANE, UNIT_TYPES
+from games.lux.layout import FACTORY_ACTIONS, MOVES, NVEC, OBS_SCALE, PLANE, UNIT_TYPES
 from selfplay.checkpoint import load_checkpoint, resolve_checkpoint
 from selfplay.play import FrozenPolicy, load_agent, wilson_interval
 
@@ -56,8 +62,51 @@ def side_summary(obs: np.ndarray) -> dict[str, int]:
             "lichen_cells": int((obs[:, PLANE["own_lichen"]] > 0).sum())}
 
 
+class Breakdown:
+    """Counts of the robot-steps whose action type differs from the label, by situation."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, ...]] = Counter()
+        self.tenths: Counter[str] = Counter()
+
+    def add(self, obs: np.ndarray, labels: np.ndarray, acts: np.ndarray,
+            robot: np.ndarray) -> None:
+        """One step's seats ``obs [N, C, S, S]``, ``labels`` / ``acts`` ``[N, S * S, 6]`` and
+        own robot cells ``robot [N, S * S]``."""
+        n = len(obs)
+        flat = obs.reshape(n, obs.shape[1], -1)
+        differ = robot & (labels[..., 0] != acts[..., 0])
+        env, cell = np.nonzero(differ)
+        if not len(env):
+            return
+        plane = {name: flat[env, PLANE[name], cell] > 0
+                 for name in ("own_heavy", "ice", "ore", "rubble", "own_lichen")}
+        terrain = np.select([plane["ice"], plane["ore"], plane["rubble"], plane["own_lichen"]],
+                            ["ice", "ore", "rubble", "own lichen"], "bare")
+        carried = (flat[env, PLANE["unit_ice"], cell].astype(np.float64)
+                   + flat[env, PLANE["unit_ore"], cell]) * OBS_SCALE
+        cargo = np.select([carried >= 0.5, carried > 0], ["half or more", "some"], "empty")
+        tenth = np.minimum(flat[env, PLANE["progress"], cell].astype(np.float64) * OBS_SCALE
+                           * 10, 9).astype(int)
+        label, act = labels[env, cell], acts[env, cell]
+        for k in range(len(env)):
+            move = MOVES[label[k, 1]] if UNIT_TYPES[label[k, 0]] == "move" else "-"
+            self.counts[(UNIT_TYPES[label[k, 0]], UNIT_TYPES[act[k, 0]],
+                         "heavy" if plane["own_heavy"][k] else "light", move,
+                         str(terrain[k]), str(cargo[k]))] += 1
+            self.tenths[str(tenth[k])] += 1
+
+    def summary(self, top: int = 15) -> dict[str, object]:
+        keys = ("label", "played", "robot", "label_move", "cell", "cargo")
+        return {"differing_robot_steps": sum(self.counts.values()),
+                "most_common": [{**dict(zip(keys, key, strict=True)), "count": count}
+                                for key, count in self.counts.most_common(top)],
+                "by_tenth_of_the_game": {t: self.tenths[t] for t in sorted(self.tenths)}}
+
+
 def play(player: Player, games: int, seed: int, trace: bool = False,
-         max_steps: int = 1000, labeller: str = "heuristic") -> dict[str, object]:
+         max_steps: int = 1000, labeller: str = "heuristic",
+         breakdown: Breakdown | None = None) -> dict[str, object]:
     """``games`` games of ``player`` against the heuristic, one per env, of at most
     ``max_steps`` steps; the outcomes and the ``labeller`` bot's labels of the player's
     positions against its actions."""
@@ -88,6 +137,8 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
         robot = ((mine[:, PLANE["own_light"]] > 0) | (mine[:, PLANE["own_heavy"]] > 0)
                  ).reshape(games, cells) & live
         np.add.at(units, (labels[..., 0][robot], acts[..., 0][robot]), 1)
+        if breakdown is not None:
+            breakdown.add(mine, labels, acts, robot)
         both = robot & (labels[..., 0] == 1) & (acts[..., 0] == 1)
         moves += [int((labels[..., 1][both] == acts[..., 1][both]).sum()), int(both.sum())]
         centre = (mine[:, PLANE["own_factory_centre"]] > 0).reshape(games, cells) & live
@@ -136,6 +187,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--most-likely", action="store_true", help="the policy's modes")
     parser.add_argument("--trace", action="store_true")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="where the robots' action types differ from the labels")
     parser.add_argument("--labels", choices=sorted(bots.BOTS), default="heuristic",
                         help="the bot that labels the player's positions")
     parser.add_argument("--max-steps", type=int, default=1000,
@@ -159,7 +212,11 @@ def main(argv: list[str] | None = None) -> None:
         player = partial(bots.heuristic, rng=rng, steering=steering,
                          goals=args.steering == "goals")
         name = f"heuristic steering by {args.steering}"
-    result = play(player, args.games, args.seed, args.trace, args.max_steps, args.labels)
+    breakdown = Breakdown() if args.breakdown else None
+    result = play(player, args.games, args.seed, args.trace, args.max_steps, args.labels,
+                  breakdown)
+    if breakdown is not None:
+        result["breakdown"] = breakdown.summary()
     print(json.dumps({"player": name, "opponent": "heuristic", "labels": args.labels, **result}))
 
 

@@ -16,11 +16,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 
-from lux_heuristic_diagnosis import lichen_score, main, play  # noqa: E402
+from lux_heuristic_diagnosis import Breakdown, lichen_score, main, play  # noqa: E402
 
 from games.lux import bots  # noqa: E402
 from games.lux.adapter import LuxOptions, LuxVecGame  # noqa: E402
-from games.lux.layout import OBS_PLANES, PLANE  # noqa: E402
+from games.lux.layout import OBS_PLANES, PLANE, UNIT_TYPES  # noqa: E402
 from selfplay.checkpoint import save_checkpoint  # noqa: E402
 from selfplay.config import build_config, to_mapping  # noqa: E402
 from selfplay.networks import ActorCritic  # noqa: E402
@@ -74,3 +74,25 @@ def test_the_lichen_score_counts_the_own_strains_only() -> None:
     obs[0, PLANE["own_lichen"], 0, :3] = 255
     obs[1, PLANE["own_lichen"], 3, 3] = 255
     assert lichen_score(obs).tolist() == [150, 100]
+
+
+def test_the_breakdown_counts_every_robot_step_that_differs_from_its_label() -> None:
+    """Random play against the heuristic's labels: the breakdown's rows add up, pair by pair,
+    to the confusion's off-diagonal counts, and its tenths of the game to their total."""
+    rng = np.random.default_rng(5)
+    breakdown = Breakdown()
+    result = play(partial(bots.random_legal, rng=rng), games=2, seed=3, max_steps=30,
+                  breakdown=breakdown)
+    confusion = np.array(result["unit_confusion"])
+    summary = breakdown.summary(top=10_000)
+    total = int(confusion.sum() - np.trace(confusion))
+    assert summary["differing_robot_steps"] == total > 50
+    assert sum(summary["by_tenth_of_the_game"].values()) == total  # type: ignore[attr-defined]
+    pairs = np.zeros_like(confusion)
+    for row in summary["most_common"]:  # type: ignore[attr-defined]
+        pairs[UNIT_TYPES.index(row["label"]), UNIT_TYPES.index(row["played"])] += row["count"]
+        assert row["robot"] in ("light", "heavy") and row["cargo"] in (
+            "empty", "some", "half or more")
+        assert (row["label_move"] == "-") == (row["label"] != "move")
+    np.fill_diagonal(confusion, 0)
+    assert np.array_equal(pairs, confusion)
