@@ -19,8 +19,9 @@ accuracy is measured on its teacher's. ``--bot``: one of the scripted players
 steps, each side's factories, water and robots. ``--breakdown`` adds where the robots' action
 types differ from the labels: counted by the label and the action played, the robot's kind,
 the label's move (a direction or a goal), what the cell holds (ice, ore, rubble, own lichen,
-bare), the cargo (empty, some, at least half) and the tenth of the game. Sides alternate between games; one JSON object
-on stdout, with each game's lichen (the score) of both sides on its last step before the end.
+bare), the cargo (empty, some, at least half) and the tenth of the game. Sides alternate
+between games; one JSON object on stdout, with each game's lichen (the score) of both sides
+on its last step before the end.
 """
 
 from __future__ import annotations
