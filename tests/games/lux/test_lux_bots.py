@@ -534,4 +534,4 @@ def test_heavy_robots_raid_from_their_own_share_of_the_game() -> None:
     assert heavy.moves["heuristic_raid"][goal] > raid.moves["heuristic_raid"][goal]
     lichen = {name: record.total("heuristic", "lichen")
               for name, record in (("lights", raid), ("heavies too", heavy))}
-    assert lichen["heavies too"] < 0.8 * lichen["lights"], lichen
+    assert lichen["heavies too"] < 0.9 * lichen["lights"], lichen
