@@ -14,6 +14,8 @@ extra observation pass, not a reset of the batch. Game ``k`` of a run plays seed
 A game ends when a team has no factory left or after ``max_steps`` (1000, the rules'); more
 lichen wins, as in the competition (a team without factories scores -1000). Both seats'
 rewards are the weighted components of :data:`~games.lux.layout.REWARD_COMPONENTS`.
+Games reset together stay at the same step; trainers spread them over a game's phases with
+:meth:`LuxVecGame.stagger` (the envs' running games end early, truncated, without a winner).
 """
 
 from __future__ import annotations
