@@ -119,6 +119,10 @@ class Thresholds:
     heavy_raid_from: float | None = None
     """with ``raid``: the share from which the heavy robots do too (never when ``None``); a
     heavy robot's dig takes a whole tile's 100 lichen"""
+    spare_water_nearest: bool = False
+    """with ``ore``: a heavy robot clears rubble while its nearest own factory holds
+    ``spare_water`` (a number it can see near it), not the factories on average (a number
+    of the whole board)"""
 
 # (dy, dx) of the move directions up, right, down, left (Lux's, in the layout's order)
 _STEPS = ((-1, 0), (0, 1), (1, 0), (0, -1))
@@ -358,6 +362,27 @@ def home_fields(seat: SeatPlanes) -> tuple[np.ndarray, np.ndarray]:
     return np.where(seat.centre, FAR, home), to_thirsty
 
 
+def nearest_factory_water(seat: SeatPlanes) -> np.ndarray:
+    """``float [N, S, S]``: the water of each cell's nearest own factory (Manhattan steps to
+    its 3x3 tiles, the first in the board's order on a tie; 0 on boards without one)."""
+    n, size = seat.centre.shape[0], seat.centre.shape[-1]
+    k, y, x = np.nonzero(seat.centre)  # sorted by board
+    rank = np.arange(len(k)) - np.searchsorted(k, k)  # the factory's number on its board
+    axis = np.arange(size)
+    best = np.full((n, size, size), np.iinfo(np.int32).max, np.int64)
+    water = np.zeros((n, size, size), np.float32)
+    for j in range(int(rank.max()) + 1 if len(k) else 0):
+        on = rank == j
+        kj, yj, xj = k[on], y[on], x[on]
+        dy = np.maximum(np.abs(axis[None, :] - yj[:, None]) - 1, 0)
+        dx = np.maximum(np.abs(axis[None, :] - xj[:, None]) - 1, 0)
+        dist = dy[:, :, None] + dx[:, None, :]  # [M, S, S]
+        closer = dist < best[kj]
+        best[kj] = np.where(closer, dist, best[kj])
+        water[kj] = np.where(closer, seat.water[kj, yj, xj][:, None, None], water[kj])
+    return water
+
+
 def goal_fields(obs: np.ndarray, seat: SeatPlanes) -> Fields:
     """The steering of the teachers that move by goals (:func:`heuristic_goals`,
     :func:`heuristic_ore_goals`): home as the ``to_home`` goal leads (:func:`home_fields`, a
@@ -458,7 +483,10 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     early = progress < ORE_UNTIL  # [N, S, S], the same on every cell
     mining_ore = rest & seat.light & early if ore else np.zeros_like(rest)
     clearers = seat.light & ~mining_ore
-    if ore:  # heavy robots clear rubble while the factories have water to spare
+    if ore and rules.spare_water_nearest:  # heavy robots clear rubble near a factory with
+        # water to spare
+        clearers = clearers | (seat.heavy & (nearest_factory_water(seat) > rules.spare_water))
+    elif ore:  # heavy robots clear rubble while the factories have water to spare
         centres = seat.centre.sum((1, 2))
         spare = (seat.water * seat.centre).sum((1, 2)) > rules.spare_water * np.maximum(centres, 1)
         clearers = clearers | (seat.heavy & spare[:, None, None])

@@ -535,3 +535,33 @@ def test_heavy_robots_raid_from_their_own_share_of_the_game() -> None:
     lichen = {name: record.total("heuristic", "lichen")
               for name, record in (("lights", raid), ("heavies too", heavy))}
     assert lichen["heavies too"] < 0.9 * lichen["lights"], lichen
+
+
+def test_heavy_robots_can_clear_rubble_by_their_nearest_factorys_water() -> None:
+    """``Thresholds.spare_water_nearest``: a heavy robot clears rubble while its nearest own
+    factory holds the spare water, whatever the team holds on average."""
+    from games.lux.bots import SeatPlanes, nearest_factory_water
+
+    def board() -> Board:  # 600 water in one factory, 100 in the other: 350 on average
+        b = Board().factory(2, 2, water=0.6).factory(S - 3, S - 3, water=0.1)
+        for y, x in ((2, 4), (S - 3, S - 5)):  # rubble next to each, a heavy robot on it
+            b.set("rubble", y, x, 0.5).robot(y, x, moves=())
+        return b
+
+    def digs(rules: Thresholds) -> list[bool]:
+        b = board()
+        levels = np.round(np.clip(b.obs, 0, 1) * 255).astype(np.uint8)
+        out = heuristic(levels, b.mask, np.random.default_rng(0), ore=True, rules=rules)
+        assert not illegal_cells(out, b.mask).any()
+        kind = out.reshape(S, S, len(NVEC))[..., 0]
+        return [bool(kind[2, 4] == UNIT["dig"]), bool(kind[S - 3, S - 5] == UNIT["dig"])]
+
+    assert digs(Thresholds()) == [False, False]  # 350 on average: below 400
+    assert digs(Thresholds(spare_water_nearest=True)) == [True, False]
+    levels = np.round(np.clip(board().obs, 0, 1) * 255).astype(np.uint8)
+    seat = SeatPlanes.read(levels)
+    water, a, b = nearest_factory_water(seat)[0], seat.water[0, 2, 2], seat.water[0, S - 3, S - 3]
+    assert (a, b) == (600, 102)  # (100 / 1000 of 255 levels rounds up)
+    # Manhattan steps to the factories' tiles: (1, 4) is 1 from the first and 3 from the
+    # second; (7, 2) 4 and 3; (2, 6) 3 and 2
+    assert [water[0, 0], water[1, 4], water[7, 2], water[2, 6], water[7, 7]] == [a, a, b, b, b]
