@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 
 import numpy as np
 import pytest
@@ -495,6 +495,7 @@ def test_the_ore_heuristic_turns_ore_into_metal(ore_versus: Record) -> None:
 RAID_STEP = 0.6  # the raid tests' games raid from step 90 of 150, with time to reach the lichen
 
 
+@cache
 def _raid_pair() -> tuple[Record, Record]:
     """The heuristic against ``heuristic-ore-goals`` and against ``heuristic-raid`` (raiding
     from :data:`RAID_STEP`), the same 4 games of 150 steps: one game each way, identical up
