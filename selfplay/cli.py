@@ -120,6 +120,8 @@ def cmd_play(args: argparse.Namespace) -> int:
 
     if args.games < 1:
         raise UserError("--games must be >= 1")
+    if not 0 < args.temperature < float("inf"):
+        raise UserError(f"--temperature must be > 0, got {args.temperature}")
 
     def progress(done: int, total: int) -> None:  # long games (Atari) show they are alive
         if not args.json and (done == 1 or done % 10 == 0 or done == total):
@@ -129,8 +131,8 @@ def cmd_play(args: argparse.Namespace) -> int:
         raise UserError("--shard-games must be >= 1")
     result = play(args.checkpoint, args.vs, args.games, args.map,
                   _video_path(args.video), seed=seed_flag(args.seed) or 0,
-                  deterministic=args.deterministic, progress=progress,
-                  record=Path(args.record) if args.record else None,
+                  deterministic=args.deterministic, temperature=args.temperature,
+                  progress=progress, record=Path(args.record) if args.record else None,
                   shard_games=args.shard_games)
     low, high = result["ci95"]
     where = f" on {', '.join(result['maps'])}" if result["maps"] else ""
@@ -329,6 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--video", help="write the first game of env 0 to this .mp4/.gif")
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--deterministic", action="store_true", help="take the most likely action")
+    pl.add_argument("--temperature", type=float, default=1.0,
+                    help="sample from the policy sharpened (< 1) or flattened (> 1)")
     pl.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     pl.set_defaults(func=cmd_play)
 

@@ -53,8 +53,11 @@ __all__ = [
 class ActionDist(Protocol):
     """A batch of ``B`` action distributions."""
 
-    def sample(self, generator: torch.Generator | None = None) -> Tensor:
-        """Actions ``[B, *action_shape]`` (int64 for discrete spaces), detached."""
+    def sample(self, generator: torch.Generator | None = None,
+               temperature: float = 1.0) -> Tensor:
+        """Actions ``[B, *action_shape]`` (int64 for discrete spaces), detached; drawn from
+        the distribution sharpened (``temperature`` < 1) or flattened (> 1): categorical
+        logits divided by it, a Gaussian's standard deviation multiplied by it."""
         ...
 
     def mode(self) -> Tensor:
@@ -97,6 +100,13 @@ def _any(mask: Tensor) -> Tensor:
         if n % size == 0 and raw.storage_offset() % size == 0:
             return raw.view(word).amax(-1) != 0
     return raw.amax(-1) != 0
+
+
+def _checked(temperature: float) -> float:
+    """``temperature`` when it is a positive finite number, else a :class:`ValueError`."""
+    if not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(f"a sampling temperature must be > 0, got {temperature}")
+    return float(temperature)
 
 
 def _sample_rows(
@@ -170,9 +180,12 @@ class MaskedCategorical:
     def mode(self) -> Tensor:
         return self.logits.argmax(-1)  # an all-masked row is all equal: argmax is 0
 
-    def sample(self, generator: torch.Generator | None = None) -> Tensor:
+    def sample(self, generator: torch.Generator | None = None,
+               temperature: float = 1.0) -> Tensor:
         with torch.no_grad():
-            return _sample_rows(self.probs, self.mask, self.mode(), generator)
+            probs = (self.probs if temperature == 1.0 else
+                     (self.logits / _checked(temperature)).softmax(-1))
+            return _sample_rows(probs, self.mask, self.mode(), generator)
 
     def log_prob(self, actions: Tensor) -> Tensor:
         lp = self.log_probs.gather(-1, actions.long()[:, None])[:, 0]  # [B]
@@ -386,14 +399,18 @@ class MaskedMultiCategorical:
     def mode(self) -> Tensor:
         return self._to_actions(self._modes())
 
-    def sample(self, generator: torch.Generator | None = None) -> Tensor:
+    def sample(self, generator: torch.Generator | None = None,
+               temperature: float = 1.0) -> Tensor:
         """Every component at once by the Gumbel-max trick: ``argmax(logits + G)`` with ``G``
         standard Gumbel noise is a draw from ``softmax(logits)``. A handful of ops on the
         ``[M, sum(nvec)]`` rows instead of a sampler per component (acting in microRTS builds
         7 of them per step). Illegal values sit at -1e8, far below any legal value plus noise;
-        a component with no legal value gets 0, as :meth:`mode` does."""
+        a component with no legal value gets 0, as :meth:`mode` does. With ``temperature``
+        the draw is from ``softmax(logits / temperature)`` (illegal values stay far below)."""
         with torch.no_grad():
             logits = torch.cat(self.logits, -1)  # [M, S] masked
+            if temperature != 1.0:
+                logits = logits / _checked(temperature)
             noise = torch.rand(logits.shape, generator=generator, device=logits.device,
                                dtype=logits.dtype)
             # u = 0 (drawn about once in 2^24) would give -inf noise and let an illegal value
@@ -444,11 +461,12 @@ class DiagGaussian:
     def mode(self) -> Tensor:
         return self.mean
 
-    def sample(self, generator: torch.Generator | None = None) -> Tensor:
+    def sample(self, generator: torch.Generator | None = None,
+               temperature: float = 1.0) -> Tensor:
         with torch.no_grad():
             noise = torch.randn(self.mean.shape, generator=generator, device=self.mean.device,
                                 dtype=self.mean.dtype)
-            return self.mean + noise * self.log_std.exp()
+            return self.mean + noise * self.log_std.exp() * _checked(temperature)
 
     def log_prob(self, actions: Tensor) -> Tensor:
         z = (actions - self.mean) * torch.exp(-self.log_std)

@@ -47,7 +47,7 @@ def wilson_interval(successes: float, trials: int, z: float = 1.959964) -> tuple
 
 def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None = None,
          video: Path | None = None, seed: int = 0, num_envs: int | None = None,
-         deterministic: bool = False,
+         deterministic: bool = False, temperature: float = 1.0,
          progress: Callable[[int, int], None] | None = None,
          record: Path | None = None, shard_games: int = 100,
          options: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -55,6 +55,8 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
     ``progress(finished, games)`` is called as games finish. A run directory (or its
     ``checkpoints/`` folder), as either, means its newest checkpoint. ``options`` replace game
     options of the checkpoint's config and of the match (``max_steps``, say).
+    ``temperature``: sampled actions from the policy sharpened (< 1) or flattened (> 1), for
+    both checkpoints (:class:`~selfplay.policy.FrozenPolicy`).
 
     Sides alternate between envs: by the game's own convention where it has one (microRTS:
     seat 0 is player 0 in even envs and player 1 in odd ones), otherwise the two players swap
@@ -91,7 +93,8 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
         spec = game.spec
         _, agent, _ = load_agent(checkpoint, spec, state)
         generator = torch.Generator().manual_seed(seed)
-        policies: list[Policy] = [FrozenPolicy(agent, deterministic, generator)]
+        policies: list[Policy] = [FrozenPolicy(agent, deterministic, generator,
+                                                   temperature)]
         opponent_name = setup.opponent_name
         if opponent_path is not None:
             other_state = load_checkpoint(opponent_path)
@@ -100,7 +103,7 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
                 raise CheckpointError(f"{opponent_path} plays {other_game}, not "
                                       f"{config.game.name}")
             _, other, _ = load_agent(opponent_path, spec, other_state)
-            policies.append(FrozenPolicy(other, deterministic, generator))
+            policies.append(FrozenPolicy(other, deterministic, generator, temperature))
             opponent_name = str(opponent_path)
         elif setup.scripted is not None:
             policies.append(setup.scripted)

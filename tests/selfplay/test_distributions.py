@@ -355,6 +355,52 @@ def test_gated_expected_entropy_is_the_joint_entropy() -> None:
 # --------------------------------------------------------------------------- Box
 
 
+@pytest.mark.parametrize("temperature", [0.5, 2.0])
+def test_a_temperature_samples_the_sharpened_or_flattened_softmax(temperature: float) -> None:
+    """``sample(temperature=T)`` draws from ``softmax(logits / T)`` over the legal values, for
+    plain and grid (multi-)categoricals, and never an illegal value; a Gaussian's spread
+    scales by ``T``."""
+    gen = make_gen(31)
+    n, reps = 6, 40_000
+    logits = torch.randn(n, generator=gen) * 1.5
+    mask = torch.tensor([True, False, True, True, False, True])
+
+    def expected(lg: torch.Tensor, mk: torch.Tensor) -> torch.Tensor:
+        return torch.softmax((lg / temperature).masked_fill(~mk, -math.inf), -1)
+
+    plain = MaskedCategorical(logits.expand(reps, n), mask.expand(reps, n))
+    counts = torch.bincount(plain.sample(make_gen(32), temperature=temperature), minlength=n)
+    assert counts[~mask].sum() == 0
+    assert _chi2_ok(*_chi2(counts, expected(logits, mask)))
+
+    total = sum(NVEC)
+    grid_logits = torch.randn(total, generator=gen) * 1.5
+    grid_mask = random_mask((total,), gen, p=0.7)
+    grid_mask[[0, 3, 7]] = True
+    space = MultiDiscrete(NVEC, cells=1)
+    grid = make_dist(space, grid_logits.expand(reps, 1, total), grid_mask.expand(reps, 1, total))
+    actions = grid.sample(make_gen(33), temperature=temperature)[:, 0]
+    for i, (lg, mk) in enumerate(zip(grid_logits.split(NVEC), grid_mask.split(NVEC),
+                                     strict=True)):
+        counts = torch.bincount(actions[:, i], minlength=NVEC[i])
+        assert counts[~mk].sum() == 0
+        assert _chi2_ok(*_chi2(counts, expected(lg, mk))), i
+
+    log_std = torch.tensor([-0.5, 0.0, 0.7])
+    draws = DiagGaussian(torch.zeros(50_000, 3), log_std).sample(gen, temperature=temperature)
+    torch.testing.assert_close(draws.std(0), log_std.exp() * temperature, rtol=0.03, atol=0.0)
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0, math.inf, math.nan])
+def test_a_temperature_must_be_positive(temperature: float) -> None:
+    dist = MaskedCategorical(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        dist.sample(temperature=temperature)
+    grid = make_dist(MultiDiscrete(NVEC, cells=1), torch.zeros(2, 1, sum(NVEC)), None)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        grid.sample(temperature=temperature)
+
+
 def test_diag_gaussian_matches_torch_normal() -> None:
     gen = make_gen(17)
     mean = torch.randn(5, 3, generator=gen)

@@ -71,6 +71,13 @@ def test_play_errors(tictactoe_checkpoint: Path) -> None:
                           timeout=60)
     assert proc.returncode == 2 and "has no maps" in proc.stderr
     assert "Traceback" not in proc.stderr
+    cold = subprocess.run([*SELFPLAY, "play", "--checkpoint", str(tictactoe_checkpoint), "--vs",
+                           "random", "--temperature", "0"], capture_output=True, text=True,
+                          timeout=60)
+    assert cold.returncode == 2 and "--temperature must be > 0, got 0.0" in cold.stderr
+    assert "Traceback" not in cold.stderr
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        play(tictactoe_checkpoint, "random", games=2, temperature=-1.0)
     with pytest.raises(CheckpointError, match="no such checkpoint"):
         play(tictactoe_checkpoint, "/nowhere/gone.pt", games=2)
     run_dir = tictactoe_checkpoint.parent.parent  # a run directory: its latest checkpoint
