@@ -95,6 +95,9 @@ ORE_UNTIL = 0.3
 """with ``ore``: light robots mine ore until this share of the game, then clear rubble"""
 RAID_FROM = 0.85
 """with ``raid``: the light robots dig the other team's lichen from this share of the game on"""
+RAID_CHARGED = 0.9
+"""with ``Thresholds.raid_charge``: the share of its battery a light robot fills before it
+raids"""
 SPARE_WATER = 400
 """with ``ore``: heavy robots clear rubble while the factories hold this much water each on
 average"""
@@ -123,6 +126,13 @@ class Thresholds:
     """with ``ore``: a heavy robot clears rubble while its nearest own factory holds
     ``spare_water`` (a number it can see near it), not the factories on average (a number
     of the whole board)"""
+    raid_lights_from: float | None = None
+    """with ``raid``: from this share of the game on, factories build a light robot whenever
+    one is legal, however many robots stand near (raiders; never when ``None``)"""
+    raid_charge: float | None = None
+    """with ``raid``: for this share of the game before ``raid_from`` the light robots go
+    home and fill their batteries (a light robot's dig costs 5 of its 150 power), so they
+    raid with full batteries (never when ``None``)"""
 
 # (dy, dx) of the move directions up, right, down, left (Lux's, in the layout's order)
 _STEPS = ((-1, 0), (0, 1), (1, 0), (0, -1))
@@ -219,7 +229,7 @@ def _queued(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _factory_actions(obs: np.ndarray, m: np.ndarray, own_unit: np.ndarray,
-                     rules: Thresholds) -> np.ndarray:
+                     rules: Thresholds, raid: bool = False) -> np.ndarray:
     """``int [N, S, S]``: the factory component (on own factory centres; 0 elsewhere)."""
     centre = obs[:, PLANE["own_factory_centre"]] > 0
     free = centre & ~own_unit
@@ -228,7 +238,10 @@ def _factory_actions(obs: np.ndarray, m: np.ndarray, own_unit: np.ndarray,
     reserve = np.minimum(rules.water_reserve, 2 * steps_left + 10)
     near = box_count(own_unit, NEAR)
     heavy = free & m[..., _FAC + FACTORY["heavy"]]
-    light = free & m[..., _FAC + FACTORY["light"]] & (near < rules.lights_near) & ~heavy
+    crowded = near >= rules.lights_near
+    if raid and rules.raid_lights_from is not None:
+        crowded &= _plane(obs, "progress") < rules.raid_lights_from
+    light = free & m[..., _FAC + FACTORY["light"]] & ~crowded & ~heavy
     watering = centre & m[..., _FAC + FACTORY["water"]] & (water >= reserve) & ~heavy & ~light
     out = np.zeros(centre.shape, np.int64)
     out[heavy] = FACTORY["heavy"]
@@ -465,6 +478,10 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
         if rules.heavy_raid_from is not None:
             raiding |= seat.heavy & (progress >= rules.heavy_raid_from)
     unit, power = seat.own_unit & ~raiding, seat.power
+    charging = np.zeros_like(unit)
+    if raid and rules.raid_charge is not None:
+        charging = (seat.light & (progress >= rules.raid_from - rules.raid_charge)
+                    & (progress < rules.raid_from) & (power < RAID_CHARGED))
     can = m[..., :len(UNIT)]  # legal unit types
     home_f, to_thirsty, ice_f, clear_f, ore_f = steering(obs, seat)
 
@@ -475,9 +492,9 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     tdir = _transfer_directions(seat, m, full | (unit & (carried > 0) & (power < PICKUP_BELOW)),
                                 to_thirsty, resource)
     deliver = tdir >= 0
-    topup = unit & ~deliver & seat.own_fac & (power < PICKUP_BELOW)
+    topup = unit & ~deliver & seat.own_fac & ((power < PICKUP_BELOW) | charging)
     pickup = topup & can[..., UNIT["pickup"]] & m[..., _PRES + RESOURCE["power"]]
-    home = unit & ~deliver & ~topup & (full | (power < LOW_POWER))
+    home = unit & ~deliver & ~topup & (full | (power < LOW_POWER) | charging)
     rest = unit & ~deliver & ~topup & ~home
     rubble_near = np.minimum.reduce([neighbour(clear_f, d, FAR) for d in range(4)]) < FAR
     early = progress < ORE_UNTIL  # [N, S, S], the same on every cell
@@ -532,7 +549,7 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     out[..., 2] = np.maximum(tdir, 0)
     out[..., 3] = resource
     out[..., 4] = RESOURCE["power"]
-    out[..., 5] = _factory_actions(obs, m, seat.own_unit, rules)
+    out[..., 5] = _factory_actions(obs, m, seat.own_unit, rules, raid)
     return out.reshape(n, size * size, len(NVEC))
 
 

@@ -566,3 +566,59 @@ def test_heavy_robots_can_clear_rubble_by_their_nearest_factorys_water() -> None
     # Manhattan steps to the factories' tiles: (1, 4) is 1 from the first and 3 from the
     # second; (7, 2) 4 and 3; (2, 6) 3 and 2
     assert [water[0, 0], water[1, 4], water[7, 2], water[2, 6], water[7, 7]] == [a, a, b, b, b]
+
+
+def _raider(board: Board, rules: Thresholds) -> np.ndarray:
+    """``int [S, S, 6]``: the raiding heuristic's choice on ``board`` (``rules``)."""
+    levels = np.round(np.clip(board.obs, 0, 1) * 255).astype(np.uint8)
+    out = heuristic(levels, board.mask, np.random.default_rng(0), ore=True, raid=True,
+                    rules=rules)
+    assert not illegal_cells(out, board.mask).any()
+    return out.reshape(S, S, len(NVEC))
+
+
+def test_light_robots_fill_their_batteries_before_the_raid() -> None:
+    """``Thresholds.raid_charge``: in that share of the game before the raid a light robot
+    below :data:`~games.lux.bots.RAID_CHARGED` of its battery picks up power on an own
+    factory tile, or goes home; before that window, and once raiding, it does not."""
+    from games.lux.bots import RAID_CHARGED
+
+    def board(progress: float) -> Board:
+        b = Board().factory(2, 2).robot(3, 3, heavy=False, power=0.6, moves=())
+        b.allow(3, 3, 0, UNIT["pickup"]).allow(3, 3, 4, RESOURCE["power"])
+        b.robot(7, 2, heavy=False, power=0.6)  # 4 cells below the factory
+        b.set("enemy_lichen", 7, 7)
+        b.obs[0, PLANE["progress"]] = progress
+        return b
+
+    charge = Thresholds(raid_from=0.85, raid_charge=0.03)
+    out = _raider(board(0.83), charge)
+    assert out[3, 3, 0] == UNIT["pickup"] and out[3, 3, 4] == RESOURCE["power"]
+    assert tuple(out[7, 2, :2]) == (UNIT["move"], 0)  # home: up
+    for progress, rules in ((0.83, Thresholds(raid_from=0.85)), (0.80, charge)):
+        out = _raider(board(progress), rules)
+        assert out[3, 3, 0] != UNIT["pickup"]  # 0.6 of the battery is enough elsewhere
+        assert tuple(out[7, 2, :2]) != (UNIT["move"], 0)
+    out = _raider(board(0.86), charge)  # raiding: to the other team's lichen
+    assert out[3, 3, 0] != UNIT["pickup"]
+    assert out[7, 2, 0] == UNIT["move"] and out[7, 2, 1] == 1  # right, towards (7, 7)
+    full = board(0.83).set("unit_power", 3, 3, RAID_CHARGED + 0.02)
+    assert _raider(full, charge)[3, 3, 0] != UNIT["pickup"]
+
+
+def test_factories_build_raiders_late_in_the_game() -> None:
+    """``Thresholds.raid_lights_from``: from that share of the game a raiding player's
+    factories build light robots however many robots stand near; the heuristic's never do."""
+
+    def board(progress: float) -> Board:
+        b = Board().factory(2, 2).allow(2, 2, 5, FACTORY["water"], FACTORY["light"])
+        for y, x in ((5, 5), (6, 6), (7, 7)):  # crowded: three robots near the centre
+            b.robot(y, x, moves=())
+        b.obs[0, PLANE["progress"]] = progress
+        return b
+
+    rules = Thresholds(raid_lights_from=0.8)
+    assert _raider(board(0.82), rules)[2, 2, 5] == FACTORY["light"]
+    assert _raider(board(0.78), rules)[2, 2, 5] == FACTORY["water"]
+    assert _raider(board(0.82), Thresholds())[2, 2, 5] == FACTORY["water"]
+    assert board(0.82).act(rules)[2, 2, 5] == FACTORY["water"]  # no raid, no raiders
