@@ -31,6 +31,7 @@ from games.lux.bots import (
     heuristic_ore,
     heuristic_ore_goals,
     heuristic_raid,
+    heuristic_raider,
     near_plane_fields,
     neighbour,
     random_legal,
@@ -220,7 +221,7 @@ def test_bots_table() -> None:
     assert BOTS == {"random": random_legal, "heuristic": heuristic,
                     "heuristic-near": heuristic_near, "heuristic-goals": heuristic_goals,
                     "heuristic-ore": heuristic_ore, "heuristic-ore-goals": heuristic_ore_goals,
-                    "heuristic-raid": heuristic_raid}
+                    "heuristic-raid": heuristic_raid, "heuristic-raider": heuristic_raider}
 
 
 # ---------------------------------------------------------------- distance fields
