@@ -3,6 +3,7 @@ the signal tests default signal dispositions however pytest was started."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -12,6 +13,19 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 
+def _share_the_cores() -> None:
+    """Under pytest-xdist, each worker's torch takes its share of the cores (and the processes
+    it starts inherit it): two workers each running a pool of every core spin against each
+    other (a cell-head test took 123 s beside another worker's, 10 s alone)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        share = max(1, (os.cpu_count() or 1) // workers)
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))
+        torch.set_num_threads(share)
+
+
 def pytest_configure() -> None:
     """A shell starts background jobs with SIGINT ignored and ``nohup`` ignores SIGHUP; children
     inherit both, and the tests that send them (Ctrl-C, a closed terminal) would see nothing.
@@ -19,6 +33,7 @@ def pytest_configure() -> None:
     if sys.platform != "win32":
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    _share_the_cores()
 
 
 def pytest_collection_modifyitems(items: list) -> None:  # type: ignore[type-arg]
