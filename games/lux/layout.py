@@ -58,6 +58,7 @@ OBS_PLANES: tuple[str, ...] = (
     "queued_recharge",
     "queued_up", "queued_right", "queued_down", "queued_left",
     "progress", "day",
+    "own_robots_near", "own_factory_water_mean",
 )
 """The observation planes, in order. Scales: rubble and lichen / 100; a factory's cargo on
 its 9 tiles (ice, ore, water, metal / 1000, power / 5000, at most 1); a unit's power / its
@@ -66,9 +67,16 @@ tile is (:data:`NEAR_RANGE` minus the Manhattan distance, over :data:`NEAR_RANGE
 target, 0 from :data:`NEAR_RANGE` steps on or where there is none), so a cell's neighbours say
 which step leads there; ``queued_*`` the front of an own unit's action queue;
 ``progress`` the game step / the game's length (``max_steps``, 1000 by the rules) and ``day`` 1
-in daylight, on every cell."""
+in daylight, on every cell; ``own_robots_near`` how many own robots stand within
+:data:`ROBOTS_NEAR_RADIUS` cells each way (Chebyshev) / :data:`ROBOTS_NEAR_SCALE`, and
+``own_factory_water_mean`` the own factories' mean water / 1000 on every cell: what a team
+decides on as a whole (build where few robots are; spare water for rubble) as numbers a cell
+sees, not sums over the board a network has to learn."""
 PLANE = {name: i for i, name in enumerate(OBS_PLANES)}
 NEAR_RANGE = 64
+ROBOTS_NEAR_RADIUS, ROBOTS_NEAR_SCALE = 6, 12
+"""``own_robots_near``: robots within this many cells each way (a 13 x 13 box), counted / 12
+(at most 1)"""
 """distances the ``near_*`` planes tell apart (Manhattan steps; boards up to 64x64 fit)"""
 OBS_SCALE = 1.0 / 255.0
 """Observations are ``uint8``: each plane's value in ``[0, 1]`` (clipped) times 255, rounded;

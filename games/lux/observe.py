@@ -41,6 +41,8 @@ from games.lux.layout import (
     NVEC,
     OBS_PLANES,
     OFFSETS,
+    ROBOTS_NEAR_RADIUS,
+    ROBOTS_NEAR_SCALE,
     THIRSTY_WATER,
     WATER_RESERVE,
 )
@@ -137,6 +139,37 @@ def manhattan_distance(targets: jnp.ndarray, limit: int = NEAR_RANGE) -> jnp.nda
 def quantize(values: jnp.ndarray) -> jnp.ndarray:
     """Features in ``[0, 1]`` (booleans included) as ``uint8`` levels ``0..255``."""
     return jnp.round(jnp.clip(values.astype(jnp.float32), 0.0, 1.0) * 255.0).astype(jnp.uint8)
+
+
+def box_counts(cells: jnp.ndarray, radius: int) -> jnp.ndarray:
+    """``int32 [..., S, S]``: how many true ``cells [..., S, S]`` lie within ``radius``
+    (Chebyshev) of each cell, off-board cells counting none (a summed-area table)."""
+    size_y, size_x = cells.shape[-2:]
+    table = jnp.pad(cells.astype(jnp.int32).cumsum(-2).cumsum(-1),
+                    [(0, 0)] * (cells.ndim - 2) + [(1, 0), (1, 0)])
+    y0 = jnp.clip(jnp.arange(size_y) - radius, 0, size_y)[:, None]
+    y1 = jnp.clip(jnp.arange(size_y) + radius + 1, 0, size_y)[:, None]
+    x0 = jnp.clip(jnp.arange(size_x) - radius, 0, size_x)[None, :]
+    x1 = jnp.clip(jnp.arange(size_x) + radius + 1, 0, size_x)[None, :]
+    return (table[..., y1, x1] - table[..., y0, x1] - table[..., y1, x0]
+            + table[..., y0, x0])
+
+
+def team_planes(state: Any) -> jnp.ndarray:
+    """``uint8 [2, 2, S * S]`` (team, plane, cell): each team's ``own_robots_near`` and
+    ``own_factory_water_mean`` planes (:data:`~games.lux.layout.OBS_PLANES`)."""
+    size = state.board.lichen.shape[0]
+    team, _, there = _occupants(state.board.units_map, state.unit_id2idx,
+                                int(jnp.iinfo(state.board.units_map.dtype).max))
+    own = (there[None] & (team[None] == jnp.arange(2)[:, None])).reshape(2, size, size)
+    near = box_counts(own, ROBOTS_NEAR_RADIUS).reshape(2, size * size)
+    water = state.factories.cargo.stock[..., 2].astype(jnp.float32)  # [2, F]
+    alive = state.factory_mask
+    mean = (jnp.where(alive, water, 0.0).sum(1)
+            / jnp.maximum(alive.sum(1), 1).astype(jnp.float32))  # [2]
+    return jnp.stack([quantize(near.astype(jnp.float32) / ROBOTS_NEAR_SCALE),
+                      jnp.broadcast_to(quantize(mean / 1000.0)[:, None], (2, size * size))],
+                     1)
 
 
 def near_planes(state: Any) -> jnp.ndarray:
@@ -385,6 +418,7 @@ def observe(state: Any, max_steps: Any = None, near: jnp.ndarray | None = None) 
     day = ((state.real_env_steps % cfg.CYCLE_LENGTH) < cfg.DAY_LENGTH).astype(f32)
     clock = jnp.broadcast_to(quantize(jnp.stack([steps, day]))[:, None], (2, cells))
     near = near_planes(state) if near is None else near
+    team = team_planes(state)
     common = jnp.concatenate([
         jnp.stack([flag(grid_xy(board.ice)), flag(grid_xy(board.ore)),
                    quantize(grid_xy(board.rubble) / 100.0),
@@ -400,6 +434,7 @@ def observe(state: Any, max_steps: Any = None, near: jnp.ndarray | None = None) 
             fac_planes,
             unit_planes(s),
             clock,
+            team[s],
         ]
 
     # one concatenation of both seats' pieces (XLA on the CPU: 1.3x faster than two, and than

@@ -30,7 +30,7 @@ def _random(game: LuxVecGame, mask: np.ndarray, rng: np.random.Generator) -> np.
 def test_start_of_game_is_bid_and_placed() -> None:
     game = _game(seed=3)
     batch = game.reset()
-    assert batch.obs.shape == (E, 2, 39, 48, 48) and batch.obs.dtype == np.uint8
+    assert batch.obs.shape == (E, 2, 41, 48, 48) and batch.obs.dtype == np.uint8
     assert batch.action_mask.shape == (E, 2, 2304, MASK_WIDTH)
     for e in range(E):
         st = game.host_state(e)
@@ -50,6 +50,36 @@ def test_start_of_game_is_bid_and_placed() -> None:
     legal_cells = batch.action_mask.any(-1)
     assert np.array_equal(legal_cells, batch.obs[:, :, PLANE["own_factory_centre"]]
                           .reshape(E, 2, -1) > 0)
+
+
+def test_team_planes_count_robots_near_and_average_factory_water() -> None:
+    """``own_robots_near`` counts the seat's robots in the 13 x 13 box around each cell, and
+    ``own_factory_water_mean`` is its factories' mean water on every cell, both read from the
+    engine's state after random legal play (robots built, factories drinking)."""
+    game = _game(seed=5)
+    batch = game.reset()
+    rng = np.random.default_rng(5)
+    robots_seen = 0
+    for _ in range(25):
+        batch = game.step(_random(game, batch.action_mask, rng))
+    for e in range(E):
+        st = game.host_state(e)
+        for team in range(2):
+            own = np.zeros((48, 48), bool)
+            for cell in _unit_at(st, team):
+                own[divmod(cell, 48)] = True
+            robots_seen += int(own.sum())
+            near = np.zeros((48, 48), np.int64)
+            for y, x in zip(*np.nonzero(own)):
+                near[max(y - 6, 0):y + 7, max(x - 6, 0):x + 7] += 1
+            want = np.rint(np.clip(near / 12, 0, 1) * 255)
+            assert np.array_equal(batch.obs[e, team, PLANE["own_robots_near"]], want)
+            alive = np.asarray(st.factory_mask[team])
+            water = np.asarray(st.factories.cargo.stock[team])[alive, 2].astype(np.float64)
+            mean = water.mean() if alive.any() else 0.0
+            plane = batch.obs[e, team, PLANE["own_factory_water_mean"]]
+            assert (plane == np.rint(min(mean / 1000, 1) * 255)).all()
+    assert robots_seen > 0
 
 
 def _unit_at(st: Any, team: int) -> dict[int, tuple[int, int]]:
@@ -484,7 +514,9 @@ def test_kept_near_planes_equal_fresh_ones_across_game_ends_and_resumption() -> 
 # run) without telling which part: these do. On an H100 (session 32) masks, rewards and ends
 # match and the observations do not: one ore cell of one board and ten exact ties of
 # power / battery rounded the other way (`tools/lux_trajectory.py compare`, BENCHMARKS.md).
-GOLDEN_TRAJECTORY = {"obs": "246fbb3cd1b71399", "mask": "b3d84aea0547b457",
+# The observations' again after session 39's two team planes, appended: the first 39 planes
+# still hash to the old 246fbb3cd1b71399.
+GOLDEN_TRAJECTORY = {"obs": "d9d4f2999b0939b7", "mask": "b3d84aea0547b457",
                      "reward": "a61f29ae1c55edef", "terminated": "6edd9f6f9cc92cde"}
 
 
