@@ -70,7 +70,7 @@ def test_team_planes_count_robots_near_and_average_factory_water() -> None:
                 own[divmod(cell, 48)] = True
             robots_seen += int(own.sum())
             near = np.zeros((48, 48), np.int64)
-            for y, x in zip(*np.nonzero(own)):
+            for y, x in zip(*np.nonzero(own), strict=True):
                 near[max(y - 6, 0):y + 7, max(x - 6, 0):x + 7] += 1
             want = np.rint(np.clip(near / 12, 0, 1) * 255)
             assert np.array_equal(batch.obs[e, team, PLANE["own_robots_near"]], want)
