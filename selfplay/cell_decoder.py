@@ -32,6 +32,12 @@ from selfplay.grid_networks import GridFeatures, board_cells, pooled_board
 from selfplay.layers import layer_init
 
 
+def bin_index(values: Tensor, bins: int) -> Tensor:
+    """``long``, the shape of ``values``: which of ``bins`` equal bins over [0, 1] each value
+    falls in (the small offset keeps a value on a bin's edge, as 51 / 255 is 0.2, in the upper
+    bin despite float rounding)."""
+    return torch.clamp((values * bins + 1e-3).floor().long(), 0, bins - 1)
+
 class CellDecoder(nn.Module):
     """Logits ``[B, H*W, n_out]`` from an encoder's :class:`GridFeatures` (input planes of
     ``in_channels``, then maps of ``channels`` each half the size of the one before)."""
@@ -67,10 +73,9 @@ class CellDecoder(nn.Module):
 
     def _binned(self, values: Tensor) -> Tensor:
         """``[N, hidden[0]]``: the sum of the bin vectors of ``values`` ``[N, in_channels]``
-        (planes in [0, 1]; the small offset keeps a value on a bin's edge, as 51 / 255 is
-        0.2, in the upper bin despite float rounding)."""
+        (planes in [0, 1])."""
         assert self.bin_table is not None
-        index = torch.clamp((values * self.bins + 1e-3).floor().long(), 0, self.bins - 1)
+        index = bin_index(values, self.bins)
         index = index + torch.arange(values.shape[1], device=values.device) * self.bins
         return functional.embedding_bag(index, self.bin_table, mode="sum")
 

@@ -69,6 +69,8 @@ class Breakdown:
     def __init__(self) -> None:
         self.counts: Counter[tuple[str, ...]] = Counter()
         self.tenths: Counter[str] = Counter()
+        self.robot_tenths: Counter[str] = Counter()  # every robot-step, differing or not
+        self.by_tenth: dict[str, Counter[tuple[str, ...]]] = {}
 
     def add(self, obs: np.ndarray, labels: np.ndarray, acts: np.ndarray,
             robot: np.ndarray) -> None:
@@ -76,6 +78,10 @@ class Breakdown:
         own robot cells ``robot [N, S * S]``."""
         n = len(obs)
         flat = obs.reshape(n, obs.shape[1], -1)
+        progress = flat[:, PLANE["progress"]].astype(np.float64) * OBS_SCALE
+        all_tenths = np.minimum(progress * 10, 9).astype(int)[robot]
+        for t, count in zip(*np.unique(all_tenths, return_counts=True), strict=True):
+            self.robot_tenths[str(t)] += int(count)
         differ = robot & (labels[..., 0] != acts[..., 0])
         env, cell = np.nonzero(differ)
         if not len(env):
@@ -87,22 +93,33 @@ class Breakdown:
         carried = (flat[env, PLANE["unit_ice"], cell].astype(np.float64)
                    + flat[env, PLANE["unit_ore"], cell]) * OBS_SCALE
         cargo = np.select([carried >= 0.5, carried > 0], ["half or more", "some"], "empty")
-        tenth = np.minimum(flat[env, PLANE["progress"], cell].astype(np.float64) * OBS_SCALE
-                           * 10, 9).astype(int)
+        tenth = np.minimum(progress[env, cell] * 10, 9).astype(int)
         label, act = labels[env, cell], acts[env, cell]
         for k in range(len(env)):
             move = MOVES[label[k, 1]] if UNIT_TYPES[label[k, 0]] == "move" else "-"
-            self.counts[(UNIT_TYPES[label[k, 0]], UNIT_TYPES[act[k, 0]],
-                         "heavy" if plane["own_heavy"][k] else "light", move,
-                         str(terrain[k]), str(cargo[k]))] += 1
+            key = (UNIT_TYPES[label[k, 0]], UNIT_TYPES[act[k, 0]],
+                   "heavy" if plane["own_heavy"][k] else "light", move, str(terrain[k]),
+                   str(cargo[k]))
+            self.counts[key] += 1
             self.tenths[str(tenth[k])] += 1
+            self.by_tenth.setdefault(str(tenth[k]), Counter())[key] += 1
 
-    def summary(self, top: int = 15) -> dict[str, object]:
+    def summary(self, top: int = 15, top_per_tenth: int = 4) -> dict[str, object]:
+        """The ``top`` most common kinds of difference; per tenth of the game the differing
+        and all robot-steps and that tenth's ``top_per_tenth`` most common kinds."""
         keys = ("label", "played", "robot", "label_move", "cell", "cargo")
+
+        def rows(counts: Counter[tuple[str, ...]], n: int) -> list[dict[str, object]]:
+            return [{**dict(zip(keys, key, strict=True)), "count": count}
+                    for key, count in counts.most_common(n)]
+
         return {"differing_robot_steps": sum(self.counts.values()),
-                "most_common": [{**dict(zip(keys, key, strict=True)), "count": count}
-                                for key, count in self.counts.most_common(top)],
-                "by_tenth_of_the_game": {t: self.tenths[t] for t in sorted(self.tenths)}}
+                "most_common": rows(self.counts, top),
+                "by_tenth_of_the_game": {t: self.tenths[t] for t in sorted(self.tenths)},
+                "robot_steps_by_tenth": {t: self.robot_tenths[t]
+                                         for t in sorted(self.robot_tenths)},
+                "most_common_by_tenth": {t: rows(self.by_tenth[t], top_per_tenth)
+                                         for t in sorted(self.by_tenth)}}
 
 
 def play(player: Player, games: int, seed: int, trace: bool = False,

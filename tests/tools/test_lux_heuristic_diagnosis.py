@@ -88,6 +88,15 @@ def test_the_breakdown_counts_every_robot_step_that_differs_from_its_label() -> 
     total = int(confusion.sum() - np.trace(confusion))
     assert summary["differing_robot_steps"] == total > 50
     assert sum(summary["by_tenth_of_the_game"].values()) == total  # type: ignore[attr-defined]
+    # every robot-step counts once in its tenth; a tenth's kinds are the most common there
+    assert sum(summary["robot_steps_by_tenth"].values()) == int(  # type: ignore[attr-defined]
+        confusion.sum())
+    for tenth, differing in summary["by_tenth_of_the_game"].items():  # type: ignore[attr-defined]
+        assert differing <= summary["robot_steps_by_tenth"][tenth]  # type: ignore[index]
+        kinds = summary["most_common_by_tenth"][tenth]  # type: ignore[index]
+        assert 0 < len(kinds) <= 4 and sum(row["count"] for row in kinds) <= differing
+        assert [row["count"] for row in kinds] == sorted(
+            (row["count"] for row in kinds), reverse=True)
     pairs = np.zeros_like(confusion)
     for row in summary["most_common"]:  # type: ignore[attr-defined]
         pairs[UNIT_TYPES.index(row["label"]), UNIT_TYPES.index(row["played"])] += row["count"]

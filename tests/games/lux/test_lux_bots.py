@@ -578,20 +578,33 @@ def _raider(board: Board, rules: Thresholds) -> np.ndarray:
     return out.reshape(S, S, len(NVEC))
 
 
+def _charging_board(progress: float) -> Board:
+    """Two light robots at 0.6 of their batteries, one on an own factory tile that may pick up
+    power, one 4 cells below the factory; the other team's lichen at (7, 7)."""
+    b = Board().factory(2, 2).robot(3, 3, heavy=False, power=0.6, moves=())
+    b.allow(3, 3, 0, UNIT["pickup"]).allow(3, 3, 4, RESOURCE["power"])
+    b.robot(7, 2, heavy=False, power=0.6)
+    b.set("enemy_lichen", 7, 7)
+    b.obs[0, PLANE["progress"]] = progress
+    return b
+
+
+def _crowded_factory_board(progress: float) -> Board:
+    """A factory that may water or build a light robot, three own robots near its centre."""
+    b = Board().factory(2, 2).allow(2, 2, 5, FACTORY["water"], FACTORY["light"])
+    for y, x in ((5, 5), (6, 6), (7, 7)):
+        b.robot(y, x, moves=())
+    b.obs[0, PLANE["progress"]] = progress
+    return b
+
+
 def test_light_robots_fill_their_batteries_before_the_raid() -> None:
     """``Thresholds.raid_charge``: in that share of the game before the raid a light robot
     below :data:`~games.lux.bots.RAID_CHARGED` of its battery picks up power on an own
     factory tile, or goes home; before that window, and once raiding, it does not."""
     from games.lux.bots import RAID_CHARGED
 
-    def board(progress: float) -> Board:
-        b = Board().factory(2, 2).robot(3, 3, heavy=False, power=0.6, moves=())
-        b.allow(3, 3, 0, UNIT["pickup"]).allow(3, 3, 4, RESOURCE["power"])
-        b.robot(7, 2, heavy=False, power=0.6)  # 4 cells below the factory
-        b.set("enemy_lichen", 7, 7)
-        b.obs[0, PLANE["progress"]] = progress
-        return b
-
+    board = _charging_board
     charge = Thresholds(raid_from=0.85, raid_charge=0.03)
     out = _raider(board(0.83), charge)
     assert out[3, 3, 0] == UNIT["pickup"] and out[3, 3, 4] == RESOURCE["power"]
@@ -610,16 +623,39 @@ def test_light_robots_fill_their_batteries_before_the_raid() -> None:
 def test_factories_build_raiders_late_in_the_game() -> None:
     """``Thresholds.raid_lights_from``: from that share of the game a raiding player's
     factories build light robots however many robots stand near; the heuristic's never do."""
-
-    def board(progress: float) -> Board:
-        b = Board().factory(2, 2).allow(2, 2, 5, FACTORY["water"], FACTORY["light"])
-        for y, x in ((5, 5), (6, 6), (7, 7)):  # crowded: three robots near the centre
-            b.robot(y, x, moves=())
-        b.obs[0, PLANE["progress"]] = progress
-        return b
-
+    board = _crowded_factory_board
     rules = Thresholds(raid_lights_from=0.8)
     assert _raider(board(0.82), rules)[2, 2, 5] == FACTORY["light"]
     assert _raider(board(0.78), rules)[2, 2, 5] == FACTORY["water"]
     assert _raider(board(0.82), Thresholds())[2, 2, 5] == FACTORY["water"]
     assert board(0.82).act(rules)[2, 2, 5] == FACTORY["water"]  # no raid, no raiders
+
+
+def test_the_raiders_switches_lie_on_the_edges_of_a_clones_progress_bins() -> None:
+    """``heuristic-raider`` changes its choices with the game's progress where the 40 bins of
+    a clone's cell decoder (``network.grid_cell_bins=40``) cut the ``progress`` plane, so the
+    clone sees each switch as a bin of its own: raiders built from 80 %, batteries filled
+    from 87.5 %, the raid from 90 %."""
+    import torch
+
+    from games.lux.bots import RAIDER_RULES
+    from games.lux.layout import OBS_SCALE
+    from selfplay.cell_decoder import bin_index
+
+    levels = np.arange(150, 256)  # the progress plane's values over the last 40 % of a game
+    bins = bin_index(torch.from_numpy(levels).float()[:, None] * OBS_SCALE, 40)[:, 0].numpy()
+    choices = {"builds a raider": [_raider(_crowded_factory_board(v / 255), RAIDER_RULES)
+                                   [2, 2, 5] == FACTORY["light"] for v in levels],
+               "fills its battery": [_raider(_charging_board(v / 255), RAIDER_RULES)
+                                     [3, 3, 0] == UNIT["pickup"] for v in levels],
+               "raids": [tuple(_raider(_charging_board(v / 255), RAIDER_RULES)[7, 2, :2])
+                         == (UNIT["move"], 1) for v in levels]}
+    switches = {name: levels[1:][np.diff(np.array(chosen, int)) != 0]
+                for name, chosen in choices.items()}
+    # 204 / 255 is 80 %; 224 the first level of 87.5 %, 230 of 90 %
+    assert {k: v.tolist() for k, v in switches.items()} == {
+        "builds a raider": [204], "fills its battery": [224, 230], "raids": [230]}
+    for name, at in switches.items():
+        for level in at:
+            k = int(level) - int(levels[0])
+            assert bins[k] == bins[k - 1] + 1, (name, level)  # a bin starts at the switch
