@@ -21,7 +21,8 @@ types differ from the labels: counted by the label and the action played, the ro
 the label's move (a direction or a goal), what the cell holds (ice, ore, rubble, own lichen,
 bare), the cargo (empty, some, at least half) and the tenth of the game. Sides alternate
 between games; one JSON object on stdout, with each game's lichen (the score) of both sides
-on its last step before the end.
+on its last step before the end, and ``by_seat``: the games, wins, agreements and mean lichen
+margin with the player on each seat (seat 1 places its factories second).
 """
 
 from __future__ import annotations
@@ -134,9 +135,9 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
     batch = game.reset(seed=seed)
     envs = np.arange(games)
     seat = envs % 2  # the player's seat in each game
-    units = np.zeros((len(UNIT_TYPES), len(UNIT_TYPES)), np.int64)
+    units = np.zeros((2, len(UNIT_TYPES), len(UNIT_TYPES)), np.int64)  # by the player's seat
     factories = np.zeros((len(FACTORY_ACTIONS), len(FACTORY_ACTIONS)), np.int64)
-    moves = np.zeros(2, np.int64)  # agreeing, both moving
+    moves = np.zeros((2, 2), np.int64)  # by seat: agreeing, both moving
     outcomes: dict[int, tuple[int, int]] = {}
     done = np.zeros(games, bool)
     last_lichen = np.zeros((games, 2))  # the player's, the heuristic's
@@ -154,11 +155,14 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
         live = ~done[:, None]
         robot = ((mine[:, PLANE["own_light"]] > 0) | (mine[:, PLANE["own_heavy"]] > 0)
                  ).reshape(games, cells) & live
-        np.add.at(units, (labels[..., 0][robot], acts[..., 0][robot]), 1)
+        seat_cells = np.broadcast_to(seat[:, None], robot.shape)
+        np.add.at(units, (seat_cells[robot], labels[..., 0][robot], acts[..., 0][robot]), 1)
         if breakdown is not None:
             breakdown.add(mine, labels, acts, robot)
         both = robot & (labels[..., 0] == 1) & (acts[..., 0] == 1)
-        moves += [int((labels[..., 1][both] == acts[..., 1][both]).sum()), int(both.sum())]
+        agree = both & (labels[..., 1] == acts[..., 1])
+        moves += np.stack([np.bincount(seat_cells[agree], minlength=2),
+                           np.bincount(seat_cells[both], minlength=2)], 1)
         centre = (mine[:, PLANE["own_factory_centre"]] > 0).reshape(games, cells) & live
         np.add.at(factories, (labels[..., 5][centre], acts[..., 5][centre]), 1)
         if trace and step % 50 == 0:
@@ -179,6 +183,14 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
     game.close()
     results = np.array([outcomes[e][0] for e in range(games)])
     wins = int((results == 1).sum())
+    by_seat = [{"games": int((seat == s).sum()), "wins": int((results[seat == s] == 1).sum()),
+                "unit_agreement": _agreement(units[s]),
+                "move_agreement": round(float(moves[s, 0] / max(moves[s, 1], 1)), 3),
+                "mean_lichen_margin": round(float(np.mean(
+                    last_lichen[seat == s, 0] - last_lichen[seat == s, 1])), 1)
+                if (seat == s).any() else 0.0}
+               for s in range(2)]
+    units, moves = units.sum(0), moves.sum(0)
     return {"games": games, "wins": wins, "losses": int((results == -1).sum()),
             "draws": int((results == 0).sum()), "win_rate": wins / games,
             "ci95": [round(x, 3) for x in wilson_interval(wins, games)],
@@ -186,11 +198,17 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
             "lichen_before_end": last_lichen.astype(int).tolist(),
             "seconds": round(time.perf_counter() - start, 1),
             "unit_types": list(UNIT_TYPES), "unit_confusion": units.tolist(),
-            "unit_agreement": round(float(np.trace(units) / max(units.sum(), 1)), 3),
+            "unit_agreement": _agreement(units),
             "unit_agreement_per_label": [round(float(units[k, k] / max(units[k].sum(), 1)), 3)
                                          for k in range(len(UNIT_TYPES))],
             "move_agreement": round(float(moves[0] / max(moves[1], 1)), 3),
-            "factory_actions": list(FACTORY_ACTIONS), "factory_confusion": factories.tolist()}
+            "factory_actions": list(FACTORY_ACTIONS), "factory_confusion": factories.tolist(),
+            "by_seat": by_seat}
+
+
+def _agreement(confusion: np.ndarray) -> float:
+    """The share of a confusion matrix on its diagonal (0 when empty)."""
+    return round(float(np.trace(confusion) / max(confusion.sum(), 1)), 3)
 
 
 def main(argv: list[str] | None = None) -> None:

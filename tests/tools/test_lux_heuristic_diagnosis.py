@@ -36,6 +36,15 @@ def test_the_heuristic_agrees_with_its_own_labels_and_random_play_does_not() -> 
         assert confusion.sum() > 50  # robots were labelled
     assert own["unit_agreement"] > 0.95 and own["move_agreement"] > 0.5  # type: ignore[operator]
     assert rand["unit_agreement"] < 0.5  # type: ignore[operator]
+    # the same figures with the player on each seat (sides alternate: one game each)
+    for result, low, high in ((own, 0.95, 1.0), (rand, 0.0, 0.5)):
+        by_seat = result["by_seat"]
+        assert [row["games"] for row in by_seat] == [1, 1]  # type: ignore[index]
+        assert sum(row["wins"] for row in by_seat) == result["wins"]  # type: ignore[union-attr]
+        for s, row in enumerate(by_seat):  # type: ignore[arg-type]
+            assert low <= row["unit_agreement"] <= high
+            player, heuristic = result["lichen_before_end"][s]  # type: ignore[index]
+            assert row["mean_lichen_margin"] == player - heuristic
     assert max(own["lengths"]) <= 30  # type: ignore[type-var]
 
 
