@@ -42,10 +42,10 @@ adapter ignores cells without a unit or a factory centre). Every chosen value is
   its choices read the same whatever is queued.
 
   With ``ore`` (:func:`heuristic_ore`) light robots mine ore instead of clearing rubble for
-  the first :data:`ORE_UNTIL` of the game (rules 5-6 with ore for ice; rules 1-3 take it
-  home), the factories turn it into metal and build more heavy robots, and heavy robots clear
-  rubble instead of digging ice while the factories hold :data:`SPARE_WATER` water each on
-  average.
+  the first :data:`ORE_UNTIL` of the game (``Thresholds.ore_until``; rules 5-6 with ore for
+  ice; rules 1-3 take it home), the factories turn it into metal and build more heavy
+  robots, and heavy robots clear rubble instead of digging ice while the factories hold
+  :data:`SPARE_WATER` water each on average.
 
   With ``raid`` (:func:`heuristic_raid`, which also mines ore and steers by goals) the light
   robots leave their rules from :data:`RAID_FROM` of the game on to dig the other team's
@@ -140,6 +140,8 @@ class Thresholds:
     """with ``raid``: for this share of the game before ``raid_from`` the light robots go
     home and fill their batteries (a light robot's dig costs 5 of its 150 power), so they
     raid with full batteries (never when ``None``)"""
+    ore_until: float = ORE_UNTIL
+    """with ``ore``: the share of the game until which the light robots mine ore"""
 
 # (dy, dx) of the move directions up, right, down, left (Lux's, in the layout's order)
 _STEPS = ((-1, 0), (0, 1), (1, 0), (0, -1))
@@ -504,7 +506,7 @@ def heuristic(obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     home = unit & ~deliver & ~topup & (full | (power < LOW_POWER) | charging)
     rest = unit & ~deliver & ~topup & ~home
     rubble_near = np.minimum.reduce([neighbour(clear_f, d, FAR) for d in range(4)]) < FAR
-    early = progress < ORE_UNTIL  # [N, S, S], the same on every cell
+    early = progress < rules.ore_until  # [N, S, S], the same on every cell
     mining_ore = rest & seat.light & early if ore else np.zeros_like(rest)
     clearers = seat.light & ~mining_ore
     if ore and rules.spare_water_nearest:  # heavy robots clear rubble near a factory with

@@ -441,7 +441,25 @@ def test_thresholds_are_a_players_own() -> None:
 
     assert Thresholds() == Thresholds(water_reserve=bots.WATER_RESERVE,
                                       lights_near=bots.LIGHTS_NEAR,
-                                      spare_water=bots.SPARE_WATER)
+                                      spare_water=bots.SPARE_WATER, ore_until=bots.ORE_UNTIL)
+
+
+def test_light_robots_mine_ore_until_their_share_of_the_game() -> None:
+    """With ``ore`` a light robot on ore digs it until ``Thresholds.ore_until`` of the game,
+    then leaves for the rubble next to its factory."""
+    board = Board().factory(1, 1).set("rubble", 3, 1, 0.5).set("ore", 5, 5)
+    board.robot(5, 5, heavy=False)
+    board.obs[0, PLANE["progress"]] = 0.25
+    levels = np.round(board.obs * 255).astype(np.uint8)
+
+    def kind(rules: Thresholds) -> int:
+        out = heuristic(levels, board.mask, np.random.default_rng(0), ore=True, rules=rules)
+        assert not illegal_cells(out, board.mask).any()
+        return int(out.reshape(S, S, len(NVEC))[5, 5, 0])
+
+    assert kind(Thresholds()) == UNIT["dig"]  # a quarter of the game: before 0.3
+    assert kind(Thresholds(ore_until=0.2)) == UNIT["move"]
+    assert kind(Thresholds(ore_until=0.26)) == UNIT["dig"]
 
 
 # ---------------------------------------------------------------- live teachers
