@@ -126,10 +126,16 @@ class _Kernels:
                     jax.vmap(lambda s, g: legal_masks(s, max_units, max_steps, g))(
                         states, goals), goals)
 
+        def strong(states: Any) -> Any:
+            # Jux keeps its rule constants as weak-typed scalars; states restored from NumPy
+            # arrays (set_state) are strongly typed, and a kernel given both compiles twice
+            return jax.tree_util.tree_map(lambda x: jax.lax.convert_element_type(x, x.dtype),
+                                          states)
+
         def step(states: Any, near: Any, goals: Any, grid: Any, max_steps: Any
                  ) -> tuple[Any, ...]:
             actions = jax.vmap(to_jux)(states, grid, goals)
-            after = jax.vmap(lambda s, a: s._step_late_game(a))(states, actions)
+            after = strong(jax.vmap(lambda s, a: s._step_late_game(a))(states, actions))
             comps = jax.vmap(step_components)(states, actions, after)
             scores = jax.vmap(lichen_scores)(after)
             done = (after.n_factories == 0).any(-1) | (after.real_env_steps >= max_steps)
@@ -143,11 +149,16 @@ class _Kernels:
                 lambda new, old: jnp.where(take.reshape((-1,) + (1,) * (old.ndim - 1)), new,
                                            old), picked, states)
 
-        self.start = jax.jit(jax.vmap(lambda seed: start_game(seed, env_cfg, buf_cfg)))
+        self.start = jax.jit(lambda seeds: strong(jax.vmap(
+            lambda seed: start_game(seed, env_cfg, buf_cfg))(seeds)))
         self.near = jax.jit(near_of)
         self.view = jax.jit(view)
         self.step = jax.jit(step)
         self.refill = jax.jit(refill)
+        # one game's state out of the batch: one compilation per batch size (indexing each
+        # leaf eagerly compiles a slice per leaf shape, ~50 of them)
+        self.take = jax.jit(lambda states, index: jax.tree_util.tree_map(lambda x: x[index],
+                                                                          states))
         self.jnp = jnp
         self.jax = jax
 
@@ -330,7 +341,8 @@ class LuxVecGame:
             raise GameError("call reset() before reading a game's state")
         if not 0 <= env_index < self.spec.num_envs:
             raise GameError(f"env_index {env_index} out of range 0..{self.spec.num_envs - 1}")
-        return self._k.jax.tree_util.tree_map(lambda x: np.asarray(x[env_index]), states)
+        one = self._k.take(states, np.int32(env_index))
+        return self._k.jax.tree_util.tree_map(np.asarray, self._k.jax.device_get(one))
 
     def render(self, env_index: int = 0) -> np.ndarray:
         from games.lux.render import draw_state

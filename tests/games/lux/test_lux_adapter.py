@@ -350,6 +350,8 @@ def test_reproducible_from_the_seed_and_resumes_exactly() -> None:
         acts = _random(a, batch.action_mask, rng)
         batch = a.step(acts)
         plan.append((acts, batch))
+    kernels = b._k  # noqa: SLF001 - a restored game must reuse the compiled kernels
+    compiled = {name: getattr(kernels, name)._cache_size() for name in ("step", "view", "near")}
     b.set_state(saved)
     for acts, expected in plan:
         got = b.step(acts)
@@ -357,6 +359,10 @@ def test_reproducible_from_the_seed_and_resumes_exactly() -> None:
         assert np.array_equal(got.action_mask, expected.action_mask)
         assert np.array_equal(got.reward, expected.reward)
         assert np.array_equal(got.terminated, expected.terminated)
+    # the restored states have the kernels' own types: stepping them compiled nothing new
+    assert {name: getattr(kernels, name)._cache_size() for name in compiled} == compiled
+    b.host_state(1)
+    assert kernels.take._cache_size() == 1  # one game's state: one slice of every leaf
     with pytest.raises(GameError, match="missing"):
         b.set_state({k: v for k, v in saved.items() if k != "games.0"})
 
