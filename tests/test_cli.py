@@ -258,8 +258,11 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
                               str(tmp_path)), "error:")
 
 
-# SIGHUP takes the path SIGTERM takes: it runs in `make bench` (the default suite's 8 minutes)
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM,
+# SIGHUP takes the path SIGTERM takes, and Ctrl-C's is covered by `selfplay bc`'s
+# (test_bc_ctrl_c_checkpoints_then_resumes) and the second signal's test: both run in
+# `make bench` (the default suite's 8 minutes)
+@pytest.mark.parametrize("sig", [pytest.param(signal.SIGINT, marks=pytest.mark.slow),
+                                 signal.SIGTERM,
                                  pytest.param(signal.SIGHUP, marks=pytest.mark.slow)])
 def test_signal_checkpoints_then_exits(tmp_path: Path, sig: signal.Signals) -> None:
     run_dir = tmp_path / "run"

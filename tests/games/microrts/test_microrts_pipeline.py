@@ -15,7 +15,7 @@ from selfplay.train import build_trainer
 OVERRIDES = ["log.progress=false", "log.tensorboard=false", "league.enabled=false",
              "game.num_envs=5", "game.options.map=basesWorkers8x8",
              "game.options.bots=[WorkerRush,Passive]", "game.options.num_selfplay_envs=2",
-             "game.options.max_steps=30", "ppo.num_steps=70", "network.channels=[8,16]",
+             "game.options.max_steps=16", "ppo.num_steps=36", "network.channels=[8,16]",
              "network.hidden=[16]"]
 
 
@@ -68,8 +68,8 @@ def test_pipelined_collection_fills_the_same_rollout(engine_home, workers: int, 
             episodes = lockstep.episodes.count
             assert pipelined.episodes.count == episodes
             assert list(pipelined.episodes.returns) == list(lockstep.episodes.returns)
-        assert episodes >= 10  # games ended (truncated at 30 steps) on both sides of a part
-        assert calls == [2, 3] * 2 * 70  # one pass per group per step, groups of 2 and 3 envs
+        assert episodes >= 10  # games ended (truncated at 16 steps) on both sides of a part
+        assert calls == [2, 3] * 2 * 36  # one pass per group per step, groups of 2 and 3 envs
         assert bool(lockstep.buffer.dones.any()) and bool((~lockstep.buffer.trained).any())
         metrics = pipelined.learn()
         assert np.isfinite(metrics["loss/policy_loss"])

@@ -270,6 +270,7 @@ def test_a_ray_rater_lost_mid_tournament_plays_the_rest(two_nodes: TwoNodes, tmp
         assert db.replay_ratings() == db.ratings()
 
 
+@pytest.mark.slow  # two rating tournaments, local and on Ray, and a failing one: ~16 s
 def test_the_ray_rater_plays_the_local_raters_games(two_nodes: TwoNodes, tmp_path: Path,
                                                    capfd: pytest.CaptureFixture[str]) -> None:
     """A snapshot's rating tournament (an earlier snapshot and two engine bots, both sides)
@@ -365,6 +366,7 @@ def test_lux_trains_on_ray_actors(two_nodes: TwoNodes) -> None:
         trainer.game.close()
 
 
+@pytest.mark.slow  # three recordings of four microRTS games, one here and two on Ray: ~10 s
 def test_recording_on_ray_writes_the_shards_this_machine_writes(two_nodes: TwoNodes,
                                                                 tmp_path: Path) -> None:
     """``selfplay record --ray``: the shards are played as Ray tasks and written here only,
