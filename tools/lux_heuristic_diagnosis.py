@@ -5,6 +5,8 @@
     .venv/bin/python tools/lux_heuristic_diagnosis.py --bot heuristic-raid --games 16 --seed 3
     .venv/bin/python tools/lux_heuristic_diagnosis.py --checkpoint RUN_DIR \
         --labels heuristic-raid --breakdown
+    .venv/bin/python tools/lux_heuristic_diagnosis.py --checkpoint RUN_DIR \
+        --labels heuristic-raider --takeover 0.7:1 --games 16
 
 ``--steering near``: the heuristic whose robots steer by the observation's ``near_*`` planes
 (:func:`games.lux.bots.near_plane_fields`, what a network sees) plays the heuristic: how much of
@@ -19,7 +21,10 @@ accuracy is measured on its teacher's. ``--bot``: one of the scripted players
 steps, each side's factories, water and robots. ``--breakdown`` adds where the robots' action
 types differ from the labels: counted by the label and the action played, the robot's kind,
 the label's move (a direction or a goal), what the cell holds (ice, ore, rubble, own lichen,
-bare), the cargo (empty, some, at least half) and the tenth of the game. Sides alternate
+bare), the cargo (empty, some, at least half) and the tenth of the game. ``--takeover
+START:END``: the labeller plays the player's seat while the game's progress lies in that
+window (``takeover`` in the output: the seat-steps it played), so the wins it adds tell which
+part of the game a clone loses in. Sides alternate
 between games; one JSON object on stdout, with each game's lichen (the score) of both sides
 on its last step before the end, and ``by_seat``: the games, wins, agreements and mean lichen
 margin with the player on each seat (seat 1 places its factories second).
@@ -125,10 +130,14 @@ class Breakdown:
 
 def play(player: Player, games: int, seed: int, trace: bool = False,
          max_steps: int = 1000, labeller: str = "heuristic",
-         breakdown: Breakdown | None = None) -> dict[str, object]:
+         breakdown: Breakdown | None = None,
+         takeover: tuple[float, float] | None = None) -> dict[str, object]:
     """``games`` games of ``player`` against the heuristic, one per env, of at most
     ``max_steps`` steps; the outcomes and the ``labeller`` bot's labels of the player's
-    positions against its actions."""
+    positions against its actions. With ``takeover`` ``(start, end)`` the labeller plays the
+    player's seat while the game's progress lies in ``[start, end)`` (the player still
+    chooses, for the agreements, but is not played): which part of the game a player's
+    losses come from."""
     label = bots.BOTS[labeller]
     game = LuxVecGame(LuxOptions(max_steps=max_steps), num_envs=games, seed=seed)
     rng = np.random.default_rng(seed)
@@ -142,6 +151,7 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
     done = np.zeros(games, bool)
     last_lichen = np.zeros((games, 2))  # the player's, the heuristic's
     cells = batch.obs.shape[-1] * batch.obs.shape[-2]
+    taken = np.zeros(2, np.int64)  # seat-steps the labeller played, all seat-steps
     start = time.perf_counter()
     step = 0
     while not done.all():
@@ -170,7 +180,13 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
                               "player": side_summary(mine[~done]),
                               "heuristic": side_summary(theirs[~done])}), flush=True)
         both_seats = np.zeros((games, 2, cells, len(NVEC)), np.int64)
-        both_seats[envs, seat] = acts
+        played = acts
+        if takeover is not None:
+            progress = mine[:, PLANE["progress"], 0, 0] * OBS_SCALE
+            take = (progress >= takeover[0]) & (progress < takeover[1])
+            played = np.where(take[:, None, None], labels, acts)
+            taken += [int((take & ~done).sum()), int((~done).sum())]
+        both_seats[envs, seat] = played
         both_seats[envs, 1 - seat] = bots.heuristic(theirs, masks[envs, 1 - seat], rng)
         batch = game.step(both_seats)
         step += 1
@@ -203,12 +219,27 @@ def play(player: Player, games: int, seed: int, trace: bool = False,
                                          for k in range(len(UNIT_TYPES))],
             "move_agreement": round(float(moves[0] / max(moves[1], 1)), 3),
             "factory_actions": list(FACTORY_ACTIONS), "factory_confusion": factories.tolist(),
-            "by_seat": by_seat}
+            "by_seat": by_seat,
+            **({} if takeover is None else {"takeover": {
+                "window": list(takeover), "labeller": labeller, "seat_steps": int(taken[0]),
+                "share": round(float(taken[0] / max(taken[1], 1)), 3)}})}
 
 
 def _agreement(confusion: np.ndarray) -> float:
     """The share of a confusion matrix on its diagonal (0 when empty)."""
     return round(float(np.trace(confusion) / max(confusion.sum(), 1)), 3)
+
+
+def _window(text: str) -> tuple[float, float]:
+    """``START:END`` as two shares of the game, ``0 <= START < END``."""
+    try:
+        start, end = (float(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected START:END (e.g. 0.7:1), got {text!r}"
+                                         ) from None
+    if not 0 <= start < end:
+        raise argparse.ArgumentTypeError(f"expected 0 <= START < END, got {text!r}")
+    return start, end
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -227,6 +258,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="where the robots' action types differ from the labels")
     parser.add_argument("--labels", choices=sorted(bots.BOTS), default="heuristic",
                         help="the bot that labels the player's positions")
+    parser.add_argument("--takeover", type=_window, metavar="START:END",
+                        help="the labeller plays the player's seat while the game's progress "
+                             "lies in [START, END) (e.g. 0.7:1: the last 30 %%)")
     parser.add_argument("--max-steps", type=int, default=1000,
                         help="main-phase steps of a game (the rules: 1000)")
     args = parser.parse_args(argv)
@@ -250,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
         name = f"heuristic steering by {args.steering}"
     breakdown = Breakdown() if args.breakdown else None
     result = play(player, args.games, args.seed, args.trace, args.max_steps, args.labels,
-                  breakdown)
+                  breakdown, args.takeover)
     if breakdown is not None:
         result["breakdown"] = breakdown.summary()
     print(json.dumps({"player": name, "opponent": "heuristic", "labels": args.labels, **result}))

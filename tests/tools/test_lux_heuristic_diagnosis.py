@@ -114,3 +114,32 @@ def test_the_breakdown_counts_every_robot_step_that_differs_from_its_label() -> 
         assert (row["label_move"] == "-") == (row["label"] != "move")
     np.fill_diagonal(confusion, 0)
     assert np.array_equal(pairs, confusion)
+
+
+def test_takeover_plays_the_labellers_actions_in_its_window() -> None:
+    """With the whole game taken over, the player's choices are never played: two random
+    players give the same games; with the first half taken over, the labeller plays about half
+    of the seat-steps and the games differ from both."""
+    def run(player_seed: int, window: tuple[float, float]) -> dict[str, object]:
+        rng = np.random.default_rng(player_seed)
+        return play(partial(bots.random_legal, rng=rng), games=2, seed=3, max_steps=20,
+                    takeover=window)
+
+    whole, other = run(1, (0.0, 1.0)), run(2, (0.0, 1.0))
+    for key in ("lichen_before_end", "lengths", "wins"):
+        assert whole[key] == other[key], key
+    assert whole["takeover"] == other["takeover"] == {  # type: ignore[comparison-overlap]
+        "window": [0.0, 1.0], "labeller": "heuristic", "seat_steps": 40, "share": 1.0}
+    assert whole["unit_agreement"] < 0.5  # type: ignore[operator]  # the player's own choices
+    half = run(1, (0.0, 0.5))
+    assert 0.4 <= half["takeover"]["share"] <= 0.6  # type: ignore[index]
+    assert "takeover" not in play(partial(bots.heuristic, rng=np.random.default_rng(0)),
+                                  games=2, seed=3, max_steps=4)
+
+
+def test_a_bad_takeover_window_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in ("0.7", "0.9:0.5", "a:b"):
+        with pytest.raises(SystemExit) as stop:
+            main(["--bot", "heuristic", "--takeover", bad])
+        assert stop.value.code == 2
+        assert "--takeover" in capsys.readouterr().err
