@@ -355,6 +355,18 @@ class SupportsStaggering(Protocol):
 
 
 @runtime_checkable
+class SupportsGameProgress(Protocol):
+    """Games that know how far each env's game has gone, so that a trainer can weigh
+    positions by the part of a game they come from (``bc.phase_weights``)."""
+
+    def game_progress(self) -> np.ndarray | None:
+        """``float [E]``: where in its game each env's current observation lies, as a share
+        of the game's length (0 at its first step, below 1 at its last); None where the game
+        cannot tell (a wrapper over a game without it)."""
+        ...
+
+
+@runtime_checkable
 class SupportsTeachers(Protocol):
     """Games whose seats are played by teachers: scripted players inside the game (live
     cloning) or recorded games replayed through the engine. Their choices are labels for

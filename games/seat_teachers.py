@@ -15,7 +15,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from games.core import Batch, GameError, GameSpec, SupportsStaggering, SupportsState, VecGame
+from games.core import (
+    Batch,
+    GameError,
+    GameSpec,
+    SupportsGameProgress,
+    SupportsStaggering,
+    SupportsState,
+    VecGame,
+)
 from games.rng_state import decode_rng, encode_rng
 
 BotFn = Callable[[np.ndarray, np.ndarray, np.random.Generator], np.ndarray]
@@ -84,6 +92,11 @@ class SeatTeacherGame:
         """The game's :meth:`games.core.SupportsStaggering.stagger` where it has one (the
         bots' actions at the current observations stay valid: nothing is stepped)."""
         return isinstance(self.game, SupportsStaggering) and self.game.stagger()
+
+    def game_progress(self) -> np.ndarray | None:
+        """The game's :meth:`games.core.SupportsGameProgress.game_progress` where it has one
+        (None where not)."""
+        return self.game.game_progress() if isinstance(self.game, SupportsGameProgress) else None
 
     def _choose(self, batch: Batch) -> None:
         """The bots' actions at ``batch``'s observations, one call per bot over its seats."""

@@ -60,6 +60,13 @@ class BCConfig:
     weighs as much in all as any other (class-balanced); 0.5 in between. For teachers whose
     decisive orders are rare: microRTS's produce orders among no-ops, Lux's builds and watering
     among "none"."""
+    phase_weights: list[float] = field(default_factory=list)
+    """How much each part of a game weighs: the game's length cut into as many equal parts as
+    there are weights, the policy loss of a position from part ``k`` weighs
+    ``phase_weights[k]`` (normalized over each minibatch's counted cells, so the loss keeps its
+    scale). [] (default): every position weighs 1. For a clone whose games are lost in one
+    phase (Lux: the last 30 %, where the raid's rules switch). Games that tell their
+    progress only (:class:`games.core.SupportsGameProgress`: Lux)."""
     student_share: float = 0.0
     """DAgger: the share of imitated seats that the network being trained plays itself
     (sampled actions) for a whole game, drawn at each game's start, while their teachers go on
@@ -117,6 +124,9 @@ def bc_checks(bc: BCConfig) -> list[tuple[bool, str]]:
         (bc.epochs >= 1, "bc.epochs must be >= 1"),
         (bc.minibatches >= 1, "bc.minibatches must be >= 1"),
         (0.0 <= bc.balance <= 1.0, f"bc.balance must be between 0 and 1, got {bc.balance}"),
+        (all(w >= 0 for w in bc.phase_weights) and (not bc.phase_weights
+                                                    or max(bc.phase_weights) > 0),
+         f"bc.phase_weights must be >= 0 with one > 0, got {bc.phase_weights}"),
         (bc.num_steps < 1 or bc.num_envs < 1 or bc.minibatches <= rows,
          f"bc.minibatches ({bc.minibatches}) exceeds the rows of one update, bc.num_steps * "
          f"bc.num_envs ({rows}); set bc.minibatches <= {rows}"),

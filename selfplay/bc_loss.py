@@ -38,10 +38,12 @@ class CloneTerms(NamedTuple):
     illegal: Tensor  # scalar: used components whose label the mask forbids
     values: Tensor  # [sum(nvec)] counted labels of each value (components concatenated)
     values_right: Tensor  # [sum(nvec)] ... where the most likely value is the label's
+    weight: Tensor  # scalar: counted cells, each by its sample's weight (``cells`` without)
 
     def loss(self) -> Tensor:
-        """The policy loss: mean negative log-likelihood per counted cell."""
-        return self.nll / self.cells.clamp_min(1.0)
+        """The policy loss: mean negative log-likelihood per counted cell (weighted by the
+        samples' weights where given)."""
+        return self.nll / self.weight.clamp_min(1e-8)
 
 
 def balance_weights(counts: Tensor, sizes: list[int], power: float) -> Tensor:
@@ -58,14 +60,17 @@ def balance_weights(counts: Tensor, sizes: list[int], power: float) -> Tensor:
 
 
 def clone_terms(dist: ActionDist, labels: Tensor, imitated: Tensor,
-                weights: Tensor | None = None) -> CloneTerms:
+                weights: Tensor | None = None, sample_weights: Tensor | None = None
+                ) -> CloneTerms:
     """The cloning sums of ``labels`` ``[B, *action_shape]`` under ``dist`` (a batch of ``B``
     masked distributions from :func:`selfplay.distributions.make_dist`), counting only the
     samples where ``imitated`` (bool ``[B]``); ``weights`` ``[sum(nvec)]`` weigh each counted
-    term by its label's value (:func:`balance_weights`)."""
+    term by its label's value (:func:`balance_weights`), ``sample_weights`` ``[B]`` each
+    sample's terms (its cells count that much in the mean)."""
     if isinstance(dist, MaskedCategorical):
         acts = labels.long().reshape(-1, 1)  # [B, 1]
         cells = imitated if dist.has_legal is None else imitated & dist.has_legal  # [B]
+        row_weight = sample_weights
         used = cells[:, None]  # [B, 1]
         log_probs, logits = [dist.log_probs], [dist.logits]
         masks = None if dist.mask is None else [dist.mask]
@@ -79,6 +84,7 @@ def clone_terms(dist: ActionDist, labels: Tensor, imitated: Tensor,
             acts = acts[rows]
         row_sample = torch.div(rows, dist.cells or 1, rounding_mode="floor")  # [M]
         cells = imitated[row_sample]  # [M]
+        row_weight = None if sample_weights is None else sample_weights[row_sample]
         used = cells[:, None].expand(-1, k)  # [M, k]
         if dist.has_legal is not None:
             cells = cells & dist.has_legal.any(-1)
@@ -101,6 +107,8 @@ def clone_terms(dist: ActionDist, labels: Tensor, imitated: Tensor,
     terms = torch.where(counted, picked, 0.0)
     if weights is not None:
         terms = terms * weights[flat]
+    if row_weight is not None:
+        terms = terms * row_weight.to(terms.dtype)[:, None]
     nll = -terms.sum()
     with torch.no_grad():
         best = torch.stack([lg.argmax(-1) for lg in logits], -1)  # [M, k]
@@ -116,4 +124,6 @@ def clone_terms(dist: ActionDist, labels: Tensor, imitated: Tensor,
             values=torch.bincount(flat[counted], minlength=total).to(picked.dtype),
             values_right=torch.bincount(flat[counted & right],
                                         minlength=total).to(picked.dtype),
+            weight=(cells.sum().to(picked.dtype) if row_weight is None else
+                    (row_weight.to(picked.dtype) * cells).sum()),
         )

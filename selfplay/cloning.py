@@ -36,6 +36,7 @@ from games.core import (
     GameError,
     MultiDiscrete,
     Outcome,
+    SupportsGameProgress,
     SupportsReplayPosition,
     SupportsStaggering,
     SupportsState,
@@ -133,6 +134,10 @@ class _Positions(NamedTuple):
     labels: Tensor
 
 
+_NO_PROGRESS = ("bc.phase_weights: {}'s teacher games cannot tell how far their games have "
+                "gone; drop bc.phase_weights")
+
+
 class Cloner:
     """Owns the teacher game, the network, the optimizer and all a checkpoint must hold."""
 
@@ -146,6 +151,8 @@ class Cloner:
         if config.bc.student_share > 0 and not isinstance(game, SupportsStudents):
             raise GameError(f"{game.spec.name}'s teacher games cannot let the learner play "
                             "their seats; bc.student_share needs live teachers")
+        if config.bc.phase_weights and not isinstance(game, SupportsGameProgress):
+            raise GameError(_NO_PROGRESS.format(game.spec.name))
         self.config = config
         self.bc = config.bc
         # the value targets' discount: bc.gamma, else PPO's (the critic PPO goes on training)
@@ -181,6 +188,8 @@ class Cloner:
         self.mask = torch.zeros((t, e, a, *space.mask_shape), dtype=torch.bool)
         self.labels = torch.zeros((t, e, a, *space.action_shape), dtype=torch.int64)
         self.imitated = torch.zeros((t, e, a), dtype=torch.bool)
+        # each position's weight by the part of its game (bc.phase_weights; None: all 1)
+        self.phase_weight = (torch.ones((t, e, a)) if self.bc.phase_weights else None)
         self.alive = torch.zeros((t, e, a), dtype=torch.bool)
         self.rewards = torch.zeros((t, e, a))
         self.dones = torch.zeros((t, e, a))
@@ -191,6 +200,9 @@ class Cloner:
         self.update = 0
         self.last_metrics: dict[str, float] = {}
         self.batch: Batch = game.reset(seed=config.seed)
+        if self.bc.phase_weights and (not isinstance(game, SupportsGameProgress)
+                                      or game.game_progress() is None):
+            raise GameError(_NO_PROGRESS.format(spec.name))
         self._stagger()
         # DAgger (bc.student_share): the seats the network plays itself, drawn per game
         self.students = (Students(self.bc, game, config.seed + 2, config.log.return_window)
@@ -236,6 +248,8 @@ class Cloner:
                 state[t] = batch.state
             labels[t] = game.teacher_actions  # copied before the game reuses its arrays
             np.logical_and(game.imitate, batch.alive, out=imitated[t])
+            if self.phase_weight is not None:
+                self.phase_weight[t] = torch.from_numpy(self._phase_weights())[:, None]
             if batch.action_mask is not None:
                 mask[t] = batch.action_mask
                 # the policy loss reads only imitated seats: with their masks alone, the
@@ -263,6 +277,16 @@ class Cloner:
             self.batch = batch
             self.global_step += self.spec.num_envs
             tick = self.timer.add("buffers", tick)
+
+    def _phase_weights(self) -> np.ndarray:
+        """``float [E]``: ``bc.phase_weights`` of the part of its game each env is in."""
+        assert isinstance(self.game, SupportsGameProgress)
+        progress = self.game.game_progress()
+        assert progress is not None
+        weights = np.asarray(self.bc.phase_weights, np.float32)
+        part = np.minimum((np.asarray(progress) * len(weights)).astype(np.int64),
+                          len(weights) - 1)
+        return weights[np.maximum(part, 0)]
 
     def _value_rewards(self, batch: Batch, out: np.ndarray) -> None:
         """Write into ``out`` ``[E, A]`` the rewards the value head learns from the step that
@@ -331,6 +355,7 @@ class Cloner:
         b_mask = take(self.mask)
         b_labels = take(self.labels)
         b_imitated = take(self.imitated)
+        b_phase = take(self.phase_weight) if self.phase_weight is not None else None
         b_returns = take(returns)
         if agent.value_rms is not None:
             agent.value_rms.update(b_returns)
@@ -358,7 +383,8 @@ class Cloner:
                 dist, value = agent.forward_all(
                     mb_obs, grid.select(mb) if grid is not None else b_mask[mb],
                     mb_obs if b_critic is b_obs else b_critic[mb])
-                terms = clone_terms(dist, b_labels[mb], b_imitated[mb], weights)
+                terms = clone_terms(dist, b_labels[mb], b_imitated[mb], weights,
+                                    b_phase[mb] if b_phase is not None else None)
                 policy_loss = terms.loss()
                 value_loss = 0.5 * (value - b_targets[mb]).square().mean()
                 loss = policy_loss + cfg.value_coef * value_loss

@@ -287,6 +287,14 @@ class LuxVecGame:
         self._cut_in[(self._cut_in == 0) | done] = -1
         return cut
 
+    def game_progress(self) -> np.ndarray:
+        """``float [E]``: each game's main-phase steps over ``max_steps`` (what the
+        ``progress`` plane shows; :class:`games.core.SupportsGameProgress`)."""
+        if self._states is None:
+            raise GameError("call reset() before game_progress()")
+        now = np.asarray(self._states.real_env_steps, np.float64)
+        return np.clip(now / self.options.max_steps, 0.0, 1.0).astype(np.float32)
+
     def stagger(self) -> bool:
         """End env ``e``'s running game, truncated, at step ``e * max_steps // E`` of it (the
         next step where it is past that; env 0's runs to its end), so the envs then play at

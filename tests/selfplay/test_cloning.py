@@ -118,6 +118,38 @@ def test_clone_terms_count_each_value_and_weigh_it() -> None:
     assert weighted.cells.item() == plain.cells.item()  # the loss is still per counted cell
 
 
+def test_clone_terms_weigh_each_sample_and_average_over_the_weights() -> None:
+    """``sample_weights`` (``bc.phase_weights``): each sample's counted terms by its weight,
+    the loss their mean over the counted cells weighted the same way."""
+    space, logits, mask, labels = grid_example()
+    both = torch.tensor([True, True])
+    plain = clone_terms(make_dist(space, logits, mask), labels, both)
+    assert plain.weight.item() == plain.cells.item() == 4  # two unit cells in each sample
+    first = math.log(2.0) + math.log(4.0 / 3.0) + math.log(2.0)  # sample 0's logits
+    second = 3 * math.log(2.0)  # sample 1's: all equal
+    weighted = clone_terms(make_dist(space, logits, mask), labels, both, None,
+                           torch.tensor([1.0, 3.0]))
+    assert weighted.nll.item() == pytest.approx(first + 3.0 * second, rel=1e-6)
+    assert weighted.weight.item() == 2 * 1.0 + 2 * 3.0 and weighted.cells.item() == 4
+    assert weighted.loss().item() == pytest.approx((first + 3.0 * second) / 8.0, rel=1e-6)
+    # one weight for every sample gives the unweighted loss
+    same = clone_terms(make_dist(space, logits, mask), labels, both, None,
+                       torch.tensor([2.5, 2.5]))
+    assert same.loss().item() == pytest.approx(plain.loss().item(), rel=1e-6)
+    # a sample of weight 0 drops out of the loss and its gradient
+    only_first = clone_terms(make_dist(space, logits, mask), labels, both, None,
+                             torch.tensor([1.0, 0.0]))
+    only_first.loss().backward()
+    assert logits.grad is not None and logits.grad[1].abs().sum() == 0
+    assert only_first.loss().item() == pytest.approx(first / 2, rel=1e-6)
+    # one choice per sample (tic-tac-toe's Discrete)
+    probs = torch.log(torch.tensor([[0.5, 0.25, 0.25], [0.2, 0.2, 0.6]]))
+    one = clone_terms(make_dist(Discrete(3), probs, None), torch.tensor([1, 2]),
+                      torch.tensor([True, True]), None, torch.tensor([3.0, 1.0]))
+    assert one.loss().item() == pytest.approx(
+        (-3.0 * math.log(0.25) - math.log(0.6)) / 4.0, rel=1e-5)
+
+
 def test_balance_weights_by_hand() -> None:
     # two components: 89 / 9 labels (shares 0.9 / 0.1 with one added to each), and 3 / 3 / 3
     counts = torch.tensor([89.0, 9.0, 3.0, 3.0, 3.0])
@@ -375,6 +407,8 @@ def test_resuming_a_training_run_as_cloning_is_refused(tmp_path: Path) -> None:
     (["bc.imitate=[random]"], GameError, "imitate names 'random', who does not play"),
     (["bc.teachers=[]", "bc.replays=/no/such/folder"], ConfigError,
      "bc.replays: no such folder /no/such/folder"),
+    (["bc.phase_weights=[1, 2]"], GameError,
+     "bc.phase_weights: tictactoe's teacher games cannot tell how far their games have gone"),
 ])
 def test_bad_teachers_are_one_line_errors(tmp_path: Path, overrides: list[str],
                                           error: type[Exception], message: str) -> None:
@@ -383,6 +417,12 @@ def test_bad_teachers_are_one_line_errors(tmp_path: Path, overrides: list[str],
         run_cloning(config, run_dir=tmp_path / "run")
     assert "\n" not in str(caught.value)
     assert not (tmp_path / "run").exists()  # no empty run left behind
+
+
+@pytest.mark.parametrize("weights", ["[1, -1]", "[0, 0]"])
+def test_bad_phase_weights_are_a_config_error(weights: str) -> None:
+    with pytest.raises(ConfigError, match=r"^bc.phase_weights must be >= 0 with one > 0, got "):
+        tictactoe_config(f"bc.phase_weights={weights}")
 
 
 def test_replays_of_a_game_without_them_are_refused(tmp_path: Path) -> None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from games.batches import random_actions
-from games.core import GameError, Outcome, SupportsStaggering
+from games.core import GameError, Outcome, SupportsGameProgress, SupportsStaggering
 from games.family import Teachers
 from games.lux.adapter import LuxOptions, LuxVecGame
 from games.lux.layout import PLANE
@@ -80,7 +81,8 @@ def test_staggering_resumes_exactly_and_needs_a_reset() -> None:
 
 def test_live_cloning_staggers_its_teacher_games() -> None:
     """The cloner's teacher games (heuristic against random) are cut at spread steps with
-    ``bc.stagger_games`` and all run in step without it."""
+    ``bc.stagger_games`` and all run in step without it. With ``bc.phase_weights`` each
+    position weighs its part of the game's weight, read from how far its game has gone."""
     from selfplay.cloning import Cloner
     from selfplay.config import build_config
 
@@ -89,13 +91,23 @@ def test_live_cloning_staggers_its_teacher_games() -> None:
             f"bc.num_envs={E}", f"bc.num_steps={LENGTH}", f"bc.stagger_games={stagger}",
             "bc.teachers=[heuristic,random]", "bc.imitate=[heuristic]", "bc.validate_every=0",
             "bc.snapshot_every=0", f"game.options.max_steps={LENGTH}",
-            "network.channels=[8,8]", "network.hidden=[16]", "log.progress=false"])
+            "network.channels=[8,8]", "network.hidden=[16]", "log.progress=false",
+            *(["bc.phase_weights=[1, 2, 4]"] if stagger else [])])
         teachers = Teachers(bots=("heuristic", "random"), imitate=("heuristic",))
         game = family_of("lux").teacher_game("lux", teachers, E, 5, {"max_steps": LENGTH})
-        assert isinstance(game, SupportsStaggering)
+        assert isinstance(game, SupportsStaggering) and isinstance(game, SupportsGameProgress)
         cloner = Cloner(config, game)
         cloner.collect()
         done = cloner.dones.numpy()[:, :, 0] > 0  # [T, E]
+        if stagger:  # thirds of the 12 steps: the progress plane is exact at 4 / 12, 8 / 12
+            progress = cloner.obs[:, :, :, PLANE["progress"], 0, 0].double() / 255
+            expected = torch.tensor([1.0, 2.0, 4.0])[(progress * 3).floor().long().clamp(0, 2)]
+            assert cloner.phase_weight is not None
+            assert torch.equal(cloner.phase_weight, expected.float())
+            assert set(cloner.phase_weight.unique().tolist()) == {1.0, 2.0, 4.0}
+            assert np.isfinite(cloner.learn()["loss/bc_policy"])
+        else:
+            assert cloner.phase_weight is None
         cloner.close()
         return [int(np.flatnonzero(done[:, e])[0]) + 1 for e in range(E)]
 
