@@ -51,7 +51,7 @@ from selfplay.allocator import keep_freed_memory
 from selfplay.bc_loss import CloneTerms, balance_weights, clone_terms
 from selfplay.checkpoint import CheckpointError
 from selfplay.config import TrainConfig
-from selfplay.device import resolve_device
+from selfplay.device import learner_autocast, resolve_device
 from selfplay.distributions import GridMaskIndex
 from selfplay.evaluate import start_weights
 from selfplay.losses import explained_variance, gae
@@ -188,8 +188,9 @@ class Cloner:
         self.mask = torch.zeros((t, e, a, *space.mask_shape), dtype=torch.bool)
         self.labels = torch.zeros((t, e, a, *space.action_shape), dtype=torch.int64)
         self.imitated = torch.zeros((t, e, a), dtype=torch.bool)
-        # each position's weight by the part of its game (bc.phase_weights; None: all 1)
-        self.phase_weight = (torch.ones((t, e, a)) if self.bc.phase_weights else None)
+        # how far each env's game had gone at each step, where the game tells
+        # (:class:`games.core.SupportsGameProgress`; bc.phase_weights reads it)
+        self.game_progress: Tensor | None = None
         self.alive = torch.zeros((t, e, a), dtype=torch.bool)
         self.rewards = torch.zeros((t, e, a))
         self.dones = torch.zeros((t, e, a))
@@ -200,8 +201,9 @@ class Cloner:
         self.update = 0
         self.last_metrics: dict[str, float] = {}
         self.batch: Batch = game.reset(seed=config.seed)
-        if self.bc.phase_weights and (not isinstance(game, SupportsGameProgress)
-                                      or game.game_progress() is None):
+        if isinstance(game, SupportsGameProgress) and game.game_progress() is not None:
+            self.game_progress = torch.zeros((t, e))
+        elif self.bc.phase_weights:
             raise GameError(_NO_PROGRESS.format(spec.name))
         self._stagger()
         # DAgger (bc.student_share): the seats the network plays itself, drawn per game
@@ -248,8 +250,9 @@ class Cloner:
                 state[t] = batch.state
             labels[t] = game.teacher_actions  # copied before the game reuses its arrays
             np.logical_and(game.imitate, batch.alive, out=imitated[t])
-            if self.phase_weight is not None:
-                self.phase_weight[t] = torch.from_numpy(self._phase_weights())[:, None]
+            if self.game_progress is not None:
+                assert isinstance(game, SupportsGameProgress)
+                self.game_progress[t] = torch.from_numpy(game.game_progress())
             if batch.action_mask is not None:
                 mask[t] = batch.action_mask
                 # the policy loss reads only imitated seats: with their masks alone, the
@@ -278,15 +281,15 @@ class Cloner:
             self.global_step += self.spec.num_envs
             tick = self.timer.add("buffers", tick)
 
-    def _phase_weights(self) -> np.ndarray:
-        """``float [E]``: ``bc.phase_weights`` of the part of its game each env is in."""
-        assert isinstance(self.game, SupportsGameProgress)
-        progress = self.game.game_progress()
-        assert progress is not None
-        weights = np.asarray(self.bc.phase_weights, np.float32)
-        part = np.minimum((np.asarray(progress) * len(weights)).astype(np.int64),
-                          len(weights) - 1)
-        return weights[np.maximum(part, 0)]
+    def phase_weights(self) -> Tensor | None:
+        """``float [T, E, A]``: each collected position's ``bc.phase_weights`` entry, by the
+        part of its game it comes from (None without ``bc.phase_weights``)."""
+        if not self.bc.phase_weights:
+            return None
+        assert self.game_progress is not None
+        weights = torch.tensor(self.bc.phase_weights, dtype=torch.float32)
+        part = (self.game_progress.double() * len(weights)).long().clamp(0, len(weights) - 1)
+        return weights[part][:, :, None].expand(self.shape).contiguous()
 
     def _value_rewards(self, batch: Batch, out: np.ndarray) -> None:
         """Write into ``out`` ``[E, A]`` the rewards the value head learns from the step that
@@ -355,7 +358,8 @@ class Cloner:
         b_mask = take(self.mask)
         b_labels = take(self.labels)
         b_imitated = take(self.imitated)
-        b_phase = take(self.phase_weight) if self.phase_weight is not None else None
+        phase_weights = self.phase_weights()
+        b_phase = take(phase_weights) if phase_weights is not None else None
         b_returns = take(returns)
         if agent.value_rms is not None:
             agent.value_rms.update(b_returns)
@@ -380,14 +384,16 @@ class Cloner:
             for start in range(0, size - minibatch + 1, minibatch):
                 mb = perm[start:start + minibatch]
                 mb_obs = b_obs[mb]
-                dist, value = agent.forward_all(
-                    mb_obs, grid.select(mb) if grid is not None else b_mask[mb],
-                    mb_obs if b_critic is b_obs else b_critic[mb])
-                terms = clone_terms(dist, b_labels[mb], b_imitated[mb], weights,
-                                    b_phase[mb] if b_phase is not None else None)
-                policy_loss = terms.loss()
-                value_loss = 0.5 * (value - b_targets[mb]).square().mean()
-                loss = policy_loss + cfg.value_coef * value_loss
+                with learner_autocast(device, self.config.precision):
+                    dist, value = agent.forward_all(
+                        mb_obs, grid.select(mb) if grid is not None else b_mask[mb],
+                        mb_obs if b_critic is b_obs else b_critic[mb])
+                    value = value.float()  # bfloat16 under precision=bfloat16
+                    terms = clone_terms(dist, b_labels[mb], b_imitated[mb], weights,
+                                        b_phase[mb] if b_phase is not None else None)
+                    policy_loss = terms.loss()
+                    value_loss = 0.5 * (value - b_targets[mb]).square().mean()
+                    loss = policy_loss + cfg.value_coef * value_loss
                 self.optimizer.zero_grad()
                 loss.backward()
                 grad_norm = self.optimizer.clip_grad_norm(cfg.max_grad_norm)

@@ -300,6 +300,12 @@ class TrainConfig:
     """Where the network runs: cpu, cuda, cuda:N, or auto (CUDA when available). The update
     runs on this device; the rollout buffer stays on the host, except what a game with device
     arrays hands over (``array_handover``)."""
+    precision: Literal["float32", "bfloat16"] = "float32"
+    """The learner's arithmetic: ``bfloat16`` runs its forward passes and losses under
+    ``torch.autocast`` (matrix products and convolutions in bfloat16, weights, optimizer state
+    and log-probabilities in float32): faster where the hardware multiplies bfloat16 (CPUs with
+    AMX or AVX-512 BF16, NVIDIA Ampere or later), slower where it does not. Acting passes stay
+    in float32."""
     array_handover: Literal["auto", "host", "dlpack"] = "auto"
     """How a game's observations, masks and actions reach the network. ``host``: NumPy arrays
     on the host. ``dlpack``: a game whose engine keeps them on an accelerator (JAX: Lux)

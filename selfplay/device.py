@@ -24,3 +24,11 @@ def resolve_device(name: str) -> torch.device:
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"device: {name!r} is not supported (cpu, cuda, cuda:N, auto)")
     return device
+
+
+def learner_autocast(device: torch.device, precision: str) -> torch.autocast:
+    """Where the learner's forward passes and losses run: under bfloat16 autocast with
+    ``precision: bfloat16`` (matrix products and convolutions in bfloat16; the weights, the
+    optimizer and the distributions' log-probabilities in float32), else a disabled context.
+    The backward pass runs outside it, as torch advises."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bfloat16")

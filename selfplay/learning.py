@@ -27,6 +27,7 @@ from torch import Tensor
 from games.core import MultiDiscrete
 from selfplay.config import PPOConfig, TrainConfig
 from selfplay.data_parallel import Ranks
+from selfplay.device import learner_autocast
 from selfplay.distributions import GridMaskIndex
 from selfplay.inference import NumpyActorCritic
 from selfplay.kl import kl_divergence
@@ -175,20 +176,22 @@ class PPOLearner:
         mb_obs = rows.obs[mb]
         mb_mask = (rows.mask.select(mb) if isinstance(rows.mask, GridMaskIndex)
                    else rows.mask[mb] if rows.mask is not None else None)
-        dist, new_value = agent.forward_all(
-            mb_obs, mb_mask, mb_obs if rows.critic is None else rows.critic[mb])
-        mb_actions = rows.actions[mb]
-        new_logprob = dist.log_prob(mb_actions)
-        loss, info = ppo_loss(new_logprob, rows.logprobs[mb], adv, new_value,
-                              rows.values_vs[mb], rows.returns_vs[mb], dist.entropy(mb_actions),
-                              clip_coef=cfg.clip_coef, clip_vloss=cfg.clip_vloss,
-                              vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, norm_adv=False)
-        if teacher_coef > 0.0:
-            assert self.teacher is not None, "a teacher penalty needs a teacher"
-            with torch.no_grad():
-                target = self.teacher.dist(mb_obs, mb_mask)
-            teacher_kl = kl_divergence(target, dist).mean()
-            loss = loss + teacher_coef * teacher_kl
-            info["teacher_kl"] = teacher_kl.detach()
+        with learner_autocast(self.device, self.config.precision):
+            dist, new_value = agent.forward_all(
+                mb_obs, mb_mask, mb_obs if rows.critic is None else rows.critic[mb])
+            mb_actions = rows.actions[mb]
+            new_logprob = dist.log_prob(mb_actions)
+            loss, info = ppo_loss(new_logprob, rows.logprobs[mb], adv, new_value.float(),
+                                  rows.values_vs[mb], rows.returns_vs[mb],
+                                  dist.entropy(mb_actions), clip_coef=cfg.clip_coef,
+                                  clip_vloss=cfg.clip_vloss, vf_coef=cfg.vf_coef,
+                                  ent_coef=cfg.ent_coef, norm_adv=False)
+            if teacher_coef > 0.0:
+                assert self.teacher is not None, "a teacher penalty needs a teacher"
+                with torch.no_grad():
+                    target = self.teacher.dist(mb_obs, mb_mask)
+                teacher_kl = kl_divergence(target, dist).mean()
+                loss = loss + teacher_coef * teacher_kl
+                info["teacher_kl"] = teacher_kl.detach()
         (loss * share).backward()
         return torch.stack(list(info.values())) * share

@@ -22,10 +22,12 @@ time, and every ``--eval-every`` minutes reports on the held-out positions: the 
 component's accuracy and each labelled value's recall (the share of its labels the most likely
 value got right). The held-out games are other games, not other steps of the same ones.
 ``score`` reports the same on the held-out positions for a trained checkpoint (a live clone,
-say: its figures over whole games, where ``selfplay bc``'s validation sees their first steps).
+say: its figures over whole games, where ``selfplay bc``'s validation sees their first steps),
+and with ``--phases N`` the same over each of N equal parts of the games (where
+the game tells how far its games have gone, as Lux's does).
 
     .venv/bin/python tools/bench_offline_cloning.py score --checkpoint RUN_DIR \
-        --val runs/bench/offline/val.npz
+        --val runs/bench/offline/val.npz --phases 10
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ def collect(args: argparse.Namespace) -> None:
     cloner = build_cloner(config, None)
     length = args.steps or int(config.game.options.get("max_steps", 1000))
     parts: dict[str, list[np.ndarray]] = {"obs": [], "mask": [], "labels": [], "step": []}
+    progress = cloner.game_progress  # where in its game each position lies, if the game tells
+    if progress is not None:
+        parts["progress"] = []
     start = time.perf_counter()
     try:
         while cloner.global_step < length * args.envs:
@@ -70,6 +75,9 @@ def collect(args: argparse.Namespace) -> None:
                 parts["mask"].append(np.packbits(cloner.mask[t].numpy()[seats], axis=-1))
                 parts["labels"].append(cloner.labels[t].numpy()[seats].astype(np.int16))
                 parts["step"].append(np.full(int(seats.sum()), first + t))
+                if progress is not None:
+                    parts["progress"].append(np.broadcast_to(
+                        progress[t].numpy()[:, None], seats.shape)[seats])
     finally:
         cloner.close()
     arrays = {k: np.concatenate(v) for k, v in parts.items()}
@@ -86,6 +94,28 @@ def load(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         mask = np.unpackbits(data["mask"], axis=-1)[..., :width].astype(bool)
         return (torch.from_numpy(data["obs"]), torch.from_numpy(mask),
                 torch.from_numpy(data["labels"].astype(np.int64)))
+
+
+def load_progress(path: Path) -> np.ndarray:
+    """``float [N]``: where in its game each position of a ``collect`` file lies."""
+    with np.load(path) as data:
+        if "progress" not in data:
+            raise SystemExit(f"{path}: its game did not tell its progress; --phases needs it")
+        return np.asarray(data["progress"], np.float64)
+
+
+def by_phase(agent: ActorCritic, val: tuple[torch.Tensor, ...], progress: np.ndarray,
+             phases: int, names: list[str], sizes: list[int]) -> list[dict[str, Any]]:
+    """:func:`held_out`'s figures over each of ``phases`` equal parts of the games."""
+    part = np.minimum((progress * phases).astype(np.int64), phases - 1)
+    reports = []
+    for k in range(phases):
+        rows = torch.from_numpy(np.flatnonzero(part == k))
+        if len(rows):
+            reports.append({"from": round(k / phases, 4), "to": round((k + 1) / phases, 4),
+                            "positions": len(rows),
+                            **held_out(agent, tuple(x[rows] for x in val), names, sizes)})
+    return reports
 
 
 def held_out(agent: ActorCritic, val: tuple[torch.Tensor, ...], names: list[str],
@@ -166,7 +196,11 @@ def score(args: argparse.Namespace) -> None:
     names, sizes = ((list(space.component_names), [int(n) for n in space.nvec])
                     if isinstance(space, MultiDiscrete)
                     else (["action"], [int(cast(Discrete, space).n)]))
-    report = {"checkpoint": str(path), **held_out(agent, load(args.val), names, sizes)}
+    val = load(args.val)
+    report = {"checkpoint": str(path), **held_out(agent, val, names, sizes)}
+    if args.phases:
+        report["phases"] = by_phase(agent, val, load_progress(args.val), args.phases, names,
+                                    sizes)
     print(json.dumps(report), flush=True)
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -186,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
     scoring.add_argument("--checkpoint", required=True, help="a checkpoint or run directory")
     scoring.add_argument("--val", type=Path, required=True)
     scoring.add_argument("--threads", type=int, default=1)
+    scoring.add_argument("--phases", type=int, default=0,
+                         help="also report each of N equal parts of the games")
     scoring.add_argument("--json-out", type=Path)
     collecting, fitting = sub.choices["collect"], sub.choices["fit"]
     collecting.add_argument("--imitate", required=True, help="comma-separated, as bc.imitate")

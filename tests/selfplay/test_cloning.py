@@ -192,6 +192,34 @@ def test_cloning_win_or_block_drives_the_loss_down_and_the_accuracy_up() -> None
     assert history[0]["bc/labelled_cells"] == 16 * 32  # one mover per board and step
 
 
+def test_bfloat16_cloning_learns_like_float32() -> None:
+    """``precision=bfloat16``: the update's products run in bfloat16 and its first losses are
+    float32's to bfloat16's precision (the same teacher games)."""
+    def updates(precision: str) -> tuple[list[dict[str, float]], set[torch.dtype]]:
+        cloner = build_cloner(tictactoe_config(f"precision={precision}"), None)
+        seen: set[torch.dtype] = set()
+
+        def note(_module: torch.nn.Module, _in: object, out: torch.Tensor) -> None:
+            if torch.is_grad_enabled():
+                seen.add(out.dtype)
+
+        for module in cloner.agent.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.register_forward_hook(note)
+        try:
+            return [cloner.run_update() for _ in range(3)], seen
+        finally:
+            cloner.close()
+
+    full, full_types = updates("float32")
+    half, half_types = updates("bfloat16")
+    assert full_types == {torch.float32} and half_types == {torch.bfloat16}
+    assert half[0]["loss/bc_policy"] == pytest.approx(full[0]["loss/bc_policy"], rel=0.02)
+    assert half[0]["loss/bc_value"] == pytest.approx(full[0]["loss/bc_value"], rel=0.05,
+                                                     abs=1e-3)
+    assert half[-1]["loss/bc_policy"] < half[0]["loss/bc_policy"]
+
+
 def test_validation_scores_positions_spread_over_its_games_the_same_each_time() -> None:
     """``bc.validation_stride``: the validation keeps the imitated seats' positions of every
     k-th step of its games (from its fixed seed), played once: they are the positions a fresh

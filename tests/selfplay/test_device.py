@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -116,3 +117,40 @@ def test_a_gpu_runs_weights_play_and_start_runs_here_and_resuming_says_how(
     assert main(["train", "--resume", str(run), "--no-progress"]) != 0
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "'cuda:99'" in lines[0] and "--init-from" in lines[0], lines
+
+
+def test_bfloat16_learner_runs_its_products_in_bfloat16(tmp_path: Path) -> None:
+    """``precision=bfloat16``: the update's matrix products run in bfloat16 (acting stays in
+    float32, so both runs collect the same rollout), and its losses stay those of float32 to
+    bfloat16's precision."""
+    def one_update(precision: str) -> tuple[dict[str, float], set[torch.dtype]]:
+        config = build_config("tictactoe", overrides=[
+            "log.progress=false", "log.tensorboard=false", "ppo.num_steps=32",
+            f"precision={precision}"], seed=3, total_steps=10_000)
+        trainer = Trainer(config, make_game("tictactoe", config.game.num_envs, config.seed,
+                                            config.game.options), None)
+        seen: set[torch.dtype] = set()
+        linears = [m for m in trainer.agent.modules() if isinstance(m, torch.nn.Linear)]
+        trainer.collect()
+        def note(_module: torch.nn.Module, _in: object, out: torch.Tensor) -> None:
+            if torch.is_grad_enabled():  # the update's passes, not the bootstrap values'
+                seen.add(out.dtype)
+
+        hooks = [m.register_forward_hook(note) for m in linears]
+        metrics = trainer.learn()
+        for hook in hooks:
+            hook.remove()
+        trainer.game.close()
+        return metrics, seen
+
+    full, full_types = one_update("float32")
+    half, half_types = one_update("bfloat16")
+    assert full_types == {torch.float32} and half_types == {torch.bfloat16}
+    for key in ("loss/value_loss", "loss/policy_loss", "loss/entropy"):
+        assert np.isfinite(half[key])
+        assert half[key] == pytest.approx(full[key], rel=0.05, abs=2e-3), key
+
+
+def test_unknown_precision_names_the_setting() -> None:
+    with pytest.raises(ConfigError, match=r"^precision"):
+        build_config("tictactoe", overrides=["precision=float16"])

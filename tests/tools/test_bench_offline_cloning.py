@@ -43,3 +43,42 @@ def test_score_needs_a_checkpoint(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="checkpoint"):
         main(["score", "--checkpoint", str(tmp_path / "none"), "--val",
               str(tmp_path / "val.npz")])
+
+
+def test_scores_by_part_of_the_game(tmp_path: Path) -> None:
+    """Lux's positions carry how far their games had gone; ``--phases`` splits the held-out
+    figures by it (one part: the whole), and a game that cannot tell is refused by name."""
+    pytest.importorskip("jax")
+    from selfplay.bc import build_cloner
+    from selfplay.cloning import component_names, component_sizes
+    from selfplay.config import build_config
+    from tools.bench_offline_cloning import by_phase, held_out, load_progress
+
+    small = ["--set", "game.options.max_steps=12", "--set", "bc.num_steps=12",
+             "--set", "network.channels=[8,8]", "--set", "network.hidden=[16]"]
+    out = tmp_path / "lux.npz"
+    main(["collect", "--game", "lux", "--teachers", "heuristic,random", "--imitate",
+          "heuristic", "--envs", "2", "--every", "1", "--steps", "12", *small, "--out", str(out)])
+    progress = load_progress(out)
+    val = load(out)
+    assert len(progress) == len(val[0]) > 0
+    assert progress.min() == 0.0 and progress.max() < 1.0
+    config = build_config("lux", overrides=["bc.teachers=[heuristic,random]", "bc.num_envs=1",
+                                            "bc.validate_every=0", *small[1::2]])
+    cloner = build_cloner(config, None)
+    names, sizes = component_names(cloner.game), component_sizes(cloner.game)
+    agent = cloner.agent
+    cloner.close()
+    whole = held_out(agent, val, names, sizes)
+    (one,) = by_phase(agent, val, progress, 1, names, sizes)
+    assert one["positions"] == len(progress)
+    assert {k: one[k] for k in whole} == whole
+    parts = by_phase(agent, val, progress, 4, names, sizes)
+    assert [p["from"] for p in parts] == [0.0, 0.25, 0.5, 0.75]
+    assert [p["positions"] for p in parts] == [
+        int(((progress >= k / 4) & (progress < (k + 1) / 4)).sum()) for k in range(4)]
+    ticktack = tmp_path / "ttt.npz"
+    main(["collect", *TEACHER, "--imitate", "win_or_block", "--envs", "2", "--steps", "8",
+          "--out", str(ticktack)])
+    with pytest.raises(SystemExit, match=r"ttt.npz: its game did not tell its progress"):
+        load_progress(ticktack)

@@ -82,7 +82,8 @@ def test_staggering_resumes_exactly_and_needs_a_reset() -> None:
 def test_live_cloning_staggers_its_teacher_games() -> None:
     """The cloner's teacher games (heuristic against random) are cut at spread steps with
     ``bc.stagger_games`` and all run in step without it. With ``bc.phase_weights`` each
-    position weighs its part of the game's weight, read from how far its game has gone."""
+    position weighs its part of the game's weight, read from how far its game has gone (and the
+    grid network learns from them in bfloat16)."""
     from selfplay.cloning import Cloner
     from selfplay.config import build_config
 
@@ -92,7 +93,7 @@ def test_live_cloning_staggers_its_teacher_games() -> None:
             "bc.teachers=[heuristic,random]", "bc.imitate=[heuristic]", "bc.validate_every=0",
             "bc.snapshot_every=0", f"game.options.max_steps={LENGTH}",
             "network.channels=[8,8]", "network.hidden=[16]", "log.progress=false",
-            *(["bc.phase_weights=[1, 2, 4]"] if stagger else [])])
+            *(["bc.phase_weights=[1, 2, 4]", "precision=bfloat16"] if stagger else [])])
         teachers = Teachers(bots=("heuristic", "random"), imitate=("heuristic",))
         game = family_of("lux").teacher_game("lux", teachers, E, 5, {"max_steps": LENGTH})
         assert isinstance(game, SupportsStaggering) and isinstance(game, SupportsGameProgress)
@@ -102,12 +103,15 @@ def test_live_cloning_staggers_its_teacher_games() -> None:
         if stagger:  # thirds of the 12 steps: the progress plane is exact at 4 / 12, 8 / 12
             progress = cloner.obs[:, :, :, PLANE["progress"], 0, 0].double() / 255
             expected = torch.tensor([1.0, 2.0, 4.0])[(progress * 3).floor().long().clamp(0, 2)]
-            assert cloner.phase_weight is not None
-            assert torch.equal(cloner.phase_weight, expected.float())
-            assert set(cloner.phase_weight.unique().tolist()) == {1.0, 2.0, 4.0}
+            weights = cloner.phase_weights()
+            assert weights is not None and cloner.game_progress is not None
+            assert torch.equal(weights, expected.float())
+            assert set(weights.unique().tolist()) == {1.0, 2.0, 4.0}
+            assert torch.allclose(cloner.game_progress, progress[:, :, 0].float(), atol=1 / 255)
             assert np.isfinite(cloner.learn()["loss/bc_policy"])
         else:
-            assert cloner.phase_weight is None
+            assert cloner.phase_weights() is None
+            assert cloner.game_progress is not None  # recorded, only not weighed
         cloner.close()
         return [int(np.flatnonzero(done[:, e])[0]) + 1 for e in range(E)]
 
