@@ -23,8 +23,8 @@ component's accuracy and each labelled value's recall (the share of its labels t
 value got right). The held-out games are other games, not other steps of the same ones.
 ``score`` reports the same on the held-out positions for a trained checkpoint (a live clone,
 say: its figures over whole games, where ``selfplay bc``'s validation sees their first steps),
-and with ``--phases N`` the same over each of N equal parts of the games (where
-the game tells how far its games have gone, as Lux's does).
+and with ``--phases N`` (``fit``'s reports too) the same over each of N equal parts of the
+games (where the game tells how far its games have gone, as Lux's does).
 
     .venv/bin/python tools/bench_offline_cloning.py score --checkpoint RUN_DIR \
         --val runs/bench/offline/val.npz --phases 10
@@ -157,6 +157,7 @@ def fit(args: argparse.Namespace) -> None:
     agent = ActorCritic(spec, config.network, config.normalize)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.lr, eps=1e-5)
     train, val = load(args.train), load(args.val)
+    val_progress = load_progress(args.val) if args.phases else None
     draw = torch.Generator().manual_seed(args.seed)
     start, steps, reports, next_report = time.perf_counter(), 0, [], 0.0
     everyone = torch.ones(args.batch, dtype=torch.bool)
@@ -165,6 +166,8 @@ def fit(args: argparse.Namespace) -> None:
         if minutes >= next_report or minutes >= args.minutes:
             report = {"minutes": round(minutes, 2), "steps": steps,
                       **held_out(agent, val, names, sizes)}
+            if val_progress is not None:
+                report["phases"] = by_phase(agent, val, val_progress, args.phases, names, sizes)
             reports.append(report)
             print(json.dumps(report), flush=True)
             next_report += args.eval_every
@@ -220,8 +223,9 @@ def main(argv: list[str] | None = None) -> None:
     scoring.add_argument("--checkpoint", required=True, help="a checkpoint or run directory")
     scoring.add_argument("--val", type=Path, required=True)
     scoring.add_argument("--threads", type=int, default=1)
-    scoring.add_argument("--phases", type=int, default=0,
-                         help="also report each of N equal parts of the games")
+    for p in (scoring, sub.choices["fit"]):
+        p.add_argument("--phases", type=int, default=0,
+                       help="also report each of N equal parts of the held-out games")
     scoring.add_argument("--json-out", type=Path)
     collecting, fitting = sub.choices["collect"], sub.choices["fit"]
     collecting.add_argument("--imitate", required=True, help="comma-separated, as bc.imitate")

@@ -77,6 +77,13 @@ def test_scores_by_part_of_the_game(tmp_path: Path) -> None:
     assert [p["from"] for p in parts] == [0.0, 0.25, 0.5, 0.75]
     assert [p["positions"] for p in parts] == [
         int(((progress >= k / 4) & (progress < (k + 1) / 4)).sum()) for k in range(4)]
+    fitted = tmp_path / "fit.json"
+    main(["fit", "--game", "lux", "--teachers", "heuristic,random", "--train", str(out),
+          "--val", str(out), "--minutes", "0.01", "--phases", "2", *small,
+          "--json-out", str(fitted)])
+    report = json.loads(fitted.read_text())["reports"][0]
+    assert [p["positions"] for p in report["phases"]] == [
+        int((progress < 0.5).sum()), int((progress >= 0.5).sum())]
     ticktack = tmp_path / "ttt.npz"
     main(["collect", *TEACHER, "--imitate", "win_or_block", "--envs", "2", "--steps", "8",
           "--out", str(ticktack)])

@@ -25,6 +25,7 @@ from games.lux.bots import (
     Thresholds,
     box_count,
     distance_field,
+    goal_fields,
     heuristic,
     heuristic_goals,
     heuristic_near,
@@ -32,6 +33,7 @@ from games.lux.bots import (
     heuristic_ore_goals,
     heuristic_raid,
     heuristic_raider,
+    heuristic_raider_goal,
     near_plane_fields,
     neighbour,
     random_legal,
@@ -222,7 +224,8 @@ def test_bots_table() -> None:
     assert BOTS == {"random": random_legal, "heuristic": heuristic,
                     "heuristic-near": heuristic_near, "heuristic-goals": heuristic_goals,
                     "heuristic-ore": heuristic_ore, "heuristic-ore-goals": heuristic_ore_goals,
-                    "heuristic-raid": heuristic_raid, "heuristic-raider": heuristic_raider}
+                    "heuristic-raid": heuristic_raid, "heuristic-raider": heuristic_raider,
+                    "heuristic-raider-goal": heuristic_raider_goal}
 
 
 # ---------------------------------------------------------------- distance fields
@@ -461,6 +464,29 @@ def test_light_robots_mine_ore_until_their_share_of_the_game() -> None:
     assert kind(Thresholds()) == UNIT["dig"]  # a quarter of the game: before 0.3
     assert kind(Thresholds(ore_until=0.2)) == UNIT["move"]
     assert kind(Thresholds(ore_until=0.26)) == UNIT["dig"]
+
+
+def test_clearing_by_goal_reads_the_choice_off_the_masks() -> None:
+    """A light robot with rubble to clear behind a blocked ``to_rubble`` step: by the distance
+    field it walks there (up, around); with ``Thresholds.clear_by_goal`` it fetches ice by its
+    goal instead, and clears by the goal once the goal is legal."""
+    to_ice, to_rubble = (len(DIRECTIONS) + GOALS.index(g) for g in ("ice", "rubble"))
+
+    def move(goal_legal: bool, rules: Thresholds) -> int:
+        board = Board().factory(1, 1).set("rubble", 3, 1, 0.5).set("ice", 7, 7)
+        board.robot(5, 1, heavy=False, moves=(0, 1, 2, 3, to_ice,
+                                              *((to_rubble,) if goal_legal else ())))
+        board.obs[0, PLANE["progress"]] = 0.5
+        levels = np.round(np.clip(board.obs, 0, 1) * 255).astype(np.uint8)
+        out = heuristic(levels, board.mask, np.random.default_rng(0), steering=goal_fields,
+                        goals=True, rules=rules).reshape(S, S, len(NVEC))
+        assert not illegal_cells(out.reshape(1, S * S, -1), board.mask).any()
+        assert out[5, 1, 0] == UNIT["move"]
+        return int(out[5, 1, 1])
+
+    assert move(False, Thresholds()) == 0  # up, by the field
+    assert move(False, Thresholds(clear_by_goal=True)) == to_ice
+    assert move(True, Thresholds()) == move(True, Thresholds(clear_by_goal=True)) == to_rubble
 
 
 # ---------------------------------------------------------------- live teachers
