@@ -69,7 +69,7 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
 
     from games.lux.adapter import LuxOptions, LuxVecGame
     from games.lux.layout import NVEC
-    from games.lux.observe import goal_steps, legal_masks, next_near_planes, observe
+    from games.lux.observe import next_near_planes, view
     from games.lux.orders import step_components, to_jux
 
     game = LuxVecGame(LuxOptions(), envs, seed=1)
@@ -104,9 +104,7 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
         acts = jax.vmap(to_jux)(states, grid, goals)
         comps = jax.vmap(step_components)(states, acts, after)
         near = next_near_planes(near, after)
-        steps = jax.vmap(goal_steps)(after)
-        return (acts, comps, jax.vmap(lambda s, n: observe(s, max_steps, n))(after, near),
-                jax.vmap(lambda s, g: legal_masks(s, max_units, max_steps, g))(after, steps))
+        return acts, comps, jax.vmap(lambda s, n: view(s, max_units, max_steps, n))(after, near)
 
     conversion = jax.jit(conversion_fn)
     plan = [random_plan() for _ in range(calls)]

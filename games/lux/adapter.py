@@ -99,11 +99,9 @@ class _Kernels:
         import jax.numpy as jnp
 
         from games.lux.observe import (
-            goal_steps,
-            legal_masks,
             near_planes,
             next_near_planes,
-            observe,
+            view,
         )
         from games.lux.orders import lichen_scores, step_components, to_jux
         from games.lux.placement import start_game
@@ -120,11 +118,8 @@ class _Kernels:
         # and so do the goal steps the masks computed (the next step's orders take them)
         near_of = jax.vmap(near_planes)
 
-        def view(states: Any, near: Any, max_steps: Any) -> tuple[Any, Any, Any]:
-            goals = jax.vmap(goal_steps)(states)
-            return (jax.vmap(lambda s, n: observe(s, max_steps, n))(states, near),
-                    jax.vmap(lambda s, g: legal_masks(s, max_units, max_steps, g))(
-                        states, goals), goals)
+        def views(states: Any, near: Any, max_steps: Any) -> tuple[Any, Any, Any]:
+            return jax.vmap(lambda s, n: view(s, max_units, max_steps, n))(states, near)
 
         def strong(states: Any) -> Any:
             # Jux keeps its rule constants as weak-typed scalars; states restored from NumPy
@@ -140,7 +135,7 @@ class _Kernels:
             scores = jax.vmap(lichen_scores)(after)
             done = (after.n_factories == 0).any(-1) | (after.real_env_steps >= max_steps)
             near = next_near_planes(near, after)
-            obs, masks, goals = view(after, near, max_steps)
+            obs, masks, goals = views(after, near, max_steps)
             return after, near, goals, comps, scores, done, obs, masks
 
         def refill(states: Any, fresh: Any, take: Any, index: Any) -> Any:
@@ -152,7 +147,7 @@ class _Kernels:
         self.start = jax.jit(lambda seeds: strong(jax.vmap(
             lambda seed: start_game(seed, env_cfg, buf_cfg))(seeds)))
         self.near = jax.jit(near_of)
-        self.view = jax.jit(view)
+        self.view = jax.jit(views)
         self.step = jax.jit(step)
         self.refill = jax.jit(refill)
         # one game's state out of the batch: one compilation per batch size (indexing each

@@ -58,7 +58,7 @@ OBS_PLANES: tuple[str, ...] = (
     "queued_recharge",
     "queued_up", "queued_right", "queued_down", "queued_left",
     "progress", "day",
-    "own_robots_near", "own_factory_water_mean",
+    "own_robots_near", "own_factory_water_mean", "near_clearable_rubble",
 )
 """The observation planes, in order. Scales: rubble and lichen / 100; a factory's cargo on
 its 9 tiles (ice, ore, water, metal / 1000, power / 5000, at most 1); a unit's power / its
@@ -71,7 +71,10 @@ in daylight, on every cell; ``own_robots_near`` how many own robots stand within
 :data:`ROBOTS_NEAR_RADIUS` cells each way (Chebyshev) / :data:`ROBOTS_NEAR_SCALE`, and
 ``own_factory_water_mean`` the own factories' mean water / 1000 on every cell: what a team
 decides on as a whole (build where few robots are; spare water for rubble) as numbers a cell
-sees, not sums over the board a network has to learn."""
+sees, not sums over the board a network has to learn; ``near_clearable_rubble`` how near the
+nearest cell is where ``to_rubble`` leads (free rubble where the own lichen could grow, as the
+``near_*`` planes), so that a robot tells "no rubble left to clear" (fetch ice) from "the
+nearer step is blocked" (walk around)."""
 PLANE = {name: i for i, name in enumerate(OBS_PLANES)}
 NEAR_RANGE = 64
 ROBOTS_NEAR_RADIUS, ROBOTS_NEAR_SCALE = 6, 12

@@ -155,9 +155,12 @@ def box_counts(cells: jnp.ndarray, radius: int) -> jnp.ndarray:
             + table[..., y0, x0])
 
 
-def team_planes(state: Any) -> jnp.ndarray:
-    """``uint8 [2, 2, S * S]`` (team, plane, cell): each team's ``own_robots_near`` and
-    ``own_factory_water_mean`` planes (:data:`~games.lux.layout.OBS_PLANES`)."""
+def team_planes(state: Any, rubble_steps: jnp.ndarray | None = None) -> jnp.ndarray:
+    """``uint8 [2, 3, S * S]`` (team, plane, cell): each team's ``own_robots_near``,
+    ``own_factory_water_mean`` and ``near_clearable_rubble`` planes
+    (:data:`~games.lux.layout.OBS_PLANES`); ``rubble_steps`` each team's Manhattan steps to
+    :func:`clearable_rubble` (``int [2, S, S]``, the ``to_rubble`` row of
+    :func:`goal_distances`; computed when not given)."""
     size = state.board.lichen.shape[0]
     team, _, there = _occupants(state.board.units_map, state.unit_id2idx,
                                 int(jnp.iinfo(state.board.units_map.dtype).max))
@@ -167,9 +170,12 @@ def team_planes(state: Any) -> jnp.ndarray:
     alive = state.factory_mask
     mean = (jnp.where(alive, water, 0.0).sum(1)
             / jnp.maximum(alive.sum(1), 1).astype(jnp.float32))  # [2]
+    if rubble_steps is None:
+        rubble_steps = manhattan_distance(clearable_rubble(state))
+    rubble = _near_levels(rubble_steps)  # [2, y, x]
     return jnp.stack([quantize(near.astype(jnp.float32) / ROBOTS_NEAR_SCALE),
-                      jnp.broadcast_to(quantize(mean / 1000.0)[:, None], (2, size * size))],
-                     1)
+                      jnp.broadcast_to(quantize(mean / 1000.0)[:, None], (2, size * size)),
+                      rubble.reshape(2, size * size)], 1)
 
 
 def near_planes(state: Any) -> jnp.ndarray:
@@ -310,7 +316,7 @@ def move_legal(state: Any) -> jnp.ndarray:
     return (ok & state.unit_mask[..., None])[..., 1:]
 
 
-def goal_steps(state: Any) -> jnp.ndarray:
+def goal_steps(state: Any, fields: jnp.ndarray | None = None) -> jnp.ndarray:
     """``int32 [2, U, G]``: the direction (0 up ... 3 left) of each unit's step towards each
     goal of :data:`~games.lux.layout.GOALS`, -1 where there is none.
 
@@ -321,11 +327,12 @@ def goal_steps(state: Any) -> jnp.ndarray:
     already at the front of the unit's queue (continued for free), else the one of least
     rubble, else the first. Goals lead to the ice and ore no robot stands on, home (the own
     factory tiles, a thirsty factory's preferred), the rubble in the way of the team's lichen
-    and the other team's lichen (:func:`goal_distances`)."""
+    and the other team's lichen (:func:`goal_distances`, the state's when ``fields`` is not
+    given)."""
     i32 = jnp.int32
     inside, tx, ty = _move_targets(state)  # [2, U, 5]
     teams = jnp.arange(2)[:, None, None]
-    fields = goal_distances(state)  # [2, G, y, x]
+    fields = goal_distances(state) if fields is None else fields  # [2, G, y, x]
     d = fields[teams[..., None], jnp.arange(len(GOALS))[None, None, None, :], ty[..., None],
                tx[..., None]]  # [2, U, 5, G]
     here, there = d[:, :, :1], d[:, :, 1:]  # [2, U, 1, G], [2, U, 4, G]
@@ -351,11 +358,13 @@ def goal_steps(state: Any) -> jnp.ndarray:
     return jnp.where(ok.any(2), best, -1)
 
 
-def observe(state: Any, max_steps: Any = None, near: jnp.ndarray | None = None) -> jnp.ndarray:
+def observe(state: Any, max_steps: Any = None, near: jnp.ndarray | None = None,
+            fields: jnp.ndarray | None = None) -> jnp.ndarray:
     """``uint8 [2, C, S, S]``: each seat's planes (:data:`~games.lux.layout.OBS_PLANES`),
     quantized to 256 levels (:data:`~games.lux.layout.OBS_SCALE`); ``max_steps`` (a traced
     scalar) is the game's length for the ``progress`` plane (default: the rules'); ``near``
-    the state's :func:`near_planes` when kept from an earlier step (computed when not given).
+    the state's :func:`near_planes` when kept from an earlier step and ``fields`` its
+    :func:`goal_distances` when the goal steps computed them (each computed when not given).
 
     Built channel-major (``[C, S * S]``), planes shared by the seats computed once: writing the
     observation is most of the cost (4 bytes per value in float32, 1 in uint8)."""
@@ -418,7 +427,7 @@ def observe(state: Any, max_steps: Any = None, near: jnp.ndarray | None = None) 
     day = ((state.real_env_steps % cfg.CYCLE_LENGTH) < cfg.DAY_LENGTH).astype(f32)
     clock = jnp.broadcast_to(quantize(jnp.stack([steps, day]))[:, None], (2, cells))
     near = near_planes(state) if near is None else near
-    team = team_planes(state)
+    team = team_planes(state, None if fields is None else fields[:, GOALS.index("rubble")])
     common = jnp.concatenate([
         jnp.stack([flag(grid_xy(board.ice)), flag(grid_xy(board.ore)),
                    quantize(grid_xy(board.rubble) / 100.0),
@@ -572,3 +581,14 @@ def legal_masks(state: Any, max_units: int, max_steps: Any = None,
                 | _cell_rows(fac_rows & own, c_team, c_slot, c_there))
 
     return jnp.stack([seat_rows(0), seat_rows(1)])
+
+
+def view(state: Any, max_units: int, max_steps: Any, near: jnp.ndarray
+         ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+    """``(observation, masks, goal steps)`` of one state, as the adapter gives them after each
+    step: the goal distance transform computed once for the goal steps (which the masks and
+    the next step's orders take) and the ``near_clearable_rubble`` plane."""
+    fields = goal_distances(state)
+    goals = goal_steps(state, fields)
+    return (observe(state, max_steps, near, fields),
+            legal_masks(state, max_units, max_steps, goals), goals)

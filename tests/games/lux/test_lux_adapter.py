@@ -30,7 +30,7 @@ def _random(game: LuxVecGame, mask: np.ndarray, rng: np.random.Generator) -> np.
 def test_start_of_game_is_bid_and_placed() -> None:
     game = _game(seed=3)
     batch = game.reset()
-    assert batch.obs.shape == (E, 2, 41, 48, 48) and batch.obs.dtype == np.uint8
+    assert batch.obs.shape == (E, 2, 42, 48, 48) and batch.obs.dtype == np.uint8
     assert batch.action_mask.shape == (E, 2, 2304, MASK_WIDTH)
     for e in range(E):
         st = game.host_state(e)
@@ -80,6 +80,36 @@ def test_team_planes_count_robots_near_and_average_factory_water() -> None:
             plane = batch.obs[e, team, PLANE["own_factory_water_mean"]]
             assert (plane == np.rint(min(mean / 1000, 1) * 255)).all()
     assert robots_seen > 0
+
+
+def test_near_clearable_rubble_is_the_manhattan_distance_to_where_to_rubble_leads() -> None:
+    """``near_clearable_rubble`` is 1 - d / 64 for the Manhattan distance d to the nearest free
+    rubble cell where the seat's lichen could grow, as the teacher reads it from the other
+    planes (:class:`games.lux.bots.SeatPlanes`: next to own factory tiles or lichen, no factory
+    tile, ice or ore, no robot on it), by brute force over all target cells."""
+    from games.lux.bots import SeatPlanes
+
+    game = _game(seed=6)
+    batch = game.reset()
+    rng = np.random.default_rng(6)
+    targets_seen = 0
+    for _ in range(3):
+        for _ in range(8):
+            batch = game.step(_random(game, batch.action_mask, rng))
+        for e in range(E):
+            for team in range(2):
+                obs = batch.obs[e, team]
+                seat = SeatPlanes.read(obs[None])
+                target = (seat.clearable & ~seat.any_unit)[0]
+                ys, xs = np.nonzero(target)
+                targets_seen += len(ys)
+                grid_y, grid_x = np.mgrid[:48, :48]
+                dist = np.full((48, 48), 64)
+                for y, x in zip(ys, xs):
+                    dist = np.minimum(dist, np.abs(grid_y - y) + np.abs(grid_x - x))
+                want = np.rint((1 - np.minimum(dist, 64) / 64) * 255)
+                assert np.array_equal(obs[PLANE["near_clearable_rubble"]], want), (e, team)
+    assert targets_seen > 0
 
 
 def _unit_at(st: Any, team: int) -> dict[int, tuple[int, int]]:
@@ -524,8 +554,9 @@ def test_kept_near_planes_equal_fresh_ones_across_game_ends_and_resumption() -> 
 # match and the observations do not: one ore cell of one board and ten exact ties of
 # power / battery rounded the other way (`tools/lux_trajectory.py compare`, BENCHMARKS.md).
 # The observations' again after session 39's two team planes, appended: the first 39 planes
-# still hash to the old 246fbb3cd1b71399.
-GOLDEN_TRAJECTORY = {"obs": "d9d4f2999b0939b7", "mask": "b3d84aea0547b457",
+# still hash to the old 246fbb3cd1b71399. Again after session 44's ``near_clearable_rubble``,
+# appended: the first 41 planes still hash to d9d4f2999b0939b7.
+GOLDEN_TRAJECTORY = {"obs": "4635868f130e29c8", "mask": "b3d84aea0547b457",
                      "reward": "a61f29ae1c55edef", "terminated": "6edd9f6f9cc92cde"}
 
 
