@@ -105,7 +105,7 @@ def test_near_clearable_rubble_is_the_manhattan_distance_to_where_to_rubble_lead
                 targets_seen += len(ys)
                 grid_y, grid_x = np.mgrid[:48, :48]
                 dist = np.full((48, 48), 64)
-                for y, x in zip(ys, xs):
+                for y, x in zip(ys, xs, strict=True):
                     dist = np.minimum(dist, np.abs(grid_y - y) + np.abs(grid_x - x))
                 want = np.rint((1 - np.minimum(dist, 64) / 64) * 255)
                 assert np.array_equal(obs[PLANE["near_clearable_rubble"]], want), (e, team)
