@@ -24,7 +24,7 @@ from torch import Tensor
 
 from selfplay.distributions import ActionDist, MaskedCategorical, MaskedMultiCategorical
 
-__all__ = ["CloneTerms", "balance_weights", "clone_terms"]
+__all__ = ["CloneTerms", "balance_weights", "clone_confusion", "clone_terms"]
 
 
 class CloneTerms(NamedTuple):
@@ -59,14 +59,22 @@ def balance_weights(counts: Tensor, sizes: list[int], power: float) -> Tensor:
     return torch.cat(out).to(torch.float32)
 
 
-def clone_terms(dist: ActionDist, labels: Tensor, imitated: Tensor,
-                weights: Tensor | None = None, sample_weights: Tensor | None = None
-                ) -> CloneTerms:
-    """The cloning sums of ``labels`` ``[B, *action_shape]`` under ``dist`` (a batch of ``B``
-    masked distributions from :func:`selfplay.distributions.make_dist`), counting only the
-    samples where ``imitated`` (bool ``[B]``); ``weights`` ``[sum(nvec)]`` weigh each counted
-    term by its label's value (:func:`balance_weights`), ``sample_weights`` ``[B]`` each
-    sample's terms (its cells count that much in the mean)."""
+class _Rows(NamedTuple):
+    """The rows (cells) of a batch's distribution that cloning counts, with their labels."""
+
+    acts: Tensor  # [M, k] the labels
+    cells: Tensor  # [M] rows counted
+    used: Tensor  # [M, k] ... whose label uses component i
+    counted: Tensor  # [M, k] ... and the mask allows the label
+    row_weight: Tensor | None  # [M] each row's sample weight
+    log_probs: list[Tensor]  # k x [M, n_i]
+    logits: list[Tensor]  # k x [M, n_i] (masked)
+
+
+def _counted_rows(dist: ActionDist, labels: Tensor, imitated: Tensor,
+                  sample_weights: Tensor | None) -> _Rows:
+    """``dist``'s rows with ``labels``, the imitated samples' cells that have a legal value and
+    the components their labels use (:func:`clone_terms`, :func:`clone_confusion`)."""
     if isinstance(dist, MaskedCategorical):
         acts = labels.long().reshape(-1, 1)  # [B, 1]
         cells = imitated if dist.has_legal is None else imitated & dist.has_legal  # [B]
@@ -94,13 +102,45 @@ def clone_terms(dist: ActionDist, labels: Tensor, imitated: Tensor,
         log_probs, logits, masks = dist.log_probs, dist.logits, dist.masks
     else:
         raise TypeError(f"behaviour cloning needs discrete actions, not {type(dist).__name__}")
-    picked = torch.stack([lp.gather(-1, acts[:, i:i + 1])[:, 0]
-                          for i, lp in enumerate(log_probs)], -1)  # [M, k]
     counted = used
     if masks is not None:
         legal = torch.stack([m.gather(-1, acts[:, i:i + 1])[:, 0]
                              for i, m in enumerate(masks)], -1)  # [M, k]
         counted = used & legal
+    return _Rows(acts, cells, used, counted, row_weight, log_probs, logits)
+
+
+def clone_confusion(dist: ActionDist, labels: Tensor, imitated: Tensor | None = None
+                    ) -> list[Tensor]:
+    """Per component ``i``, ``int64 [n_i, n_i]``: how often a counted label of value ``a``
+    (:func:`clone_terms`' counted cells and components) had ``b`` as the most likely value
+    (row ``a``, column ``b``; the diagonal is :attr:`CloneTerms.values_right`)."""
+    if imitated is None:
+        imitated = torch.ones(labels.shape[0], dtype=torch.bool, device=labels.device)
+    rows = _counted_rows(dist, labels, imitated, None)
+    out = []
+    with torch.no_grad():
+        for i, lg in enumerate(rows.logits):
+            n = lg.shape[-1]
+            keep = rows.counted[:, i]
+            pairs = rows.acts[keep, i] * n + lg.argmax(-1)[keep]
+            out.append(torch.bincount(pairs, minlength=n * n).view(n, n))
+    return out
+
+
+def clone_terms(dist: ActionDist, labels: Tensor, imitated: Tensor,
+                weights: Tensor | None = None, sample_weights: Tensor | None = None
+                ) -> CloneTerms:
+    """The cloning sums of ``labels`` ``[B, *action_shape]`` under ``dist`` (a batch of ``B``
+    masked distributions from :func:`selfplay.distributions.make_dist`), counting only the
+    samples where ``imitated`` (bool ``[B]``); ``weights`` ``[sum(nvec)]`` weigh each counted
+    term by its label's value (:func:`balance_weights`), ``sample_weights`` ``[B]`` each
+    sample's terms (its cells count that much in the mean)."""
+    rows = _counted_rows(dist, labels, imitated, sample_weights)
+    acts, cells, used, counted = rows.acts, rows.cells, rows.used, rows.counted
+    row_weight, log_probs, logits = rows.row_weight, rows.log_probs, rows.logits
+    picked = torch.stack([lp.gather(-1, acts[:, i:i + 1])[:, 0]
+                          for i, lp in enumerate(log_probs)], -1)  # [M, k]
     sizes = [lg.shape[-1] for lg in logits]
     starts = torch.tensor([0, *sizes[:-1]], device=acts.device).cumsum(0)
     flat = acts + starts  # [M, k] each label's index among every component's values

@@ -22,9 +22,10 @@ time, and every ``--eval-every`` minutes reports on the held-out positions: the 
 component's accuracy and each labelled value's recall (the share of its labels the most likely
 value got right). The held-out games are other games, not other steps of the same ones.
 ``score`` reports the same on the held-out positions for a trained checkpoint (a live clone,
-say: its figures over whole games, where ``selfplay bc``'s validation sees their first steps),
-and with ``--phases N`` (``fit``'s reports too) the same over each of N equal parts of the
-games (where the game tells how far its games have gone, as Lux's does).
+say: its figures over whole games, where ``selfplay bc``'s validation sees their first steps;
+with ``--confusion`` which value it picks for each labelled one), and with ``--phases N``
+(``fit``'s reports too) the same over each of N equal parts of the games (where the game tells
+how far its games have gone, as Lux's does).
 
     .venv/bin/python tools/bench_offline_cloning.py score --checkpoint RUN_DIR \
         --val runs/bench/offline/val.npz --phases 10
@@ -44,7 +45,7 @@ import torch
 
 from games.core import Discrete, MultiDiscrete
 from selfplay.bc import build_cloner
-from selfplay.bc_loss import clone_terms
+from selfplay.bc_loss import clone_confusion, clone_terms
 from selfplay.checkpoint import resolve_checkpoint
 from selfplay.cloning import component_names, component_sizes
 from selfplay.config import build_config
@@ -105,7 +106,8 @@ def load_progress(path: Path) -> np.ndarray:
 
 
 def by_phase(agent: ActorCritic, val: tuple[torch.Tensor, ...], progress: np.ndarray,
-             phases: int, names: list[str], sizes: list[int]) -> list[dict[str, Any]]:
+             phases: int, names: list[str], sizes: list[int],
+             confusion: bool = False) -> list[dict[str, Any]]:
     """:func:`held_out`'s figures over each of ``phases`` equal parts of the games."""
     part = np.minimum((progress * phases).astype(np.int64), phases - 1)
     reports = []
@@ -114,19 +116,26 @@ def by_phase(agent: ActorCritic, val: tuple[torch.Tensor, ...], progress: np.nda
         if len(rows):
             reports.append({"from": round(k / phases, 4), "to": round((k + 1) / phases, 4),
                             "positions": len(rows),
-                            **held_out(agent, tuple(x[rows] for x in val), names, sizes)})
+                            **held_out(agent, tuple(x[rows] for x in val), names, sizes,
+                                         confusion)})
     return reports
 
 
 def held_out(agent: ActorCritic, val: tuple[torch.Tensor, ...], names: list[str],
-             sizes: list[int]) -> dict[str, Any]:
-    """Loss, accuracy per component and recall per labelled value on the held-out positions."""
+             sizes: list[int], confusion: bool = False) -> dict[str, Any]:
+    """Loss, accuracy per component and recall per labelled value on the held-out positions;
+    with ``confusion`` each component's confusion matrix (``confusion[name][label][picked]``:
+    the counted labels of each value by the most likely value)."""
     totals: list[torch.Tensor] | None = None
+    matrices = [torch.zeros(n, n, dtype=torch.int64) for n in sizes]
     with torch.no_grad():
         for s in range(0, len(val[0]), 128):
             obs, mask, labels = (x[s:s + 128] for x in val)
-            terms = clone_terms(agent.dist(obs, mask), labels,
-                                torch.ones(len(obs), dtype=torch.bool))
+            dist = agent.dist(obs, mask)
+            terms = clone_terms(dist, labels, torch.ones(len(obs), dtype=torch.bool))
+            if confusion:
+                matrices = [a + b for a, b in zip(matrices, clone_confusion(dist, labels),
+                                                  strict=True)]
             part = [terms.nll, terms.cells, terms.used, terms.correct, terms.values,
                     terms.values_right]
             totals = part if totals is None else [a + b for a, b in zip(totals, part, strict=True)]
@@ -141,7 +150,10 @@ def held_out(agent: ActorCritic, val: tuple[torch.Tensor, ...], names: list[str]
                 recall[f"{name}={v}"] = [round(float(right[start + v] / values[start + v]), 4),
                                          int(values[start + v])]
         start += size
-    return {"loss": round(float(nll / cells), 4), "accuracy": accuracy, "recall": recall}
+    report = {"loss": round(float(nll / cells), 4), "accuracy": accuracy, "recall": recall}
+    if confusion:
+        report["confusion"] = {n: m.tolist() for n, m in zip(names, matrices, strict=True)}
+    return report
 
 
 def fit(args: argparse.Namespace) -> None:
@@ -200,10 +212,10 @@ def score(args: argparse.Namespace) -> None:
                     if isinstance(space, MultiDiscrete)
                     else (["action"], [int(cast(Discrete, space).n)]))
     val = load(args.val)
-    report = {"checkpoint": str(path), **held_out(agent, val, names, sizes)}
+    report = {"checkpoint": str(path), **held_out(agent, val, names, sizes, args.confusion)}
     if args.phases:
         report["phases"] = by_phase(agent, val, load_progress(args.val), args.phases, names,
-                                    sizes)
+                                    sizes, args.confusion)
     print(json.dumps(report), flush=True)
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -226,6 +238,8 @@ def main(argv: list[str] | None = None) -> None:
     for p in (scoring, sub.choices["fit"]):
         p.add_argument("--phases", type=int, default=0,
                        help="also report each of N equal parts of the held-out games")
+    scoring.add_argument("--confusion", action="store_true",
+                         help="also each component's confusion matrix (label x most likely)")
     scoring.add_argument("--json-out", type=Path)
     collecting, fitting = sub.choices["collect"], sub.choices["fit"]
     collecting.add_argument("--imitate", required=True, help="comma-separated, as bc.imitate")

@@ -23,7 +23,7 @@ from games.core import (
     Outcome,
 )
 from selfplay.bc import build_cloner, run_cloning
-from selfplay.bc_loss import balance_weights, clone_terms
+from selfplay.bc_loss import balance_weights, clone_confusion, clone_terms
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
 from selfplay.cloning import Cloner
 from selfplay.config import ConfigError, TrainConfig, build_config
@@ -116,6 +116,28 @@ def test_clone_terms_count_each_value_and_weigh_it() -> None:
     expected = 0.5 * math.log(2.0) + 2.0 * math.log(4.0 / 3.0) + 3.0 * math.log(2.0)
     assert weighted.nll.item() == pytest.approx(expected, rel=1e-6)
     assert weighted.cells.item() == plain.cells.item()  # the loss is still per counted cell
+
+
+def test_clone_confusion_counts_each_label_by_the_value_picked() -> None:
+    """Row: the label's value, column: the most likely value, over the counted labels (the
+    diagonal is ``values_right``); with no ``imitated`` every sample counts."""
+    space, logits, mask, labels = grid_example()
+    dist = make_dist(space, logits, mask)
+    types, comp = clone_confusion(dist, labels, torch.tensor([True, False]))
+    # type: cell 0 labelled 0 picked 0, cell 2 labelled 1 picked 1; component 1: cell 2
+    # labelled 2, picked 0 (the tie between the legal 0 and 2)
+    assert types.tolist() == [[1, 0], [0, 1]]
+    assert comp.tolist() == [[0, 0, 0], [0, 0, 0], [1, 0, 0]]
+    terms = clone_terms(dist, labels, torch.tensor([True, False]))
+    diagonal = torch.cat([types.diagonal(), comp.diagonal()])
+    assert diagonal.tolist() == terms.values_right.tolist()
+    both = clone_confusion(dist, labels)  # sample 1's logits are all 0: ties pick value 0
+    assert both[0].tolist() == [[2, 0], [1, 1]] and both[1].tolist() == [[0] * 3] * 2 + [[2, 0, 0]]
+    labels[0, 2, 1] = 1  # forbidden by cell 2's mask: not counted
+    assert clone_confusion(dist, labels, torch.tensor([True, False]))[1].sum().item() == 0
+    (one,) = clone_confusion(make_dist(Discrete(3), torch.log(torch.tensor(
+        [[0.5, 0.25, 0.25], [0.2, 0.2, 0.6]])), None), torch.tensor([1, 2]))
+    assert one.tolist() == [[0, 0, 0], [1, 0, 0], [0, 0, 1]]
 
 
 def test_clone_terms_weigh_each_sample_and_average_over_the_weights() -> None:

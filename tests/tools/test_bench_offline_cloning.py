@@ -70,6 +70,15 @@ def test_scores_by_part_of_the_game(tmp_path: Path) -> None:
     agent = cloner.agent
     cloner.close()
     whole = held_out(agent, val, names, sizes)
+    confused = held_out(agent, val, names, sizes, confusion=True)
+    assert {k: confused[k] for k in whole} == whole
+    for name, size in zip(names, sizes, strict=True):  # rows: labels, the diagonal: right
+        matrix = np.array(confused["confusion"][name])
+        assert matrix.shape == (size, size)
+        for v in range(size):
+            right, count = whole["recall"].get(f"{name}={v}", [0.0, 0])
+            assert matrix[v].sum() == count
+            assert (round(matrix[v, v] / count, 4) if count else 0.0) == right
     (one,) = by_phase(agent, val, progress, 1, names, sizes)
     assert one["positions"] == len(progress)
     assert {k: one[k] for k in whole} == whole
