@@ -156,6 +156,15 @@ class _Kernels:
                                                                           states))
         self.jnp = jnp
         self.jax = jax
+        device = jax.devices()[0]
+
+        def put(x: Any) -> Any:
+            # every array the kernels take is committed to the device: jit compiles a kernel
+            # once per placement, and DLPack's arrays (and every kernel output after one) are
+            # committed, so uncommitted NumPy inputs would cost a second compilation
+            return jax.device_put(x, device)
+
+        self.put = put
 
 
 class LuxVecGame:
@@ -169,7 +178,7 @@ class LuxVecGame:
             raise GameError(f"num_envs must be >= 1, got {num_envs}")
         self.options = options
         self._k = _Kernels.get(options.rules)
-        self._max_steps = self._k.jnp.int32(options.max_steps)
+        self._max_steps = self._k.put(np.int32(options.max_steps))
         size = self._k.rules.map_size
         self.size = size
         self.spec = lux_spec(name, num_envs, size)
@@ -198,8 +207,7 @@ class LuxVecGame:
     def _seeds(self, count: int) -> Any:
         first = self._seed * SEED_STRIDE + self._started
         self._started += count
-        return self._k.jnp.asarray(np.arange(first, first + count, dtype=np.int64)
-                                   .astype(np.uint32))
+        return self._k.put(np.arange(first, first + count, dtype=np.int64).astype(np.uint32))
 
     def reset(self, seed: int | None = None) -> Batch:
         if seed is not None:
@@ -236,7 +244,7 @@ class LuxVecGame:
         on that device."""
         e, cells = self.spec.num_envs, self.size * self.size
         if isinstance(actions, np.ndarray):
-            return self._k.jnp.asarray(actions.reshape(e, 2, cells, len(NVEC)))
+            return self._k.put(actions.reshape(e, 2, cells, len(NVEC)).astype(np.int32))
         grid = self._k.jax.dlpack.from_dlpack(actions)
         return grid.reshape(e, 2, cells, len(NVEC))
 
@@ -315,8 +323,7 @@ class LuxVecGame:
         index = np.zeros(e, np.int32)
         index[done] = self._fresh_used + np.arange(count)
         self._fresh_used += count
-        jnp = self._k.jnp
-        take, index = jnp.asarray(done), jnp.asarray(index)
+        take, index = self._k.put(done), self._k.put(index)
         return (self._k.refill(states, self._fresh, take, index),
                 self._k.refill(near, self._fresh_near, take, index))
 
@@ -377,7 +384,7 @@ class LuxVecGame:
         """Restore :meth:`get_state`'s arrays (same rules and ``num_envs``)."""
         jax, jnp = self._k.jax, self._k.jnp
         e = self.spec.num_envs
-        template = self._k.start(jnp.zeros(e, jnp.uint32))
+        template = jax.eval_shape(self._k.start, jax.ShapeDtypeStruct((e,), jnp.uint32))
         leaves, tree = jax.tree_util.tree_flatten(template)
 
         def rebuild(prefix: str) -> Any:
@@ -390,7 +397,7 @@ class LuxVecGame:
                 if a.shape != ref.shape:
                     raise GameError(f"Lux state {key!r} has shape {a.shape}, expected "
                                     f"{ref.shape} (saved with other rules or num_envs?)")
-                arrays.append(jnp.asarray(a, dtype=ref.dtype))
+                arrays.append(self._k.put(a.astype(ref.dtype)))
             return jax.tree_util.tree_unflatten(tree, arrays)
 
         self._states = rebuild("games")

@@ -67,4 +67,9 @@ def start_game(seed: jnp.ndarray, env_cfg: Any, buf_cfg: Any) -> Any:
         placed = st._step_factory_placement(spawn, jnp.full(2, share_w), jnp.full(2, share_m))
         return jax.tree_util.tree_map(lambda new, old: jnp.where(left > 0, new, old), placed, st)
 
-    return jax.lax.fori_loop(0, 2 * env_cfg.MAX_FACTORIES, turn, state)
+    placed = jax.lax.fori_loop(0, 2 * env_cfg.MAX_FACTORIES, turn, state)
+    # Jux's maps hold rubble as int8 and its step returns it as int32: a game starts with the
+    # type every later step has, so the step kernel compiles once, not once more for step 1
+    board = placed.board
+    return placed._replace(board=board._replace(
+        map=board.map._replace(rubble=board.map.rubble.astype(jnp.int32))))

@@ -63,7 +63,7 @@ def test_scores_by_part_of_the_game(tmp_path: Path) -> None:
     val = load(out)
     assert len(progress) == len(val[0]) > 0
     assert progress.min() == 0.0 and progress.max() < 1.0
-    config = build_config("lux", overrides=["bc.teachers=[heuristic,random]", "bc.num_envs=1",
+    config = build_config("lux", overrides=["bc.teachers=[heuristic,random]", "bc.num_envs=2",
                                             "bc.validate_every=0", *small[1::2]])
     cloner = build_cloner(config, None)
     names, sizes = component_names(cloner.game), component_sizes(cloner.game)
