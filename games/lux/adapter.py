@@ -244,7 +244,7 @@ class LuxVecGame:
         on that device."""
         e, cells = self.spec.num_envs, self.size * self.size
         if isinstance(actions, np.ndarray):
-            return self._k.put(actions.reshape(e, 2, cells, len(NVEC)).astype(np.int32))
+            return self._k.put(actions.reshape(e, 2, cells, len(NVEC)))
         grid = self._k.jax.dlpack.from_dlpack(actions)
         return grid.reshape(e, 2, cells, len(NVEC))
 
