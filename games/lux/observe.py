@@ -119,7 +119,11 @@ def manhattan_distance(targets: jnp.ndarray, limit: int = NEAR_RANGE) -> jnp.nda
     is ``min over j of (d[j] + |i - j|)``: two sweeps, ``d[i] = min(d[i], d[i - 1] + 1)`` one
     way and then the other, instead of a breadth-first search's ``S`` rounds. Each sweep is a
     ``lax.scan`` over the axis moved to the front: on a CPU 1.5x faster than running minimums
-    (``lax.cummin``), which XLA lowers as a log-depth scan of strided slices."""
+    (``lax.cummin``), which XLA lowers as a log-depth scan of strided slices. The sweeps run in
+    ``int8`` (``limit`` at most 126, so ``limit + 1`` fits): 2.9x faster than ``int16`` on a
+    CPU (session 48, 256 games x 6 boards: 9 against 26 ms)."""
+    if not 0 < limit <= 126:
+        raise ValueError(f"manhattan_distance: limit {limit} is outside 1..126 (int8 sweeps)")
 
     def sweeps(dist: jnp.ndarray) -> jnp.ndarray:  # along axis 0
         def step(carry: jnp.ndarray, row: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
@@ -130,7 +134,7 @@ def manhattan_distance(targets: jnp.ndarray, limit: int = NEAR_RANGE) -> jnp.nda
         forward = jax.lax.scan(step, start, dist)[1]
         return jnp.minimum(forward, jax.lax.scan(step, start, dist, reverse=True)[1])
 
-    dist = jnp.where(targets, 0, limit).astype(jnp.int16)
+    dist = jnp.where(targets, 0, limit).astype(jnp.int8)
     x_first = sweeps(jnp.moveaxis(dist, -1, 0))  # [x, ..., y]
     y_first = sweeps(jnp.moveaxis(x_first, -1, 0))  # [y, x, ...]
     return jnp.minimum(jnp.moveaxis(y_first, (0, 1), (-2, -1)), limit).astype(jnp.int32)
