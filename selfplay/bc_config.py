@@ -93,6 +93,12 @@ class BCConfig:
     ``selfplay train --init-from`` of this run with the same ``league.db`` goes on in the same
     league, so cloning and training are rated on one scale. Needs a two-seat game and
     ``league.enabled``."""
+    weight_average: float = 0.0
+    """Decay of an exponential moving average of the weights over the gradient steps (Polyak
+    averaging; 0: none, else e.g. 0.999, an average over about the last 1,000 steps). The
+    average is the clone the run gives out: checkpoints' ``agent`` (so ``selfplay play``,
+    ``train --init-from`` and evaluations read it), league snapshots and validation; the
+    trained weights go on under it (checkpoints keep both, a resumed run goes on exactly)."""
     validate_every: int = 10
     """Validate every this many updates (0: never): held-out replays, or live games with
     another seed."""
@@ -146,6 +152,8 @@ def bc_checks(bc: BCConfig) -> list[tuple[bool, str]]:
          f"bc.gamma must be in (0, 1] (or null: ppo.gamma), got {bc.gamma}"),
         (0 <= bc.gae_lambda <= 1, "bc.gae_lambda must be in [0, 1]"),
         (bc.max_grad_norm > 0, "bc.max_grad_norm must be > 0"),
+        (0.0 <= bc.weight_average < 1.0,
+         f"bc.weight_average must be in [0, 1) (0: none), got {bc.weight_average}"),
         (bc.validate_every >= 0, "bc.validate_every must be >= 0 (0: never)"),
         (bc.snapshot_every >= 0, "bc.snapshot_every must be >= 0 (0: no snapshots)"),
         (bc.validation_steps >= 1, "bc.validation_steps must be >= 1"),

@@ -56,7 +56,7 @@ from selfplay.distributions import GridMaskIndex
 from selfplay.evaluate import start_weights
 from selfplay.losses import explained_variance, gae
 from selfplay.networks import ActorCritic
-from selfplay.optim import FlatAdam
+from selfplay.optim import FlatAdam, WeightAverage
 from selfplay.rollout import step_rows, torch_dtype
 from selfplay.run_loop import RunLoop, collect_and_learn
 from selfplay.students import Students
@@ -173,6 +173,10 @@ class Cloner:
             keep_freed_memory()  # as training does: large tensors without page faults
         self.agent = ActorCritic(spec, config.network, config.normalize).to(self.device)
         self.optimizer = FlatAdam(self.agent, lr=self.bc.learning_rate, eps=self.bc.adam_eps)
+        self.average = (WeightAverage(self.optimizer, self.agent, self.bc.weight_average)
+                        if self.bc.weight_average > 0 else None)
+        """bc.weight_average: the weights the run gives out (checkpoints, snapshots,
+        validation)"""
         self.components = component_names(game)
         self.sizes = component_sizes(game)
         # counted labels of each component value so far (bc.balance's weights come from them)
@@ -398,6 +402,8 @@ class Cloner:
                 loss.backward()
                 grad_norm = self.optimizer.clip_grad_norm(cfg.max_grad_norm)
                 self.optimizer.step()
+                if self.average is not None:
+                    self.average.update()
                 sums.add(terms)
                 losses["bc_policy"].append(policy_loss.detach())
                 losses["bc_value"].append(value_loss.detach())
@@ -443,7 +449,17 @@ class Cloner:
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
         """Cloning loss and accuracies on the validation positions (:meth:`_held_out`), the
-        same each time, so values are comparable between updates."""
+        same each time, so values are comparable between updates; of the averaged weights
+        with bc.weight_average."""
+        if self.average is None:
+            return self._validate()
+        self.average.swap()
+        try:
+            return self._validate()
+        finally:
+            self.average.swap()
+
+    def _validate(self) -> dict[str, float]:
         agent, device = self.agent, self.device
         sums = _Sums(self.sizes, device)
         for obs, mask, labels in self._held_out():
@@ -480,7 +496,10 @@ class Cloner:
         self.loop.train(sink, progress)
 
     def learner_weights(self) -> dict[str, Tensor]:
-        """The network's weights (a league snapshot's)."""
+        """The network's weights (a league snapshot's): the averaged ones with
+        bc.weight_average."""
+        if self.average is not None:
+            return self.average.module_state(self.agent)
         return self.agent.state_dict()
 
     def close(self) -> None:
@@ -499,6 +518,8 @@ class Cloner:
         earlier clone or a PPO run, say with students playing): its weights and normalization
         statistics; the optimizer, counters and label counts stay fresh."""
         start_weights(self.agent, self.spec, path)
+        if self.average is not None:  # the average starts at the weights started from
+            self.average = WeightAverage(self.optimizer, self.agent, self.bc.weight_average)
 
     def state_dict(self) -> dict[str, Any]:
         """Weights (under ``agent``, with the run's config and game, as PPO's checkpoints),
@@ -508,7 +529,10 @@ class Cloner:
             "game": self.spec.name,
             "config": to_mapping(self.config),
             "boards": trained_boards(game, self.spec),
-            "agent": self.agent.state_dict(),
+            "agent": self.learner_weights(),
+            # with bc.weight_average: the trained weights under the average in ``agent``
+            "trained_agent": self.agent.state_dict() if self.average is not None else None,
+            "weight_average": self.average.state_dict() if self.average is not None else None,
             "algorithm": "bc",
             "optimizer": self.optimizer.state_dict(),
             "counters": {"global_step": self.global_step, "update": self.update},
@@ -533,8 +557,15 @@ class Cloner:
             raise CheckpointError("checkpoint is not a behaviour-cloning run's; continue it "
                                   "with selfplay train --resume")
         try:
-            self.agent.load_state_dict(state["agent"])
+            trained = state.get("trained_agent")
+            self.agent.load_state_dict(trained if trained is not None else state["agent"])
             self.optimizer.load_state_dict(state["optimizer"])
+            if self.average is not None:
+                if state.get("weight_average") is not None:
+                    self.average.load_state_dict(state["weight_average"])
+                else:  # a run without the average until now: it starts at the weights
+                    self.average = WeightAverage(self.optimizer, self.agent,
+                                                 self.bc.weight_average)
         except (RuntimeError, ValueError, KeyError) as exc:
             first = str(exc).strip().splitlines()[0][:200]
             raise CheckpointError(f"checkpoint does not match this network/config: {first}") \

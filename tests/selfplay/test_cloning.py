@@ -29,6 +29,7 @@ from selfplay.cloning import Cloner
 from selfplay.config import ConfigError, TrainConfig, build_config
 from selfplay.distributions import make_dist
 from selfplay.evaluate import evaluate, load_agent
+from selfplay.optim import FlatAdam, WeightAverage
 from selfplay.play import play
 
 TEACHER = "win_or_block"
@@ -287,8 +288,9 @@ def test_validation_scores_positions_spread_over_its_games_the_same_each_time() 
 
 
 @pytest.mark.parametrize("students", [[], ["bc.teachers=[win_or_block,random]",
-                                              "bc.student_share=0.5", "bc.student_ramp=0.5"]],
-                         ids=["teachers", "students"])
+                                              "bc.student_share=0.5", "bc.student_ramp=0.5"],
+                                      ["bc.weight_average=0.9"]],
+                         ids=["teachers", "students", "weight_average"])
 def test_an_interrupted_run_resumes_exactly(tmp_path: Path, students: list[str]) -> None:
     """Killed after update 3 of 6 (its checkpoint kept), resumed: the same weights, optimizer
     and teacher games as the run that was never interrupted (rare labels weighted: the
@@ -308,7 +310,7 @@ def test_an_interrupted_run_resumes_exactly(tmp_path: Path, students: list[str])
     a = load_checkpoint(list_checkpoints(whole / "checkpoints")[-1])
     b = load_checkpoint(list_checkpoints(killed / "checkpoints")[-1])
     assert a["counters"] == b["counters"]
-    if students:
+    if any("student_share" in o for o in students):
         assert a["students"]["steps"] > 0 and a["students"]["episodes"]["count"] > 0
         assert a["students"]["steps"] == b["students"]["steps"]
         assert a["students"]["episodes"] == b["students"]["episodes"]
@@ -319,11 +321,69 @@ def test_an_interrupted_run_resumes_exactly(tmp_path: Path, students: list[str])
     assert a["label_counts"].sum() > 0
     for key, value in a["agent"].items():
         assert torch.equal(value, b["agent"][key]), key
+    if "bc.weight_average=0.9" in students:  # the trained weights under the average too
+        assert a["weight_average"]["steps"] == b["weight_average"]["steps"] > 0
+        for key, value in a["trained_agent"].items():
+            assert torch.equal(value, b["trained_agent"][key]), key
     for key in ("marks", "to_move", "rng"):
         assert np.array_equal(a["game_state"]["game"][key], b["game_state"]["game"][key])
     assert np.array_equal(a["game_state"]["rng"], b["game_state"]["rng"])
     assert torch.equal(a["optimizer"]["state"][0]["exp_avg"],
                        b["optimizer"]["state"][0]["exp_avg"])
+
+
+def test_the_weight_average_by_hand() -> None:
+    """After each optimizer step the average moves ``1 - d`` of the way to the weights, ``d``
+    warmed up as ``min(decay, (1 + n) / (10 + n))``; ``swap`` exchanges them and back."""
+    torch.manual_seed(0)
+    module = torch.nn.Linear(3, 2)
+    optimizer = FlatAdam(module, lr=0.1, eps=1e-8)
+    average = WeightAverage(optimizer, module, decay=0.5)
+    expected = optimizer.flat.detach().clone()
+    for n in (1, 2, 3):
+        optimizer.zero_grad()
+        module(torch.randn(4, 3)).square().sum().backward()
+        optimizer.step()
+        average.update()
+        d = min(0.5, (1 + n) / (10 + n))
+        expected = d * expected + (1 - d) * optimizer.flat.detach()
+    state = average.module_state(module)
+    assert torch.allclose(torch.cat([state["weight"].reshape(-1), state["bias"]]), expected)
+    assert not torch.allclose(module.weight.detach().reshape(-1), expected[:6])
+    trained = optimizer.flat.detach().clone()
+    average.swap()
+    assert torch.allclose(torch.cat([module.weight.detach().reshape(-1), module.bias.detach()]),
+                          expected)
+    average.swap()
+    assert torch.equal(optimizer.flat.detach(), trained)
+    with pytest.raises(ValueError, match="decay must be in"):
+        WeightAverage(optimizer, module, decay=1.0)
+
+
+def test_a_cloning_run_gives_out_its_averaged_weights(tmp_path: Path) -> None:
+    """With ``bc.weight_average`` a checkpoint's ``agent`` (what play, evaluations and
+    ``--init-from`` read) is the average, the trained weights beside it; validation scores the
+    average."""
+    config = tictactoe_config("bc.total_steps=1536", "bc.weight_average=0.99",
+                              "bc.validate_every=3", "bc.validation_steps=4")
+    run_cloning(config, run_dir=tmp_path / "run")
+    state = load_checkpoint(list_checkpoints(tmp_path / "run" / "checkpoints")[-1])
+    assert state["weight_average"]["steps"] == 3 * 2 * 4  # updates x epochs x minibatches
+    assert any(not torch.equal(v, state["trained_agent"][k]) for k, v in state["agent"].items())
+    cloner = build_cloner(config, None)
+    try:
+        names = [n for n, p in cloner.agent.named_parameters() if p.requires_grad]
+        flat = torch.cat([state["agent"][n].reshape(-1) for n in names])
+        assert torch.equal(flat, state["weight_average"]["average"])
+        cloner.load_state_dict(state)
+        scored = cloner.validate()
+        cloner.agent.load_state_dict(state["agent"])
+        cloner.average = None
+        assert cloner.validate() == scored
+    finally:
+        cloner.close()
+    with pytest.raises(ConfigError, match=r"bc.weight_average must be in \[0, 1\)"):
+        tictactoe_config("bc.weight_average=1.0")
 
 
 def collected(cloner: Cloner) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
