@@ -95,7 +95,10 @@ class CellDecoder(nn.Module):
         inside = (ny >= 0) & (ny < h) & (nx >= 0) & (nx < w)
         near = torch.where(inside, rows[:, None] + dy * w + dx, rows[:, None])
         table = planes.permute(0, 2, 3, 1).reshape(b * h * w, c)  # a view when channels-last
-        parts = [(table[near.reshape(-1)].view(len(rows), k * k, c)
+        # index_select, not table[index]: indexing's backward adds the gradients of repeated
+        # rows (neighbourhoods overlap, rows share a board) in a thread-dependent order on a
+        # CPU, and a run would not repeat bit for bit
+        parts = [(table.index_select(0, near.reshape(-1)).view(len(rows), k * k, c)
                   * inside.unsqueeze(2).to(planes.dtype)).reshape(len(rows), k * k * c)]
         for level, fmap in enumerate(maps, start=1):  # the map cell over each row's cell
             _, fc, fh, fw = fmap.shape
@@ -103,13 +106,13 @@ class CellDecoder(nn.Module):
             fy = torch.clamp(torch.div(y, side, rounding_mode="floor"), max=fh - 1)
             fx = torch.clamp(torch.div(x, side, rounding_mode="floor"), max=fw - 1)
             ftable = fmap.permute(0, 2, 3, 1).reshape(-1, fc)
-            parts.append(ftable[board * fh * fw + fy * fw + fx])
+            parts.append(ftable.index_select(0, board * fh * fw + fy * fw + fx))
         if self.board_context:
-            parts.append(self._context(features)[board])
+            parts.append(self._context(features).index_select(0, board))
         first = cast(nn.Linear, self.hidden[0])
         pre = functional.linear(torch.cat(parts, 1), first.weight, first.bias)
         if self.bin_table is not None:
-            pre = pre + self._binned(table[rows])
+            pre = pre + self._binned(table.index_select(0, rows))
         return pre
 
     def _context(self, features: GridFeatures) -> Tensor:

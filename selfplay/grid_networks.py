@@ -146,8 +146,11 @@ class GridDecoder(nn.Module):
         ny, nx = y[:, None] + dy, col[:, None] + dx  # [M, 9] the neighbourhood, row-major
         inside = (ny >= 0) & (ny < h) & (nx >= 0) & (nx < w)
         near = torch.where(inside, rows[:, None] + dy * w + dx, rows[:, None])
-        # one gather (its backward: one scatter into the full-size map, not one per offset)
-        patches = table[near.reshape(-1)].view(len(rows), 9, c) * inside.unsqueeze(2).to(x.dtype)
+        # one gather (its backward: one scatter into the full-size map, not one per offset);
+        # index_select, whose backward adds repeated rows in a fixed order (indexing's does
+        # not on a CPU with threads, and a run would not repeat bit for bit)
+        patches = (table.index_select(0, near.reshape(-1)).view(len(rows), 9, c)
+                   * inside.unsqueeze(2).to(x.dtype))
         conv = cast(nn.Conv2d, self.out)
         weight = conv.weight  # [n_out, C, 3, 3] -> [n_out, 3 * 3 * C], as the patches
         flat_weight = weight.permute(0, 2, 3, 1).reshape(weight.shape[0], -1)

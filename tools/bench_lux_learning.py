@@ -9,7 +9,10 @@ seats) as ``selfplay bc --game lux --teachers heuristic`` does (the ``bc`` secti
 hyperparams/lux.yaml, plus ``--bc-set``); the rest of ``--minutes`` trains PPO from that
 checkpoint (``train --init-from``), so the whole budget includes the cloning; with
 ``--bc-minutes`` equal to ``--minutes`` the clone is the agent evaluated (no PPO, no ratings),
-and ``--eval-clone`` plays the clone as well as the final agent.
+and ``--eval-clone`` plays the clone as well as the final agent. ``--bc-env-steps N`` makes the
+cloning budget N env-steps within ``--bc-minutes``: the schedules follow the env-steps, not the
+clock, so one seed gives one clone whatever the host's speed (on wall time alone, one recipe
+and seed won 82 and 89 of the same 100 games on two days: BENCHMARKS.md, session 48).
 
 Training uses hyperparams/lux.yaml (self-play through the league, the heuristic bot in a share
 of the games, TrueSkill ratings of the snapshots against the random and heuristic anchors), plus
@@ -45,28 +48,47 @@ from selfplay.config import build_config  # noqa: E402
 from selfplay.tracking import MetricSink  # noqa: E402
 
 
+def budget_progress(elapsed: float, seconds: float, steps: int, env_steps: int) -> float:
+    """The share of a cloning budget spent: of ``env_steps`` env-steps when that is positive
+    (a host's speed then changes nothing but when the run ends), else of ``seconds`` of wall
+    time. Clipped to [0, 1]."""
+    spent = steps / env_steps if env_steps > 0 else elapsed / seconds
+    return min(1.0, max(0.0, spent))
+
+
 def clone_for(minutes: float, teachers: list[str], overrides: list[str], seed: int,
-              root: Path) -> dict[str, Any]:
+              root: Path, env_steps: int = 0, game: str = "lux") -> dict[str, Any]:
     """Clone ``teachers`` for ``minutes`` of wall time (``selfplay bc``'s cloner, the learning
-    rate annealed to zero as the budget ends); the run's record with its final checkpoint."""
+    rate annealed to zero as the budget ends); the run's record with its final checkpoint.
+
+    With ``env_steps`` > 0 the budget is that many env-steps, capped by ``minutes``: the
+    learning rate and the students' share (``bc.student_ramp``) follow the env-steps, so a
+    seed gives the same run on any host that finishes within the time; one that does not
+    stops at the deadline (``budget`` in the record says which ended it)."""
     start = time.perf_counter()
-    config = build_config("lux", overrides=["log.progress=false", f"bc.teachers={teachers}",
-                                            "bc.total_steps=1000000000", *overrides], seed=seed)
-    run = fresh_run_dir(root, f"lux-bc-s{seed}")
+    config = build_config(game, overrides=["log.progress=false", f"bc.teachers={teachers}",
+                                           "bc.total_steps=1000000000", *overrides], seed=seed)
+    run = fresh_run_dir(root, f"{game}-bc-s{seed}")
     run.write_config(config)
     cloner = build_cloner(config, run)
     if config.bc.snapshot_every > 0:  # the clone's snapshots rated as it learns
         cloner.league = CloneLeague(cloner, run.path, config.league, config.bc.snapshot_every)
     sink = MetricSink(run, config)
-    deadline = start + minutes * 60
-    last, base_lr, metrics = 0.0, config.bc.learning_rate, {}
+    seconds = minutes * 60
+    deadline = start + seconds
+    last, base_lr, metrics, ended = 0.0, config.bc.learning_rate, {}, "time"
     try:
-        while time.perf_counter() + last < deadline:
+        while True:
             begin = time.perf_counter()
-            left = max(0.0, deadline - begin)
-            for group in cloner.optimizer.param_groups:  # linear decay to 0 at the deadline
-                group["lr"] = base_lr * left / (minutes * 60)
-            cloner.progress = 1.0 - left / (minutes * 60)  # bc.student_ramp over the budget
+            progress = budget_progress(begin - start, seconds, cloner.global_step, env_steps)
+            if env_steps > 0 and progress >= 1.0:
+                ended = "env_steps"
+                break
+            if begin + last >= deadline:  # the next update would end past the deadline
+                break
+            for group in cloner.optimizer.param_groups:  # linear decay to 0 at the budget's end
+                group["lr"] = base_lr * (1.0 - progress)
+            cloner.progress = progress  # bc.student_ramp over the budget
             metrics = cloner.run_update()
             sink.log(cloner.global_step, metrics)
             last = time.perf_counter() - begin
@@ -83,6 +105,7 @@ def clone_for(minutes: float, teachers: list[str], overrides: list[str], seed: i
     return {"run_dir": str(run.path), "checkpoint": str(checkpoint),
             "league_db": league.get("league_db"),
             "steps": cloner.global_step, "updates": cloner.update, "seconds": round(elapsed, 1),
+            "budget": ended, "env_steps_budget": env_steps,
             "steps_per_second": round(cloner.global_step / elapsed),
             "last": {k: round(v, 4) for k, v in metrics.items() if k.startswith(keep)}}
 
@@ -109,6 +132,11 @@ def main() -> None:
     parser.add_argument("--bc-minutes", type=float, default=0.0,
                         help="of --minutes, cloning the teachers first (0: PPO only; all of "
                              "--minutes: cloning only, the clone is evaluated)")
+    parser.add_argument("--bc-env-steps", type=int, default=0,
+                        help="the cloning budget in env-steps, within --bc-minutes (0: wall "
+                             "time alone): the learning rate and the students' share follow "
+                             "the env-steps, so a seed gives the same clone on any host "
+                             "that finishes in time")
     parser.add_argument("--eval-clone", action="store_true",
                         help="also play the clone against --bot before PPO goes on from it "
                              "(actions sampled; after the budget)")
@@ -124,7 +152,7 @@ def main() -> None:
     cloned, overrides = None, list(args.set)
     if args.bc_minutes > 0:
         cloned = clone_for(args.bc_minutes, args.teachers.split(","), args.bc_set, args.seed,
-                           args.root)
+                           args.root, env_steps=args.bc_env_steps)
         print(f"cloned {cloned['steps']} steps in {cloned['seconds']} s: {cloned['last']}",
               flush=True)
         overrides.append(f"init_from={cloned['checkpoint']}")

@@ -509,3 +509,39 @@ def test_ignored_planes_reach_neither_the_actor_nor_the_cell_head() -> None:
     with pytest.raises(ValueError, match="ignore_planes needs network.kind gridnet, not 'mlp'"):
         ActorCritic(spec((4,), Discrete(2)), NetworkConfig(ignore_planes=["x"]),
                     NormalizeConfig())
+
+
+@pytest.mark.parametrize("head", [{}, {"grid_cells": [32], "grid_cell_context": True,
+                                       "grid_cell_bins": 8}])
+def test_the_legal_cells_gradients_repeat_bit_for_bit_on_two_threads(
+        head: dict[str, object]) -> None:
+    """``forward_rows`` gathers neighbourhoods, map cells and boards that repeat, for rows in
+    any order; their gradients add up in one order however the CPU's threads run (indexing's
+    backward did not: with rows out of order two backward passes differed in the last bits,
+    and a seed's Lux cloning run did not repeat across processes)."""
+    h = w = 48
+    space = MultiDiscrete((3, 4), grid=(h, w), gates=(None, (1,)))
+    torch.manual_seed(0)
+    agent = ActorCritic(spec((8, h, w), space, "grid"),
+                        NetworkConfig(channels=[32, 64], hidden=[32], grid_skips=True,
+                                      shared_torso=True, **head),  # type: ignore[arg-type]
+                        NormalizeConfig())
+    obs = torch.rand(32, 8, h, w)
+    rows = torch.randperm(32 * h * w)[:3000]  # duplicates in every gather, out of order
+    weight = torch.rand(3000, 7)
+
+    def grads() -> list[torch.Tensor]:
+        agent.zero_grad()
+        logits = agent.actor_head.forward_rows(agent.actor_torso(obs), rows)
+        (logits * weight).sum().backward()
+        return [p.grad.clone() for p in agent.parameters() if p.grad is not None]
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        first = grads()
+        for _ in range(4):
+            for a, b in zip(grads(), first, strict=True):
+                assert torch.equal(a, b)
+    finally:
+        torch.set_num_threads(threads)
