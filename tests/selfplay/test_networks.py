@@ -21,6 +21,18 @@ def spec(obs_shape: tuple[int, ...], space: object, obs_kind: str = "vector",
                     state_shape=state_shape, obs_kind=obs_kind)
 
 
+def unet_agent(planes: int, space: MultiDiscrete, channels: list[int], hidden: int,
+               head: dict[str, object]) -> ActorCritic:
+    """A seeded U-Net GridNet (shared torso) over ``planes`` input planes of ``space``'s grid,
+    with the head settings ``head``."""
+    assert space.grid is not None
+    torch.manual_seed(0)
+    return ActorCritic(spec((planes, *space.grid), space, "grid"),
+                       NetworkConfig(channels=channels, hidden=[hidden], grid_skips=True,
+                                     shared_torso=True, **head),  # type: ignore[arg-type]
+                       NormalizeConfig())
+
+
 @pytest.mark.parametrize("kind", ["nature_cnn", "impala_cnn"])
 def test_image_torsos(kind: str) -> None:
     agent = ActorCritic(spec((4, 84, 84), Discrete(6), "image", dtype=np.uint8),
@@ -240,11 +252,7 @@ def test_unet_logits_of_legal_cells_only_match_the_full_convolution(
 
     h, w = grid
     space = MultiDiscrete((3, 4, 2), grid=grid, gates=(None, (1,), (2,)))
-    torch.manual_seed(0)
-    agent = ActorCritic(spec((5, h, w), space, "grid"),
-                        NetworkConfig(channels=[8, 16], hidden=[16], grid_skips=True,
-                                      shared_torso=True, **head),  # type: ignore[arg-type]
-                        NormalizeConfig())
+    agent = unet_agent(5, space, [8, 16], 16, head)
     obs = torch.rand(3, 5, h, w)
     mask = torch.rand(3, h * w, 9) > 0.5
     mask[:, torch.rand(h * w) > 0.3] = False  # most cells without a unit
@@ -521,11 +529,7 @@ def test_the_legal_cells_gradients_repeat_bit_for_bit_on_two_threads(
     and a seed's Lux cloning run did not repeat across processes)."""
     h = w = 48
     space = MultiDiscrete((3, 4), grid=(h, w), gates=(None, (1,)))
-    torch.manual_seed(0)
-    agent = ActorCritic(spec((8, h, w), space, "grid"),
-                        NetworkConfig(channels=[32, 64], hidden=[32], grid_skips=True,
-                                      shared_torso=True, **head),  # type: ignore[arg-type]
-                        NormalizeConfig())
+    agent = unet_agent(8, space, [32, 64], 32, head)
     obs = torch.rand(32, 8, h, w)
     rows = torch.randperm(32 * h * w)[:3000]  # duplicates in every gather, out of order
     weight = torch.rand(3000, 7)
