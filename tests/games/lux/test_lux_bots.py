@@ -33,6 +33,7 @@ from games.lux.bots import (
     heuristic_ore_goals,
     heuristic_raid,
     heuristic_raider,
+    heuristic_hunter,
     heuristic_raider_goal,
     near_plane_fields,
     neighbour,
@@ -225,7 +226,8 @@ def test_bots_table() -> None:
                     "heuristic-near": heuristic_near, "heuristic-goals": heuristic_goals,
                     "heuristic-ore": heuristic_ore, "heuristic-ore-goals": heuristic_ore_goals,
                     "heuristic-raid": heuristic_raid, "heuristic-raider": heuristic_raider,
-                    "heuristic-raider-goal": heuristic_raider_goal}
+                    "heuristic-raider-goal": heuristic_raider_goal,
+                    "heuristic-hunter": heuristic_hunter}
 
 
 # ---------------------------------------------------------------- distance fields
