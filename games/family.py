@@ -124,6 +124,8 @@ class Family:
     """whether its games can seat two players against each other"""
     needs_setup: bool = False
     """whether :meth:`setup` fetches or checks something (``selfplay setup <family>``)"""
+    length_option: str | None = None
+    """the game option that limits a game's length (``--max-steps``); None: none to set"""
 
     def make(self, game: str, num_envs: int = 1, seed: int | None = None,
              options: Mapping[str, Any] | None = None) -> VecGame:
@@ -160,6 +162,19 @@ class Family:
         :class:`GameError` for a family without maps."""
         raise GameError(f"game {game!r} has no maps; drop --map")
 
+    def map_label(self, options: Mapping[str, Any]) -> str:
+        """The map(s) ``options`` play, as a tournament names them ("" for a family without
+        maps)."""
+        return ""
+
+    def with_game_length(self, game: str, options: Mapping[str, Any],
+                         steps: int) -> dict[str, Any]:
+        """``options`` with games cut after ``steps`` (:attr:`length_option`); a
+        :class:`GameError` for a family whose games have no length to set."""
+        if self.length_option is None:
+            raise GameError(f"{game} has no game length to set; drop --max-steps")
+        return {**options, self.length_option: steps}
+
     def match_setup(self, game: str, bot: str | None, num_envs: int, seed: int,
                     map_name: str | None = None) -> MatchSetup:
         """Options (and scripted policy) for ``num_envs`` games of ``game`` against ``bot``;
@@ -184,7 +199,7 @@ class Family:
     def match_defaults(self, options: Mapping[str, Any], bots_only: bool) -> MatchDefaults:
         """The map and game length of a tournament that names none (``bots_only``: every
         player is one of the family's bots)."""
-        steps = options.get("max_steps")
+        steps = options.get(self.length_option) if self.length_option else None
         return MatchDefaults(None, int(steps) if isinstance(steps, int) else None)
 
     def match_runner(self, game: str, policies: Mapping[int, Policy],

@@ -83,6 +83,13 @@ def atomic_write_bytes(path: Path, write: Any) -> None:
         os.close(dir_fd)
 
 
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically: a killed writer leaves the old file or
+    none, never a truncated one."""
+    data = text.encode("utf-8")
+    atomic_write_bytes(Path(path), lambda handle: handle.write(data))
+
+
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
     """Atomically save ``payload`` (tensors, arrays, plain values) to ``path``."""
     path = Path(path)

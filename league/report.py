@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from games.files import atomic_write_text
 from league.db import LeagueDB
 from league.records import Standing
 
@@ -73,7 +74,7 @@ def write_report(db: LeagueDB, out_html: str | Path) -> Path:
         f"<script>{_JS}</script></body></html>",
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(parts), encoding="utf-8")
+    atomic_write_text(out, "\n".join(parts))
     return out
 
 

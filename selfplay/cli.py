@@ -359,8 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="microRTS engine bots only: worker processes, one game each at a "
                       "time (search bots then think on a whole core; default 1: --num-envs "
                       "games in this process)")
-    tour.add_argument("--max-steps", type=int, help="game length limit (microRTS cycles; "
-                      "default: the game's, 5000 for bot-only microRTS tournaments)")
+    tour.add_argument("--max-steps", type=int, help="game length limit (microRTS cycles, "
+                      "Lux steps; default: the game's, 5000 for bot-only microRTS "
+                      "tournaments; an error for games without a length option)")
     tour.add_argument("--seed", type=int, default=0)
     tour.add_argument("--elo-k", type=float, help="Elo K-factor of a new database (default "
                       "32); an existing database keeps the K it was created with, and "

@@ -240,7 +240,7 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = No
     on ``map_name`` (games with maps)."""
     checkpoint = resolve_checkpoint(checkpoint)
     state = load_checkpoint(checkpoint)
-    config = saved_config_from_mapping(state["config"])
+    config = trained_config(state, checkpoint)[0]
     options = dict(config.game.options)
     family = family_of(config.game.name)
     envs = num_envs or (1 if video is not None else min(episodes, 8))

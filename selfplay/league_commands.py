@@ -23,8 +23,8 @@ from selfplay.checkpoint import (
     looks_like_path,
     resolve_checkpoint,
 )
-from selfplay.config import family_defaults, saved_config_from_mapping
-from selfplay.evaluate import load_agent
+from selfplay.config import family_defaults
+from selfplay.evaluate import load_agent, trained_config
 from selfplay.policy import FrozenPolicy
 
 
@@ -135,7 +135,7 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
         defaults = family.match_defaults(base_options, all(p is None for p in playable))
         map_name = map_name or defaults.map_name
         if max_steps is not None:
-            base_options["max_steps"] = max_steps
+            base_options = family.with_game_length(game, base_options, max_steps)
         recording = None if record is None else RecordTo(
             record, {db.player(name).id: name for name in names}, shard_games)
         conditions = MatchConditions(options=base_options, num_envs=num_envs, seed=seed,
@@ -161,7 +161,7 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
             if "spec" not in spec_cache:
                 game_factory(1, seed).close()
             state = load_checkpoint(path)
-            other = saved_config_from_mapping(state["config"]).game.name
+            other = trained_config(state, path)[0].game.name
             if other != game:
                 raise CheckpointError(f"{path} plays {other}, not {game}")
             _, agent, _ = load_agent(path, spec_cache["spec"], state)
@@ -180,6 +180,10 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                                   min_quality=min_quality,
                                   num_envs=num_envs, seed=seed, map=map_name or "",
                                   settings=tournament_settings(max_steps, defaults.max_steps))
+        if any(p is not None for p in paths.values()):
+            # the checkpoints load against the game's spec: a bad game option is the user's
+            # error here, not a broken player inside the tournament
+            game_factory(1, seed).close()
         before = folder_totals(record) if record is not None else (0, 0)
         summary = run_tournament(db, names, policy_factory, game_factory, config,
                                  progress=progress, runner=runner)

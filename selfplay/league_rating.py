@@ -134,10 +134,9 @@ def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf,
         generator = torch.Generator(device=job.device).manual_seed(int(seed))
         return FrozenPolicy(agent_of(player.id, snapshot).to(job.device), generator=generator)
 
-    maps = options.get("maps") or options.get("map") or ""
     config = TournamentConfig(games_per_pair=job.games_per_pair, num_envs=job.num_envs,
                               seed=job.seed, name=f"eval@{job.latest}",
-                              map=",".join(maps) if isinstance(maps, list) else str(maps))
+                              map=family.map_label(options))
     conditions = MatchConditions(options=options, num_envs=config.num_envs, seed=config.seed)
 
     def runner(policies: Mapping[int, Policy]) -> MatchRunner:

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from games.core import Box, Discrete, GameSpec, MultiDiscrete
 from selfplay.cell_decoder import CellDecoder
-from selfplay.config import NetworkConfig, NormalizeConfig
+from selfplay.config import ConfigError, NetworkConfig, NormalizeConfig
 from selfplay.distributions import ActionDist, CompactGridMask, compact_grid_mask, make_dist
 from selfplay.grid_networks import (
     BoardPool,
@@ -89,10 +89,10 @@ def ignored_planes(spec: GameSpec, names: list[str]) -> tuple[int, ...]:
     if not names:
         return ()
     if spec.plane_names is None:
-        raise ValueError(f"network.ignore_planes: {spec.name}'s observation planes have no names")
+        raise ConfigError(f"network.ignore_planes: {spec.name}'s observation planes have no names")
     unknown = [n for n in names if n not in spec.plane_names]
     if unknown:
-        raise ValueError(f"network.ignore_planes: {spec.name} has no plane {unknown[0]!r} "
+        raise ConfigError(f"network.ignore_planes: {spec.name} has no plane {unknown[0]!r} "
                          f"(its planes: {', '.join(spec.plane_names)})")
     return tuple(sorted({spec.plane_names.index(n) for n in names}))
 
@@ -118,13 +118,14 @@ class ActorCritic(nn.Module):
                 kind = "mlp"
         self.kind = kind
         if net.ignore_planes and kind != "gridnet":
-            raise ValueError(f"network.ignore_planes needs network.kind gridnet, not {kind!r}")
+            raise ConfigError(f"network.ignore_planes needs network.kind gridnet, not {kind!r}")
         self.ignore_planes = tuple(sorted(set(net.ignore_planes)))
         use_state = net.critic_input == "state" or (
             net.critic_input == "auto" and spec.state_shape is not None
             and not spec.state_is_obs)
         if use_state and spec.state_shape is None:
-            raise ValueError(f"network.critic_input is 'state' but {spec.name} has no global state")
+            raise ConfigError(f"network.critic_input is 'state' but {spec.name} has no "
+                              "global state")
         self.critic_reads_state = use_state
         critic_shape = spec.state_shape if use_state else spec.obs_shape
         assert critic_shape is not None
@@ -145,6 +146,9 @@ class ActorCritic(nn.Module):
                 c_dim = a_dim
             self.critic_head = layer_init(nn.Linear(c_dim, 1), gain=1.0)
         elif kind in ("nature_cnn", "impala_cnn"):
+            if len(spec.obs_shape) != 3:
+                raise ConfigError(f"network.kind {kind!r} needs image observations; {spec.name}'s "
+                                  f"are {spec.obs_shape} (use mlp or auto)")
             cnn = self._cnn(kind, spec.obs_shape, net, image_scale)
             self.actor_torso = cnn
             a_dim = cnn.out_dim
@@ -154,7 +158,7 @@ class ActorCritic(nn.Module):
             self.critic_head = layer_init(nn.Linear(a_dim, 1), gain=1.0)
         elif kind == "gridnet":
             if not (isinstance(self.space, MultiDiscrete) and self.space.grid is not None):
-                raise ValueError("network.kind 'gridnet' needs per-cell grid actions")
+                raise ConfigError("network.kind 'gridnet' needs per-cell grid actions")
             self.actor_torso = GridEncoder(spec.obs_shape[0], net.channels, spec.obs_scale,
                                            skips=net.grid_skips, pool=net.grid_cell_pool,
                                            ignored=ignored_planes(spec, net.ignore_planes))
@@ -167,7 +171,7 @@ class ActorCritic(nn.Module):
                             net.grid_head, net.grid_hidden))
             self.pooled_critic = net.grid_critic == "pool"
             if self.pooled_critic and norm.obs and spec.pad_plane is not None:
-                raise ValueError("normalize.obs would rescale the padding plane the pooled "
+                raise ConfigError("normalize.obs would rescale the padding plane the pooled "
                                  "critic reads; keep it off for one-hot boards")
             if not self.shared:  # else the critic head reads the actor's encoder features
                 encoder = GridEncoder(critic_shape[0], net.channels, spec.obs_scale)
@@ -186,7 +190,7 @@ class ActorCritic(nn.Module):
                     layer_init(nn.Linear(flat, net.hidden[-1])), nn.ReLU(),
                     layer_init(nn.Linear(net.hidden[-1], 1), gain=1.0))
         else:
-            raise ValueError(f"unknown network.kind {kind!r}")
+            raise ConfigError(f"unknown network.kind {kind!r}")
         self.log_std: nn.Parameter | None = None
         if isinstance(self.space, Box):
             dims = len(self.space.low)

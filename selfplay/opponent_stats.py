@@ -3,14 +3,15 @@
 Games that mix opponents in one batch expose ``opponent_names`` (one name per env); seat 0 is
 the learner's. Games whose envs change opponents between games (microRTS ``set_bot``) also
 expose ``ended_opponent_names``: the opponent of each env's last finished game, which is what a
-finished episode is credited to; the list given here is read at each :meth:`add`, so pass that
-live list. Results are kept in a window of recent games per opponent.
+finished episode is credited to. Pass a function that reads it from the game (a game may
+return a new list at each read, as the mixed-size microRTS game does), so that each
+:meth:`add` sees the current names. Results are kept in a window of recent games per opponent.
 """
 
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -20,17 +21,21 @@ from games.core import EpisodeStats, Outcome
 class OpponentWinRates:
     """Recent outcomes of seat 0, grouped by the env's opponent name."""
 
-    def __init__(self, names: Sequence[str], window: int = 100) -> None:
+    def __init__(self, names: Sequence[str] | Callable[[], Sequence[str]],
+                 window: int = 100) -> None:
+        """``names``: each env's opponent, or a function returning them (read at each
+        :meth:`add`)."""
         self.names = names
         self.outcomes: dict[str, collections.deque[int]] = collections.defaultdict(
             lambda: collections.deque(maxlen=window))
 
     def add(self, stats: EpisodeStats) -> None:
         seat0 = stats.seat == 0
+        names = self.names() if callable(self.names) else self.names
         for env, outcome in zip(stats.env[seat0].tolist(), stats.outcome[seat0].tolist(),
                                 strict=True):
             if outcome != Outcome.NONE:
-                self.outcomes[self.names[env]].append(outcome)
+                self.outcomes[names[env]].append(outcome)
 
     def metrics(self) -> dict[str, float]:
         out = {}

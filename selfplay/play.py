@@ -28,8 +28,7 @@ from selfplay.checkpoint import (
     looks_like_path,
     resolve_checkpoint,
 )
-from selfplay.config import saved_config_from_mapping
-from selfplay.evaluate import add_final_frame, load_agent, write_video
+from selfplay.evaluate import add_final_frame, load_agent, trained_config, write_video
 from selfplay.policy import FrozenPolicy
 
 
@@ -76,7 +75,7 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
         raise ValueError("games must be >= 1")
     checkpoint = resolve_checkpoint(checkpoint)
     state = load_checkpoint(checkpoint)
-    config = saved_config_from_mapping(state["config"])
+    config = trained_config(state, checkpoint)[0]
     opponent_path = _opponent_checkpoint(vs)
     envs = num_envs or min(games, 16)
     family = family_of(config.game.name)
@@ -98,7 +97,7 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
         opponent_name = setup.opponent_name
         if opponent_path is not None:
             other_state = load_checkpoint(opponent_path)
-            other_game = saved_config_from_mapping(other_state["config"]).game.name
+            other_game = trained_config(other_state, opponent_path)[0].game.name
             if other_game != config.game.name:
                 raise CheckpointError(f"{opponent_path} plays {other_game}, not "
                                       f"{config.game.name}")

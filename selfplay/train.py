@@ -122,7 +122,7 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir) -> dict[str, Any]
         if isinstance(game, HasOpponentNames):
             # games mixing opponents: win rate per opponent in the logs, each game credited
             # to the opponent it was played against (read live: envs change opponents)
-            per_opponent = OpponentWinRates(game.ended_opponent_names)
+            per_opponent = OpponentWinRates(lambda: game.ended_opponent_names)
             trainer.add_episode_listener(per_opponent.add)
             trainer.add_update_hook(per_opponent.metrics)
         if isinstance(game, HasRewardComponents):  # reward terms logged one by one

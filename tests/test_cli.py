@@ -258,6 +258,36 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
                               str(tmp_path)), "error:")
 
 
+def test_network_and_game_mismatches_are_one_line_errors(tmp_path: Path) -> None:
+    """A network setting the game cannot take is the user's error, before any run file."""
+    run_dir = tmp_path / "no-state"
+    assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--set",
+                                   "network.critic_input=state", "--run-dir", str(run_dir)),
+                          "CartPole-v1 has no global state")
+    assert not run_dir.exists()
+    assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--set",
+                                   "network.kind=nature_cnn", "--run-dir", str(run_dir)),
+                          "'nature_cnn' needs image observations")
+    assert_one_line_error(run_here("train", "--game", "tictactoe", "--set",
+                                   "network.kind=gridnet", "--run-dir", str(run_dir)),
+                          "needs per-cell grid actions")
+
+
+def test_league_tournament_bad_game_options_with_checkpoint_players(tmp_path: Path) -> None:
+    """A game option the game refuses is one line, not every checkpoint player skipped and
+    flagged broken; a game length for a family without one is refused by name."""
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"not a checkpoint")
+    db = tmp_path / "l.db"
+    base = ["league", "tournament", "--game", "tictactoe", "--players", "random", str(corrupt),
+            "--games-per-pair", "2", "--db", str(db)]
+    assert_one_line_error(run_here(*base, "--map", "x"), "has no maps")
+    assert_one_line_error(run_here(*base, "--max-steps", "50"), "has no game length to set")
+    proc = run_here(*base, "--json")  # the good command: the corrupt player skipped alone
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["skipped_players"] == [str(corrupt)]
+
+
 # SIGHUP takes the path SIGTERM takes, and Ctrl-C's is covered by `selfplay bc`'s
 # (test_bc_ctrl_c_checkpoints_then_resumes) and the second signal's test: both run in
 # `make bench` (the default suite's 8 minutes)

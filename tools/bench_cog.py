@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from games.core import GameError
+from games.files import atomic_write_text
 from games.microrts.bots import resolve_bot
 from games.microrts.maps import MapInfo, resolve_map
 from games.options import OptionError
@@ -403,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "published_source": PUBLISHED_SOURCE, **figures}
         try:
             args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(result, indent=1) + "\n")
+            atomic_write_text(args.json, json.dumps(result, indent=1) + "\n")
         except OSError as exc:
             print(f"error: cannot write {args.json}: {exc}", file=sys.stderr)
             return 2

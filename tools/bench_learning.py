@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from games.files import atomic_write_text
 from selfplay.config import build_config
 from selfplay.tracking import MetricSink, RunDir
 from selfplay.train import build_trainer
@@ -90,7 +91,7 @@ def main() -> None:
             for r in results)
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(summary, indent=1))
+        atomic_write_text(args.json_out, json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "results"}))
 
 

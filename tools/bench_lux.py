@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from games.files import atomic_write_text
+
 
 def _timed(fn: Any, calls: int) -> float:
     import jax
@@ -175,7 +177,7 @@ def main() -> None:
               flush=True)
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps({
+        atomic_write_text(args.json_out, json.dumps({
             "date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
             "cpus": len(os.sched_getaffinity(0)), "jax": jax.__version__,
             "backend": jax.default_backend(), "rows": rows}, indent=1))

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_microrts_learning import evaluate, fresh_run_dir, train_for  # noqa: E402
 
+from games.files import atomic_write_text  # noqa: E402
 from selfplay.bc import build_cloner  # noqa: E402
 from selfplay.clone_league import CloneLeague  # noqa: E402
 from selfplay.config import build_config  # noqa: E402
@@ -185,7 +186,7 @@ def main() -> None:
                "evaluation_most_likely": argmax, "evaluation_of_the_clone": clone_result}
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(summary, indent=1, default=str))
+        atomic_write_text(args.json_out, json.dumps(summary, indent=1, default=str))
 
 
 if __name__ == "__main__":

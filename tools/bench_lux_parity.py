@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from games.files import atomic_write_text
 from games.lux.parity import play_parity
 
 
@@ -48,7 +49,7 @@ def main() -> None:
         print("  ", line)
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(
+        atomic_write_text(args.json_out, json.dumps(
             {"date": time.strftime("%Y-%m-%d"), "machine": platform.node(), "seeds": seeds,
              "steps_per_seed": args.steps, **dataclasses.asdict(report)}, indent=1))
 

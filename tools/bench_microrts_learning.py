@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from games.core import HasRewardComponents
+from games.files import atomic_write_text
 from selfplay.checkpoint import resolve_checkpoint
 from selfplay.component_returns import ComponentReturns
 from selfplay.config import build_config
@@ -163,7 +164,7 @@ def main() -> None:
                "date": time.strftime("%Y-%m-%d"), "training": trained, "evaluation": result}
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(summary, indent=1))
+        atomic_write_text(args.json_out, json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

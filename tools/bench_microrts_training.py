@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from games.files import atomic_write_text
 from selfplay.config import build_config
 from selfplay.networks import count_parameters
 from selfplay.ppo import Trainer
@@ -240,7 +241,7 @@ def main() -> None:
           f"{_seconds(measured['jit_cpu_seconds_during_rounds'])} CPU during the rounds")
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(result, indent=1))
+        atomic_write_text(args.json_out, json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
         --out runs/bench/offline/train.npz
     .venv/bin/python tools/bench_offline_cloning.py collect ... --envs 8 --seed 12 \\
         --out runs/bench/offline/val.npz
-    .venv/bin/python tools/bench_offline_cloning.py fit --game lux --train \\
+    .venv/bin/python tools/bench_offline_cloning.py fit --game lux --teachers \\
+        heuristic-raid,heuristic --train \\
         runs/bench/offline/train.npz --val runs/bench/offline/val.npz --minutes 6 \\
         --set "network.grid_cells=[128]" --set network.grid_cell_bins=40 --json-out F.json
 
@@ -44,6 +45,7 @@ import numpy as np
 import torch
 
 from games.core import Discrete, MultiDiscrete
+from games.files import atomic_write_text
 from selfplay.bc import build_cloner
 from selfplay.bc_loss import clone_confusion, clone_terms
 from selfplay.checkpoint import resolve_checkpoint
@@ -199,7 +201,7 @@ def fit(args: argparse.Namespace) -> None:
               "date": time.strftime("%Y-%m-%d %H:%M"), "reports": reports}
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(result, indent=1))
+        atomic_write_text(args.json_out, json.dumps(result, indent=1))
 
 
 def score(args: argparse.Namespace) -> None:
@@ -219,7 +221,7 @@ def score(args: argparse.Namespace) -> None:
     print(json.dumps(report), flush=True)
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(report, indent=1))
+        atomic_write_text(args.json_out, json.dumps(report, indent=1))
 
 
 def main(argv: list[str] | None = None) -> None:

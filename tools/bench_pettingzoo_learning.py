@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from games.files import atomic_write_text
 from league.db import LeagueDB
 
 SEATS = 2  # agent steps per game step
@@ -125,7 +126,7 @@ def main() -> None:
                    "snapshots": ratings, "machine": f"{platform.machine()} {platform.node()}",
                    "cpus": len(os.sched_getaffinity(0)), "date": time.strftime("%Y-%m-%d")}
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(summary, indent=1))
+        atomic_write_text(args.json_out, json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

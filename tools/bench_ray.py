@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from games.files import atomic_write_text
 from games.microrts.adapter import random_legal_actions
 from selfplay.config import TrainConfig, build_config
 from selfplay.train import build_trainer
@@ -153,7 +154,7 @@ def main() -> None:
                   f" of linear, ray x{row['training_ray_linear']}", flush=True)
         if args.json_out:
             args.json_out.parent.mkdir(parents=True, exist_ok=True)
-            args.json_out.write_text(json.dumps(result, indent=1))
+            atomic_write_text(args.json_out, json.dumps(result, indent=1))
         return
     if args.collection:
         print(f"training on {args.backend} workers, async / sync (env-steps/s):", flush=True)
@@ -167,7 +168,7 @@ def main() -> None:
         print(f"median async / sync: {result['median']['ratio']}", flush=True)
         if args.json_out:
             args.json_out.parent.mkdir(parents=True, exist_ok=True)
-            args.json_out.write_text(json.dumps(result, indent=1))
+            atomic_write_text(args.json_out, json.dumps(result, indent=1))
         return
     print("stepping (env-steps/s):", flush=True)
     step = paired(lambda b: stepping(config_for(b, args.workers, args.set), args.steps),
@@ -182,7 +183,7 @@ def main() -> None:
                "cpus": len(os.sched_getaffinity(0)), "date": time.strftime("%Y-%m-%d")}
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(summary, indent=1))
+        atomic_write_text(args.json_out, json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

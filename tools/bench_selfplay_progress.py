@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from games.core import EngineBot, Policy
+from games.files import atomic_write_text
 from games.microrts.bots import resolve_bot
 from games.microrts.match_runner import PolicyMatchRunner
 from games.registry import make_game
@@ -176,7 +177,7 @@ def main() -> None:
               f"updates (z {trend['z']:.1f}), Spearman {trend['spearman']:.2f}", file=sys.stderr)
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(result, indent=1))
+        atomic_write_text(args.json_out, json.dumps(result, indent=1))
 
 
 def _no_game(num_envs: int, seed: int) -> Any:  # pragma: no cover - the runner plays

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from games.files import atomic_write_text
 from league.db import LeagueDB
 
 DEFAULT_OPPONENTS = ("WorkerRush", "LightRush", "CoacAI", "RandomBiased", "selfplay")
@@ -206,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json_out is not None:  # NaN (no rate for the first row) as null: valid JSON
         clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v)
                   for k, v in row.items()} for row in rows]  # tuples become lists
-        args.json_out.write_text(json.dumps(clean, indent=1) + "\n")
+        atomic_write_text(args.json_out, json.dumps(clean, indent=1) + "\n")
     return 0
 
 

@@ -28,6 +28,7 @@ class LuxFamily(SeatBotsFamily):
     aliases = {"luxai_s2": "lux", "lux_ai_s2": "lux", "luxai-s2": "lux", "lux-s2": "lux"}
     two_player = True
     needs_setup = True
+    length_option = "max_steps"
 
     def seat_bots(self) -> Mapping[str, Callable[..., np.ndarray]]:
         return _bots()

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from games.files import atomic_write_text
 from games.lux import engine
 from games.lux.kaggle import PLAYERS, agent_state, episode_document, to_json
 
@@ -205,6 +206,6 @@ def write_kaggle_episode(path: Path | str, seed: int, players: Sequence[Player],
     ``kaggle-environments`` renders it (``json.dumps(..., sort_keys=True)``)."""
     played = play_kaggle_episode(seed, players, **options)
     path = Path(path)
-    path.write_text(json.dumps(played.document, sort_keys=True), encoding="utf-8")
+    atomic_write_text(path, json.dumps(played.document, sort_keys=True))
     played.path = path
     return played

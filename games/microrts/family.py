@@ -25,6 +25,7 @@ class MicroRTSFamily(Family):
     has_maps = True
     two_player = True
     needs_setup = True
+    length_option = "max_steps"
 
     def bot_names(self, game: str) -> list[str]:
         from games.microrts.bots import bot_names
@@ -35,6 +36,11 @@ class MicroRTSFamily(Family):
         """One map for every env: ``map`` set, a training's ``maps`` list and its weights
         dropped."""
         return {"map": map_name, "maps": [], "map_weights": []}
+
+    def map_label(self, options: Mapping[str, Any]) -> str:
+        """A training's ``maps`` list joined by commas, else its ``map``."""
+        maps = options.get("maps") or options.get("map") or ""
+        return ",".join(maps) if isinstance(maps, list) else str(maps)
 
     def match_setup(self, game: str, bot: str | None, num_envs: int, seed: int,
                     map_name: str | None = None) -> MatchSetup:

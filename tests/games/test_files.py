@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from games.files import CheckpointError, load_checkpoint, save_checkpoint
+from games.files import CheckpointError, atomic_write_text, load_checkpoint, save_checkpoint
 
 
 def test_round_trip_with_numpy_and_rng_state(tmp_path: Path) -> None:
@@ -89,3 +89,13 @@ def test_failed_save_keeps_previous(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="not found"):
         load_checkpoint(tmp_path / "none.pt")
+
+
+def test_atomic_text_write_replaces_whole_or_not_at_all(tmp_path: Path) -> None:
+    path = tmp_path / "out" / "result.json"
+    atomic_write_text(path, '{"a": 1}')
+    assert path.read_text() == '{"a": 1}'
+    with pytest.raises(UnicodeEncodeError):  # fails while writing: the old file stays
+        atomic_write_text(path, "\ud800")
+    assert path.read_text() == '{"a": 1}'
+    assert [p.name for p in path.parent.iterdir()] == ["result.json"]  # no temp file left

@@ -130,6 +130,21 @@ def test_a_config_this_selfplay_cannot_read_is_one_line(tmp_path: Path) -> None:
         trainer.game.close()
 
 
+def test_eval_and_play_name_a_checkpoint_without_its_config(tmp_path: Path) -> None:
+    """A checkpoint file with the format tag but no training config: one line naming it."""
+    from selfplay.play import play
+
+    path = _untrained(tmp_path / "pole.pt", "CartPole-v1")
+    state = load_checkpoint(path)
+    del state["config"]
+    save_checkpoint(path, state)
+    message = re.escape(f"{path} lacks the training config or weights")
+    with pytest.raises(CheckpointError, match=message):
+        evaluate(path, episodes=1)
+    with pytest.raises(CheckpointError, match=message):
+        play(path, "random", games=1)
+
+
 def test_board_size_mismatch_message() -> None:
     """Grid observations are named as boards (images as images), in the game's terms."""
     spec = GameSpec(name="g", num_envs=1, num_seats=2, obs_shape=(27, 8, 8),

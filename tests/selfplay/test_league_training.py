@@ -351,7 +351,7 @@ def test_microrts_bot_envs_draw_their_next_bot_by_pfsp(tmp_path: Path) -> None:
         assert [played[e][0] for e in bot_envs] == ["Passive", "Passive", "WorkerRush",
                                                     "WorkerRush"]  # the env layout's
         credited: list[tuple[str, int]] = []
-        per_opponent = OpponentWinRates(game.ended_opponent_names)
+        per_opponent = OpponentWinRates(lambda: game.ended_opponent_names)
 
         def check(stats: Any) -> None:  # runs after the league's hook
             per_opponent.add(stats)

@@ -4,15 +4,13 @@ computed from either state equal (the long run: ``tools/bench_lux_parity.py``)."
 
 from __future__ import annotations
 
-import pytest
+from lux_helpers import need_official_engine
 
-from games.lux import engine
 from games.lux.parity import play_parity
 
 
 def test_masked_random_play_matches_the_official_engine() -> None:
-    if not engine.vec_noise_available():
-        pytest.skip(engine.VEC_NOISE_HINT)
+    need_official_engine()
     report = play_parity([3], 40, rng_seed=1, encode_every=20)
     assert report.mismatch_count == 0, report.mismatches[:5]
     assert report.steps == 40 and report.encoded >= 2

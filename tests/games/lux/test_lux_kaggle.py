@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from lux_helpers import need_official_engine
 
 from games.core import GameError
-from games.lux import engine
 from games.lux.kaggle import KaggleError, read_kaggle_episode
 from games.lux.layout import NVEC, OBS_PLANES, UNIT
 from games.replays import read_shard, shard_files
@@ -32,8 +32,7 @@ LENGTH = 60  # main-phase steps per game (max_episode_length)
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    if not engine.vec_noise_available():
-        pytest.skip(engine.VEC_NOISE_HINT)
+    need_official_engine()
     from games.lux.bots import heuristic
     from games.lux.kaggle_play import GridPlayer, RandomOrders, write_kaggle_episode
     from games.lux.kaggle_replay import convert_kaggle

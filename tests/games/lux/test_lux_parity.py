@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from lux_helpers import need_official_engine
 
 from games.lux import engine
 from games.lux.parity import differences, jux_view, official_view
@@ -41,8 +42,7 @@ PLAYERS = ("player_0", "player_1")
 
 @pytest.fixture(scope="module")
 def jux() -> Any:
-    if not engine.vec_noise_available():
-        pytest.skip(engine.VEC_NOISE_HINT)
+    need_official_engine()
     return engine.load_jux()
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from lux_helpers import need_official_engine
 
 from games.core import GameError, SupportsReplayPosition, SupportsTeachers
 from games.family import Teachers
-from games.lux import engine
 from games.registry import family_of
 from games.replays import ReplayError
 
@@ -22,8 +22,7 @@ TEAMS = (("alpha", "beta"), ("gamma", "alpha"), ("beta", "gamma"))
 
 @pytest.fixture(scope="module")
 def replays(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not engine.vec_noise_available():
-        pytest.skip(engine.VEC_NOISE_HINT)
+    need_official_engine()
     from games.lux.bots import heuristic
     from games.lux.kaggle_play import GridPlayer, RandomOrders, write_kaggle_episode
     from games.lux.kaggle_replay import convert_kaggle
