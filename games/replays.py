@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import sys
 import time
 import zipfile
@@ -70,8 +71,21 @@ def shard_name(index: int) -> str:
     return f"shard-{index:06d}.npz"
 
 
+SHARD_NAME = re.compile(r"shard-(\d+)\.npz")
+
+
 def shard_index(path: Path) -> int:
-    return int(path.stem.split("-")[1])
+    match = SHARD_NAME.fullmatch(path.name)
+    if match is None:
+        raise ReplayError(f"{path.name} is not a replay shard's name (shard-NNNNNN.npz)")
+    return int(match.group(1))
+
+
+def shard_paths(folder: Path) -> list[Path]:
+    """The files of ``folder`` named like shards (``shard-<index>.npz``), in index order;
+    other files (a stray ``shard-old.npz`` too) are not the folder's games."""
+    return sorted((p for p in folder.glob("shard-*.npz") if SHARD_NAME.fullmatch(p.name)),
+                  key=shard_index)
 
 
 def encode_shard(game: str, engine: Mapping[str, Any], games: list[dict[str, Any]],
@@ -127,7 +141,8 @@ def read_shard(path: Path, arrays: bool = True) -> Shard:
             meta = json.loads(archive["meta"].tobytes().decode())
             loaded = ({key: archive[key] for key in archive.files if key != "meta"}
                       if arrays else {})
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error,
+            NotImplementedError, RuntimeError) as exc:  # the last two: a mangled zip header
         raise CorruptShard(f"corrupt or truncated replay shard {path}: "
                           f"{str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}"
                           ) from exc
@@ -147,7 +162,7 @@ def shard_files(folder: Path) -> list[Path]:
     one without shards."""
     if not folder.is_dir():
         raise ReplayError(f"no such replay folder: {folder}")
-    paths = sorted(folder.glob("shard-*.npz"))
+    paths = shard_paths(folder)
     if not paths:
         raise ReplayError(f"replay folder {folder} holds no shards (shard-*.npz); record "
                           "some with `selfplay record`")
@@ -218,7 +233,7 @@ def next_shard_index(folder: Path) -> int:
     removed if not: it never counted."""
     listed = read_manifest(folder)
     last = -1
-    for path in sorted(folder.glob("shard-*.npz")):
+    for path in shard_paths(folder):
         if path.name not in listed:
             try:
                 shard = read_shard(path, arrays=False)

@@ -49,6 +49,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     if min(args.processes, args.shard_games, args.parallel) < 1 or args.opening < 0:
         raise UserError("--processes, --shard-games and --parallel must be >= 1, --opening "
                         ">= 0")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UserError(f"--out {args.out} is a file; name a folder for the replays")
     if args.ray is not None:
         from selfplay.distributed_config import DistributedConfig, distributed_checks
 

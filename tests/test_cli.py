@@ -206,6 +206,15 @@ def test_bad_input_errors(tmp_path: Path) -> None:
     assert_one_line_error(run_here("record", "--game", "microrts", "--players", "WorkerRush",
                                    "--games", "2", "--out", str(tmp_path / "rec"), "--ray",
                                    "nohost"), "--ray must be local, auto or HOST:PORT")
+    recording = ("record", "--game", "microrts", "--players", "WorkerRush", "LightRush")
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    assert_one_line_error(run_here(*recording, "--games", "2", "--out", str(afile)),
+                          f"--out {afile} is a file")
+    assert afile.read_text() == "mine"
+    for flag, value in (("--games", "0"), ("--shard-games", "0"), ("--parallel", "0")):
+        assert_one_line_error(run_here(*recording, "--games", "2", "--out",
+                                       str(tmp_path / "rec"), flag, value), "must be >= 1")
 
 
 def test_more_bad_input_errors(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ from games.replays import (
     read_manifest,
     scan,
     shard_files,
+    shard_paths,
 )
 
 GAME = "lux"
@@ -227,7 +228,7 @@ class KaggleReplayWriter(ShardAppender[ConvertedGame]):
     def __init__(self, folder: Path, shard_games: int = 100) -> None:
         super().__init__(folder, shard_games, encode_games)
         self.known: set[str] = set()
-        if not any(folder.glob("shard-*.npz")):
+        if not shard_paths(folder):
             return
         for shard in scan(folder, warn=False):
             if shard.meta.get("game") != GAME or shard.meta.get("engine", {}).get(

@@ -20,7 +20,7 @@ import numpy as np
 from games.microrts.engine import SDIST_SHA256
 from games.microrts.options import OBS_PLANES
 from games.microrts.orders import _PARAM_COMPONENT
-from games.replays import ReplayError, ShardAppender, encode_shard, scan
+from games.replays import ReplayError, ShardAppender, encode_shard, scan, shard_paths
 
 ORDER_COLUMNS = ("t", "player", "cell", "type", "param", "unit_type")
 ENGINE = {"microrts_sdist_sha256": SDIST_SHA256, "client": "JNIGridnetSharedMemClientSelfPlay",
@@ -110,7 +110,7 @@ class ReplayWriter(ShardAppender[RecordedGame]):
         super().__init__(folder, shard_games, encode_games)
         self.kinds: set[tuple[int, int, int]] = set()
         """``(height, width, max_steps)`` of the games in the folder"""
-        if not any(folder.glob("shard-*.npz")):
+        if not shard_paths(folder):
             return
         for shard in scan(folder, warn=False):
             engine = shard.meta.get("engine", {})

@@ -32,12 +32,14 @@ from games.microrts.options import MicroRTSOptions
 from games.microrts.orderlog import RecordedGame, encode_games
 from games.microrts.teacher_game import LiveBots, TeacherGame
 from games.replays import (
+    MANIFEST,
     CorruptShard,
     list_shard,
     read_manifest,
     read_shard,
     remove_stale_temps,
     shard_name,
+    shard_paths,
     write_shard,
 )
 
@@ -130,6 +132,9 @@ def check_resumed_plan(folder: Path, plan: RecordPlan) -> None:
             raise GameError(f"{folder} was recorded with another plan ({shown}); record "
                             "into another folder, or repeat the first command to resume")
         return
+    if shard_paths(folder) or (folder / MANIFEST).is_file():
+        raise GameError(f"{folder} holds replay shards that `selfplay record` did not start "
+                        f"there (no {PLAN_FILE}); record into a new folder")
     data = json.dumps(wanted, indent=1).encode()
     atomic_write_bytes(path, lambda handle: handle.write(data))
 

@@ -47,13 +47,19 @@ from games.microrts.orderlog import (  # noqa: F401 - the format's pieces, named
 )
 from games.microrts.teacher_game import TeacherGame
 from games.replays import (
+    CorruptShard,
     ReplayError,
     Shard,
     held_out_split,
     iter_shards,
     read_manifest,
     scan,
+    warn_skipped,
 )
+
+GAME_KEYS = ("map", "map_sha1", "height", "width", "players", "max_steps", "length", "winner",
+             "final")
+"""what each recorded game's metadata must hold to be replayed and checked"""
 
 
 @dataclass
@@ -124,7 +130,14 @@ class ReplayLogs:
         stream.cursor += 1
         wanted = [ref for ref in self._by_shard[path] if ref.meta["map"] == stream.map]
         for shard in iter_shards([path], self.manifest):
-            stream.queue.extend((ref, _game_orders(shard, ref.index)) for ref in wanted)
+            try:
+                queued = [(ref, _game_orders(shard, ref.index)) for ref in wanted]
+            except (KeyError, IndexError) as exc:  # a shard written by something else
+                warn_skipped(CorruptShard(f"replay shard {path} lacks its games' orders "
+                                          f"({type(exc).__name__}: {exc})"),
+                             self.manifest.get(path.name))
+                break
+            stream.queue.extend(queued)
             return
         for other in self._streams.values():
             if path in other.shards:
@@ -264,21 +277,32 @@ def select_games(folder: Path, imitate: list[str], winners_only: bool, held_out:
     names: set[str] = set()
     steps: set[int] = set()
     for shard in shards:
+        if shard.meta.get("game") != "microrts":
+            raise ReplayError(f"{shard.path} holds games of {shard.meta.get('game')!r}, not "
+                              "microrts")
         engine = shard.meta.get("engine", {})
         if engine.get("microrts_sdist_sha256") != SDIST_SHA256:
             raise ReplayError(f"{shard.path} was recorded with microRTS engine files "
                               f"{str(engine.get('microrts_sdist_sha256'))[:12]}; this selfplay "
                               f"runs {SDIST_SHA256[:12]}: record the games again")
-        if shard.meta.get("game") != "microrts":
-            raise ReplayError(f"{shard.path} holds games of {shard.meta.get('game')!r}, not "
-                              "microrts")
         for i, meta in enumerate(shard.games):
-            shape = (int(meta["height"]), int(meta["width"]))
+            try:
+                missing = [key for key in GAME_KEYS if key not in meta]
+                if missing:
+                    raise KeyError(", ".join(missing))
+                shape = (int(meta["height"]), int(meta["width"]))
+                players = [str(p).lower() for p in meta["players"]]
+                max_steps = int(meta["max_steps"])
+                map_name = str(meta["map"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ReplayError(f"{shard.path}: game {i}'s metadata is malformed "
+                                  f"({type(exc).__name__}: {exc}); not a shard of "
+                                  "`selfplay record`") from exc
             if size is not None and shape != size:
                 raise ReplayError(f"{shard.path} holds {shape[0]}x{shape[1]} games (map "
-                                  f"{meta['map']}); this run plays {size[0]}x{size[1]}")
-            names.update(str(p).lower() for p in meta["players"])
-            steps.add(int(meta["max_steps"]))
+                                  f"{map_name}); this run plays {size[0]}x{size[1]}")
+            names.update(players)
+            steps.add(max_steps)
             every.append(ReplayGameRef(shard.path, i, meta))
     held = held_out_split([f"{ref.shard.name}:{ref.index}" for ref in every], share)
     refs = [ref for ref, h in zip(every, held.tolist(), strict=True) if h == held_out]

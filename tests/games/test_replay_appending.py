@@ -16,6 +16,7 @@ from games.replays import (
     read_manifest,
     read_shard,
     shard_name,
+    shard_paths,
     write_shard,
 )
 
@@ -56,3 +57,17 @@ def test_a_shard_written_but_not_listed_is_kept_or_dropped(tmp_path: Path) -> No
     appender.add({"game": 1})
     assert sorted(read_manifest(folder)) == [shard_name(0), shard_name(1)]
     assert folder_totals(folder) == (2, 2)
+
+
+def test_files_not_named_like_shards_are_left_alone(tmp_path: Path) -> None:
+    """A stray ``shard-old.npz`` beside the shards is no shard: appending numbers after the
+    real ones and leaves the stray file as it was."""
+    folder = tmp_path / "replays"
+    folder.mkdir()
+    write_shard(folder, 0, encode([{"game": 0}]))
+    (folder / "shard-old.npz").write_bytes(b"someone's file")
+    appender = ShardAppender(folder, 1, encode)
+    appender.add({"game": 1})
+    assert sorted(read_manifest(folder)) == [shard_name(0), shard_name(1)]
+    assert [p.name for p in shard_paths(folder)] == [shard_name(0), shard_name(1)]
+    assert (folder / "shard-old.npz").read_bytes() == b"someone's file"

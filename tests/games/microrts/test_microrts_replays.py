@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,15 @@ from games.microrts.recorder import RecordPlan, check_plan, check_resumed_plan, 
 from games.microrts.replays import ReplayLogs, replay_logs
 from games.microrts.teacher_game import LiveBots, TeacherGame, pair_schedule
 from games.registry import family_of
-from games.replays import MANIFEST, ReplayError, read_manifest, read_shard, shard_name
+from games.replays import (
+    MANIFEST,
+    CorruptShard,
+    ReplayError,
+    read_manifest,
+    read_shard,
+    scan,
+    shard_name,
+)
 
 MAP = "basesWorkers8x8"
 PLAYERS = ("WorkerRush", "LightRush", "CoacAI")
@@ -263,6 +272,114 @@ def test_bad_replay_input_is_one_line(recorded: Path, tmp_path: Path) -> None:
         family_of("microrts").teacher_game("microrts", Teachers(bots=("CoacAI",),
                                                                 winners_only=True),
                                            2, 0, {"map": MAP})
+
+
+def test_other_games_and_malformed_metadata_are_one_line(recorded: Path,
+                                                        tmp_path: Path) -> None:
+    """A shard of another game names that game (not an engine hash it lacks); a game whose
+    metadata misses a key names the shard and the key."""
+    data = np.load(recorded / shard_name(0))
+    meta = json.loads(data["meta"].tobytes())
+    cases = (({**meta, "game": "lux", "engine": {"source": "kaggle"}}, "games of 'lux'"),
+             ({**meta, "games": [{k: v for k, v in g.items() if k != "height"}
+                                 for g in meta["games"]]},
+              "game 0's metadata is malformed .*height"),
+             ({**meta, "games": [{**g, "players": 3} for g in meta["games"]]},
+              "game 0's metadata is malformed .*TypeError"))
+    for k, (changed, pattern) in enumerate(cases):
+        folder = tmp_path / f"case{k}"
+        folder.mkdir()
+        np.savez_compressed(folder / shard_name(0), orders=data["orders"],
+                            offsets=data["offsets"],
+                            meta=np.frombuffer(json.dumps(changed).encode(), np.uint8))
+        with pytest.raises(ReplayError, match=pattern) as caught:
+            replay_logs(folder, [], False, False, 0.0, 0, (8, 8))
+        assert str(folder / shard_name(0)) in str(caught.value)
+        assert "\n" not in str(caught.value)
+
+
+def test_a_shard_without_its_orders_is_skipped_with_a_warning(
+        recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A shard whose metadata reads but which holds no order arrays (not written by
+    ``selfplay record``) is skipped when the stream reaches it, never a crash."""
+    folder = tmp_path / "no-orders"
+    shutil.copytree(recorded, folder)
+    with np.load(recorded / shard_name(1)) as shard:
+        np.savez_compressed(folder / shard_name(1), meta=shard["meta"])
+    logs, maps, steps = replay_logs(folder, [], False, False, 0.0, 0, (8, 8))
+    game = TeacherGame(MicroRTSOptions(maps=maps, bots=[], num_selfplay_envs=2,
+                                       max_steps=steps), 2, logs, seed=0)
+    try:
+        replay_until(game, logs, 8)
+        played = {x[0].shard.name for x in logs.current if x is not None}
+    finally:
+        game.close()
+    err = capsys.readouterr().err
+    assert f"{shard_name(1)} lacks its games' orders" in err and "6 games lost" in err
+    assert played == {shard_name(0)}
+
+
+def test_mangled_zip_headers_are_corrupt_shards(recorded: Path, tmp_path: Path) -> None:
+    """Bit flips in a shard's zip directory (an unknown compression method, the encryption
+    flag) are a corrupt shard, skipped with a warning, as a truncated file is."""
+    original = (recorded / shard_name(0)).read_bytes()
+    central = original.index(b"PK\x01\x02")  # the first central directory entry
+    for offset, value, name in ((10, 99, "method"), (8, 1, "encrypted")):
+        data = bytearray(original)
+        data[central + offset] = value
+        path = tmp_path / name / shard_name(0)
+        path.parent.mkdir()
+        path.write_bytes(bytes(data))
+        with pytest.raises(CorruptShard, match=f"corrupt or truncated replay shard {path}"):
+            read_shard(path)
+        with pytest.raises(ReplayError, match="holds no readable shard"):
+            scan(path.parent, warn=False)
+
+
+def test_a_kill_between_a_shard_and_the_manifest_keeps_or_records_it_again(
+        recorded: Path, tmp_path: Path) -> None:
+    """A recorder killed after writing a shard and before listing it: a readable shard is
+    kept (and listed), a torn one is recorded again, to the same games; nothing is played
+    twice."""
+    plan = RecordPlan(PLAYERS, (MAP,), games=12, shard_games=6, max_steps=800, seed=3,
+                      parallel=6)
+    listed = read_manifest(recorded)
+
+    def unlisted_copy(name: str) -> Path:
+        folder = tmp_path / name
+        shutil.copytree(recorded, folder)
+        (folder / MANIFEST).write_text(json.dumps(listed[shard_name(0)]) + "\n")
+        return folder
+
+    kept = unlisted_copy("kept")
+    summary = record(plan, kept)
+    assert (summary["recorded"], summary["kept"]) == (0, 12)
+    assert read_manifest(kept) == listed
+
+    torn = unlisted_copy("torn")
+    whole = (torn / shard_name(1)).read_bytes()
+    (torn / shard_name(1)).write_bytes(whole[: len(whole) // 2])
+    summary = record(plan, torn)
+    assert (summary["recorded"], summary["kept"]) == (6, 6)
+    assert sorted(read_manifest(torn)) == [shard_name(0), shard_name(1)]
+    again, before = read_shard(torn / shard_name(1)), read_shard(recorded / shard_name(1))
+    assert again.games == before.games
+    for key in ("orders", "offsets"):
+        np.testing.assert_array_equal(again.arrays[key], before.arrays[key])
+
+
+def test_recording_into_a_folder_of_other_shards_is_refused(recorded: Path,
+                                                             tmp_path: Path) -> None:
+    """Shards that no plan of `selfplay record` started (a `play --record` folder, a Kaggle
+    import) are never counted as a recording's own."""
+    folder = tmp_path / "foreign"
+    shutil.copytree(recorded, folder)
+    (folder / "plan.json").unlink()
+    plan = RecordPlan(PLAYERS, (MAP,), games=12, shard_games=6, max_steps=800, seed=3,
+                      parallel=6)
+    with pytest.raises(GameError, match="did not start there \\(no plan.json\\)"):
+        record(plan, folder)
+    assert not (folder / "plan.json").exists()
 
 
 def test_corrupt_shard_is_skipped_with_a_warning(recorded: Path, tmp_path: Path,
