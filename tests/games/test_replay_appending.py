@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from games.replays import (
     ShardAppender,
@@ -15,6 +16,7 @@ from games.replays import (
     folder_totals,
     read_manifest,
     read_shard,
+    scan,
     shard_name,
     shard_paths,
     write_shard,
@@ -71,3 +73,22 @@ def test_files_not_named_like_shards_are_left_alone(tmp_path: Path) -> None:
     assert sorted(read_manifest(folder)) == [shard_name(0), shard_name(1)]
     assert [p.name for p in shard_paths(folder)] == [shard_name(0), shard_name(1)]
     assert (folder / "shard-old.npz").read_bytes() == b"someone's file"
+
+
+def test_scanning_skips_a_torn_shard_naming_it_and_its_games(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Opening a folder (what `selfplay bc --replays` does first) skips a shard torn after it
+    was listed, saying which and how many games (the manifest's count) are lost."""
+    folder = tmp_path / "replays"
+    appender = ShardAppender(folder, 3, encode)
+    for i in range(6):
+        appender.add({"game": i})
+    appender.close()
+    torn = folder / shard_name(1)
+    torn.write_bytes(torn.read_bytes()[:40])
+    shards = scan(folder)
+    assert [s.path.name for s in shards] == [shard_name(0)]
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("warning: corrupt or truncated replay shard")
+    assert str(torn) in err and err.endswith("skipped (3 games lost)")
+    assert "\n" not in err
