@@ -46,6 +46,8 @@ from games.files import atomic_write_bytes
 FORMAT = "selfplay-replays"
 VERSION = 1
 MANIFEST = "manifest.jsonl"
+PLAN = "plan.json"
+"""a planned recording's plan (`selfplay record`): the folder is that recording's"""
 
 
 class ReplayError(GameError):
@@ -132,10 +134,10 @@ def list_shard(folder: Path, path: Path, games: int) -> None:
     atomic_write_bytes(folder / MANIFEST, lambda handle: handle.write(text.encode()))
 
 
-def read_shard(path: Path, arrays: bool = True) -> Shard:
+def read_shard(path: Path, arrays: bool = True, required: tuple[str, ...] = ()) -> Shard:
     """Load a shard (only its metadata with ``arrays=False``); :class:`CorruptShard` if it
-    is truncated or corrupt, :class:`ReplayError` if it is not a replay shard of this
-    format version."""
+    is truncated or corrupt or lacks one of the ``required`` arrays, :class:`ReplayError` if
+    it is not a replay shard of this format version."""
     try:
         with np.load(path, allow_pickle=False) as archive:
             meta = json.loads(archive["meta"].tobytes().decode())
@@ -154,6 +156,13 @@ def read_shard(path: Path, arrays: bool = True) -> Shard:
     games = meta.get("games")
     if not isinstance(games, list):
         raise ReplayError(f"{path} lacks its games' metadata")
+    missing = [key for key in required if key not in loaded] if arrays else []
+    offsets = loaded.get("offsets")
+    if not missing and "offsets" in required and offsets is not None and (
+            offsets.ndim != 1 or len(offsets) != len(games) + 1):
+        missing = ["offsets of its games"]
+    if missing:
+        raise CorruptShard(f"replay shard {path} lacks its arrays ({', '.join(missing)})")
     return Shard(path, meta, games, loaded)
 
 
@@ -165,7 +174,8 @@ def shard_files(folder: Path) -> list[Path]:
     paths = shard_paths(folder)
     if not paths:
         raise ReplayError(f"replay folder {folder} holds no shards (shard-*.npz); record "
-                          "some with `selfplay record`")
+                          "some with `selfplay record` or convert some with `selfplay "
+                          "import-replays`")
     return paths
 
 
@@ -191,13 +201,13 @@ def warn_skipped(exc: CorruptShard, entry: Mapping[str, Any] | None) -> None:
     print(f"warning: {exc}; skipped ({lost} lost)", file=sys.stderr)
 
 
-def iter_shards(paths: list[Path], manifest: Mapping[str, Mapping[str, Any]]
-                ) -> Iterator[Shard]:
-    """Load ``paths`` one at a time (arrays included), skipping unreadable ones with a
-    warning."""
+def iter_shards(paths: list[Path], manifest: Mapping[str, Mapping[str, Any]],
+                required: tuple[str, ...] = ()) -> Iterator[Shard]:
+    """Load ``paths`` one at a time (arrays included), skipping unreadable ones and those
+    without the ``required`` arrays with a warning."""
     for path in paths:
         try:
-            yield read_shard(path)
+            yield read_shard(path, required=required)
         except CorruptShard as exc:
             warn_skipped(exc, manifest.get(path.name))
 
@@ -221,23 +231,29 @@ def folder_totals(folder: Path) -> tuple[int, int]:
 
 
 def remove_stale_temps(folder: Path) -> None:
-    """Remove the temp files of atomic writes a killed writer left in ``folder`` (``.NAME.*.tmp``:
-    never renamed into place, so never part of the folder). Call before writing to it."""
-    for path in folder.glob(".*.tmp"):
-        path.unlink(missing_ok=True)
+    """Remove the temp files of atomic writes a killed writer left in ``folder`` (``.NAME.*.tmp``
+    of a shard, the manifest or the plan: never renamed into place, so never part of the
+    folder; other files are not ours). Call before writing to it."""
+    for pattern in (".shard-*.tmp", f".{MANIFEST}.*.tmp", f".{PLAN}.*.tmp"):
+        for path in folder.glob(pattern):
+            path.unlink(missing_ok=True)
 
 
 def next_shard_index(folder: Path) -> int:
     """The index of the next shard appended to ``folder`` (after its last one). A shard
     written but not listed (a kill between the two writes) is listed now if it reads, and
-    removed if not: it never counted."""
+    removed if not: it never counted. Without a manifest the folder is not one a writer of
+    ours started, and an unreadable shard in it is an error, never removed."""
     listed = read_manifest(folder)
     last = -1
     for path in shard_paths(folder):
         if path.name not in listed:
             try:
                 shard = read_shard(path, arrays=False)
-            except CorruptShard:
+            except CorruptShard as exc:
+                if not (folder / MANIFEST).is_file():
+                    raise ReplayError(f"{exc}; {folder} has no {MANIFEST}: not a replay "
+                                      "folder to add to") from exc
                 path.unlink()
                 continue
             list_shard(folder, path, len(shard.games))
@@ -256,6 +272,14 @@ class ShardAppender(Generic[G]):
                  encode: Callable[[list[G]], bytes]) -> None:
         if shard_games < 1:
             raise ReplayError(f"games per shard must be >= 1, got {shard_games}")
+        if folder.exists() and not folder.is_dir():
+            raise ReplayError(f"{folder} is a file; name a folder for the replays")
+        if (folder / PLAN).is_file():
+            raise ReplayError(f"{folder} holds a recording of `selfplay record` ({PLAN}), "
+                              "which would count these games as its own; write into another "
+                              "folder")
+        if folder.is_dir() and shard_paths(folder):  # before anything there is changed
+            self.check_folder(scan(folder, warn=False))
         folder.mkdir(parents=True, exist_ok=True)
         remove_stale_temps(folder)
         self.folder, self.shard_games, self.encode = folder, shard_games, encode
@@ -265,6 +289,10 @@ class ShardAppender(Generic[G]):
         """games written by this appender"""
         self.shards: list[str] = []
         """the shards it wrote"""
+
+    def check_folder(self, shards: list[Shard]) -> None:
+        """Refuse (:class:`ReplayError`) a folder whose readable ``shards`` these games may not
+        join; called before the appender changes anything there. Any, by default."""
 
     def add(self, game: G) -> None:
         """One finished game; the shard is written once it holds ``shard_games``."""

@@ -173,10 +173,14 @@ class KaggleEpisode:
         board = {k: np.array(obs["board"][k]) for k in BOARD_KEYS[:-1]}
         for t in range(1, len(self.observations)):
             obs = _load_obs(self, t)
-            for key in DELTA_KEYS:
-                for cell, value in obs["board"][key].items():
-                    x, y = (int(v) for v in cell.split(","))
-                    board[key][x, y] = value
+            try:
+                for key in DELTA_KEYS:
+                    for cell, value in obs["board"][key].items():
+                        x, y = (int(v) for v in cell.split(","))
+                        board[key][x, y] = value
+            except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+                raise KaggleError(f"{self.path}: the board changes of step {t} are not Lux "
+                                  f"changes ({type(exc).__name__}: {exc})") from None
         final = dict(obs)
         final["board"] = {**board, "factories_per_team": obs["board"]["factories_per_team"]}
         if "valid_spawns_mask" in obs["board"]:  # the early phase: given in full

@@ -21,9 +21,12 @@ which our layout mostly cannot represent.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import io
 import json
+import sys
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
@@ -65,10 +68,19 @@ def jux_state(env: Any, k: Any) -> Any:
 
 def quiet_step(env: Any, actions: Sequence[Any]) -> Any:
     """``env.step`` with both players' ``actions`` (copies: the engine edits placements), without
-    gymnasium's warning about the lists Kaggle's JSON actions are."""
-    with warnings.catch_warnings():
+    gymnasium's warning about the lists Kaggle's JSON actions are. The engine prints the whole
+    traceback of an action it rejects on stdout (where ``--json`` output goes): its last line
+    goes to stderr as a one-line warning instead."""
+    printed = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(printed):
         warnings.filterwarnings("ignore", message=".*Casting input x to numpy array")
-        return env.step({p: copy.deepcopy(a) for p, a in zip(PLAYERS, actions, strict=True)})
+        step = env.state.env_steps
+        result = env.step({p: copy.deepcopy(a) for p, a in zip(PLAYERS, actions, strict=True)})
+    lines = [line for line in printed.getvalue().splitlines() if line.strip()]
+    if lines:
+        print(f"warning: the Lux engine rejected an action at step {step}: {lines[-1][:200]}",
+              file=sys.stderr)
+    return result
 
 
 def early_actions(env: Any, k: Any, seed: int) -> list[dict[str, Any]]:

@@ -44,13 +44,12 @@ from games.lux.kaggle_labels import COUNTS, StepEncoder
 from games.lux.kaggle_play import quiet_step, to_json
 from games.replays import (
     ReplayError,
+    Shard,
     ShardAppender,
     encode_shard,
     iter_shards,
     read_manifest,
-    scan,
     shard_files,
-    shard_paths,
 )
 
 GAME = "lux"
@@ -165,6 +164,10 @@ class ConvertedGame:
     actions: bytes
 
 
+SHARD_ARRAYS = ("actions", "offsets")
+"""the arrays of a converted Lux shard (see :func:`encode_games`)"""
+
+
 def encode_games(games: list[ConvertedGame]) -> bytes:
     """The bytes of a shard holding ``games`` (see the module docstring)."""
     blobs = [g.actions for g in games]
@@ -226,16 +229,20 @@ class KaggleReplayWriter(ShardAppender[ConvertedGame]):
     another game's replays is refused, games already in it (by sha256) are skipped."""
 
     def __init__(self, folder: Path, shard_games: int = 100) -> None:
-        super().__init__(folder, shard_games, encode_games)
         self.known: set[str] = set()
-        if not shard_paths(folder):
-            return
-        for shard in scan(folder, warn=False):
-            if shard.meta.get("game") != GAME or shard.meta.get("engine", {}).get(
-                    "source") != SOURCE:
-                raise ReplayError(f"{folder} holds replays of another kind ({shard.path.name});"
-                                  " convert into another folder")
-            self.known.update(str(g.get("sha256")) for g in shard.games)
+        """the sha256 of every episode the folder holds"""
+        super().__init__(folder, shard_games, encode_games)
+
+    def check_folder(self, shards: list[Shard]) -> None:
+        """The folder's shards must hold converted Kaggle episodes (whose hashes are kept)."""
+        for shard in shards:
+            engine = shard.meta.get("engine")
+            if (shard.meta.get("game") != GAME or not isinstance(engine, dict)
+                    or engine.get("source") != SOURCE):
+                raise ReplayError(f"{shard.path.parent} holds replays of another kind "
+                                  f"({shard.path.name}); convert into another folder")
+            self.known.update(str(g.get("sha256")) for g in shard.games
+                              if isinstance(g, dict))
 
 
 def convert_kaggle(paths: Iterable[Path | str], out_dir: Path | str, shard_games: int = 100,

@@ -40,7 +40,7 @@ import numpy as np
 from games.batches import EpisodeTracker
 from games.core import Batch, EpisodeStats, GameError, GameSpec
 from games.lux.adapter import LuxOptions, lux_spec
-from games.lux.kaggle_replay import GAME, SOURCE, LuxStep, replay_game
+from games.lux.kaggle_replay import GAME, SHARD_ARRAYS, SOURCE, LuxStep, replay_game
 from games.lux.layout import MASK_WIDTH, NVEC
 from games.replays import ReplayError, held_out_split, iter_shards, read_manifest, scan
 
@@ -149,7 +149,7 @@ class LuxReplayGame:
                 self._cursor, self._epoch = 0, self._epoch + 1
             path = self._order[self._cursor]
             self._cursor += 1
-            for shard in iter_shards([path], self._manifest):
+            for shard in iter_shards([path], self._manifest, SHARD_ARRAYS):
                 self._queue.extend((ref, _game_bytes(shard.arrays, ref.index))
                                    for ref in self._by_shard[path])
                 return
@@ -279,7 +279,7 @@ class LuxReplayGame:
         wanted = {k for k in [*queue, *current] if k is not None and k in refs}
         loaded: dict[tuple[Any, ...], tuple[LuxReplayRef, bytes]] = {}
         for name in sorted({k[0] for k in wanted}):
-            for shard in iter_shards([by_name[name]], self._manifest):
+            for shard in iter_shards([by_name[name]], self._manifest, SHARD_ARRAYS):
                 for key in wanted:
                     if key[0] == name:
                         loaded[key] = (refs[key], _game_bytes(shard.arrays, int(key[1])))

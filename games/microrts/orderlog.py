@@ -20,7 +20,7 @@ import numpy as np
 from games.microrts.engine import SDIST_SHA256
 from games.microrts.options import OBS_PLANES
 from games.microrts.orders import _PARAM_COMPONENT
-from games.replays import ReplayError, ShardAppender, encode_shard, scan, shard_paths
+from games.replays import ReplayError, Shard, ShardAppender, encode_shard
 
 ORDER_COLUMNS = ("t", "player", "cell", "type", "param", "unit_type")
 ENGINE = {"microrts_sdist_sha256": SDIST_SHA256, "client": "JNIGridnetSharedMemClientSelfPlay",
@@ -82,6 +82,52 @@ def log_to_rows(log: np.ndarray) -> np.ndarray:
     return out
 
 
+SHARD_ARRAYS = ("orders", "offsets")
+"""the arrays of a microRTS shard (see :func:`encode_games`)"""
+GAME_KEYS = ("map", "map_sha1", "height", "width", "players", "max_steps", "length", "winner",
+             "final")
+"""what each recorded game's metadata must hold to be replayed and checked"""
+
+
+@dataclass(frozen=True)
+class GameFacts:
+    """What a recorded game's metadata says about the games it may sit with."""
+
+    size: tuple[int, int]
+    max_steps: int
+    players: tuple[str, ...]
+    """lower-case names of engine players 0 and 1"""
+    map: str
+
+
+def check_shard(shard: Shard) -> None:
+    """:class:`ReplayError` unless ``shard`` holds microRTS games of this engine."""
+    if shard.meta.get("game") != "microrts":
+        raise ReplayError(f"{shard.path} holds games of {shard.meta.get('game')!r}, not "
+                          "microrts")
+    engine = shard.meta.get("engine")
+    sha = engine.get("microrts_sdist_sha256") if isinstance(engine, dict) else None
+    if sha != SDIST_SHA256:
+        raise ReplayError(f"{shard.path} was recorded with microRTS engine files "
+                          f"{str(sha)[:12]}; this selfplay runs {SDIST_SHA256[:12]}: record "
+                          "the games again")
+
+
+def game_facts(path: Path, index: int, meta: Any) -> GameFacts:
+    """Game ``index`` of shard ``path``'s metadata, checked (:data:`GAME_KEYS`); a one-line
+    :class:`ReplayError` naming the shard if it is malformed."""
+    try:
+        missing = [key for key in GAME_KEYS if key not in meta]
+        if missing:
+            raise KeyError(", ".join(missing))
+        return GameFacts((int(meta["height"]), int(meta["width"])), int(meta["max_steps"]),
+                         tuple(str(p).lower() for p in meta["players"]), str(meta["map"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ReplayError(f"{path}: game {index}'s metadata is malformed "
+                          f"({type(exc).__name__}: {exc}); not a shard of `selfplay record`"
+                          ) from exc
+
+
 @dataclass
 class RecordedGame:
     """One finished game: its metadata (keys as in :mod:`games.microrts.replays`) and its
@@ -107,19 +153,21 @@ class ReplayWriter(ShardAppender[RecordedGame]):
     folder's."""
 
     def __init__(self, folder: Path, shard_games: int = 100) -> None:
-        super().__init__(folder, shard_games, encode_games)
         self.kinds: set[tuple[int, int, int]] = set()
         """``(height, width, max_steps)`` of the games in the folder"""
-        if not shard_paths(folder):
-            return
-        for shard in scan(folder, warn=False):
-            engine = shard.meta.get("engine", {})
-            if (shard.meta.get("game") != "microrts"
-                    or engine.get("microrts_sdist_sha256") != SDIST_SHA256):
-                raise ReplayError(f"{folder} holds games of another game or engine "
-                                  f"({shard.path.name}); record into another folder")
-            self.kinds.update((int(g["height"]), int(g["width"]), int(g["max_steps"]))
-                              for g in shard.games)
+        super().__init__(folder, shard_games, encode_games)
+
+    def check_folder(self, shards: list[Shard]) -> None:
+        """The folder's shards must hold microRTS games of this engine (their board sizes
+        and lengths are kept for :meth:`check`)."""
+        for shard in shards:
+            try:
+                check_shard(shard)
+            except ReplayError as exc:
+                raise ReplayError(f"{exc}; record into another folder") from exc
+            for i, meta in enumerate(shard.games):
+                facts = game_facts(shard.path, i, meta)
+                self.kinds.add((*facts.size, facts.max_steps))
 
     def check(self, size: tuple[int, int], max_steps: int) -> None:
         """Games of this board ``size`` and length limit may join the folder (one of each

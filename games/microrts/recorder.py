@@ -33,6 +33,7 @@ from games.microrts.orderlog import RecordedGame, encode_games
 from games.microrts.teacher_game import LiveBots, TeacherGame
 from games.replays import (
     MANIFEST,
+    PLAN,
     CorruptShard,
     list_shard,
     read_manifest,
@@ -109,9 +110,6 @@ def check_plan(plan: RecordPlan) -> RecordPlan:
                       focus)
 
 
-PLAN_FILE = "plan.json"
-
-
 def check_resumed_plan(folder: Path, plan: RecordPlan) -> None:
     """The folder's recording plan (``plan.json``, written by the first run) must be
     ``plan``: another plan would record games twice or mix games of two plans. Writes it on
@@ -119,7 +117,7 @@ def check_resumed_plan(folder: Path, plan: RecordPlan) -> None:
     wanted = {k: v for k, v in asdict(plan).items()
               if k != "parallel" and not (k == "focus" and not v)}  # older plans: no focus
     wanted = json.loads(json.dumps(wanted))  # tuples as lists, as read back
-    path = folder / PLAN_FILE
+    path = folder / PLAN
     if path.is_file():
         try:
             found = json.loads(path.read_text())
@@ -134,7 +132,7 @@ def check_resumed_plan(folder: Path, plan: RecordPlan) -> None:
         return
     if shard_paths(folder) or (folder / MANIFEST).is_file():
         raise GameError(f"{folder} holds replay shards that `selfplay record` did not start "
-                        f"there (no {PLAN_FILE}); record into a new folder")
+                        f"there (no {PLAN}); record into a new folder")
     data = json.dumps(wanted, indent=1).encode()
     atomic_write_bytes(path, lambda handle: handle.write(data))
 
@@ -190,8 +188,6 @@ def _kept_shards(folder: Path, plan: RecordPlan) -> set[int]:
     """Shards already recorded: listed in the manifest, or written and readable (listed
     now); a written but unreadable one is removed, to be recorded again."""
     listed = read_manifest(folder)
-    for stale in folder.glob(".shard-*.tmp"):  # a write a kill interrupted
-        stale.unlink(missing_ok=True)
     kept = set()
     for k in range(plan.num_shards):
         path = folder / shard_name(k)

@@ -34,32 +34,28 @@ from typing import Any
 import numpy as np
 
 from games.core import Batch, GameError, Outcome
-from games.microrts.engine import SDIST_SHA256
 from games.microrts.maps import resolve_maps
 from games.microrts.options import MicroRTSOptions
 from games.microrts.orderlog import (  # noqa: F401 - the format's pieces, named here too
     ENGINE,
     ORDER_COLUMNS,
+    SHARD_ARRAYS,
     board_hash,
+    check_shard,
+    game_facts,
     log_to_rows,
     map_sha1,
     step_orders,
 )
 from games.microrts.teacher_game import TeacherGame
 from games.replays import (
-    CorruptShard,
     ReplayError,
     Shard,
     held_out_split,
     iter_shards,
     read_manifest,
     scan,
-    warn_skipped,
 )
-
-GAME_KEYS = ("map", "map_sha1", "height", "width", "players", "max_steps", "length", "winner",
-             "final")
-"""what each recorded game's metadata must hold to be replayed and checked"""
 
 
 @dataclass
@@ -129,15 +125,8 @@ class ReplayLogs:
         path = stream.order[stream.cursor]
         stream.cursor += 1
         wanted = [ref for ref in self._by_shard[path] if ref.meta["map"] == stream.map]
-        for shard in iter_shards([path], self.manifest):
-            try:
-                queued = [(ref, _game_orders(shard, ref.index)) for ref in wanted]
-            except (KeyError, IndexError) as exc:  # a shard written by something else
-                warn_skipped(CorruptShard(f"replay shard {path} lacks its games' orders "
-                                          f"({type(exc).__name__}: {exc})"),
-                             self.manifest.get(path.name))
-                break
-            stream.queue.extend(queued)
+        for shard in iter_shards([path], self.manifest, SHARD_ARRAYS):
+            stream.queue.extend((ref, _game_orders(shard, ref.index)) for ref in wanted)
             return
         for other in self._streams.values():
             if path in other.shards:
@@ -277,32 +266,15 @@ def select_games(folder: Path, imitate: list[str], winners_only: bool, held_out:
     names: set[str] = set()
     steps: set[int] = set()
     for shard in shards:
-        if shard.meta.get("game") != "microrts":
-            raise ReplayError(f"{shard.path} holds games of {shard.meta.get('game')!r}, not "
-                              "microrts")
-        engine = shard.meta.get("engine", {})
-        if engine.get("microrts_sdist_sha256") != SDIST_SHA256:
-            raise ReplayError(f"{shard.path} was recorded with microRTS engine files "
-                              f"{str(engine.get('microrts_sdist_sha256'))[:12]}; this selfplay "
-                              f"runs {SDIST_SHA256[:12]}: record the games again")
+        check_shard(shard)
         for i, meta in enumerate(shard.games):
-            try:
-                missing = [key for key in GAME_KEYS if key not in meta]
-                if missing:
-                    raise KeyError(", ".join(missing))
-                shape = (int(meta["height"]), int(meta["width"]))
-                players = [str(p).lower() for p in meta["players"]]
-                max_steps = int(meta["max_steps"])
-                map_name = str(meta["map"])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ReplayError(f"{shard.path}: game {i}'s metadata is malformed "
-                                  f"({type(exc).__name__}: {exc}); not a shard of "
-                                  "`selfplay record`") from exc
+            facts = game_facts(shard.path, i, meta)
+            shape = facts.size
             if size is not None and shape != size:
                 raise ReplayError(f"{shard.path} holds {shape[0]}x{shape[1]} games (map "
-                                  f"{map_name}); this run plays {size[0]}x{size[1]}")
-            names.update(players)
-            steps.add(max_steps)
+                                  f"{facts.map}); this run plays {size[0]}x{size[1]}")
+            names.update(facts.players)
+            steps.add(facts.max_steps)
             every.append(ReplayGameRef(shard.path, i, meta))
     held = held_out_split([f"{ref.shard.name}:{ref.index}" for ref in every], share)
     refs = [ref for ref, h in zip(every, held.tolist(), strict=True) if h == held_out]

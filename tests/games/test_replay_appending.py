@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 
 from games.replays import (
+    PLAN,
+    ReplayError,
+    Shard,
     ShardAppender,
     encode_shard,
     folder_totals,
@@ -92,3 +95,53 @@ def test_scanning_skips_a_torn_shard_naming_it_and_its_games(
     assert err.startswith("warning: corrupt or truncated replay shard")
     assert str(torn) in err and err.endswith("skipped (3 games lost)")
     assert "\n" not in err
+
+
+def test_a_folder_that_is_not_ours_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """Appending to a file, to a planned recording (`selfplay record`'s ``plan.json``), or to
+    a folder whose only shard-named file is no shard and which has no manifest: a one-line
+    error, and nothing there is removed or written; another program's ``.tmp`` files are
+    never removed."""
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    with pytest.raises(ReplayError, match="is a file"):
+        ShardAppender(afile, 1, encode)
+    planned = tmp_path / "planned"
+    planned.mkdir()
+    (planned / PLAN).write_text("{}")
+    with pytest.raises(ReplayError, match="holds a recording of `selfplay record`"):
+        ShardAppender(planned, 1, encode)
+    assert sorted(p.name for p in planned.iterdir()) == [PLAN]
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / shard_name(0)).write_bytes(b"someone's data")
+    (foreign / ".notes.tmp").write_text("someone's notes")
+    with pytest.raises(ReplayError, match="holds no readable shard"):
+        ShardAppender(foreign, 1, encode)
+    assert (foreign / shard_name(0)).read_bytes() == b"someone's data"
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    (ours / ".notes.tmp").write_text("someone's notes")
+    (ours / f".{shard_name(0)}.x1.tmp").write_bytes(b"a killed write")
+    ShardAppender(ours, 1, encode).add({"game": 0})
+    assert (ours / ".notes.tmp").exists() and not (ours / f".{shard_name(0)}.x1.tmp").exists()
+
+
+def test_a_shard_folder_of_another_kind_is_refused_before_any_change(tmp_path: Path) -> None:
+    """A writer whose :meth:`ShardAppender.check_folder` refuses the folder's shards changes
+    nothing there, not even an unlisted shard it would otherwise list."""
+
+    class OnlyToys(ShardAppender[dict[str, Any]]):
+        def check_folder(self, shards: list[Shard]) -> None:
+            for shard in shards:
+                if shard.meta["game"] != "toy":
+                    raise ReplayError(f"{shard.path.name} holds {shard.meta['game']}")
+
+    folder = tmp_path / "replays"
+    folder.mkdir()
+    write_shard(folder, 0, encode_shard("chess", {}, [{}], {"moves": np.zeros(1)}))
+    before = sorted(p.name for p in folder.iterdir())
+    with pytest.raises(ReplayError, match="holds chess"):
+        OnlyToys(folder, 1, encode)
+    assert sorted(p.name for p in folder.iterdir()) == before  # no manifest written
+    assert not read_manifest(folder)

@@ -223,6 +223,65 @@ def test_bad_files_are_one_line_errors_naming_them(made: dict[str, Any]) -> None
     assert summary["games"] == 0 and len(summary["skipped"]) == len(bad)
 
 
+def _tampered(made: dict[str, Any], name: str, change: Any) -> Path:
+    """A copy of game a's episode with ``change(doc)`` applied."""
+    doc = json.loads(made["played"][0].path.read_text())
+    change(doc)
+    path = made["folder"] / f"tampered-{name}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_board_changes_of_another_shape_are_one_line(made: dict[str, Any]) -> None:
+    """A step whose change observation holds a whole board (a list) instead of ``{"x,y":
+    value}`` changes: a one-line error naming the file and the step, skipped with
+    ``skip_bad``."""
+    from games.lux.kaggle_replay import convert_kaggle
+
+    def whole_rubble(doc: dict[str, Any]) -> None:
+        step = doc["steps"][-1][0]["observation"]
+        obs = json.loads(step["obs"])
+        obs["board"]["rubble"] = [[0, 1], [2, 3]]
+        step["obs"] = json.dumps(obs)
+
+    path = _tampered(made, "changes", whole_rubble)
+    last = len(json.loads(path.read_text())["steps"]) - 1
+    with pytest.raises(KaggleError) as caught:
+        convert_kaggle([path], made["folder"] / "changes-refused")
+    message = str(caught.value)
+    assert path.name in message and f"board changes of step {last}" in message
+    assert "\n" not in message
+    summary = convert_kaggle([path], made["folder"] / "changes-skipped", skip_bad=True)
+    assert summary["games"] == 0 and len(summary["skipped"]) == 1
+
+
+def test_an_action_the_engine_rejects_prints_nothing_on_stdout(
+        made: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """The official engine prints the traceback of an action it rejects (a unit that does not
+    exist) on stdout, where ``--json`` output goes; conversion turns it into one warning
+    line on stderr, and the file into a one-line error."""
+    from games.lux.kaggle_replay import convert_kaggle
+
+    def ghost_unit(doc: dict[str, Any]) -> None:
+        for step in doc["steps"][1:]:
+            action = step[0]["action"]
+            if isinstance(action, dict) and not {"bid", "spawn"} & set(action):
+                action["unit_9999"] = [[0, 1, 0, 0, 0, 1]]
+                return
+        raise AssertionError("no main-phase action to tamper with")
+
+    path = _tampered(made, "ghost", ghost_unit)
+    capsys.readouterr()
+    with pytest.raises(KaggleError) as caught:
+        convert_kaggle([path], made["folder"] / "ghost-refused")
+    out, err = capsys.readouterr()
+    assert out == ""
+    warnings = [line for line in err.splitlines() if line.strip()]
+    assert warnings and all(line.startswith("warning: the Lux engine rejected an action at "
+                                            "step") for line in warnings)
+    assert path.name in str(caught.value) and "\n" not in str(caught.value)
+
+
 def test_import_replays_command(made: dict[str, Any], capsys: pytest.CaptureFixture[str]
                                 ) -> None:
     """``selfplay import-replays``: a folder of episodes in, a replay folder out; a rerun adds

@@ -20,6 +20,7 @@ from games.core import GameError, SupportsReplayPosition, SupportsStudents, Supp
 from games.family import Teachers
 from games.microrts.bots import make_bot, resolve_bot
 from games.microrts.options import OBS_PLANES, MicroRTSOptions
+from games.microrts.orderlog import ReplayWriter
 from games.microrts.orders import order_list, orders_to_rows, rows_to_orders
 from games.microrts.recorder import RecordPlan, check_plan, check_resumed_plan, record
 from games.microrts.replays import ReplayLogs, replay_logs
@@ -315,8 +316,29 @@ def test_a_shard_without_its_orders_is_skipped_with_a_warning(
     finally:
         game.close()
     err = capsys.readouterr().err
-    assert f"{shard_name(1)} lacks its games' orders" in err and "6 games lost" in err
+    assert f"{shard_name(1)} lacks its arrays (orders, offsets)" in err
+    assert "6 games lost" in err
     assert played == {shard_name(0)}
+
+
+def test_played_games_never_join_a_planned_recording_or_malformed_games(
+        recorded: Path, tmp_path: Path) -> None:
+    """`play --record` / tournament `--record` (:class:`ReplayWriter`) refuse, in one line and
+    before changing anything: a `selfplay record` folder (its rerun would count the games
+    as its own shards) and a folder whose games' metadata is malformed."""
+    with pytest.raises(ReplayError, match="holds a recording of `selfplay record`"):
+        ReplayWriter(recorded)
+    folder = tmp_path / "malformed"
+    folder.mkdir()
+    data = np.load(recorded / shard_name(0))
+    meta = json.loads(data["meta"].tobytes())
+    meta["games"][1]["height"] = None
+    np.savez_compressed(folder / shard_name(0), orders=data["orders"], offsets=data["offsets"],
+                        meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+    with pytest.raises(ReplayError, match="game 1's metadata is malformed") as caught:
+        ReplayWriter(folder)
+    assert "\n" not in str(caught.value)
+    assert sorted(p.name for p in folder.iterdir()) == [shard_name(0)]
 
 
 def test_mangled_zip_headers_are_corrupt_shards(recorded: Path, tmp_path: Path) -> None:
