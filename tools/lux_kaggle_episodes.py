@@ -28,6 +28,9 @@ def main() -> None:
                         help="the two players: bots of games.lux.bots, A,B")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        parser.error(f"--out {out} is a file; name a folder for the episodes")
     from games.lux.bots import BOTS
     from games.lux.kaggle_play import GridPlayer, write_kaggle_episode
 
@@ -35,7 +38,6 @@ def main() -> None:
     unknown = [name for name in names if name not in BOTS]
     if len(names) != 2 or unknown:
         parser.error(f"--bots takes two of {', '.join(sorted(BOTS))}, got {args.bots!r}")
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for k in range(args.games):
         path = out / f"episode-{k:05d}.json"

@@ -226,11 +226,15 @@ def convert_episode(episode: KaggleEpisode, check_labels: bool = True) -> Conver
 
 class KaggleReplayWriter(ShardAppender[ConvertedGame]):
     """Converted games appended to ``folder`` in shards of ``shard_games``; a folder holding
-    another game's replays is refused, games already in it (by sha256) are skipped."""
+    another game's replays is refused, games already in it (by sha256 or episode id) are
+    skipped."""
 
     def __init__(self, folder: Path, shard_games: int = 100) -> None:
         self.known: set[str] = set()
         """the sha256 of every episode the folder holds"""
+        self.known_ids: set[str] = set()
+        """their Kaggle episode ids (the same episode saved again, reformatted or wrapped,
+        has another sha256)"""
         super().__init__(folder, shard_games, encode_games)
 
     def check_folder(self, shards: list[Shard]) -> None:
@@ -241,8 +245,19 @@ class KaggleReplayWriter(ShardAppender[ConvertedGame]):
                     or engine.get("source") != SOURCE):
                 raise ReplayError(f"{shard.path.parent} holds replays of another kind "
                                   f"({shard.path.name}); convert into another folder")
-            self.known.update(str(g.get("sha256")) for g in shard.games
-                              if isinstance(g, dict))
+            games = [g for g in shard.games if isinstance(g, dict)]
+            self.known.update(str(g.get("sha256")) for g in games)
+            self.known_ids.update(str(g["episode_id"]) for g in games if g.get("episode_id"))
+
+    def holds(self, episode: KaggleEpisode) -> bool:
+        """Whether the folder holds ``episode`` already (its file's hash or its episode id)."""
+        return episode.sha256 in self.known or (bool(episode.episode_id)
+                                                and episode.episode_id in self.known_ids)
+
+    def remember(self, episode: KaggleEpisode) -> None:
+        self.known.add(episode.sha256)
+        if episode.episode_id:
+            self.known_ids.add(episode.episode_id)
 
 
 def convert_kaggle(paths: Iterable[Path | str], out_dir: Path | str, shard_games: int = 100,
@@ -259,7 +274,7 @@ def convert_kaggle(paths: Iterable[Path | str], out_dir: Path | str, shard_games
     for path in paths:
         try:
             episode = read_kaggle_episode(path)
-            if episode.sha256 in writer.known:
+            if writer.holds(episode):
                 duplicates += 1
                 continue
             game = convert_episode(episode, check_labels)
@@ -270,7 +285,7 @@ def convert_kaggle(paths: Iterable[Path | str], out_dir: Path | str, shard_games
             skipped.append(str(exc))
             print(f"warning: {exc}; skipped", file=sys.stderr)
             continue
-        writer.known.add(episode.sha256)
+        writer.remember(episode)
         writer.add(game)
         for name, value in (game.meta["labels"] or {}).items():
             totals[name] = [a + b for a, b in zip(totals[name], value, strict=True)]

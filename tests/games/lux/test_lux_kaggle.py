@@ -301,6 +301,14 @@ def test_import_replays_command(made: dict[str, Any], capsys: pytest.CaptureFixt
     assert main(["import-replays", "--game", "lux", str(src), "--out", str(out), "--json"]) == 0
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert again["games"] == 0 and again["duplicates"] == 2
+    wrapped = made["folder"] / "wrapped"  # game a saved again as Kaggle's HTML player wraps it
+    wrapped.mkdir()
+    doc = json.loads(made["played"][0].path.read_text())
+    (wrapped / "a-wrapped.json").write_text(json.dumps({"environment": doc}, indent=1))
+    assert main(["import-replays", "--game", "lux", str(wrapped), "--out", str(out),
+                 "--json"]) == 0
+    third = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert third["games"] == 0 and third["duplicates"] == 1
     assert main(["import-replays", "--game", "lux", str(src / "nope.json"), "--out",
                  str(out)]) != 0
     assert "nope.json: no such file or folder" in capsys.readouterr().err
