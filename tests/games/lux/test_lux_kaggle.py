@@ -263,12 +263,8 @@ def test_an_action_the_engine_rejects_prints_nothing_on_stdout(
     from games.lux.kaggle_replay import convert_kaggle
 
     def ghost_unit(doc: dict[str, Any]) -> None:
-        for step in doc["steps"][1:]:
-            action = step[0]["action"]
-            if isinstance(action, dict) and not {"bid", "spawn"} & set(action):
-                action["unit_9999"] = [[0, 1, 0, 0, 0, 1]]
-                return
-        raise AssertionError("no main-phase action to tamper with")
+        step = doc["steps"][-5][0]  # the main phase: the last LENGTH steps
+        step["action"] = {**(step["action"] or {}), "unit_9999": [[0, 1, 0, 0, 0, 1]]}
 
     path = _tampered(made, "ghost", ghost_unit)
     capsys.readouterr()
