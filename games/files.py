@@ -11,6 +11,7 @@ this module only knows the container.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,28 @@ def from_safe(obj: Any) -> Any:
     return obj
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _new_file_mode(path: Path) -> int:
+    """The permissions a rewrite of ``path`` gets: its own when it exists, else those of a
+    file ``open()`` creates (0666 less the umask)."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 def atomic_write_bytes(path: Path, write: Any) -> None:
     """Call ``write(file)`` on a temp file beside ``path``, fsync, then rename over ``path``.
 
@@ -68,6 +91,7 @@ def atomic_write_bytes(path: Path, write: Any) -> None:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
     try:
+        os.fchmod(fd, _new_file_mode(path))  # mkstemp's 0600 would hide it from the group
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()

@@ -121,10 +121,11 @@ class LeagueDB:
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            # the schema first: another program's SQLite file is refused as it was found
+            self.game, self.config = self._init_schema(game, config)
             self._set_wal(timeout)
             self._conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable across crashes
-            self._conn.execute("PRAGMA foreign_keys = ON")
-            self.game, self.config = self._init_schema(game, config)
         except sqlite3.OperationalError as exc:
             self._conn.close()
             raise LeagueError(f"cannot open league database {self.path}: {exc}") from exc
@@ -157,8 +158,15 @@ class LeagueDB:
                             "created": repr(time.time())}
                     conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                                      meta.items())
-        meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        try:
+            meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.OperationalError as exc:  # a "meta" table of another program
+            raise LeagueError(f"{self.path} is an SQLite file but not a league database "
+                              f"({exc}); pick another file with --db") from exc
         version = meta.get("schema_version")
+        if version is None:
+            raise LeagueError(f"{self.path} is an SQLite file but not a league database (no "
+                              "schema version); pick another file with --db")
         if version != str(SCHEMA_VERSION):
             raise LeagueError(f"league database {self.path} has schema version {version}; "
                               f"this selfplay reads version {SCHEMA_VERSION} (use a new --db "
@@ -167,6 +175,9 @@ class LeagueDB:
         if game is not None and stored_game != game:
             raise LeagueError(f"league database {self.path} is for game {stored_game!r}, "
                               f"not {game!r}; pick another file with --db")
+        if "rating_config" not in meta:
+            raise LeagueError(f"league database {self.path} lacks its rating parameters; "
+                              "pick another file with --db")
         stored = RatingConfig(**json.loads(meta["rating_config"]))
         if config is not None and config != stored:
             want, have = asdict(config), asdict(stored)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -117,85 +119,120 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
     game = resolve(game).name
     if len(players) < 2:
         raise LeagueError("a tournament needs at least two --players")
+    if num_envs < 1:
+        raise LeagueError(f"--num-envs must be >= 1, got {num_envs}")
+    # every player named before the database is opened (or made): a typo changes nothing
+    resolved = [resolve_player(spec, game) for spec in players]
+    twice = sorted({name for name, _, _ in resolved
+                    if [n for n, _, _ in resolved].count(name) > 1})
+    if twice:
+        raise LeagueError(f"--players names {', '.join(twice)} more than once; each player "
+                          "may appear only once in a tournament")
     db = open_db(db_path, game, elo_k=elo_k)
     try:
-        names = []
-        paths: dict[str, Path | None] = {}
-        for spec in players:
-            name, kind, path = resolve_player(spec, game)
-            name = register_player(db, name, kind, path)
-            names.append(name)
-            paths[name] = path
-        family = family_of(game)
-        base_options = dict(family_defaults(family.name, game)
-                            .get("game", {}).get("options", {}) or {})
-        # players that can play: bots and checkpoints whose file exists (the others are
-        # reported and skipped by the tournament)
-        playable = [p for p in paths.values() if p is None or p.is_file()]
-        defaults = family.match_defaults(base_options, all(p is None for p in playable))
-        map_name = map_name or defaults.map_name
-        if max_steps is not None:
-            base_options = family.with_game_length(game, base_options, max_steps)
-        recording = None if record is None else RecordTo(
-            record, {db.player(name).id: name for name in names}, shard_games)
-        conditions = MatchConditions(options=base_options, num_envs=num_envs, seed=seed,
-                                     map_name=map_name, max_steps=max_steps or defaults.max_steps,
-                                     processes=processes, record=recording)
-        spec_cache: dict[str, Any] = {}
-
-        def game_factory(envs: int, game_seed: int) -> VecGame:
-            setup = family.match_setup(game, None, envs, game_seed, map_name)
-            made = make_game(game, num_envs=envs, seed=game_seed,
-                             options={**base_options, **setup.options})
-            spec_cache.setdefault("spec", made.spec)
-            return made
-
-        def policy_factory(name: str) -> Policy:
-            path = paths.get(name)
-            if path is None:  # a bot: acts through the game's seats or inside its engine
-                return family.opponent(game, name, seed)
-            if path.name == "checkpoints":  # a run directory without checkpoints
-                raise FileNotFoundError(f"{path.parent} holds no checkpoint")
-            if not path.is_file():
-                raise FileNotFoundError(f"checkpoint {path} not found")
-            if "spec" not in spec_cache:
-                game_factory(1, seed).close()
-            state = load_checkpoint(path)
-            other = trained_config(state, path)[0].game.name
-            if other != game:
-                raise CheckpointError(f"{path} plays {other}, not {game}")
-            _, agent, _ = load_agent(path, spec_cache["spec"], state)
-            return FrozenPolicy(agent)
-
-        def progress(done: int, total: int | None) -> None:
-            if not quiet and (done % 50 == 0 or done == total):
-                print(f"  {done}/{total if total is not None else '?'} matches",
-                      file=sys.stderr, flush=True)
-
-        def runner(policies: Mapping[int, Policy]) -> MatchRunner:
-            return family.match_runner(game, policies, conditions, game_factory)
-
-        config = TournamentConfig(games_per_pair=games_per_pair, until_sigma=until_sigma,
-                                  opening_games_per_pair=opening_games_per_pair,
-                                  min_quality=min_quality,
-                                  num_envs=num_envs, seed=seed, map=map_name or "",
-                                  settings=tournament_settings(max_steps, defaults.max_steps))
-        if any(p is not None for p in paths.values()):
-            # the checkpoints load against the game's spec: a bad game option is the user's
-            # error here, not a broken player inside the tournament
-            game_factory(1, seed).close()
-        before = folder_totals(record) if record is not None else (0, 0)
-        summary = run_tournament(db, names, policy_factory, game_factory, config,
-                                 progress=progress, runner=runner)
-        board = [s.to_json() for s in db.leaderboard() if s.name in set(names)]
-        result = {**summary.to_json(), "db": str(db.path), "players": board}
-        if record is not None:
-            after = folder_totals(record)
-            result["record"] = {"folder": str(record), "games": after[0] - before[0],
-                                "shards": after[1] - before[1]}
-        return result
+        with database_errors(db.path):
+            return _tournament(db, game, resolved, games_per_pair, until_sigma, map_name,
+                               num_envs, seed, quiet, max_steps, opening_games_per_pair,
+                               processes, min_quality, record, shard_games)
     finally:
         db.close()
+
+
+@contextmanager
+def database_errors(path: Path) -> Iterator[None]:
+    """SQLite's errors past opening (a file damaged inside, a read-only file, a lock held
+    past the busy timeout) as one line naming the database."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise LeagueError(f"league database {path}: {exc} (SQLite {type(exc).__name__})"
+                          ) from exc
+
+
+def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, Path | None]],
+                games_per_pair: int, until_sigma: float | None, map_name: str | None,
+                num_envs: int, seed: int, quiet: bool, max_steps: int | None,
+                opening_games_per_pair: int, processes: int, min_quality: float,
+                record: Path | None, shard_games: int) -> dict[str, Any]:
+    """:func:`tournament` on the open database ``db``, its players resolved."""
+    names = []
+    paths: dict[str, Path | None] = {}
+    for name, kind, path in resolved:
+        name = register_player(db, name, kind, path)
+        names.append(name)
+        paths[name] = path
+    family = family_of(game)
+    base_options = dict(family_defaults(family.name, game)
+                        .get("game", {}).get("options", {}) or {})
+    # players that can play: bots and checkpoints whose file exists (the others are
+    # reported and skipped by the tournament)
+    playable = [p for p in paths.values() if p is None or p.is_file()]
+    defaults = family.match_defaults(base_options, all(p is None for p in playable))
+    map_name = map_name or defaults.map_name
+    if max_steps is not None:
+        base_options = family.with_game_length(game, base_options, max_steps)
+    recording = None if record is None else RecordTo(
+        record, {db.player(name).id: name for name in names}, shard_games)
+    conditions = MatchConditions(options=base_options, num_envs=num_envs, seed=seed,
+                                 map_name=map_name, max_steps=max_steps or defaults.max_steps,
+                                 processes=processes, record=recording)
+    spec_cache: dict[str, Any] = {}
+
+    def game_factory(envs: int, game_seed: int) -> VecGame:
+        setup = family.match_setup(game, None, envs, game_seed, map_name)
+        made = make_game(game, num_envs=envs, seed=game_seed,
+                         options={**base_options, **setup.options})
+        spec_cache.setdefault("spec", made.spec)
+        return made
+
+    def policy_factory(name: str) -> Policy:
+        path = paths.get(name)
+        if path is None:  # a bot: acts through the game's seats or inside its engine
+            return family.opponent(game, name, seed)
+        if path.name == "checkpoints":  # a run directory without checkpoints
+            raise FileNotFoundError(f"{path.parent} holds no checkpoint")
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint {path} not found")
+        if "spec" not in spec_cache:
+            game_factory(1, seed).close()
+        state = load_checkpoint(path)
+        other = trained_config(state, path)[0].game.name
+        if other != game:
+            raise CheckpointError(f"{path} plays {other}, not {game}")
+        _, agent, _ = load_agent(path, spec_cache["spec"], state)
+        return FrozenPolicy(agent)
+
+    def progress(done: int, total: int | None) -> None:
+        if not quiet and (done % 50 == 0 or done == total):
+            print(f"  {done}/{total if total is not None else '?'} matches",
+                  file=sys.stderr, flush=True)
+
+    def runner(policies: Mapping[int, Policy]) -> MatchRunner:
+        return family.match_runner(game, policies, conditions, game_factory)
+
+    config = TournamentConfig(games_per_pair=games_per_pair, until_sigma=until_sigma,
+                              opening_games_per_pair=opening_games_per_pair,
+                              min_quality=min_quality,
+                              num_envs=num_envs, seed=seed, map=map_name or "",
+                              settings=tournament_settings(max_steps, defaults.max_steps))
+    if any(p is not None for p in paths.values()):
+        # the checkpoints load against the game's spec: a bad game option is the user's
+        # error here, not a broken player inside the tournament
+        game_factory(1, seed).close()
+    before = folder_totals(record) if record is not None else (0, 0)
+    summary = run_tournament(db, names, policy_factory, game_factory, config,
+                             progress=progress, runner=runner)
+    if len(names) - len(summary.skipped_players) < 2:
+        raise LeagueError(f"only {len(names) - len(summary.skipped_players)} of the players "
+                          f"load (skipped: {', '.join(summary.skipped_players)}): no match "
+                          "played")
+    board = [s.to_json() for s in db.leaderboard() if s.name in set(names)]
+    result = {**summary.to_json(), "db": str(db.path), "players": board}
+    if record is not None:
+        after = folder_totals(record)
+        result["record"] = {"folder": str(record), "games": after[0] - before[0],
+                            "shards": after[1] - before[1]}
+    return result
 
 
 def tournament_settings(max_steps: int | None, default_steps: object) -> str:
@@ -210,28 +247,44 @@ def tournament_settings(max_steps: int | None, default_steps: object) -> str:
 def leaderboard(db_path: str | None, game: str | None) -> dict[str, Any]:
     db = open_db(db_path, game, create=False)
     try:
-        return {"players": [s.to_json() for s in db.leaderboard()],
-                "matches": db.match_count()}
+        with database_errors(db.path):
+            return {"players": [s.to_json() for s in db.leaderboard()],
+                    "matches": db.match_count()}
     finally:
         db.close()
 
 
 def format_leaderboard(rows: list[dict[str, Any]]) -> str:
+    """The leaderboard as text; a broken player (its checkpoint missing or corrupt) says so."""
     header = f"{'rank':>4}  {'player':<40} {'mu':>6} {'sigma':>6} {'mu-3s':>6} {'elo':>7} " \
-             f"{'games':>6} {'win%':>6}"
+             f"{'games':>6} {'win%':>6}  status"
     lines = [header, "-" * len(header)]
     for r in rows:
         name = r["name"] if len(r["name"]) <= 40 else "..." + r["name"][-37:]
+        status = f"broken: {r['broken']}" if r.get("broken") else ""
         lines.append(f"{r['rank']:>4}  {name:<40} {r['mu']:6.2f} {r['sigma']:6.2f} "
                      f"{r['conservative']:6.2f} {r['elo']:7.1f} {r['games']:6d} "
-                     f"{100 * r['win_rate']:5.1f}%")
+                     f"{100 * r['win_rate']:5.1f}%  {status}".rstrip())
+    if not rows:
+        lines.append("(no players yet: `selfplay league tournament` or a training run adds "
+                     "them)")
     return "\n".join(lines)
 
 
 def report(db_path: str | None, game: str | None, out: str) -> dict[str, Any]:
     db = open_db(db_path, game, create=False)
     try:
-        path = write_report(db, out)
+        target = Path(out).resolve()
+        if target in {Path(f"{db.path}{end}").resolve() for end in ("", "-wal", "-shm")}:
+            raise LeagueError(f"--out {out} is the league database {db.path} (or its "
+                              "journal); name an .html file")
+        if target.is_dir():
+            raise LeagueError(f"--out {out} is a folder; name an .html file")
+        above = next((p for p in target.parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise LeagueError(f"--out {out}: {above} is a file, not a folder")
+        with database_errors(db.path):
+            path = write_report(db, out)
     finally:
         db.close()
     return {"report": str(path)}

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -289,7 +290,7 @@ def test_league_tournament_bad_game_options_with_checkpoint_players(tmp_path: Pa
     corrupt.write_bytes(b"not a checkpoint")
     db = tmp_path / "l.db"
     base = ["league", "tournament", "--game", "tictactoe", "--players", "random", str(corrupt),
-            "--games-per-pair", "2", "--db", str(db)]
+            "win_or_block", "--games-per-pair", "2", "--db", str(db)]
     assert_one_line_error(run_here(*base, "--map", "x"), "has no maps")
     assert_one_line_error(run_here(*base, "--max-steps", "50"), "has no game length to set")
     proc = run_here(*base, "--json")  # the good command: the corrupt player skipped alone
@@ -381,6 +382,61 @@ def test_league_tournament_skips_missing_and_corrupt_checkpoints(tmp_path: Path)
         assert any("missing.pt" in w and "not found" in w for w in warnings), warnings
     board = json.loads(run("league", "leaderboard", "--db", str(db), "--json").stdout)
     assert {p["name"] for p in board["players"] if p["games"]} == {"random", "win_or_block"}
+
+
+def test_league_bad_input_loses_nothing(tmp_path: Path) -> None:
+    """League inputs that once gave tracebacks, exited 0 having played nothing, left a new
+    database behind, or overwrote the database with a report."""
+    db = tmp_path / "league.db"
+    tour = ["league", "tournament", "--game", "tictactoe", "--db", str(db)]
+    for extra, needle in ((["--players", "random", "Random"], "names random more than once"),
+                          (["--players", "random", "nobody"], "player 'nobody'"),
+                          (["--players", "random", "win_or_block", "--num-envs", "0"],
+                           "--num-envs must be >= 1")):
+        assert_one_line_error(run_here(*tour, *extra), needle)
+        assert not db.exists()  # refused before the database was made
+    empty = run_here(*tour[:-2], "--db", str(tmp_path / "e.db"), "--players", "random",
+                     str(tmp_path / "typo.pt"))
+    assert empty.returncode != 0 and "Traceback" not in empty.stderr  # why, then the error
+    assert empty.stderr.strip().splitlines()[-1].startswith(
+        "error: only 1 of the players load (skipped: ")
+    board = run_here("league", "leaderboard", "--db", str(tmp_path / "e.db"))
+    assert board.returncode == 0 and "broken: checkpoint" in board.stdout
+    assert run_here(*tour, "--players", "random", "win_or_block", "--games-per-pair", "2",
+                    "--json").returncode == 0
+    kept = db.read_bytes()
+    for out, needle in ((db, "is the league database"), (tmp_path, "is a folder"),
+                        (db / "r.html", "is a file, not a folder")):
+        assert_one_line_error(run_here("league", "report", "--db", str(db), "--out",
+                                       str(out)), needle)
+    assert db.read_bytes() == kept
+    out = tmp_path / "report.html"
+    assert run_here("league", "report", "--db", str(db), "--out", str(out)).returncode == 0
+    assert stat.S_IMODE(out.stat().st_mode) & 0o044 == 0o044 & ~current_umask()
+    fresh = tmp_path / "fresh.db"  # an empty league
+    from league.db import LeagueDB
+
+    LeagueDB(fresh, game="tictactoe").close()
+    assert "no players yet" in run_here("league", "leaderboard", "--db", str(fresh)).stdout
+    original = db.read_bytes()  # one page at a time damaged: the schema's or the data's
+    failed = 0
+    for page in range(1, len(original) // 4096):
+        data = bytearray(original)
+        data[page * 4096:(page + 1) * 4096] = b"\xff" * 4096
+        damaged = tmp_path / f"damaged-{page}.db"
+        damaged.write_bytes(bytes(data))
+        proc = run_here("league", "leaderboard", "--db", str(damaged))
+        if proc.returncode:
+            assert_one_line_error(proc, f"{damaged}")
+            assert "malformed" in proc.stderr
+            failed += 1
+    assert failed
+
+
+def current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 @pytest.mark.parametrize("where", [["--num-envs", "6"], ["--processes", "2"]])

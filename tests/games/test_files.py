@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -99,3 +100,20 @@ def test_atomic_text_write_replaces_whole_or_not_at_all(tmp_path: Path) -> None:
         atomic_write_text(path, "\ud800")
     assert path.read_text() == '{"a": 1}'
     assert [p.name for p in path.parent.iterdir()] == ["result.json"]  # no temp file left
+
+
+def test_atomic_writes_get_the_permissions_open_would_give(tmp_path: Path) -> None:
+    """A new file gets 0666 less the umask (mkstemp's 0600 would hide reports and checkpoints
+    from the group); a rewritten file keeps its own permissions."""
+    old_mask = os.umask(0o027)
+    try:
+        fresh = tmp_path / "fresh.html"
+        atomic_write_text(fresh, "a")
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o640
+        kept = tmp_path / "kept.html"
+        kept.write_text("old")
+        kept.chmod(0o604)
+        atomic_write_text(kept, "new")
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o604 and kept.read_text() == "new"
+    finally:
+        os.umask(old_mask)

@@ -169,6 +169,16 @@ def test_foreign_files_are_refused(tmp_path: Path) -> None:
         conn.execute("CREATE TABLE t (x)")
     with pytest.raises(LeagueError, match="SQLite file but not a league database"):
         LeagueDB(tmp_path / "other.db", game="tictactoe")
+    with sqlite3.connect(tmp_path / "other.db") as conn:  # refused as it was found
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    with sqlite3.connect(tmp_path / "meta.db") as conn:  # another program's "meta" tables
+        conn.execute("CREATE TABLE meta (name, value)")
+    with sqlite3.connect(tmp_path / "meta2.db") as conn:
+        conn.execute("CREATE TABLE meta (key, value)")
+        conn.execute("INSERT INTO meta VALUES ('owner', 'someone')")
+    for name in ("meta.db", "meta2.db"):
+        with pytest.raises(LeagueError, match="SQLite file but not a league database"):
+            LeagueDB(tmp_path / name, game="tictactoe")
     with pytest.raises(LeagueError, match="no league database"):
         LeagueDB(tmp_path / "absent.db", create=False)
     with pytest.raises(LeagueError, match="needs a game name"):
