@@ -11,6 +11,7 @@ this module only knows the container.
 from __future__ import annotations
 
 import os
+import pickle
 import stat
 import tempfile
 from pathlib import Path
@@ -128,9 +129,27 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
+        with path.open("rb") as handle:
+            head = handle.read(4)
+    except OSError as exc:
+        raise CheckpointError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from exc
+    if not head:
+        raise CheckpointError(f"corrupt checkpoint {path}: the file is empty")
+    if head != b"PK\x03\x04" and not head.startswith(b"\x80"):  # torch's zip, or a pickle
+        raise CheckpointError(f"{path} is not a selfplay checkpoint (not a file torch.save "
+                              "writes)")
+    try:
         data = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "weights only" not in str(exc).lower():  # a damaged pickle
+            raise CheckpointError(f"corrupt or unreadable checkpoint {path}: "
+                                  f"{str(exc).strip()[:160]}") from exc
+        raise CheckpointError(  # classes the weights-only loader refuses
+            f"{path} is not a selfplay checkpoint: it holds objects that only executing its "
+            "code could load, which selfplay never does") from exc
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
-        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        reason = (str(exc).strip().splitlines()[0].split(". ")[0][:160] if str(exc).strip()
+                  else type(exc).__name__)
         raise CheckpointError(f"corrupt or unreadable checkpoint {path}: {reason}") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a selfplay checkpoint")

@@ -20,8 +20,14 @@ from selfplay.bc_config import BCConfig
 from selfplay.checkpoint import resolve_checkpoint
 from selfplay.clone_league import CloneLeague
 from selfplay.cloning import Cloner
-from selfplay.config import ConfigError, TrainConfig
-from selfplay.run_dirs import new_run, same_run, saved_config
+from selfplay.config import ConfigError, TrainConfig, validate
+from selfplay.run_dirs import (
+    check_checkpoint_config,
+    check_run_kind,
+    new_run,
+    same_run,
+    saved_config,
+)
 from selfplay.run_loop import load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
 
@@ -46,7 +52,9 @@ def build_cloner(config: TrainConfig, run: RunDir | None, init_from: Path | None
         raise ConfigError("name the teachers: --teachers a,b (the game's scripted players, "
                           "bc.teachers) or --replays DIR (recorded games, bc.replays)")
     if bc.replays is not None and not Path(bc.replays).is_dir():
-        raise ConfigError(f"bc.replays: no such folder {bc.replays}")
+        raise ConfigError(f"bc.replays: {bc.replays} is a file, not a folder of replays"
+                          if Path(bc.replays).exists() else
+                          f"bc.replays: no such folder {bc.replays}")
     family = family_of(name)
     teachers = teachers_of(bc)
     game = family.teacher_game(name, teachers, bc.num_envs, config.seed, config.game.options)
@@ -68,10 +76,12 @@ def build_cloner(config: TrainConfig, run: RunDir | None, init_from: Path | None
 
 
 def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
-                resume: Path | None = None, total_steps: int | None = None) -> dict[str, Any]:
+                resume: Path | None = None, total_steps: int | None = None,
+                progress_bar: bool | None = None) -> dict[str, Any]:
     """Clone into a new run (``config``) or continue ``resume`` (``total_steps`` replaces its
-    ``bc.total_steps``); returns a summary. A ``run_dir`` that holds this run already is
-    resumed; one holding another is refused (see :func:`selfplay.run_dirs.same_run`)."""
+    ``bc.total_steps``, ``progress_bar`` its progress bar setting); returns a summary. A
+    ``run_dir`` that holds this run already is resumed; one holding another is refused (see
+    :func:`selfplay.run_dirs.same_run`)."""
     if resume is None and run_dir is not None:
         assert config is not None, "a new run needs its config"
         same = same_run(Path(run_dir), config)
@@ -80,12 +90,19 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
     if resume is None and config is not None and config.init_from is not None:
         config = replace(config,
                          init_from=str(resolve_checkpoint(config.init_from).resolve()))
+    rewrite = True
     if resume is not None:
         run = RunDir(resume)
         config = saved_config(run, config)
+        state, path = load_resumable(run)
+        check_run_kind(run, state, cloning=True)
+        check_checkpoint_config(run, config, state, path)
+        rewrite = total_steps is not None and total_steps != config.bc.total_steps
         if total_steps is not None:
             config = replace(config, bc=replace(config.bc, total_steps=total_steps))
-        state, path = load_resumable(run)
+            validate(config)
+        if progress_bar is not None:
+            config = replace(config, log=replace(config.log, progress=progress_bar))
         cloner = build_cloner(config, run)
         try:
             exact = cloner.load_state_dict(state)
@@ -110,7 +127,8 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
                 shutil.rmtree(run.path, ignore_errors=True)
             raise
     try:
-        run.write_config(config)
+        if rewrite:  # a new run's, or a resumed run's given more steps; otherwise never changed
+            run.write_config(config)
         if config.bc.snapshot_every > 0:  # after the counters are restored: resumes see them
             cloner.league = CloneLeague(cloner, run.path, config.league,
                                         config.bc.snapshot_every)

@@ -45,8 +45,11 @@ def _video_path(value: str | None) -> Path | None:
         raise UserError(f"--video {value} is a directory; give a file name")
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         raise UserError(f"--video {value}: use a {' or '.join(VIDEO_SUFFIXES)} file name")
-    if path.parent.exists() and not os.access(path.parent, os.W_OK):
-        raise UserError(f"--video {value}: cannot write to {path.parent}")
+    existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not existing.is_dir():
+        raise UserError(f"--video {value}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK):
+        raise UserError(f"--video {value}: cannot write to {existing}")
     return path
 
 
@@ -76,15 +79,21 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.game or args.config or args.set or args.seed is not None:
             raise UserError("--resume continues a run with its saved config; "
                             "only --total-steps may be given with it")
+        if args.run_dir is not None:
+            raise UserError("--resume names the run to continue; --run-dir is for a new run: "
+                            "give one of them")
+        if args.total_steps is not None and args.total_steps < 1:
+            raise UserError(f"--total-steps must be >= 1, got {args.total_steps}")
         config = None
     else:
         overrides = [*args.set, *(["log.progress=false"] if args.no_progress else [])]
-        config = build_config(args.game, args.config, overrides, args.seed, args.total_steps,
-                              args.init_from)
+        config = build_config(args.game, args.config, overrides, seed_flag(args.seed),
+                              args.total_steps, args.init_from)
     try:
         if config is None:
             summary = run_training(None, resume=Path(args.resume),
-                                   total_steps=args.total_steps)
+                                   total_steps=args.total_steps,
+                                   progress_bar=False if args.no_progress else None)
         else:
             summary = run_training(config, run_dir=Path(args.run_dir) if args.run_dir else None)
     except TrainingInterrupted as stop:
@@ -248,6 +257,9 @@ def cmd_bc(args: argparse.Namespace) -> int:
                 or args.replays or args.imitate or args.winners_only):
             raise UserError("--resume continues a run with its saved config (teachers "
                             "included); only --total-steps may be given with it")
+        if args.run_dir is not None:
+            raise UserError("--resume names the run to continue; --run-dir is for a new run: "
+                            "give one of them")
     else:
         overrides = [*args.set, *(["log.progress=false"] if args.no_progress else [])]
         config = build_config(args.game, args.config, overrides, seed_flag(args.seed),
@@ -268,7 +280,8 @@ def cmd_bc(args: argparse.Namespace) -> int:
     try:
         summary = run_cloning(config, run_dir=Path(args.run_dir) if args.run_dir else None,
                               resume=Path(args.resume) if args.resume else None,
-                              total_steps=args.total_steps if args.resume else None)
+                              total_steps=args.total_steps if args.resume else None,
+                              progress_bar=False if args.resume and args.no_progress else None)
     except TrainingInterrupted as stop:
         return _interrupted(stop, "bc")
     human = (f"cloned {summary['global_step']} steps in {summary['updates']} updates; "
@@ -322,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("play", help="play a checkpoint against a bot or another checkpoint",
                         description="Play N games, alternating sides; report wins, losses, "
-                        "draws and a 95%% confidence interval of the win rate.")
+                        "draws and a 95% confidence interval of the win rate.")
     pl.add_argument("--checkpoint", required=True)
     pl.add_argument("--vs", required=True, help="bot name (case-insensitive, e.g. coacai) or "
                     "another checkpoint")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -407,7 +408,7 @@ def validate(config: TrainConfig, on_this_machine: bool = True) -> None:
         (config.ppo.teacher_kl_coef == 0 or config.init_from is not None,
          "ppo.teacher_kl_coef > 0 needs init_from, the checkpoint whose network is the "
          "teacher: give --init-from CHECKPOINT, or set ppo.teacher_kl_coef=0"),
-        (config.seed >= 0, "seed must be >= 0"),
+        (0 <= config.seed < 2**63, f"seed must be in 0..2**63-1, got {config.seed}"),
         (config.log.return_window >= 1, "log.return_window must be >= 1"),
         (0.0 <= config.league.self_play <= 1.0, "league.self_play must be in [0, 1]"),
         (config.league.bot_share >= 0.0
@@ -442,6 +443,7 @@ def validate(config: TrainConfig, on_this_machine: bool = True) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    check_finite(to_mapping(config))
     if not on_this_machine:
         return
     from selfplay.device import resolve_device
@@ -450,6 +452,19 @@ def validate(config: TrainConfig, on_this_machine: bool = True) -> None:
         resolve_device(config.device)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+
+
+def check_finite(mapping: dict[str, Any], prefix: str = "") -> None:
+    """Every number in a config is finite: ``.nan`` or ``.inf`` in a YAML file or ``--set``
+    would train on NaN losses without a word. :class:`ConfigError` naming the key."""
+    for key, value in mapping.items():
+        if isinstance(value, dict):
+            check_finite(value, f"{prefix}{key}.")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{prefix}{key} must be a finite number, got {value}")
+        elif isinstance(value, (list, tuple)) and any(
+                isinstance(item, float) and not math.isfinite(item) for item in value):
+            raise ConfigError(f"{prefix}{key} must hold finite numbers, got {list(value)}")
 
 
 # --------------------------------------------------------------------------- loading
@@ -526,11 +541,7 @@ def family_defaults(family: str, game_name: str) -> dict[str, Any]:
     if not path.is_file():
         return {}
     data = read_yaml(path)
-    games_section = data.pop("games", {}) or {}
-    if not isinstance(games_section, dict):
-        raise ConfigError(f"{path}: 'games' must map game names to settings")
-    lowered = {str(k).lower(): v for k, v in games_section.items()}
-    specific = lowered.get(game_name.lower(), {}) or {}
+    specific = game_section(data, game_name, path)
     return deep_merge(data, specific)
 
 
@@ -555,12 +566,14 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def load_user_file(path: Path) -> dict[str, Any]:
-    """A user config file, with at most one level of ``base:`` (a family name or a file)."""
+def load_user_file(path: Path) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
+    """A user config file, with at most one level of ``base:`` (a family name or a file): the
+    base file's settings (its ``games`` section kept, for :func:`build_config` to pick the
+    game's own), the file's own, and the base file's path (None without a base)."""
     data = read_yaml(path)
     base = data.pop("base", None)
     if base is None:
-        return data
+        return {}, data, None
     if not isinstance(base, str):
         raise ConfigError(f"{path}: 'base' must be a family name or a file path")
     base_path = Path(base) if base.endswith((".yaml", ".yml")) else family_file(base)
@@ -569,8 +582,20 @@ def load_user_file(path: Path) -> dict[str, Any]:
     base_data = read_yaml(base_path)
     if "base" in base_data:
         raise ConfigError(f"{base_path}: only one level of 'base' is allowed")
-    base_data.pop("games", None)
-    return deep_merge(base_data, data)
+    return base_data, data, base_path
+
+
+def game_section(data: dict[str, Any], game_name: str, path: Path | None) -> dict[str, Any]:
+    """``data``'s ``games.<game_name>`` settings (names compared without case), removing the
+    ``games`` section from ``data``."""
+    games_section = data.pop("games", {}) or {}
+    if not isinstance(games_section, dict):
+        raise ConfigError(f"{path}: 'games' must map game names to settings")
+    lowered = {str(k).lower(): v for k, v in games_section.items()}
+    specific = lowered.get(game_name.lower(), {}) or {}
+    if not isinstance(specific, dict):
+        raise ConfigError(f"{path}: games.{game_name} must be a mapping of settings")
+    return specific
 
 
 def build_config(game: str | None = None, config_file: str | Path | None = None,
@@ -580,15 +605,25 @@ def build_config(game: str | None = None, config_file: str | Path | None = None,
     """Resolve a :class:`TrainConfig` from the layers described in the module docstring."""
     from games.registry import resolve  # local: keeps config importable without games
 
-    user = load_user_file(Path(config_file)) if config_file is not None else {}
+    base, own, base_path = (load_user_file(Path(config_file)) if config_file is not None
+                            else ({}, {}, None))
+    base_games = {"games": base.pop("games", None)}  # the base's own tuning of each game
+    user = deep_merge(base, own)
     sets = parse_set(overrides or [])
     check_sections(user)
     check_sections(sets)
-    name = game or sets.get("game", {}).get("name") or user.get("game", {}).get("name")
-    if name is None:
+    for name in (game, sets.get("game", {}).get("name"), user.get("game", {}).get("name")):
+        if name is not None:
+            break
+    else:
         name = GameConfig.name
+    if not str(name).strip():
+        raise ConfigError("the game name is empty; `selfplay games` lists the known ones")
     entry = resolve(str(name))
-    layers = [family_defaults(entry.family, entry.name), user, sets,
+    # a base family's top level must not undo its own tuning of this game (``base: classic``
+    # with CartPole-v1 keeps CartPole's settings): the base, its game section, the file's own
+    layers = [family_defaults(entry.family, entry.name), base,
+              game_section(base_games, entry.name, base_path), own, sets,
               {"game": {"name": entry.name}}]
     if seed is not None:
         layers.append({"seed": seed})

@@ -8,7 +8,7 @@ other settings refused (naming them), and ``--resume`` reads the run's saved con
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,8 @@ from selfplay.tracking import RunDir
 
 # settings that do not change what a run computes: a re-run may differ in them
 _COSMETIC = frozenset({"log.progress", "log.tensorboard"})
+# settings a resumed run may change (``--total-steps``): its config.yaml is rewritten with them
+_EXTENDABLE = frozenset({"total_steps", "bc.total_steps"})
 
 
 def config_differences(saved: TrainConfig, new: TrainConfig) -> list[str]:
@@ -75,7 +77,11 @@ def saved_config(run: RunDir, config: TrainConfig | None) -> TrainConfig:
     if not run.config_file.is_file():
         raise CheckpointError(f"{run.path} is not a selfplay run directory (no config.yaml, "
                               "no checkpoint); nothing to resume")
-    saved = saved_config_from_mapping(read_yaml(run.config_file))
+    data = read_yaml(run.config_file)
+    if not data:
+        raise ConfigError(f"{run.config_file} is empty: the run's settings are lost; start a "
+                          f"new run from its weights: selfplay train --init-from {run.path}")
+    saved = saved_config_from_mapping(data)
     try:
         resolve_device(saved.device)
     except ValueError as exc:
@@ -88,6 +94,67 @@ def saved_config(run: RunDir, config: TrainConfig | None) -> TrainConfig:
     return saved
 
 
+def check_checkpoint_config(run: RunDir, config: TrainConfig, state: dict[str, Any],
+                            path: Path) -> None:
+    """``run``'s config.yaml (``config``) must hold the settings its checkpoint ``path`` was
+    saved with (``state["config"]``), but for ``--total-steps`` and cosmetic ones: an edited
+    config.yaml would resume the run with other shapes or other learning. :class:`ConfigError`
+    naming the keys that differ."""
+    stored = state.get("config")
+    if not isinstance(stored, dict):
+        return  # written by a version that did not keep the settings in its checkpoints
+    try:
+        theirs = saved_config_from_mapping(dict(stored))
+    except ConfigError as exc:
+        raise ConfigError(f"{path} holds settings this version cannot read ({exc})") from exc
+    differ = [key for key in config_differences(theirs, config) if key not in _EXTENDABLE]
+    if differ:
+        shown = ", ".join(differ[:6]) + (", ..." if len(differ) > 6 else "")
+        raise ConfigError(f"{run.config_file} differs from the settings {path.name} was saved "
+                          f"with ({shown}); put them back to resume the run, or start a new "
+                          f"run from its weights: selfplay train --init-from {path}")
+
+
+def check_run_kind(run: RunDir, state: dict[str, Any], cloning: bool) -> None:
+    """``selfplay bc --resume`` continues cloning runs and ``train --resume`` PPO runs: the
+    other kind is a :class:`CheckpointError` saying which command continues it, before any
+    game starts."""
+    is_clone = state.get("algorithm") == "bc"
+    if cloning and not is_clone:
+        raise CheckpointError(f"{run.path} is a selfplay train run, not a cloning run: "
+                              f"continue it with selfplay train --resume {run.path}")
+    if not cloning and is_clone:
+        raise CheckpointError(f"{run.path} is a behaviour-cloning run: continue it with "
+                              f"selfplay bc --resume {run.path}, or start PPO from it with "
+                              f"selfplay train --init-from {run.path}")
+
+
+def check_new_run_folder(run: RunDir) -> None:
+    """A new run may write into a new or empty folder, or into a run of ours that stopped
+    before its first checkpoint (started again), but never replace another program's or the
+    user's files: a config.yaml that is not a saved config (the ``--config`` file itself,
+    say), or a metrics.jsonl or league database without one. :class:`FileExistsError`."""
+    if not run.path.is_dir():
+        return
+    if run.config_file.is_file():
+        try:  # a saved config holds every section; a user's config file holds a few
+            data = read_yaml(run.config_file)
+            if {f.name for f in fields(TrainConfig)} <= data.keys():
+                saved_config_from_mapping(data)
+                return  # a run of ours that died before its first checkpoint
+        except ConfigError:
+            pass
+        clash: Path | None = run.config_file
+    else:
+        clash = next((path for path in (run.metrics_file, run.path / "league.db")
+                      if path.exists()), None)
+    if clash is None:
+        return
+    raise FileExistsError(f"{run.path} is not a selfplay run directory but holds "
+                          f"{clash.name}, which a run would replace; pick an empty or new "
+                          "--run-dir")
+
+
 def new_run(config: TrainConfig, run_dir: Path | None) -> tuple[RunDir, bool]:
     """The directory of a new run (``run_dir``, or a time-stamped one under ``runs/``), made;
     whether it was created here (a run that fails to start then leaves nothing behind)."""
@@ -95,6 +162,9 @@ def new_run(config: TrainConfig, run_dir: Path | None) -> tuple[RunDir, bool]:
     if holds_checkpoints(run):  # a default (time-stamped) directory already taken
         raise FileExistsError(f"{run.path} already holds a run; use --resume {run.path} "
                               "to continue it or pick another --run-dir")
+    if run.path.exists() and not run.path.is_dir():
+        raise FileExistsError(f"--run-dir {run.path} is a file, not a folder")
+    check_new_run_folder(run)
     created = not run.path.exists()
     run.path.mkdir(parents=True, exist_ok=True)
     return run, created

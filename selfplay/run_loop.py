@@ -215,7 +215,11 @@ class RunLoop:
             print(f"warning: {message}", file=sys.stderr)
             return older[-1] if older else path
         self._last_save = time.monotonic()
-        for old in list_checkpoints(directory)[:-self.config.keep]:
+        # keep the newest ``keep`` up to this one; files past it are a resumed run's corrupt
+        # newer checkpoints (skipped on loading; replaced when the run gets there), and
+        # counting them would delete the checkpoint just written
+        older = [p for p in list_checkpoints(directory) if p.name < path.name]
+        for old in older[:len(older) - (self.config.keep - 1)]:
             old.unlink(missing_ok=True)
         return path
 

@@ -16,12 +16,18 @@ from typing import Any
 from games.core import GameError, HasLostWorkers, HasOpponentNames, HasRewardComponents
 from selfplay.checkpoint import list_checkpoints, resolve_checkpoint
 from selfplay.component_returns import ComponentReturns
-from selfplay.config import TrainConfig
+from selfplay.config import TrainConfig, validate
 from selfplay.data_parallel import Ranks, join_ranks
 from selfplay.league_training import attach, describe
 from selfplay.opponent_stats import OpponentWinRates
 from selfplay.ppo import Trainer
-from selfplay.run_dirs import new_run, same_run, saved_config
+from selfplay.run_dirs import (
+    check_checkpoint_config,
+    check_run_kind,
+    new_run,
+    same_run,
+    saved_config,
+)
 from selfplay.run_loop import load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
 from selfplay.worker_backend import build_game
@@ -49,9 +55,12 @@ def build_trainer(config: TrainConfig, run: RunDir | None,
 
 
 def run_training(config: TrainConfig | None, run_dir: Path | None = None,
-                 resume: Path | None = None, total_steps: int | None = None) -> dict[str, Any]:
+                 resume: Path | None = None, total_steps: int | None = None,
+                 progress_bar: bool | None = None) -> dict[str, Any]:
     """Train a new run (``config``) or continue ``resume`` (``config`` None: its saved one;
-    ``total_steps`` replaces its ``total_steps``); returns a summary.
+    ``total_steps`` replaces its ``total_steps``, ``progress_bar`` its progress bar setting);
+    returns a summary. A resumed run's config.yaml must hold the settings of the checkpoint
+    it continues from (:func:`selfplay.run_dirs.check_checkpoint_config`).
 
     A ``run_dir`` that already holds checkpoints of a run with the same config is resumed
     (running the same command again after a crash or a kill continues the run); one with
@@ -71,13 +80,20 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
     if resume is None and config is not None and config.init_from is not None:
         config = replace(config,
                          init_from=str(resolve_checkpoint(config.init_from).resolve()))
+    rewrite = True  # config.yaml: a new run's, or a resumed run's given more steps
     if resume is not None:
         run = RunDir(resume)
         config = saved_config(run, config)
+        state, path = load_resumable(run)
+        check_run_kind(run, state, cloning=False)
+        check_checkpoint_config(run, config, state, path)
+        rewrite = total_steps is not None and total_steps != config.total_steps
         if total_steps is not None:
             config = replace(config, total_steps=total_steps)
+            validate(config)
+        if progress_bar is not None:
+            config = replace(config, log=replace(config.log, progress=progress_bar))
         ranks = join_ranks(config)
-        state, path = load_resumable(run)
         trainer = build_trainer(config, run, ranks=ranks)
         exact = trainer.load_state_dict(state)
         if ranks.is_main:
@@ -97,7 +113,7 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
                 shutil.rmtree(run.path, ignore_errors=True)
             raise
     try:
-        return _train(trainer, config, run)
+        return _train(trainer, config, run, rewrite)
     finally:
         ranks.close()
 
@@ -111,10 +127,13 @@ def resume_note(state: dict[str, Any], world: int, exact: bool) -> str:
     return "" if exact else " (this game cannot restore its episodes: new episodes start)"
 
 
-def _train(trainer: Trainer, config: TrainConfig, run: RunDir) -> dict[str, Any]:
-    """Attach the league and the metric hooks, train, close; the run's summary."""
+def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
+           write_config: bool = True) -> dict[str, Any]:
+    """Attach the league and the metric hooks, train, close; the run's summary. The config is
+    written for a new run and for a resumed one given another ``total_steps``; otherwise a
+    run's config.yaml is never changed."""
     main = trainer.ranks.is_main
-    if main:
+    if main and write_config:
         run.write_config(config)
     league = attach(trainer, run.path)
     try:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 SELFPLAY = [sys.executable, "-m", "selfplay.cli"]
 QUIET = ["--no-progress", "--set", "log.tensorboard=false"]
@@ -68,6 +69,22 @@ def test_bc_clones_and_resumes(tmp_path: Path) -> None:
     assert_one_line_error(run_here("bc", "--resume", str(run_dir), "--init-from", str(run_dir)),
                           "--init-from starts a new run from a checkpoint's network and "
                           "--resume continues")
+    assert_one_line_error(run_here("train", "--resume", str(run_dir)),
+                          f"{run_dir} is a behaviour-cloning run: continue it with selfplay bc "
+                          "--resume")
+    config = (run_dir / "config.yaml").read_bytes()
+    assert_one_line_error(run_here("bc", "--game", "tictactoe", "--teachers", "random",
+                                   "--run-dir", str(run_dir / "config.yaml"), *QUIET),
+                          f"--run-dir {run_dir / 'config.yaml'} is a file, not a folder")
+    assert_one_line_error(run_here("bc", "--resume", str(run_dir), "--run-dir",
+                                   str(tmp_path / "x")), "give one of them")
+    assert (run_dir / "config.yaml").read_bytes() == config
+
+
+def test_bc_resume_of_a_train_run_names_the_command(trained_run: Path) -> None:
+    assert_one_line_error(run_here("bc", "--resume", str(trained_run)),
+                          f"{trained_run} is a selfplay train run, not a cloning run: continue "
+                          "it with selfplay train --resume")
 
 
 def test_bc_ctrl_c_checkpoints_then_resumes(tmp_path: Path) -> None:
@@ -181,6 +198,82 @@ def test_same_command_again_resumes_other_settings_refused(tmp_path: Path) -> No
     assert json.loads(same.stdout)["global_step"] == 1024
 
 
+def test_resume_leaves_config_yaml_alone_and_refuses_one_edited_since(tmp_path: Path) -> None:
+    """config.yaml is written when the run starts and again only when ``--total-steps`` gives
+    it more steps; a negative count is refused before anything changes; a config.yaml edited
+    or emptied since the checkpoint is a one-line error naming the keys, never a traceback or
+    a run continued on other shapes."""
+    run_dir = tmp_path / "run"
+    args = ["train", "--game", "CartPole-v1", "--total-steps", "1024", "--run-dir",
+            str(run_dir), "--json", *QUIET]
+    assert run(*args).returncode == 0
+    config = run_dir / "config.yaml"
+    written = config.read_bytes()
+    os.utime(config, (1, 1))
+    again = run_here("train", "--resume", str(run_dir), "--no-progress", "--json")
+    assert again.returncode == 0, again.stderr
+    assert config.read_bytes() == written and config.stat().st_mtime == 1
+    assert_one_line_error(run_here("train", "--resume", str(run_dir), "--total-steps", "-5"),
+                          "--total-steps must be >= 1, got -5")
+    assert_one_line_error(run_here("train", "--resume", str(run_dir), "--run-dir",
+                                   str(tmp_path / "other")), "give one of them")
+    assert config.read_bytes() == written and not (tmp_path / "other").exists()
+    edited = yaml.safe_load(written)
+    edited["ppo"]["num_steps"] = 32
+    config.write_text(yaml.safe_dump(edited, sort_keys=False))
+    assert_one_line_error(run_here("train", "--resume", str(run_dir), "--total-steps", "2048"),
+                          f"{config} differs from the settings update_0000002.pt was saved "
+                          "with (ppo.num_steps)")
+    config.write_bytes(b"")
+    assert_one_line_error(run_here("train", "--resume", str(run_dir)),
+                          f"{config} is empty: the run's settings are lost")
+    config.write_bytes(written)
+    more = run_here("train", "--resume", str(run_dir), "--total-steps", "2048", "--json")
+    assert more.returncode == 0, more.stderr
+    assert json.loads(more.stdout)["global_step"] == 2048
+    assert config.read_bytes() == written.replace(b"total_steps: 1024", b"total_steps: 2048")
+
+
+def test_pruning_never_deletes_the_checkpoint_just_written(tmp_path: Path) -> None:
+    """A corrupt newer checkpoint (skipped when resuming) must not count among the ``keep``
+    newest: the checkpoints the resumed run writes survive and the run resumes again."""
+    run_dir = tmp_path / "run"
+    args = ["train", "--game", "CartPole-v1", "--total-steps", "1024", "--run-dir",
+            str(run_dir), "--json", "--set", "checkpoint.keep=1", "--set",
+            "checkpoint.every_updates=1", *QUIET]
+    assert run(*args).returncode == 0
+    ckpts = run_dir / "checkpoints"
+    assert [p.name for p in ckpts.glob("update_*.pt")] == ["update_0000002.pt"]
+    (ckpts / "update_0000099.pt").write_bytes(b"")
+    more = run_here("train", "--resume", str(run_dir), "--total-steps", "2048", "--json")
+    assert more.returncode == 0, more.stderr
+    assert "the file is empty; trying an older checkpoint" in more.stderr
+    assert sorted(p.name for p in ckpts.glob("update_*.pt")) == [
+        "update_0000004.pt", "update_0000099.pt"]
+    (ckpts / "update_0000099.pt").unlink()
+    last = run_here("train", "--resume", str(run_dir), "--total-steps", "3072", "--json")
+    assert last.returncode == 0, last.stderr
+    assert "from update_0000004.pt at step 2048" in last.stderr
+
+
+def test_new_run_never_replaces_the_users_files(tmp_path: Path) -> None:
+    """``--run-dir`` naming a folder of the user's own files (the ``--config`` file itself,
+    a metrics.jsonl) is refused before anything is written."""
+    mine = tmp_path / "config.yaml"
+    mine.write_text("base: classic\n")
+    assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--config", str(mine),
+                                   "--run-dir", str(tmp_path), *QUIET),
+                          f"{tmp_path} is not a selfplay run directory but holds config.yaml")
+    assert mine.read_text() == "base: classic\n"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "metrics.jsonl").write_text('{"mine": 1}\n')
+    assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--run-dir", str(other),
+                                   *QUIET), "holds metrics.jsonl, which a run would replace")
+    assert (other / "metrics.jsonl").read_text() == '{"mine": 1}\n'
+    assert sorted(p.name for p in other.iterdir()) == ["metrics.jsonl"]
+
+
 def test_run_dir_with_only_a_half_written_checkpoint_starts_afresh(tmp_path: Path) -> None:
     """A run killed while writing its first checkpoint leaves a temporary file; the same
     command then starts the run (nothing to resume), instead of failing."""
@@ -202,7 +295,8 @@ def test_bad_input_errors(tmp_path: Path) -> None:
                               str(tmp_path / "missing.yaml")), "config file not found")
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"garbage")
-    assert_one_line_error(run_here("eval", "--checkpoint", str(bad)), "corrupt or unreadable")
+    assert_one_line_error(run_here("eval", "--checkpoint", str(bad)),
+                          f"{bad} is not a selfplay checkpoint (not a file torch.save writes)")
     assert_one_line_error(run_here("train", "--resume", str(tmp_path)), "nothing to resume")
     assert_one_line_error(run_here("record", "--game", "microrts", "--players", "WorkerRush",
                                    "--games", "2", "--out", str(tmp_path / "rec"), "--ray",
@@ -228,7 +322,10 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
     assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--set",
                               "ppo.max_grad_norm=-1"), "ppo.max_grad_norm must be > 0")
     assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--seed", "-1"),
-                          "seed must be >= 0")
+                          "--seed must be in 0..2**63-1, got -1")
+    assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--seed", str(2**70)),
+                          f"--seed must be in 0..2**63-1, got {2**70}")
+    assert_one_line_error(run_here("train", "--game", ""), "the game name is empty")
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"\xff\xfe\x00bad")
     assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--config", str(binary)),
@@ -239,6 +336,8 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
                               str(tmp_path / "v.xyz")), "use a .mp4 or .gif file name")
     assert_one_line_error(run_here("eval", "--checkpoint", str(ckpt), "--video", str(tmp_path)),
                           "is a directory")
+    assert_one_line_error(run_here("eval", "--checkpoint", str(ckpt), "--video",
+                                   str(ckpt / "sub" / "v.gif")), f"{ckpt} is a file, not a folder")
     bad_option = tmp_path / "bad-option-run"
     assert_one_line_error(run_here("train", "--game", "tictactoe", "--set",
                               "game.options.no_such_option=1", "--run-dir", str(bad_option)),

@@ -143,9 +143,13 @@ def rules_named(name: str) -> Rules:
     try:
         return RULES[name.lower()]
     except KeyError:
-        known = ", ".join(f"{r.name} ({r.map_size}x{r.map_size}, {r.min_factories}-"
-                          f"{r.max_factories} factories)" for r in RULES.values())
-        raise GameError(f"unknown Lux rules {name!r}; known: {known}") from None
+        raise GameError(f"unknown Lux rules {name!r}; known: {known_rules()}") from None
+
+
+def known_rules() -> str:
+    """The rule sets, each with its board size and factory counts, for error messages."""
+    return ", ".join(f"{r.name} ({r.map_size}x{r.map_size}, {r.min_factories}-"
+                     f"{r.max_factories} factories)" for r in RULES.values())
 
 
 # ------------------------------------------------------------------------------------------

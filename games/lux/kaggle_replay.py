@@ -82,7 +82,7 @@ def rules_for(env_cfg: dict[str, Any], source: str) -> engine.Rules:
             return rules
     raise KaggleError(f"{source}: no selfplay Lux rules for a {env_cfg.get('map_size')} board "
                       f"with {env_cfg.get('MIN_FACTORIES')}-{env_cfg.get('MAX_FACTORIES')} "
-                      "factories per team")
+                      f"factories per team; known: {engine.known_rules()}")
 
 
 def official_env(env_cfg: dict[str, Any], source: str) -> Any:

@@ -65,7 +65,7 @@ def select_lux_games(folder: Path, rules: str, imitate: list[str], winners_only:
     with a winner when ``winners_only``."""
     every: list[LuxReplayRef] = []
     names: set[str] = set()
-    for shard in scan(folder):
+    for shard in scan(folder, warn=not held_out):  # the training share warned
         if shard.meta.get("game") != GAME or shard.meta.get("engine", {}).get(
                 "source") != SOURCE:
             raise ReplayError(f"{shard.path} holds no converted Lux replays (game "

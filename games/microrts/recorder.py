@@ -104,7 +104,8 @@ def check_plan(plan: RecordPlan) -> RecordPlan:
         raise GameError(f"maps of several sizes ({', '.join(f'{h}x{w}' for h, w in sizes)}): "
                         "record one size per replay folder")
     if plan.opening < 0 or plan.opening >= plan.max_steps:
-        raise GameError(f"opening must be in 0..{plan.max_steps - 1}, got {plan.opening}")
+        raise GameError(f"--opening must be in 0..{plan.max_steps - 1} (below --max-steps "
+                        f"{plan.max_steps}), got {plan.opening}")
     return RecordPlan(players, tuple(info.name for info in infos), plan.games,
                       plan.shard_games, plan.max_steps, plan.seed, plan.parallel, plan.opening,
                       focus)

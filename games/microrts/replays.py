@@ -261,7 +261,7 @@ def select_games(folder: Path, imitate: list[str], winners_only: bool, held_out:
                  share: float, size: tuple[int, int] | None) -> list[ReplayGameRef]:
     """The games of ``folder`` in the training share (or the ``held_out`` one), checked
     against this engine, the run's board ``size`` and the players named in ``imitate``."""
-    shards = scan(folder)
+    shards = scan(folder, warn=not held_out)  # the training share warned already
     every: list[ReplayGameRef] = []
     names: set[str] = set()
     steps: set[int] = set()
@@ -285,9 +285,12 @@ def select_games(folder: Path, imitate: list[str], winners_only: bool, held_out:
     if len(steps) > 1:
         raise ReplayError(f"{folder} mixes games of max_steps {sorted(steps)}; keep one "
                           "length per replay folder")
+    part = "held-out" if held_out else "training"
     if not refs:
-        part = "held-out" if held_out else "training"
         raise ReplayError(f"{folder} has no game in its {part} share")
+    if winners_only and not any(ref.meta["winner"] in (0, 1) for ref in refs):
+        raise ReplayError(f"--winners-only: no game of {folder}'s {part} share has a winner "
+                          "(every game was drawn), so there is nothing to imitate")
     _check_maps(refs)
     return refs
 

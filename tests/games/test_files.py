@@ -49,9 +49,23 @@ class _Evil:
 def test_loading_never_executes_code(tmp_path: Path) -> None:
     path = tmp_path / "evil.pt"
     torch.save({"format": "selfplay-checkpoint", "version": 1, "x": _Evil()}, path)
-    with pytest.raises(CheckpointError, match="corrupt or unreadable"):
+    with pytest.raises(CheckpointError, match="only executing its code could load"):
         load_checkpoint(path)
     assert not Path("/tmp/selfplay-pwned").exists()
+
+
+def test_a_file_that_is_no_checkpoint_empty_or_cut_short_says_which(tmp_path: Path) -> None:
+    good = tmp_path / "good.pt"
+    save_checkpoint(good, {"x": torch.ones(3)})
+    text, empty, cut = tmp_path / "config.yaml", tmp_path / "empty.pt", tmp_path / "cut.pt"
+    text.write_text("game: {name: CartPole-v1}\n")
+    empty.write_bytes(b"")
+    cut.write_bytes(good.read_bytes()[:200])
+    for path, message in ((text, "is not a selfplay checkpoint \\(not a file torch.save"),
+                          (empty, "the file is empty"), (cut, "corrupt or unreadable")):
+        with pytest.raises(CheckpointError, match=message):
+            load_checkpoint(path)
+    assert load_checkpoint(good)["x"].tolist() == [1.0, 1.0, 1.0]
 
 
 @pytest.mark.parametrize("content", [b"", b"not a checkpoint at all", pickle.dumps({"a": 1})])

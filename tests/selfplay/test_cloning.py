@@ -505,7 +505,7 @@ def test_resuming_a_training_run_as_cloning_is_refused(tmp_path: Path) -> None:
         "league.enabled=false", "game.num_envs=4", "ppo.num_steps=8", "log.tensorboard=false",
         "log.progress=false", f"bc.teachers=[{TEACHER}]"], total_steps=32)
     run_training(config, run_dir=tmp_path / "ppo")
-    with pytest.raises(CheckpointError, match="not a behaviour-cloning run"):
+    with pytest.raises(CheckpointError, match="is a selfplay train run, not a cloning run"):
         run_cloning(None, resume=tmp_path / "ppo")
 
 
@@ -517,6 +517,8 @@ def test_resuming_a_training_run_as_cloning_is_refused(tmp_path: Path) -> None:
     (["bc.imitate=[random]"], GameError, "imitate names 'random', who does not play"),
     (["bc.teachers=[]", "bc.replays=/no/such/folder"], ConfigError,
      "bc.replays: no such folder /no/such/folder"),
+    (["bc.teachers=[]", "bc.replays=/etc/hostname"], ConfigError,
+     "bc.replays: /etc/hostname is a file, not a folder of replays"),
     (["bc.phase_weights=[1, 2]"], GameError,
      "bc.phase_weights: tictactoe's teacher games cannot tell how far their games have gone"),
 ])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,40 @@ def test_user_file_with_base(tmp_path: Path) -> None:
     assert config.game.name == "Hopper-v5"
     assert config.ppo.learning_rate == pytest.approx(1e-4)
     assert config.ppo.num_steps == 2048  # from the base family
+
+
+def test_base_of_the_games_own_family_keeps_its_tuning(tmp_path: Path) -> None:
+    """``base: classic`` for CartPole-v1: the family's top level must not undo the family's
+    own CartPole section (it set learning_rate 2.5e-4 and 4 epochs over CartPole's 1e-3 and
+    10); the file's own keys still win."""
+    user = tmp_path / "mine.yaml"
+    user.write_text("base: classic\ngame:\n  name: CartPole-v1\nppo:\n  gamma: 0.97\n")
+    config = build_config(config_file=user)
+    plain = build_config("CartPole-v1")
+    assert (config.ppo.learning_rate, config.ppo.update_epochs) == (1e-3, 10)
+    assert config.ppo == replace(plain.ppo, gamma=0.97)
+    other = tmp_path / "other.yaml"  # a base naming no section for the game: its top level
+    other.write_text("base: classic\ngame:\n  name: Acrobot-v1\n")
+    assert build_config(config_file=other).ppo.learning_rate == pytest.approx(2.5e-4)
+    bad = tmp_path / "bad_base.yaml"
+    bad.write_text("games:\n  CartPole-v1: 3\n")
+    user.write_text(f"base: {bad}\ngame:\n  name: CartPole-v1\n")
+    with pytest.raises(ConfigError, match="games.CartPole-v1 must be a mapping of settings"):
+        build_config(config_file=user)
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["ppo.learning_rate=.inf"], "ppo.learning_rate must be a finite number, got inf"),
+    (["ppo.ent_coef=.nan"], "ppo.ent_coef must be a finite number, got nan"),
+    (["ppo.target_kl=.nan"], "ppo.target_kl must be a finite number, got nan"),
+    (["ppo.max_grad_norm=.inf"], "ppo.max_grad_norm must be a finite number, got inf"),
+    (["seed=99999999999999999999"], "seed must be in 0..2**63-1, got 99999999999999999999"),
+    (["game.name="], "the game name is empty"),
+])
+def test_non_finite_numbers_huge_seeds_and_empty_names_are_refused(
+        overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
+        build_config(overrides=overrides)
 
 
 def test_resolved_config_round_trips() -> None:

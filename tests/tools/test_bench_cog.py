@@ -195,7 +195,7 @@ def test_missing_or_corrupt_checkpoint_is_one_line_exit_2(tmp_path: Path) -> Non
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(b"not a checkpoint")
     for spec, message in ((tmp_path / "missing.pt", "no such checkpoint"),
-                          (corrupt, "corrupt or unreadable checkpoint"),
+                          (corrupt, "is not a selfplay checkpoint"),
                           (tmp_path, "holds no checkpoint")):
         proc = subprocess.run([sys.executable, "tools/bench_cog.py", "--checkpoint", str(spec)],
                               cwd=ROOT, capture_output=True, text=True, timeout=120)

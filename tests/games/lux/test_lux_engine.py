@@ -217,6 +217,13 @@ def test_the_named_rules(jux: Any) -> None:
     with pytest.raises(GameError, match=r"unknown Lux rules 'season3'; known: season2 "
                                         r"\(48x48, 2-5 factories\), neurips"):
         engine.rules_named("season3")
+    from games.lux.kaggle import KaggleError
+    from games.lux.kaggle_replay import rules_for
+
+    assert rules_for({"map_size": 48, "MIN_FACTORIES": 2, "MAX_FACTORIES": 5}, "ep.json") is season2
+    with pytest.raises(KaggleError, match=r"^ep.json: no selfplay Lux rules for a 32 board with "
+                                          r"2-5 factories per team; known: season2 \(48x48"):
+        rules_for({"map_size": 32, "MIN_FACTORIES": 2, "MAX_FACTORIES": 5}, "ep.json")
 
 
 def test_setup_reports_versions_backend_and_a_working_reset(

@@ -269,6 +269,16 @@ def test_bad_replay_input_is_one_line(recorded: Path, tmp_path: Path) -> None:
                                                np.uint8))
         with pytest.raises(ReplayError, match=pattern):
             replay_logs(other, [], False, False, 0.0, 0, (8, 8))
+    drawn = tmp_path / "drawn"  # every game a draw: --winners-only has nothing to imitate
+    drawn.mkdir()
+    games = [{**game, "winner": -1} for game in meta["games"]]
+    np.savez_compressed(drawn / shard_name(0), orders=data["orders"], offsets=data["offsets"],
+                        meta=np.frombuffer(json.dumps({**meta, "games": games}).encode(),
+                                           np.uint8))
+    with pytest.raises(ReplayError, match="--winners-only: no game of .* training share has a "
+                                          "winner"):
+        replay_logs(drawn, [], True, False, 0.0, 0, (8, 8))
+    assert replay_logs(drawn, [], False, False, 0.0, 0, (8, 8))
     with pytest.raises(Exception, match="--winners-only needs replays"):
         family_of("microrts").teacher_game("microrts", Teachers(bots=("CoacAI",),
                                                                 winners_only=True),
