@@ -64,12 +64,21 @@ def cmd_record(args: argparse.Namespace) -> int:
                             args.max_steps, args.shard_games, args.parallel, args.opening,
                             args.ray, tuple(args.focus))
 
+    line_open = False  # a progress line without its newline: an error starts a new line
+
     def progress(done: int, total: int) -> None:
+        nonlocal line_open
         if not args.json:
             print(f"\r  {done}/{total} games", end="" if done < total else "\n",
                   file=sys.stderr, flush=True)
+            line_open = done < total
 
-    result = dict(family_of(game).record(game, request, progress))
+    try:
+        result = dict(family_of(game).record(game, request, progress))
+    except BaseException:
+        if line_open:
+            print(file=sys.stderr, flush=True)
+        raise
     emit(result, args.json,
           f"{result['recorded']} games recorded ({result['kept']} kept from before) in "
           f"{result['shards']} shards under {result['folder']}; "

@@ -301,6 +301,12 @@ def test_bad_input_errors(tmp_path: Path) -> None:
     assert_one_line_error(run_here("record", "--game", "microrts", "--players", "WorkerRush",
                                    "--games", "2", "--out", str(tmp_path / "rec"), "--ray",
                                    "nohost"), "--ray must be local, auto or HOST:PORT")
+    unreachable = tmp_path / "rec-unreachable"  # a cluster that refuses: no folder left
+    assert_one_line_error(run_here("record", "--game", "microrts", "--players", "WorkerRush",
+                                   "LightRush", "--games", "2", "--out", str(unreachable),
+                                   "--ray", "127.0.0.1:1"),
+                          "cannot reach the Ray cluster at 127.0.0.1:1")
+    assert not unreachable.exists()
     recording = ("record", "--game", "microrts", "--players", "WorkerRush", "LightRush")
     afile = tmp_path / "afile"
     afile.write_text("mine")

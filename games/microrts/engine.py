@@ -173,9 +173,21 @@ def ensure_engine() -> Path:
     home = engine_home()
     if engine_ready(home):
         return home
+    try:
+        _fetch_engine(home)
+    except OSError as exc:  # a folder that cannot be made or written
+        where = f"{ENV_HOME}={os.environ[ENV_HOME]}" if os.environ.get(ENV_HOME) else str(home)
+        raise GameError(f"cannot put the microRTS engine into {where}: "
+                        f"{exc.strerror or exc}"
+                        + (f" ({exc.filename})" if exc.filename else "")) from exc
+    return home
+
+
+def _fetch_engine(home: Path) -> None:
+    """Fetch and extract the engine into ``home`` (once, under a lock)."""
     with _file_lock(home.parent / f".{home.name}.lock"):
         if engine_ready(home):  # another process finished while we waited
-            return home
+            return
         local = os.environ.get(ENV_SDIST)
         source = f"{ENV_SDIST}={local}" if local else "the package index, 6 MB"
         print(f"selfplay: fetching the microRTS engine ({SDIST_REQUIREMENT} sdist from {source}) "
@@ -192,7 +204,6 @@ def ensure_engine() -> Path:
                                     f"{ENV_HOME} to a new or empty folder")
                 home.rmdir()
             os.rename(staging, home)  # atomic on one file system
-    return home
 
 
 def engine_jars(home: Path) -> list[Path]:
@@ -367,8 +378,13 @@ def start_jvm() -> JavaRuntime:
     with _JVM_LOCK:
         if _RUNTIME is not None:
             return _RUNTIME
-        import jpype
-        import jpype.imports
+        try:
+            import jpype
+            import jpype.imports
+        except ImportError as exc:
+            raise GameError("microRTS runs its Java engine through JPype1, which is not "
+                            "installed here: pip install 'selfplay[microrts]' (or make "
+                            "install-dev)") from exc
 
         if jpype.isJVMStarted():
             raise GameError("a JVM was already started in this process without the microRTS "

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from games.core import GameError
 from games.files import atomic_write_bytes
@@ -43,6 +42,9 @@ from games.replays import (
     shard_paths,
     write_shard,
 )
+
+if TYPE_CHECKING:
+    from games.workers.ray_cluster import RaySession
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,22 @@ def record(plan: RecordPlan, folder: Path, processes: int = 1,
     """Record ``plan`` into ``folder`` (resuming: finished shards are kept); a summary.
     ``ray_address``: the shards are played as Ray tasks (:func:`play_on_ray`)."""
     plan = check_plan(plan)
+    session = None
+    if ray_address is not None:  # joined first: an unreachable cluster leaves no folder
+        from games.workers.ray_cluster import connect
+
+        session = connect(ray_address, num_cpus=processes if ray_address == "local" else None)
+    try:
+        return _record(plan, folder, processes, progress, session)
+    finally:
+        if session is not None:
+            session.close()
+
+
+def _record(plan: RecordPlan, folder: Path, processes: int,
+            progress: Callable[[int, int], None] | None,
+            session: RaySession | None) -> dict[str, Any]:
+    """:func:`record`'s body, on Ray when ``session`` is given."""
     folder.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(folder)  # a killed recorder's unfinished writes
     check_resumed_plan(folder, plan)
@@ -233,8 +251,8 @@ def record(plan: RecordPlan, folder: Path, processes: int = 1,
         if progress is not None:
             progress(done_games, plan.games)
 
-    if ray_address is not None:
-        for k, data, games, engine_steps in play_on_ray(plan, todo, ray_address, processes):
+    if session is not None:
+        for k, data, games, engine_steps in play_on_ray(plan, todo, session):
             write_shard(folder, k, data)
             finished(k, games, engine_steps)
     elif processes <= 1 or len(todo) <= 1:
@@ -251,43 +269,31 @@ def record(plan: RecordPlan, folder: Path, processes: int = 1,
             "kept": plan.games - recorded, "shards": plan.num_shards,
             "players": list(plan.players), "maps": list(plan.maps), "seconds": seconds,
             "games_per_hour": recorded / seconds * 3600 if seconds > 0 and recorded else 0.0,
-            "cores": max(1, processes), "backend": "local" if ray_address is None else "ray"}
+            "cores": max(1, processes), "backend": "local" if session is None else "ray"}
 
 
-def play_on_ray(plan: RecordPlan, shards: list[int], address: str, cpus: int
+def play_on_ray(plan: RecordPlan, shards: list[int], session: RaySession
                 ) -> Iterator[tuple[int, bytes, int, int]]:
     """Shards ``shards`` of ``plan`` played as Ray tasks (one CPU and one JVM each, on any
-    node of the cluster at ``address``): ``(shard, bytes, games, engine steps)`` as each
+    node of the cluster ``session`` joined): ``(shard, bytes, games, engine steps)`` as each
     finishes. Only this process writes files: a task returns its shard's bytes. A task whose
-    worker or node is lost is run again by Ray (up to 3 times). ``cpus``: the CPUs of a
-    private instance (``address="local"``)."""
-    from games.workers.ray_cluster import connect
-
-    session = connect(address, num_cpus=cpus if address == "local" else None)
+    worker or node is lost is run again by Ray (up to 3 times)."""
     ray = session.ray
-    try:
-        task = ray.remote(_shard_task).options(num_cpus=1, max_retries=3)
-        pending = {task.remote(plan, k): k for k in shards}
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            k = pending.pop(done[0])
-            try:
-                data, games, steps = ray.get(done[0])
-            except ray.exceptions.RayError as exc:
-                cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) else exc
-                text = str(cause).strip() or type(cause).__name__
-                raise GameError(f"recording shard {k} failed on Ray: "
-                                f"{text.splitlines()[0]}") from exc
-            yield k, data, games, steps
-    finally:
-        session.close()
+    task = ray.remote(_shard_task).options(num_cpus=1, max_retries=3)
+    pending = {task.remote(plan, k): k for k in shards}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        k = pending.pop(done[0])
+        try:
+            data, games, steps = ray.get(done[0])
+        except ray.exceptions.RayError as exc:
+            cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) else exc
+            text = str(cause).strip() or type(cause).__name__
+            raise GameError(f"recording shard {k} failed on Ray: "
+                            f"{text.splitlines()[0]}") from exc
+        yield k, data, games, steps
 
 
 def _shard_task(plan: RecordPlan, k: int) -> tuple[bytes, int, int]:
     """A Ray task's body (its own engine in the Ray worker process)."""
     return play_shard(plan, k)
-
-
-def print_progress(done: int, total: int) -> None:
-    print(f"\r{done}/{total} games", end="" if done < total else "\n", file=sys.stderr,
-          flush=True)

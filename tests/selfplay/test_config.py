@@ -139,6 +139,9 @@ def test_base_of_the_games_own_family_keeps_its_tuning(tmp_path: Path) -> None:
     (["ppo.max_grad_norm=.inf"], "ppo.max_grad_norm must be a finite number, got inf"),
     (["seed=99999999999999999999"], "seed must be in 0..2**63-1, got 99999999999999999999"),
     (["game.name="], "the game name is empty"),
+    (["distributed.address=10.0.0.1:6379"],
+     "distributed.address=10.0.0.1:6379 names a Ray cluster, but distributed.backend is "
+     "'local': add distributed.backend=ray"),
 ])
 def test_non_finite_numbers_huge_seeds_and_empty_names_are_refused(
         overrides: list[str], message: str) -> None:

@@ -36,6 +36,32 @@ def test_java_exception_in_step_is_a_game_error(make_game) -> None:
     assert batch.obs[:, 0, 14:21].sum() > 0
 
 
+def test_no_jpype_is_one_line_naming_the_extra() -> None:
+    """Without JPype1 (installed with the ``microrts`` extra) ``setup microrts`` says what to
+    install instead of a ModuleNotFoundError traceback."""
+    code = ("import sys; sys.modules['jpype'] = None\n"
+            "from selfplay.cli import main\nsys.exit(main(['setup', 'microrts']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: microRTS runs its Java engine through JPype1, which is not installed here: pip "
+        "install 'selfplay[microrts]' (or make install-dev)"], proc.stderr
+
+
+def test_an_engine_folder_that_cannot_be_made_names_the_variable(tmp_path: Path) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("mine")
+    env = {**os.environ, "SELFPLAY_MICRORTS_HOME": str(blocker / "engine")}
+    proc = subprocess.run([sys.executable, "-m", "selfplay.cli", "setup", "microrts"],
+                          capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: cannot put the microRTS engine into SELFPLAY_MICRORTS_HOME={blocker}/engine: "
+        f"File exists ({blocker})"], proc.stderr
+    assert blocker.read_text() == "mine"
+
+
 def test_map_the_engine_cannot_load(make_game, engine_home, tmp_path: Path) -> None:
     """A well-formed map with a unit type the engine does not know: the engine's
     NullPointerException surfaces at reset, naming the env and its map."""
