@@ -108,6 +108,25 @@ def atomic_write_bytes(path: Path, write: Any) -> None:
         os.close(dir_fd)
 
 
+def atomic_write_path(path: Path, write: Any) -> None:
+    """Call ``write(temp_path)`` for writers that take a file name (a video encoder): the temp
+    file sits beside ``path`` with its suffix (writers pick the format by it) and is renamed
+    over ``path`` once complete; a failure leaves ``path`` as it was and no temp file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}",
+                                    dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        mode = _new_file_mode(path)
+        write(tmp)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically: a killed writer leaves the old file or
     none, never a truncated one."""

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from games.core import GameSpec, SupportsFinalFrame, SupportsRender, VecGame
+from games.files import atomic_write_path
 from games.registry import family_of, make_game
 from selfplay.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from selfplay.config import ConfigError, TrainConfig, saved_config_from_mapping
@@ -227,9 +228,8 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
         raise RuntimeError("this game cannot render frames, so no video was written")
     import imageio.v2 as imageio
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimwrite(str(path), list(frames), fps=fps,  # type: ignore[arg-type]
-                     macro_block_size=1)
+    atomic_write_path(path, lambda tmp: imageio.mimwrite(
+        str(tmp), list(frames), fps=fps, macro_block_size=1))  # type: ignore[arg-type]
 
 
 def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = None,

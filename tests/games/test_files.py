@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from games.files import CheckpointError, atomic_write_text, load_checkpoint, save_checkpoint
+from games.files import (
+    CheckpointError,
+    atomic_write_path,
+    atomic_write_text,
+    load_checkpoint,
+    save_checkpoint,
+)
 
 
 def test_round_trip_with_numpy_and_rng_state(tmp_path: Path) -> None:
@@ -131,3 +137,23 @@ def test_atomic_writes_get_the_permissions_open_would_give(tmp_path: Path) -> No
         assert stat.S_IMODE(kept.stat().st_mode) == 0o604 and kept.read_text() == "new"
     finally:
         os.umask(old_mask)
+
+
+def test_writers_that_take_a_file_name_write_atomically(tmp_path: Path) -> None:
+    """A video encoder writes to a temp name with the target's suffix; a failure half-way
+    leaves the old file and no temp file, success renames it into place."""
+    video = tmp_path / "game.gif"
+    video.write_bytes(b"old video")
+
+    def fails(tmp: Path) -> None:
+        assert tmp.parent == tmp_path and tmp.name.endswith(".gif") and tmp != video
+        tmp.write_bytes(b"half a")
+        raise RuntimeError("encoder died")
+
+    with pytest.raises(RuntimeError, match="encoder died"):
+        atomic_write_path(video, fails)
+    assert video.read_bytes() == b"old video"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["game.gif"]
+    atomic_write_path(video, lambda tmp: tmp.write_bytes(b"new video"))
+    assert video.read_bytes() == b"new video"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["game.gif"]
