@@ -135,14 +135,16 @@ class Family:
         module_name, _, attr = self.factory.partition(":")
         try:
             module = importlib.import_module(module_name)
+            factory: Callable[..., VecGame] = getattr(module, attr)
+            # packages some factories import only when called (ale-py for the ROM list)
+            return factory(game, num_envs=num_envs, seed=seed, **dict(options or {}))
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.split(".")[0] in {"games", "selfplay"}:
                 raise GameError(f"game family {self.name!r} is not available in this "
                                 f"version of selfplay ({exc.name} missing)") from exc
-            raise GameError(f"game {game!r} needs the Python package {exc.name!r}; "
+            package = (exc.name or "?").split(".")[0]
+            raise GameError(f"game {game!r} needs the Python package {package!r}; "
                             f"install it with: pip install 'selfplay[{self.name}]'") from exc
-        factory: Callable[..., VecGame] = getattr(module, attr)
-        return factory(game, num_envs=num_envs, seed=seed, **dict(options or {}))
 
     def canonical(self, rest: str) -> str:
         """The canonical spelling of the part after :attr:`prefix` (prefix families)."""

@@ -70,6 +70,8 @@ CREATE TABLE rating_history (
 
 
 LEAGUE_DIR = Path("runs") / "league"  # the games' default databases, relative to the cwd
+# how the errors about a database file say to use another
+ANOTHER_DB = "pick another file (--db; league.db when training)"
 
 
 def default_path(game: str) -> Path:
@@ -95,7 +97,7 @@ def _check_same_player(name: str, row: tuple[Any, ...], kind: str, path: str | N
         differ.append("a frozen rating" if old_frozen else "a rating that is not frozen")
     if differ:
         raise LeagueError(f"player {name!r} is already in {db_path} with {'; '.join(differ)}; "
-                          f"give this one another name, or use another --db")
+                          f"give this one another name, or {ANOTHER_DB}")
 
 
 class LeagueDB:
@@ -116,9 +118,14 @@ class LeagueDB:
                 raise LeagueError(f"{self.path} does not exist; creating a league database "
                                   f"needs a game name")
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        elif self.path.is_dir():
+            raise LeagueError(f"{self.path} is a folder, not a league database file")
         elif not create and self.path.is_file() and self.path.stat().st_size == 0:
             raise LeagueError(f"{self.path} is an empty file, not a league database")
-        self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+        except sqlite3.Error as exc:  # a folder it cannot create the file in, say
+            raise LeagueError(f"cannot open league database {self.path}: {exc}") from exc
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             self._conn.execute("PRAGMA foreign_keys = ON")
@@ -146,7 +153,7 @@ class LeagueDB:
                     others = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
                     if others:
                         raise LeagueError(f"{self.path} is an SQLite file but not a league "
-                                          f"database; pick another file with --db")
+                                          f"database; {ANOTHER_DB}")
                     if game is None:
                         raise LeagueError(f"{self.path} is empty; creating a league "
                                           f"database needs a game name")
@@ -162,11 +169,11 @@ class LeagueDB:
             meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
         except sqlite3.OperationalError as exc:  # a "meta" table of another program
             raise LeagueError(f"{self.path} is an SQLite file but not a league database "
-                              f"({exc}); pick another file with --db") from exc
+                              f"({exc}); {ANOTHER_DB}") from exc
         version = meta.get("schema_version")
         if version is None:
             raise LeagueError(f"{self.path} is an SQLite file but not a league database (no "
-                              "schema version); pick another file with --db")
+                              f"schema version); {ANOTHER_DB}")
         if version != str(SCHEMA_VERSION):
             raise LeagueError(f"league database {self.path} has schema version {version}; "
                               f"this selfplay reads version {SCHEMA_VERSION} (use a new --db "
@@ -174,10 +181,10 @@ class LeagueDB:
         stored_game = meta.get("game", "")
         if game is not None and stored_game != game:
             raise LeagueError(f"league database {self.path} is for game {stored_game!r}, "
-                              f"not {game!r}; pick another file with --db")
+                              f"not {game!r}; {ANOTHER_DB}")
         if "rating_config" not in meta:
             raise LeagueError(f"league database {self.path} lacks its rating parameters; "
-                              "pick another file with --db")
+                              f"{ANOTHER_DB}")
         stored = RatingConfig(**json.loads(meta["rating_config"]))
         if config is not None and config != stored:
             want, have = asdict(config), asdict(stored)

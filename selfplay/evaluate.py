@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from games.core import GameSpec, SupportsFinalFrame, SupportsRender, VecGame
+from games.core import GameError, GameSpec, SupportsFinalFrame, SupportsRender, VecGame
 from games.files import atomic_write_path
 from games.registry import family_of, make_game
 from selfplay.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
@@ -190,6 +190,8 @@ def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
     quota = np.full(e, episodes // e, np.int64) + (np.arange(e) < episodes % e)  # [E]
     per_env: list[list[float]] = [[] for _ in range(e)]
     frames: list[np.ndarray] = []
+    if video is not None and not isinstance(game, SupportsRender):  # before any episode
+        raise GameError(f"{spec.name} cannot render frames; drop --video")
     render = game.render if video is not None and isinstance(game, SupportsRender) else None
     recording = render is not None
     steps = 0
@@ -225,7 +227,7 @@ def add_final_frame(game: VecGame, frames: list[np.ndarray]) -> None:
 
 def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
     if not frames:
-        raise RuntimeError("this game cannot render frames, so no video was written")
+        raise GameError("no frame was rendered, so no video was written")
     import imageio.v2 as imageio
 
     atomic_write_path(path, lambda tmp: imageio.mimwrite(

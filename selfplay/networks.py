@@ -32,10 +32,17 @@ from selfplay.normalize import RunningMeanStd
 class NatureCNN(nn.Module):
     """The DQN/PPO Atari torso: 3 convs and a 512-unit layer; uint8 input scaled by 1/255."""
 
+    MIN_SIZE = 36  # the smallest side its convolutions leave a cell of
+
     def __init__(self, in_shape: tuple[int, ...], scale: float) -> None:
         super().__init__()
         self.scale = scale
         channels = in_shape[0]
+        if min(in_shape[1:]) < self.MIN_SIZE:  # the unpadded 8/4, 4/2, 3/1 convs leave nothing
+            raise ConfigError(f"network.kind 'nature_cnn' needs images of at least "
+                              f"{self.MIN_SIZE}x{self.MIN_SIZE}; these are "
+                              f"{'x'.join(map(str, in_shape[1:]))} (raise the game's screen "
+                              "size, e.g. game.options.screen_size, or use impala_cnn)")
         self.convs = nn.Sequential(
             layer_init(nn.Conv2d(channels, 32, 8, stride=4)), nn.ReLU(),
             layer_init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),

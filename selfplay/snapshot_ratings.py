@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import torch
 
 from games.core import GameError, GameSpec
+from games.files import CheckpointError
 from games.options import to_mapping
 from games.registry import family_of
 from league.db import LeagueDB, LeagueError
@@ -27,6 +28,7 @@ from league.records import Player
 from league.snapshots import (
     Snapshot,
     load_player_snapshot,
+    load_snapshot,
     save_snapshot,
     snapshot_name,
     snapshot_run,
@@ -87,14 +89,31 @@ def register_snapshot(db: LeagueDB, directory: Path, run_name: str, run: RatedRu
         existing: Player | None = db.player(name)
     except LeagueError:
         existing = None
+    if existing is not None and existing.path is not None:
+        owner = Path(existing.path)
+        if owner.is_absolute() and owner.parent != directory.resolve():
+            raise LeagueError(
+                f"snapshot {name} in {db.path} belongs to another run ({owner.parent}): runs "
+                f"sharing a league database need different run folder names (this one: "
+                f"{run_name}); pick another --run-dir or league.db")
     if (existing is not None and existing.broken is None and existing.path is not None
-            and Path(existing.path).is_file()):
+            and readable_snapshot(Path(existing.path))):
         return existing.id
     pid = save_snapshot(db, directory, name, weights, to_mapping(run.config), global_step,
                         parent=parent, update=run.update, role=role)
     if existing is not None and existing.broken is not None:
         db.mark_broken(pid, None)  # its file is written again
     return pid
+
+
+def readable_snapshot(path: Path) -> bool:
+    """Whether the snapshot file at ``path`` loads (a resumed run writes one that does not,
+    cut short by a kill or a full disk, again from the same update's weights)."""
+    try:
+        load_snapshot(path)
+    except CheckpointError:
+        return False
+    return True
 
 
 class SnapshotFit:

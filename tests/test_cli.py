@@ -658,3 +658,22 @@ def test_second_signal_stops_at_once_with_its_status(tmp_path: Path,
     assert proc.returncode == 128 + sig, err
     assert "Traceback" not in err, err
     assert not (run_dir / "checkpoints").exists() or not list((run_dir / "checkpoints").iterdir())
+
+
+@pytest.mark.parametrize(("hidden", "game", "message"), [
+    ("ale_py", "atari/Pong", "error: game 'atari/Pong' needs the Python package 'ale_py'; "
+                             "install it with: pip install 'selfplay[atari]'"),
+    ("pettingzoo", "pettingzoo/pong_v3", "error: game 'pettingzoo/pong_v3' needs the Python "
+                                         "package 'pettingzoo'; install it with: pip install "
+                                         "'selfplay[pettingzoo]'"),
+])
+def test_a_missing_optional_package_names_the_extra(tmp_path: Path, hidden: str, game: str,
+                                                    message: str) -> None:
+    """Packages a factory imports only when called (ale-py's ROM list) or while resolving
+    the name are reported like those it imports first: one line naming the extra."""
+    code = (f"import sys; sys.modules[{hidden!r}] = None\nfrom selfplay.cli import main\n"
+            f"sys.exit(main(['train', '--game', {game!r}, '--run-dir', {str(tmp_path / 'r')!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [message], proc.stderr
+    assert not (tmp_path / "r").exists()

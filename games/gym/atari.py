@@ -286,6 +286,24 @@ def make_env(game: str, opts: AtariOptions) -> AtariPreprocessed:
     return AtariPreprocessed(env, opts)
 
 
+def check_mode(game: str, opts: AtariOptions) -> None:
+    """``mode`` and ``difficulty`` among those the ROM offers: a :class:`GameError` listing
+    them (the ALE's own error names neither the value nor the choices)."""
+    if opts.mode is None and opts.difficulty is None:
+        return
+    probe = gym.make(f"ALE/{game}-v5", disable_env_checker=True).unwrapped
+    try:
+        ale = probe.ale  # type: ignore[attr-defined]
+        offered = {"mode": [int(m) for m in ale.getAvailableModes()],
+                   "difficulty": [int(d) for d in ale.getAvailableDifficulties()]}
+    finally:
+        probe.close()
+    for key, value in (("mode", opts.mode), ("difficulty", opts.difficulty)):
+        if value is not None and value not in offered[key]:
+            raise GameError(f"atari/{game}: game.options.{key} {value} is not one of "
+                            f"{offered[key]}")
+
+
 def make(name: str, num_envs: int = 1, seed: int | None = None,
          **options: Any) -> GymVecGame:
     """``num_envs`` preprocessed copies of ``atari/<Game>``, e.g. ``make("atari/Pong", 8)``."""
@@ -293,6 +311,7 @@ def make(name: str, num_envs: int = 1, seed: int | None = None,
     opts = from_mapping(AtariOptions, options, where="game.options.")
     if num_envs < 1:
         raise GameError(f"num_envs must be >= 1, got {num_envs}")
+    check_mode(game, opts)
     envs = [make_env(game, opts) for _ in range(num_envs)]
     return GymVecGame(f"atari/{game}", envs, seed=seed, codec=AtariCodec(), obs_kind="image",
                       render=opts.render, render_fps=max(1, 60 // opts.frame_skip))

@@ -18,9 +18,10 @@ class PettingZooFamily(Family):
     def canonical(self, rest: str) -> str:
         try:
             from games.pettingzoo.catalog import canonical_name
-        except ImportError:  # not installed: the factory reports what is missing
+
+            return canonical_name(rest)
+        except ModuleNotFoundError:  # not installed: the factory reports what is missing
             return rest
-        return canonical_name(rest)
 
     def bot_names(self, game: str) -> list[str]:
         from games.pettingzoo.catalog import builtin_opponent_games, resolve

@@ -58,7 +58,8 @@ def _probe(info: GameInfo, rom_dir: Path, game_kwargs: Mapping[str, Any],
             env = raw_env(auto_rom_install_path=str(rom_dir),
                           full_action_space=full_action_space, **kwargs)
     except OSError as exc:
-        raise GameError(f"{info.registry_name}: ROM not found in {rom_dir} ({exc}). The ROMs "
+        reason = str(exc).split(". Please install roms")[0]  # PettingZoo's AutoROM advice
+        raise GameError(f"{info.registry_name}: ROM not found in {rom_dir} ({reason}). The ROMs "
                         f"ship with the {ROM_PACKAGE} package (pip install "
                         f"'{ROM_PACKAGE}>=0.9'); AutoROM is not needed") from exc
     except (AssertionError, TypeError, ValueError) as exc:

@@ -211,6 +211,18 @@ def test_atari_bad_option_value() -> None:
         make_game("atari/Pong", options={"frame_skip": 0})
 
 
+def test_atari_mode_and_difficulty_the_rom_lacks_list_its_own() -> None:
+    """The ALE's "Invalid game mode requested" named neither the value nor the choices."""
+    with pytest.raises(GameError, match=r"^atari/Pong: game.options.mode 99 is not one of "
+                                        r"\[0, 1\]$"):
+        make_game("atari/Pong", options={"mode": 99})
+    with pytest.raises(GameError, match=r"^atari/Pong: game.options.difficulty 9 is not one "
+                                        r"of \[0, 1, 2, 3\]$"):
+        make_game("atari/Pong", options={"difficulty": 9})
+    game = make_game("atari/Pong", options={"mode": 1, "difficulty": 3})
+    game.close()
+
+
 # --------------------------------------------------------------------------- actions, seeds
 
 

@@ -128,7 +128,8 @@ def test_registering_a_name_again(db: LeagueDB, tmp_path: Path) -> None:
         db.add_player("run1/update_0000010", "checkpoint", path=other)
     bot = db.add_player("WorkerRush", "bot")
     assert db.add_player("WorkerRush", "bot") == bot
-    with pytest.raises(LeagueError, match="a rating that is not frozen.*another --db"):
+    with pytest.raises(LeagueError, match=r"a rating that is not frozen.*pick another file "
+                                          r"\(--db; league.db when training\)"):
         db.add_player("WorkerRush", "bot", frozen=True)
     with pytest.raises(LeagueError, match="kind 'bot', not 'checkpoint'"):
         db.add_player("WorkerRush", "checkpoint", path=ckpt)

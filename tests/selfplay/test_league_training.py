@@ -515,3 +515,40 @@ def test_bot_results_count_the_snapshots_own_rating_games(tmp_path: Path) -> Non
         assert bot_results(db, "r@0000010") == {
             "eval/win_rate/rand": 1.0, "eval/draw_rate/rand": 0.0,
             "eval/win_rate/rush": 0.5, "eval/draw_rate/rush": 0.25}
+
+
+def test_snapshots_of_a_run_of_the_same_name_in_a_shared_database_are_refused(
+        tmp_path: Path) -> None:
+    """Snapshots are named ``<run folder name>@<update>``: a second run of the same folder
+    name sharing a database would have taken the first run's snapshots for its own (its own
+    never saved); it is refused naming the owner. The same run's snapshot file, cut short by a
+    kill, is written again when the resumed run reaches its update."""
+    from types import SimpleNamespace
+
+    from league.db import LeagueError
+    from league.snapshots import load_snapshot
+    from selfplay.snapshot_ratings import register_snapshot
+
+    config = build_config("tictactoe", overrides=["log.progress=false"])
+    trainer = Trainer(config, make_game("tictactoe", 2, 0))
+    try:
+        weights = trainer.agent.state_dict()
+        run = SimpleNamespace(config=config, spec=trainer.spec, device=trainer.device, update=5)
+        with LeagueDB(tmp_path / "shared.db", game="tictactoe") as db:
+            first = tmp_path / "a" / "run" / "snapshots"
+            pid = register_snapshot(db, first, "run", run, weights, 100, None, "main")
+            file = Path(str(db.player(pid).path))
+            assert file.parent == first.resolve()
+            file.write_bytes(file.read_bytes()[:100])  # cut short by a kill
+            assert register_snapshot(db, first, "run", run, weights, 100, None, "main") == pid
+            assert load_snapshot(file).info.update == 5  # written again
+            with pytest.raises(LeagueError, match=r"snapshot run@0000005 in .*shared.db belongs "
+                                                  r"to another run \(.*/a/run/snapshots\)"):
+                register_snapshot(db, tmp_path / "b" / "run" / "snapshots", "run", run,
+                                  weights, 100, None, "main")
+        folder = tmp_path / "afolder"
+        folder.mkdir()
+        with pytest.raises(LeagueError, match=f"{folder} is a folder, not a league database"):
+            LeagueDB(folder, game="tictactoe")
+    finally:
+        trainer.game.close()

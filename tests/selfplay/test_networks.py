@@ -43,6 +43,20 @@ def test_image_torsos(kind: str) -> None:
     assert agent.shared
 
 
+def test_nature_cnn_on_images_too_small_for_it_is_a_config_error() -> None:
+    """36x36 is the smallest image its unpadded convolutions take (35 left nothing to flatten:
+    a torch RuntimeError traceback); the Impala torso, padded, takes any size."""
+    with pytest.raises(ConfigError, match=r"network.kind 'nature_cnn' needs images of at least "
+                                          r"36x36; these are 20x20 \(raise the game's screen"):
+        ActorCritic(spec((4, 20, 20), Discrete(6), "image", dtype=np.uint8),
+                    NetworkConfig(kind="nature_cnn"), NormalizeConfig())
+    for kind, side in (("nature_cnn", 36), ("impala_cnn", 20)):
+        agent = ActorCritic(spec((4, side, side), Discrete(6), "image", dtype=np.uint8),
+                            NetworkConfig(kind=kind), NormalizeConfig())
+        obs = torch.zeros(2, 4, side, side, dtype=torch.uint8)
+        assert agent.forward_all(obs, torch.ones(2, 6, dtype=torch.bool), obs)[1].shape == (2,)
+
+
 def test_gridnet_for_grid_actions() -> None:
     space = MultiDiscrete((6, 4, 4, 4, 4, 7, 49), grid=(8, 8),
                           gates=(None, (1,), (2,), (3,), (4,), (4,), (5,)))
