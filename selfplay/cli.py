@@ -56,6 +56,15 @@ def _video_path(value: str | None) -> Path | None:
 # --------------------------------------------------------------------------- commands
 
 
+def _config_outside_run_dir(config: str | None, run_dir: str | None) -> None:
+    """``--config`` must not be the config.yaml ``--run-dir`` gets (the run writes its
+    resolved settings there, over the user's file)."""
+    if config and run_dir and (Path(config).resolve()
+                               == (Path(run_dir) / "config.yaml").resolve()):
+        raise UserError(f"--config {config} is the config.yaml the run writes into --run-dir "
+                        f"{run_dir}: keep your settings file outside the run directory")
+
+
 def _interrupted(stop: TrainingInterrupted, command: str) -> int:
     """Say where a run stopped by a signal left its checkpoint and how to continue it; the
     exit status (128 + the signal)."""
@@ -86,6 +95,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise UserError(f"--total-steps must be >= 1, got {args.total_steps}")
         config = None
     else:
+        _config_outside_run_dir(args.config, args.run_dir)
         overrides = [*args.set, *(["log.progress=false"] if args.no_progress else [])]
         config = build_config(args.game, args.config, overrides, seed_flag(args.seed),
                               args.total_steps, args.init_from)
@@ -261,6 +271,7 @@ def cmd_bc(args: argparse.Namespace) -> int:
             raise UserError("--resume names the run to continue; --run-dir is for a new run: "
                             "give one of them")
     else:
+        _config_outside_run_dir(args.config, args.run_dir)
         overrides = [*args.set, *(["log.progress=false"] if args.no_progress else [])]
         config = build_config(args.game, args.config, overrides, seed_flag(args.seed),
                               init_from=args.init_from)

@@ -408,7 +408,7 @@ def validate(config: TrainConfig, on_this_machine: bool = True) -> None:
         (config.ppo.teacher_kl_coef == 0 or config.init_from is not None,
          "ppo.teacher_kl_coef > 0 needs init_from, the checkpoint whose network is the "
          "teacher: give --init-from CHECKPOINT, or set ppo.teacher_kl_coef=0"),
-        (0 <= config.seed < 2**63, f"seed must be in 0..2**63-1, got {config.seed}"),
+        (config.seed >= 0, "seed must be >= 0"),
         (config.log.return_window >= 1, "log.return_window must be >= 1"),
         (0.0 <= config.league.self_play <= 1.0, "league.self_play must be in [0, 1]"),
         (config.league.bot_share >= 0.0
@@ -443,7 +443,6 @@ def validate(config: TrainConfig, on_this_machine: bool = True) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
-    check_finite(to_mapping(config))
     if not on_this_machine:
         return
     from selfplay.device import resolve_device
@@ -454,17 +453,38 @@ def validate(config: TrainConfig, on_this_machine: bool = True) -> None:
         raise ConfigError(str(exc)) from exc
 
 
+# bounds where ``.inf`` means "none" (no clipping)
+_UNBOUNDED_OK = frozenset({"normalize.clip_obs", "normalize.clip_reward", "ppo.max_grad_norm"})
+
+
 def check_finite(mapping: dict[str, Any], prefix: str = "") -> None:
-    """Every number in a config is finite: ``.nan`` or ``.inf`` in a YAML file or ``--set``
-    would train on NaN losses without a word. :class:`ConfigError` naming the key."""
+    """Every number in a config is finite (``.inf`` also allowed for the clipping bounds):
+    ``.nan`` or ``.inf`` in a YAML file or ``--set`` would train on NaN losses without a word.
+    :class:`ConfigError` naming the key."""
     for key, value in mapping.items():
+        name = f"{prefix}{key}"
         if isinstance(value, dict):
-            check_finite(value, f"{prefix}{key}.")
-        elif isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{prefix}{key} must be a finite number, got {value}")
+            check_finite(value, f"{name}.")
+        elif isinstance(value, float) and not math.isfinite(value) and not (
+                name in _UNBOUNDED_OK and value == math.inf):
+            raise ConfigError(f"{name} must be a finite number, got {value}")
         elif isinstance(value, (list, tuple)) and any(
                 isinstance(item, float) and not math.isfinite(item) for item in value):
-            raise ConfigError(f"{prefix}{key} must hold finite numbers, got {list(value)}")
+            raise ConfigError(f"{name} must hold finite numbers, got {list(value)}")
+
+
+def check_new_settings(config: TrainConfig) -> None:
+    """Checks of a config being made (:func:`build_config`), beyond :func:`validate`, which
+    also reads saved runs: settings older versions accepted, so saved runs holding them still
+    load, play and resume. :class:`ConfigError` naming the key."""
+    check_finite(to_mapping(config))
+    if not 0 <= config.seed < 2**63:  # torch's generators take no more
+        raise ConfigError(f"seed must be in 0..2**63-1, got {config.seed}")
+    address, backend = config.distributed.address, config.distributed.backend
+    if backend != "ray" and address != "local":
+        raise ConfigError(f"distributed.address={address} names a Ray cluster, but "
+                          f"distributed.backend is {backend!r}: add distributed.backend=ray, "
+                          "or drop the address")
 
 
 # --------------------------------------------------------------------------- loading
@@ -634,7 +654,9 @@ def build_config(game: str | None = None, config_file: str | Path | None = None,
     merged: dict[str, Any] = {}
     for layer in layers:
         merged = deep_merge(merged, layer)
-    return config_from_mapping(merged)
+    config = config_from_mapping(merged)
+    check_new_settings(config)
+    return config
 
 
 def config_from_mapping(data: dict[str, Any], on_this_machine: bool = True) -> TrainConfig:

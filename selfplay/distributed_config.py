@@ -48,9 +48,6 @@ def distributed_checks(cfg: DistributedConfig) -> list[tuple[bool, str]]:
     return [
         (address_ok, f"distributed.address must be local, auto or HOST:PORT, got "
                      f"{cfg.address!r}"),
-        (cfg.backend == "ray" or cfg.address == "local",
-         f"distributed.address={cfg.address} names a Ray cluster, but distributed.backend is "
-         f"{cfg.backend!r}: add distributed.backend=ray, or drop the address"),
         (cfg.num_cpus is None or cfg.num_cpus >= 1,
          "distributed.num_cpus must be >= 1 (or null: the machine's)"),
         (cfg.object_store_mb >= 75, "distributed.object_store_mb must be >= 75 (Ray's minimum)"),

@@ -8,7 +8,7 @@ other settings refused (naming them), and ``--resume`` reads the run's saved con
 from __future__ import annotations
 
 import sys
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,9 @@ from selfplay.tracking import RunDir
 
 # settings that do not change what a run computes: a re-run may differ in them
 _COSMETIC = frozenset({"log.progress", "log.tensorboard"})
-# settings a resumed run may change (``--total-steps``): its config.yaml is rewritten with them
-_EXTENDABLE = frozenset({"total_steps", "bc.total_steps"})
+# settings a resumed run may change: ``--total-steps`` (its config.yaml is rewritten with
+# them), and files the user may move and name again in config.yaml
+_RESUMABLE_CHANGES = frozenset({"total_steps", "bc.total_steps", "bc.replays", "league.db"})
 
 
 def config_differences(saved: TrainConfig, new: TrainConfig) -> list[str]:
@@ -80,7 +81,7 @@ def saved_config(run: RunDir, config: TrainConfig | None) -> TrainConfig:
     data = read_yaml(run.config_file)
     if not data:
         raise ConfigError(f"{run.config_file} is empty: the run's settings are lost; start a "
-                          f"new run from its weights: selfplay train --init-from {run.path}")
+                          f"new run from its weights (--init-from {run.path})")
     saved = saved_config_from_mapping(data)
     try:
         resolve_device(saved.device)
@@ -92,6 +93,10 @@ def saved_config(run: RunDir, config: TrainConfig | None) -> TrainConfig:
     if config is not None:
         saved = replace(saved, log=replace(saved.log, progress=config.log.progress))
     return saved
+
+
+# top-level keys of every saved config.yaml, in every version
+_SAVED_SECTIONS = frozenset({"game", "ppo", "network", "total_steps", "seed"})
 
 
 def check_checkpoint_config(run: RunDir, config: TrainConfig, state: dict[str, Any],
@@ -107,12 +112,12 @@ def check_checkpoint_config(run: RunDir, config: TrainConfig, state: dict[str, A
         theirs = saved_config_from_mapping(dict(stored))
     except ConfigError as exc:
         raise ConfigError(f"{path} holds settings this version cannot read ({exc})") from exc
-    differ = [key for key in config_differences(theirs, config) if key not in _EXTENDABLE]
+    differ = [key for key in config_differences(theirs, config) if key not in _RESUMABLE_CHANGES]
     if differ:
         shown = ", ".join(differ[:6]) + (", ..." if len(differ) > 6 else "")
         raise ConfigError(f"{run.config_file} differs from the settings {path.name} was saved "
                           f"with ({shown}); put them back to resume the run, or start a new "
-                          f"run from its weights: selfplay train --init-from {path}")
+                          f"run from its weights (--init-from {path})")
 
 
 def check_run_kind(run: RunDir, state: dict[str, Any], cloning: bool) -> None:
@@ -132,27 +137,27 @@ def check_run_kind(run: RunDir, state: dict[str, Any], cloning: bool) -> None:
 def check_new_run_folder(run: RunDir) -> None:
     """A new run may write into a new or empty folder, or into a run of ours that stopped
     before its first checkpoint (started again), but never replace another program's or the
-    user's files: a config.yaml that is not a saved config (the ``--config`` file itself,
-    say), or a metrics.jsonl or league database without one. :class:`FileExistsError`."""
+    user's files: a config.yaml that is not a saved config (the user's own settings, say), or
+    a metrics.jsonl without one. A league.db alone is opened, not replaced (the league checks
+    it). :class:`FileExistsError` naming the file."""
     if not run.path.is_dir():
         return
+    clash: Path | None = None
     if run.config_file.is_file():
-        try:  # a saved config holds every section; a user's config file holds a few
+        try:  # a saved config holds these sections in every version; a user's file a few
             data = read_yaml(run.config_file)
-            if {f.name for f in fields(TrainConfig)} <= data.keys():
+            if _SAVED_SECTIONS <= data.keys():
                 saved_config_from_mapping(data)
                 return  # a run of ours that died before its first checkpoint
         except ConfigError:
             pass
-        clash: Path | None = run.config_file
-    else:
-        clash = next((path for path in (run.metrics_file, run.path / "league.db")
-                      if path.exists()), None)
-    if clash is None:
-        return
-    raise FileExistsError(f"{run.path} is not a selfplay run directory but holds "
-                          f"{clash.name}, which a run would replace; pick an empty or new "
-                          "--run-dir")
+        clash = run.config_file
+    elif run.metrics_file.exists():
+        clash = run.metrics_file
+    if clash is not None:
+        raise FileExistsError(f"{run.path} is not a selfplay run directory but holds "
+                              f"{clash.name}, which a run would replace; pick an empty or new "
+                              "--run-dir")
 
 
 def new_run(config: TrainConfig, run_dir: Path | None) -> tuple[RunDir, bool]:

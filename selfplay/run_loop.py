@@ -219,7 +219,7 @@ class RunLoop:
         # newer checkpoints (skipped on loading; replaced when the run gets there), and
         # counting them would delete the checkpoint just written
         older = [p for p in list_checkpoints(directory) if p.name < path.name]
-        for old in older[:len(older) - (self.config.keep - 1)]:
+        for old in older[:max(0, len(older) - (self.config.keep - 1))]:
             old.unlink(missing_ok=True)
         return path
 

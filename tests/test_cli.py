@@ -227,6 +227,10 @@ def test_resume_leaves_config_yaml_alone_and_refuses_one_edited_since(tmp_path: 
     config.write_bytes(b"")
     assert_one_line_error(run_here("train", "--resume", str(run_dir)),
                           f"{config} is empty: the run's settings are lost")
+    moved = yaml.safe_load(written)  # files the user moved may be named again
+    moved["bc"]["replays"] = str(tmp_path / "replays-moved")
+    config.write_text(yaml.safe_dump(moved, sort_keys=False))
+    assert run_here("train", "--resume", str(run_dir), "--json").returncode == 0
     config.write_bytes(written)
     more = run_here("train", "--resume", str(run_dir), "--total-steps", "2048", "--json")
     assert more.returncode == 0, more.stderr
@@ -254,17 +258,42 @@ def test_pruning_never_deletes_the_checkpoint_just_written(tmp_path: Path) -> No
     last = run_here("train", "--resume", str(run_dir), "--total-steps", "3072", "--json")
     assert last.returncode == 0, last.stderr
     assert "from update_0000004.pt at step 2048" in last.stderr
+    keep4 = tmp_path / "keep4"  # fewer than keep: every one kept
+    assert run("train", "--game", "CartPole-v1", "--total-steps", "2048", "--run-dir",
+               str(keep4), "--set", "checkpoint.keep=4", "--set", "checkpoint.every_updates=1",
+               *QUIET).returncode == 0
+    assert sorted(p.name for p in (keep4 / "checkpoints").glob("update_*.pt")) == [
+        f"update_000000{k}.pt" for k in (1, 2, 3, 4)]
 
 
 def test_new_run_never_replaces_the_users_files(tmp_path: Path) -> None:
     """``--run-dir`` naming a folder of the user's own files (the ``--config`` file itself,
     a metrics.jsonl) is refused before anything is written."""
+    from league.db import LeagueDB
+    from selfplay.config import build_config, config_to_yaml
+
     mine = tmp_path / "config.yaml"
     mine.write_text("base: classic\n")
+    assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--run-dir",
+                                   str(tmp_path), *QUIET),
+                          f"{tmp_path} is not a selfplay run directory but holds config.yaml")
     assert_one_line_error(run_here("train", "--game", "CartPole-v1", "--config", str(mine),
                                    "--run-dir", str(tmp_path), *QUIET),
-                          f"{tmp_path} is not a selfplay run directory but holds config.yaml")
+                          f"--config {mine} is the config.yaml the run writes into --run-dir")
     assert mine.read_text() == "base: classic\n"
+    copied = tmp_path / "copied"  # a saved config copied in as the settings file
+    copied.mkdir()
+    (copied / "config.yaml").write_text(config_to_yaml(build_config("CartPole-v1")))
+    assert_one_line_error(run_here("bc", "--game", "CartPole-v1", "--teachers", "x", "--config",
+                                   str(copied / "config.yaml"), "--run-dir", str(copied)),
+                          "is the config.yaml the run writes into --run-dir")
+    league_only = tmp_path / "league-only"  # a league made beforehand is opened, not replaced
+    league_only.mkdir()
+    with LeagueDB(league_only / "league.db", game="tictactoe"):
+        pass
+    trained = run_here("train", "--game", "tictactoe", "--total-steps", "256", "--run-dir",
+                       str(league_only), *QUIET)
+    assert trained.returncode == 0, trained.stderr
     other = tmp_path / "other"
     other.mkdir()
     (other / "metrics.jsonl").write_text('{"mine": 1}\n')

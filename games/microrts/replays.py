@@ -289,8 +289,10 @@ def select_games(folder: Path, imitate: list[str], winners_only: bool, held_out:
     if not refs:
         raise ReplayError(f"{folder} has no game in its {part} share")
     if winners_only and not any(ref.meta["winner"] in (0, 1) for ref in refs):
+        fix = ("nothing to imitate" if not held_out else "nothing to validate on: record "
+               "more games, or set bc.validate_every=0")
         raise ReplayError(f"--winners-only: no game of {folder}'s {part} share has a winner "
-                          "(every game was drawn), so there is nothing to imitate")
+                          f"(every game was drawn), so there is {fix}")
     _check_maps(refs)
     return refs
 

@@ -136,7 +136,8 @@ def test_base_of_the_games_own_family_keeps_its_tuning(tmp_path: Path) -> None:
     (["ppo.learning_rate=.inf"], "ppo.learning_rate must be a finite number, got inf"),
     (["ppo.ent_coef=.nan"], "ppo.ent_coef must be a finite number, got nan"),
     (["ppo.target_kl=.nan"], "ppo.target_kl must be a finite number, got nan"),
-    (["ppo.max_grad_norm=.inf"], "ppo.max_grad_norm must be a finite number, got inf"),
+    (["ppo.vf_coef=.nan"], "ppo.vf_coef must be a finite number, got nan"),
+    (["normalize.clip_obs=-.inf"], "normalize.clip_obs must be a finite number, got -inf"),
     (["seed=99999999999999999999"], "seed must be in 0..2**63-1, got 99999999999999999999"),
     (["game.name="], "the game name is empty"),
     (["distributed.address=10.0.0.1:6379"],
@@ -147,6 +148,22 @@ def test_non_finite_numbers_huge_seeds_and_empty_names_are_refused(
         overrides: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
         build_config(overrides=overrides)
+
+
+def test_inf_turns_clipping_off_and_saved_runs_load_as_older_versions_wrote_them() -> None:
+    """``.inf`` is "no clipping" for the clipping bounds; the checks of new settings (finite
+    numbers, the seed's range, an address needing Ray) are not applied to saved configs,
+    which older versions wrote without them."""
+    from selfplay.config import saved_config_from_mapping
+
+    config = build_config("CartPole-v1", overrides=["normalize.clip_obs=.inf",
+                                                    "ppo.max_grad_norm=.inf"])
+    assert config.normalize.clip_obs == float("inf") and config.ppo.max_grad_norm == float("inf")
+    data = yaml.safe_load(config_to_yaml(build_config("CartPole-v1")))
+    data["ppo"]["target_kl"] = float("nan")
+    data["distributed"]["address"] = "auto"
+    saved = saved_config_from_mapping(data)
+    assert saved.distributed.address == "auto" and saved.ppo.target_kl != saved.ppo.target_kl
 
 
 def test_resolved_config_round_trips() -> None:
