@@ -11,26 +11,13 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from selfplay.cli_common import UserError, emit, seed_flag
+from selfplay.cli_common import UserError, emit, seed_flag, user_errors
 from selfplay.import_command import add_import_command
 from selfplay.interrupts import Terminated
 from selfplay.record_command import add_record_command
 
 if TYPE_CHECKING:
     from selfplay.run_loop import TrainingInterrupted
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from games.core import GameError
-    from games.options import OptionError
-    from league.db import LeagueError
-    from selfplay.checkpoint import CheckpointError
-    from selfplay.config import ConfigError
-
-    # OSError: a path that is a directory, unwritable or missing; UnicodeDecodeError: a
-    # config file that is not text
-    return (UserError, GameError, OptionError, ConfigError, CheckpointError, OSError,
-            UnicodeDecodeError, LeagueError)
 
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
@@ -479,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    errors = _user_errors()
+    errors = user_errors()
     in_main = threading.current_thread() is threading.main_thread()
     replaced = _raise_on_termination() if in_main else {}
     try:

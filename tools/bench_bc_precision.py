@@ -19,6 +19,7 @@ import platform
 import time
 
 from selfplay.bc import build_cloner
+from selfplay.cli_common import run_tool
 from selfplay.config import build_config
 
 PRECISIONS = ("float32", "bfloat16")
@@ -60,4 +61,4 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

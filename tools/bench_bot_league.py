@@ -55,6 +55,7 @@ from games.microrts.match_runner import BotMatchRunner
 from league.db import LeagueDB
 from league.ratings import quality_matrix
 from league.tournament import TournamentConfig, run_tournament
+from selfplay.cli_common import run_tool
 
 # MicroRTS-Py's published league (TrueSkill μ − 3σ, experiments/gym-microrts-static-files/
 # league.csv): all 13 engine bots it rated, on basesWorkers16x16A, max 5,000 cycles
@@ -284,4 +285,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -31,6 +31,7 @@ import torch
 
 from games.core import MultiDiscrete
 from selfplay.bc import build_cloner
+from selfplay.cli_common import run_tool
 from selfplay.cloning import Cloner
 from selfplay.config import build_config
 from selfplay.distributions import GridMaskIndex, MaskedMultiCategorical
@@ -122,4 +123,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -55,6 +55,7 @@ from games.options import OptionError
 from games.pools import detached_worker_init, stop_process_pool
 from games.registry import family_of
 from selfplay.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
+from selfplay.cli_common import run_tool
 from selfplay.config import ConfigError
 from selfplay.evaluate import trained_config
 from selfplay.play import play, wilson_interval
@@ -412,4 +413,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

@@ -23,6 +23,7 @@ from league.db import LeagueDB
 from league.matchmaking import Matchmaker
 from league.ratings import PlayerRating, Rating, RatingConfig, rate_1vs1, rate_match
 from league.records import MatchRecord
+from selfplay.cli_common import positive_int, run_tool
 
 
 def per_call_us(fn: object, n: int) -> float:
@@ -102,11 +103,14 @@ def timed_ms(fn: object, repeats: int = 20) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--players", type=int, default=1000)
-    parser.add_argument("--matches", type=int, default=100_000)
-    parser.add_argument("--loop", type=int, default=5000, help="matches in the per-match loop")
+    parser.add_argument("--players", type=positive_int, default=1000)
+    parser.add_argument("--matches", type=positive_int, default=100_000)
+    parser.add_argument("--loop", type=positive_int, default=5000,
+                        help="matches in the per-match loop")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.players < 2:
+        parser.error(f"--players: a league needs at least 2, got {args.players}")
 
     results: dict[str, object] = {"machine": f"{platform.processor() or platform.machine()}, "
                                              f"python {platform.python_version()}",
@@ -136,4 +140,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

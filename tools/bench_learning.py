@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from games.files import atomic_write_text
+from selfplay.cli_common import run_tool
 from selfplay.config import build_config
 from selfplay.tracking import MetricSink, RunDir
 from selfplay.train import build_trainer
@@ -96,4 +97,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

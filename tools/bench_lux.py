@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from games.files import atomic_write_text
+from selfplay.cli_common import positive_int, run_tool
 
 
 def _timed(fn: Any, calls: int) -> float:
@@ -157,8 +158,8 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", type=int, nargs="+", default=[64, 256])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--envs", type=positive_int, nargs="+", default=[64, 256])
+    parser.add_argument("--repeats", type=positive_int, default=5)
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
@@ -184,4 +185,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

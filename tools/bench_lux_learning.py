@@ -44,6 +44,7 @@ from bench_microrts_learning import evaluate, fresh_run_dir, train_for  # noqa: 
 
 from games.files import atomic_write_text  # noqa: E402
 from selfplay.bc import build_cloner  # noqa: E402
+from selfplay.cli_common import run_tool
 from selfplay.clone_league import CloneLeague  # noqa: E402
 from selfplay.config import build_config  # noqa: E402
 from selfplay.tracking import MetricSink  # noqa: E402
@@ -190,4 +191,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

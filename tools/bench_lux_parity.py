@@ -23,13 +23,15 @@ from pathlib import Path
 
 from games.files import atomic_write_text
 from games.lux.parity import play_parity
+from selfplay.cli_common import positive_int, run_tool
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1")
+    parser.add_argument("--seeds", type=positive_int, default=20, help="seeds 0..N-1")
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=1000, help="main-phase steps per seed")
+    parser.add_argument("--steps", type=positive_int, default=1000,
+                        help="main-phase steps per seed")
     parser.add_argument("--encode-every", type=int, default=25)
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
@@ -55,4 +57,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

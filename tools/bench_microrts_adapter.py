@@ -46,6 +46,7 @@ from games.microrts.adapter import (  # noqa: E402
     random_legal_actions,
 )
 from games.microrts.maps import resolve_map  # noqa: E402
+from selfplay.cli_common import positive_int, run_tool
 
 MAX_STEPS = 2000
 _VEC_RFS = ("WinLoss", "ResourceGather", "ProduceWorker", "ProduceBuilding", "Attack",
@@ -298,7 +299,7 @@ def run(steps: int, warmup: int, block: int, cases: list[str] | None = None,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=3000, help="timed steps per mode")
+    parser.add_argument("--steps", type=positive_int, default=3000, help="timed steps per mode")
     parser.add_argument("--warmup", type=int, default=1000, help="untimed steps per mode first")
     parser.add_argument("--block", type=int, default=100,
                         help="steps per mode before switching to the next mode")
@@ -327,4 +328,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_tool(main)

@@ -28,6 +28,7 @@ from typing import Any
 from games.core import HasRewardComponents
 from games.files import atomic_write_text
 from selfplay.checkpoint import resolve_checkpoint
+from selfplay.cli_common import run_tool
 from selfplay.component_returns import ComponentReturns
 from selfplay.config import build_config
 from selfplay.league_training import attach, describe
@@ -168,4 +169,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

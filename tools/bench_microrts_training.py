@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from games.files import atomic_write_text
+from selfplay.cli_common import run_tool
 from selfplay.config import build_config
 from selfplay.networks import count_parameters
 from selfplay.ppo import Trainer
@@ -245,4 +246,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -30,6 +30,7 @@ import torch
 from games.core import GameSpec
 from games.registry import make_game
 from selfplay.allocator import keep_freed_memory
+from selfplay.cli_common import run_tool
 from selfplay.config import TrainConfig, build_config
 from selfplay.distributions import make_dist
 from selfplay.networks import ActorCritic
@@ -138,4 +139,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -49,6 +49,7 @@ from games.files import atomic_write_text
 from selfplay.bc import build_cloner
 from selfplay.bc_loss import clone_confusion, clone_terms
 from selfplay.checkpoint import resolve_checkpoint
+from selfplay.cli_common import run_tool
 from selfplay.cloning import component_names, component_sizes
 from selfplay.config import build_config
 from selfplay.evaluate import load_agent
@@ -263,4 +264,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from games.pettingzoo.catalog import resolve, rom_directory  # noqa: E402
 from games.registry import make_game  # noqa: E402
+from selfplay.cli_common import run_tool
 
 # one loop iteration; returns the number of agent steps it made
 Step = Callable[[], int]
@@ -162,4 +163,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_tool(main)

@@ -28,6 +28,7 @@ from typing import Any
 
 from games.files import atomic_write_text
 from league.db import LeagueDB
+from selfplay.cli_common import run_tool
 
 SEATS = 2  # agent steps per game step
 
@@ -41,7 +42,7 @@ def train(game: str, minutes: float, overrides: list[str], run_dir: Path) -> flo
     start = time.perf_counter()
     proc = subprocess.Popen(cmd)
     try:
-        proc.wait(timeout=minutes * 60)
+        code = proc.wait(timeout=minutes * 60)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGINT)  # checkpoint, then exit
         try:
@@ -49,6 +50,9 @@ def train(game: str, minutes: float, overrides: list[str], run_dir: Path) -> flo
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    else:  # ended before its time: an error, said by the command itself
+        if code != 0:
+            raise SystemExit(code)
     return time.perf_counter() - start
 
 
@@ -130,4 +134,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from selfplay.cli_common import positive_int, run_tool
+
 CASES = {
     # name: (game, num_envs, num_steps, epochs, minibatch size, total steps, normalize)
     "cartpole": ("CartPole-v1", 8, 128, 4, 256, 102_400, False),
@@ -94,7 +96,7 @@ def run_sb3(case: Case, seed: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=[*CASES, "all"], default="all")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=positive_int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -129,4 +131,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -40,6 +40,7 @@ import numpy as np
 
 from games.files import atomic_write_text
 from games.microrts.adapter import random_legal_actions
+from selfplay.cli_common import run_tool
 from selfplay.config import TrainConfig, build_config
 from selfplay.train import build_trainer
 from selfplay.worker_backend import build_game
@@ -187,4 +188,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from selfplay.cli_common import run_tool
+
 
 def bench_recording(players: list[str], map_name: str, games: int, max_steps: int,
                     folder: Path) -> dict[str, Any]:
@@ -92,4 +94,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

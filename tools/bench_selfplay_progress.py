@@ -40,6 +40,7 @@ from league.db import LeagueDB
 from league.ratings import PlayerRating
 from league.snapshots import load_player_snapshot
 from league.tournament import TournamentConfig, bot_tournament, run_tournament
+from selfplay.cli_common import run_tool
 from selfplay.config import read_yaml, saved_config_from_mapping
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy
@@ -185,4 +186,4 @@ def _no_game(num_envs: int, seed: int) -> Any:  # pragma: no cover - the runner 
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -46,6 +46,7 @@ from games.lux import bots
 from games.lux.adapter import LuxOptions, LuxVecGame
 from games.lux.layout import FACTORY_ACTIONS, MOVES, NVEC, OBS_SCALE, PLANE, UNIT_TYPES
 from selfplay.checkpoint import load_checkpoint, resolve_checkpoint
+from selfplay.cli_common import run_tool
 from selfplay.play import FrozenPolicy, load_agent, wilson_interval
 
 Player = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -291,4 +292,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

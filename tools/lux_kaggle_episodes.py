@@ -18,11 +18,14 @@ import json
 import time
 from pathlib import Path
 
+from selfplay.cli_common import positive_int, run_tool
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--games", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=1000, help="main-phase steps per game")
+    parser.add_argument("--games", type=positive_int, default=8)
+    parser.add_argument("--steps", type=positive_int, default=1000,
+                        help="main-phase steps per game")
     parser.add_argument("--out", required=True)
     parser.add_argument("--bots", default="heuristic,heuristic",
                         help="the two players: bots of games.lux.bots, A,B")
@@ -55,4 +58,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

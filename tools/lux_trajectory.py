@@ -22,6 +22,7 @@ import numpy as np
 from games.batches import random_actions
 from games.lux.adapter import LuxOptions, LuxVecGame
 from games.lux.layout import OBS_PLANES
+from selfplay.cli_common import run_tool
 
 PARTS = ("obs", "action_mask", "reward", "terminated")
 
@@ -83,4 +84,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -26,6 +26,7 @@ from games.microrts import bots as bots_mod
 from games.microrts.options import ACTION_NAMES, OBS_PLANES, MicroRTSOptions
 from games.microrts.teacher_game import LiveBots, TeacherGame
 from selfplay.checkpoint import resolve_checkpoint
+from selfplay.cli_common import run_tool
 from selfplay.play import FrozenPolicy, load_agent, wilson_interval
 
 UNIT_TYPES = ("base", "barracks", "worker", "light", "heavy", "ranged")
@@ -175,4 +176,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

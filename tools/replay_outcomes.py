@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from games.replays import ReplayError, scan
+from selfplay.cli_common import run_tool
 from selfplay.play import wilson_interval
 
 
@@ -69,4 +70,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -29,6 +29,7 @@ from typing import Any
 
 from games.files import atomic_write_text
 from league.db import LeagueDB
+from selfplay.cli_common import run_tool
 
 DEFAULT_OPPONENTS = ("WorkerRush", "LightRush", "CoacAI", "RandomBiased", "selfplay")
 
@@ -212,4 +213,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

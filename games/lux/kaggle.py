@@ -292,6 +292,8 @@ def _configuration(config: Any, source: str) -> tuple[int, dict[str, Any]]:
     seed = config.get("seed")
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise _fail(source, f"configuration has no integer 'seed' (got {seed!r:.40})")
+    if not 0 <= seed < 2**32:  # the official engine's numpy generator takes no other
+        raise _fail(source, f"configuration seed {seed} is not in 0..2**32-1")
     env_cfg = config.get("env_cfg")
     if not isinstance(env_cfg, dict) or not env_cfg:
         raise _fail(source, "configuration has no 'env_cfg' (the interpreter writes it at "

@@ -271,24 +271,32 @@ def convert_kaggle(paths: Iterable[Path | str], out_dir: Path | str, shard_games
     totals = {name: [0, 0] for name in COUNTS}
     skipped: list[str] = []
     duplicates = 0
-    for path in paths:
-        try:
-            episode = read_kaggle_episode(path)
-            if writer.holds(episode):
-                duplicates += 1
+    try:
+        for path in paths:
+            try:
+                episode = read_kaggle_episode(path)
+                if writer.holds(episode):
+                    duplicates += 1
+                    continue
+                game = convert_episode(episode, check_labels)
+            except (KaggleError, ValueError, OverflowError, TypeError) as exc:  # engine: too
+                if isinstance(exc, KaggleError):
+                    error = exc
+                else:
+                    error = KaggleError(f"{path}: the official engine refused it: "
+                                        f"{str(exc).strip() or type(exc).__name__}")
+                if not skip_bad:
+                    raise error from exc
+                skipped.append(str(error))
+                print(f"warning: {error}; skipped", file=sys.stderr)
                 continue
-            game = convert_episode(episode, check_labels)
-        except KaggleError as exc:
-            if not skip_bad:
-                writer.flush()
-                raise
-            skipped.append(str(exc))
-            print(f"warning: {exc}; skipped", file=sys.stderr)
-            continue
-        writer.remember(episode)
-        writer.add(game)
-        for name, value in (game.meta["labels"] or {}).items():
-            totals[name] = [a + b for a, b in zip(totals[name], value, strict=True)]
+            writer.remember(episode)
+            writer.add(game)
+            for name, value in (game.meta["labels"] or {}).items():
+                totals[name] = [a + b for a, b in zip(totals[name], value, strict=True)]
+    except BaseException:  # a bad file, a signal, a crash: the games converted are written
+        writer.flush()
+        raise
     summary = writer.close()
     summary.update(steps=totals["steps"][0], labels=totals, duplicates=duplicates,
                    skipped=skipped, seconds=round(time.perf_counter() - started, 2))

@@ -255,6 +255,45 @@ def test_board_changes_of_another_shape_are_one_line(made: dict[str, Any]) -> No
     assert summary["games"] == 0 and len(summary["skipped"]) == 1
 
 
+def test_values_the_engine_refuses_and_interruptions_lose_no_converted_game(
+        made: dict[str, Any]) -> None:
+    """A seed outside the engine's range and an integer too large for it were ValueError /
+    OverflowError tracebacks, and ``skip_bad`` did not skip them; an interrupted conversion
+    dropped the games it had converted (a shard's worth waits in memory)."""
+    from games.lux.kaggle_replay import convert_kaggle
+
+    def negative_seed(doc: dict[str, Any]) -> None:
+        doc["configuration"]["seed"] = -1
+
+    def huge_number(doc: dict[str, Any]) -> None:  # a unit's order repeated 10**30 times
+        step = next(step[0] for step in doc["steps"][-LENGTH:]
+                    if any(key.startswith("unit_") for key in step[0]["action"] or {}))
+        unit = next(key for key in step["action"] if key.startswith("unit_"))
+        step["action"][unit] = [[0, 1, 0, 0, 10**30, 1]]
+
+    seed = _tampered(made, "seed", negative_seed)
+    with pytest.raises(KaggleError, match=r"configuration seed -1 is not in 0\.\.2\*\*32-1"):
+        read_kaggle_episode(seed)
+    huge = _tampered(made, "huge", huge_number)
+    with pytest.raises(KaggleError, match="the official engine refused it") as caught:
+        convert_kaggle([huge], made["folder"] / "huge-refused")
+    assert huge.name in str(caught.value) and "\n" not in str(caught.value)
+    good = [played.path for played in made["played"]]
+    summary = convert_kaggle([seed, huge, *good], made["folder"] / "skipping-values",
+                             skip_bad=True)
+    assert summary["games"] == 2 and len(summary["skipped"]) == 2
+
+    def stopped_after_two() -> Any:
+        yield from good
+        raise KeyboardInterrupt
+
+    out = made["folder"] / "interrupted"
+    with pytest.raises(KeyboardInterrupt):
+        convert_kaggle(stopped_after_two(), out)  # 100 games to a shard: none was full
+    again = convert_kaggle(good, out)
+    assert again["games"] == 0 and again["duplicates"] == 2  # both kept by the interruption
+
+
 def test_an_action_the_engine_rejects_prints_nothing_on_stdout(
         made: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     """The official engine prints the traceback of an action it rejects (a unit that does not
