@@ -267,6 +267,7 @@ def convert_kaggle(paths: Iterable[Path | str], out_dir: Path | str, shard_games
     ``duplicates``, ``skipped`` (one line per bad file; with ``skip_bad`` only, else the first
     bad file raises) and ``seconds``."""
     started = time.perf_counter()
+    created = not Path(out_dir).exists()  # removed again if the import writes nothing
     writer = KaggleReplayWriter(Path(out_dir), shard_games)
     totals = {name: [0, 0] for name in COUNTS}
     skipped: list[str] = []
@@ -296,6 +297,8 @@ def convert_kaggle(paths: Iterable[Path | str], out_dir: Path | str, shard_games
                 totals[name] = [a + b for a, b in zip(totals[name], value, strict=True)]
     except BaseException:  # a bad file, a signal, a crash: the games converted are written
         writer.flush()
+        if created and not any(Path(out_dir).iterdir()):
+            Path(out_dir).rmdir()
         raise
     summary = writer.close()
     summary.update(steps=totals["steps"][0], labels=totals, duplicates=duplicates,

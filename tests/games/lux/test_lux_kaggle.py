@@ -219,6 +219,7 @@ def test_bad_files_are_one_line_errors_naming_them(made: dict[str, Any]) -> None
     with pytest.raises(KaggleError, match="another board") as caught:
         convert_kaggle([bad["other_seed"]], made["folder"] / "refused")
     assert bad["other_seed"].name in str(caught.value)
+    assert not (made["folder"] / "refused").exists()  # made for the import, left empty
     summary = convert_kaggle(list(bad.values()), made["folder"] / "skipping", skip_bad=True)
     assert summary["games"] == 0 and len(summary["skipped"]) == len(bad)
 
