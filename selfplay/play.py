@@ -154,8 +154,15 @@ def _counts(outcomes: np.ndarray) -> dict[str, int]:
 def _opponent_checkpoint(vs: str) -> Path | None:
     """``--vs`` as a checkpoint file (a run directory means its newest checkpoint); None for
     a bot name."""
-    if not (Path(vs).exists() or looks_like_path(vs)):
-        return None
+    if not looks_like_path(vs):
+        # a bare name: a run folder of that name when it holds checkpoints, else a bot name
+        # (a folder ``CoacAI/`` beside the user's runs must not hide the bot)
+        if not Path(vs).exists():
+            return None
+        try:
+            return resolve_checkpoint(vs)
+        except CheckpointError:
+            return None
     try:
         return resolve_checkpoint(vs)
     except CheckpointError as exc:

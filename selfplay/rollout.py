@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -9,6 +10,7 @@ import torch
 from torch import Tensor
 
 from games.core import Box, GameSpec
+from selfplay.config import ConfigError
 
 
 def torch_dtype(dtype: np.dtype) -> torch.dtype:
@@ -34,6 +36,36 @@ def step_rows(keep: Tensor, device: torch.device) -> Callable[[Tensor], Tensor]:
     return take
 
 
+def rollout_bytes(spec: GameSpec, num_steps: int, obs_dtype: torch.dtype,
+                  critic_shape: tuple[int, ...] | None, critic_dtype: torch.dtype) -> int:
+    """Bytes a :class:`RolloutBuffer` of ``num_steps`` steps of ``spec`` takes."""
+    rows = num_steps * spec.num_envs * spec.num_seats
+    size = int(np.prod(spec.obs_shape)) * obs_dtype.itemsize
+    if spec.has_mask:
+        size += int(np.prod(spec.action_space.mask_shape))
+    if critic_shape is not None:
+        size += int(np.prod(critic_shape)) * critic_dtype.itemsize
+    size += int(np.prod(spec.action_space.action_shape)) * 8
+    return rows * (size + 4 * 4 + 1)
+
+
+def check_fits(nbytes: int, device: torch.device, shape: tuple[int, int, int]) -> None:
+    """A :class:`ConfigError` when ``nbytes`` exceed the memory of ``device`` (the host's
+    physical memory, or the accelerator's), naming the settings that size the rollout."""
+    if device.type == "cpu":
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    elif device.type == "cuda":
+        total = torch.cuda.mem_get_info(device)[1]
+    else:
+        return
+    if nbytes > total:
+        t, e, a = shape
+        raise ConfigError(
+            f"a rollout of ppo.num_steps={t} x game.num_envs={e} x {a} seats needs "
+            f"{nbytes / 2**30:.1f} GiB, more than the {total / 2**30:.1f} GiB of {device}; "
+            f"lower game.num_envs or ppo.num_steps")
+
+
 class RolloutBuffer:
     """One rollout of ``T`` steps for ``E`` envs and ``A`` seats.
 
@@ -52,6 +84,21 @@ class RolloutBuffer:
         self.shape = (t, e, a)
         self.device = device or torch.device("cpu")
         big = self.device
+        check_fits(rollout_bytes(spec, num_steps, obs_dtype, critic_shape, critic_dtype),
+                   self.device, self.shape)
+        try:
+            self._allocate(spec, obs_dtype, critic_shape, critic_dtype, big)
+        except (MemoryError, torch.OutOfMemoryError, RuntimeError) as exc:
+            if isinstance(exc, RuntimeError) and "allocate" not in str(exc):
+                raise
+            raise ConfigError(
+                f"a rollout of ppo.num_steps={t} x game.num_envs={e} x {a} seats does not fit "
+                f"in the memory of {self.device}; lower game.num_envs or ppo.num_steps") from None
+
+    def _allocate(self, spec: GameSpec, obs_dtype: torch.dtype,
+                  critic_shape: tuple[int, ...] | None, critic_dtype: torch.dtype,
+                  big: torch.device) -> None:
+        t, e, a = self.shape
         self.obs = torch.zeros((t, e, a, *spec.obs_shape), dtype=obs_dtype, device=big)
         self.mask = (torch.zeros((t, e, a, *spec.action_space.mask_shape), dtype=torch.bool,
                                  device=big) if spec.has_mask else None)

@@ -363,6 +363,29 @@ def user_jvm_options() -> list[str]:
     return words
 
 
+def check_user_jvm_options(java: JavaRuntime) -> None:
+    """Try ``$SELFPLAY_JAVA_OPTIONS`` on ``java``'s launcher (``java OPTIONS -version``, about
+    0.1 s, only when the variable is set): a JVM that refuses its options while starting inside
+    this process exits the process with a message of its own that names neither the variable
+    nor the option (``Too small maximum heap``), so a refusal is a :class:`GameError` here."""
+    words = user_jvm_options()
+    launcher = java.home / "bin" / ("java.exe" if os.name == "nt" else "java")
+    if not words or not launcher.is_file():
+        return
+    try:
+        proc = subprocess.run([str(launcher), *jvm_args(java), "-version"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return  # the launcher cannot tell; startJVM reports what goes wrong
+    if proc.returncode != 0:
+        said = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+        reason = "; ".join(line for line in said
+                           if not line.startswith(("Error: Could not create", "Error: A fatal")))
+        raise GameError(f"the JVM refuses {ENV_JAVA_OPTIONS}="
+                        f"{os.environ.get(ENV_JAVA_OPTIONS, '')!r}: {reason or 'exit status '}"
+                        f"{'' if reason else proc.returncode}")
+
+
 def start_jvm() -> JavaRuntime:
     """Start the JVM with the engine on the class path (once per process); the runtime used.
 
@@ -392,6 +415,7 @@ def start_jvm() -> JavaRuntime:
                             "JPype use")
         home = ensure_engine()
         java = find_java()
+        check_user_jvm_options(java)
         jpype.imports.registerDomain("ts", alias="tests")
         try:
             jpype.startJVM(str(java.libjvm), *jvm_args(java),

@@ -157,6 +157,20 @@ def test_play_takes_run_directories(tictactoe_checkpoint: Path, tmp_path: Path,
         play(run_dir, str(tmp_path), games=2)
 
 
+def test_a_folder_named_like_a_bot_does_not_hide_the_bot(
+        tictactoe_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards: a folder ``random/`` in the working directory (no checkpoints in it) made
+    ``--vs random`` an error "--vs: random holds no checkpoint"; a bare name is a run folder
+    only when it holds checkpoints."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "random").mkdir()
+    assert play(tictactoe_checkpoint, "random", games=2)["opponent"] == "random"
+    run = tictactoe_checkpoint.parent.parent
+    (tmp_path / "myrun").symlink_to(run)
+    assert play(tictactoe_checkpoint, "myrun", games=2)["opponent"] == str(
+        Path("myrun") / "checkpoints" / tictactoe_checkpoint.name)
+
+
 # --------------------------------------------------------------------------- microRTS matches
 
 

@@ -207,3 +207,20 @@ def test_selfplay_tictactoe_beats_random() -> None:
     outcomes_arr = np.asarray(outcomes)
     print("tictactoe vs random (loss, draw, win):", np.bincount(outcomes_arr + 1))
     assert (outcomes_arr == 1).mean() > 0.7, np.bincount(outcomes_arr + 1)
+
+
+def test_a_rollout_beyond_memory_is_a_config_error_naming_its_settings() -> None:
+    """Guards: 100M Lux games were a torch allocation traceback (or, within virtual memory,
+    a run the kernel killed later); the rollout's size is checked against the host's memory."""
+    from selfplay.config import ConfigError
+    from selfplay.rollout import RolloutBuffer, rollout_bytes
+
+    game = make_game("tictactoe", 2, 0)
+    spec = replace(game.spec, num_envs=10**10)
+    game.close()
+    with pytest.raises(ConfigError, match=r"game\.num_envs=10000000000 .*GiB"):
+        RolloutBuffer(spec, 128, torch.float32, None, torch.float32)
+    small = replace(spec, num_envs=4)
+    buffer = RolloutBuffer(small, 8, torch.float32, None, torch.float32)
+    stored = sum(x.numel() * x.element_size() for x in buffer.tensors())
+    assert rollout_bytes(small, 8, torch.float32, None, torch.float32) == stored

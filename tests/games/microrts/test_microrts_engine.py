@@ -245,7 +245,9 @@ def test_java_options_reach_the_jvm(engine_home: Path, options: str, expect_in: 
 @pytest.mark.parametrize("options, message", [
     ("Xmx2g", "is not a JVM option"),
     ("'-Xmx2g", "cannot be split"),
-    ("-XX:+NoSuchOptionAtAll", "check SELFPLAY_JAVA_OPTIONS"),
+    ("-XX:+NoSuchOptionAtAll", "Unrecognized VM option 'NoSuchOptionAtAll'"),
+    # the JVM exited the process with "Too small maximum heap", naming nothing of ours
+    ("-Xmx1k", "the JVM refuses SELFPLAY_JAVA_OPTIONS='-Xmx1k'"),
 ])
 def test_bad_java_options_are_one_line_errors(engine_home: Path, options: str,
                                               message: str) -> None:
