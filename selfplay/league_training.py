@@ -427,13 +427,17 @@ class LeagueHook:
 
     def assign(self, envs: np.ndarray) -> None:
         """Draw the next opponent of ``envs`` ``[K]`` and give it their seat 1."""
-        for env, pick in zip(envs.tolist(), self.sample(len(envs)).tolist(), strict=True):
-            seats = self.trainer.seats
-            seats.assign(env, 1, 0)  # its previous opponent's slot may be reused
+        picks = self.sample(len(envs))  # [K]
+        seats = self.trainer.seats
+        seats.assign(envs, 1, 0)  # their previous opponents' slots may be reused
+        self.opponent[envs] = LEARNER
+        for pick in np.unique(picks).tolist():  # one slot lookup per distinct opponent
             pid = self.player_of(pick)
             slot = 0 if pid is None else self._slot_for(pid)
-            seats.assign(env, 1, slot)
-            self.opponent[env] = pick if slot else LEARNER
+            if slot:
+                group = envs[picks == pick]
+                seats.assign(group, 1, slot)
+                self.opponent[group] = pick
 
     # ----------------------------------------------------------------- snapshots and ratings
 
