@@ -204,6 +204,18 @@ class Family:
         steps = options.get(self.length_option) if self.length_option else None
         return MatchDefaults(None, int(steps) if isinstance(steps, int) else None)
 
+    def match_games(self, game: str, options: Mapping[str, Any],
+                    map_name: str | None = None) -> GameFactory:
+        """``(envs, seed) -> game``: the games of policy-against-policy matches of ``game``
+        (``options`` with the family's match set-up, on ``map_name`` when given)."""
+        from games.registry import make_game
+
+        def game_factory(envs: int, seed: int) -> VecGame:
+            setup = self.match_setup(game, None, envs, seed, map_name)
+            return make_game(game, num_envs=envs, seed=seed, options={**options, **setup.options})
+
+        return game_factory
+
     def match_runner(self, game: str, policies: Mapping[int, Policy],
                      conditions: MatchConditions, game_factory: GameFactory) -> MatchRunner:
         """The runner of a tournament between ``policies`` (by league player id): by default

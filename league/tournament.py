@@ -30,10 +30,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from games.core import Policy, VecGame
+from games.core import Policy
 from games.family import MatchConditions
 from games.matches import GameFactory, MatchResult, MatchRunner, MatchSpec, VecGameRunner
-from games.registry import family_of, make_game, resolve
+from games.registry import family_of, resolve
 from league.db import LeagueDB, LeagueError
 from league.ratings import quality_matrix
 
@@ -332,9 +332,7 @@ def bot_tournament(db: LeagueDB, game: str, bots: Sequence[str], config: Tournam
                                  map_name=map_name or None,
                                  max_steps=max_steps or defaults.max_steps, processes=processes)
 
-    def game_factory(num_envs: int, seed: int) -> VecGame:
-        setup = family.match_setup(game, None, num_envs, seed, map_name or None)
-        return make_game(game, num_envs=num_envs, seed=seed, options=setup.options)
+    game_factory = family.match_games(game, {}, map_name or None)
 
     def runner(policies: Mapping[int, Policy]) -> MatchRunner:
         return family.match_runner(game, policies, conditions, game_factory)

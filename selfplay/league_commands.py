@@ -13,7 +13,7 @@ from typing import Any
 from games.core import Policy, VecGame
 from games.family import MatchConditions
 from games.matches import MatchRunner, RecordTo
-from games.registry import family_of, make_game, resolve
+from games.registry import family_of, resolve
 from games.replays import folder_totals
 from league.db import LEAGUE_DIR, LeagueDB, LeagueError, PlayerKind, default_path
 from league.ratings import RatingConfig
@@ -178,10 +178,10 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
                                  processes=processes, record=recording)
     spec_cache: dict[str, Any] = {}
 
+    match_games = family.match_games(game, base_options, map_name)
+
     def game_factory(envs: int, game_seed: int) -> VecGame:
-        setup = family.match_setup(game, None, envs, game_seed, map_name)
-        made = make_game(game, num_envs=envs, seed=game_seed,
-                         options={**base_options, **setup.options})
+        made = match_games(envs, game_seed)
         spec_cache.setdefault("spec", made.spec)
         return made
 

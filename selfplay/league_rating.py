@@ -28,7 +28,7 @@ from games.core import GameSpec, Policy, VecGame
 from games.family import MatchConditions
 from games.matches import MatchRunner
 from games.pools import detached_worker_init, stop_process_pool
-from games.registry import family_of, make_game
+from games.registry import family_of
 from league.db import LeagueDB
 from league.snapshots import Snapshot, load_player_snapshot
 from league.tournament import IncompatiblePlayer, TournamentConfig, run_tournament
@@ -101,14 +101,7 @@ RemoteRunnerFactory = Callable[[Mapping[int, Policy], MatchConditions], MatchRun
 def match_games(game_name: str, options: Mapping[str, Any]) -> Callable[[int, int], VecGame]:
     """``(envs, seed) -> game``: the games rating matches are played in (the training game's
     ``options`` with the family's match set-up)."""
-    family = family_of(game_name)
-
-    def game_factory(envs: int, seed: int) -> VecGame:
-        setup = family.match_setup(game_name, None, envs, seed)
-        return make_game(game_name, num_envs=envs, seed=seed,
-                         options={**options, **setup.options})
-
-    return game_factory
+    return family_of(game_name).match_games(game_name, options)
 
 
 def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf,
