@@ -7,7 +7,6 @@ or ``bc.replays``, ``bc.imitate``, ``bc.winners_only``), so its saved config des
 
 from __future__ import annotations
 
-import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -17,17 +16,10 @@ from games.core import SupportsReplayPosition
 from games.family import Teachers
 from games.registry import family_of
 from selfplay.bc_config import BCConfig
-from selfplay.checkpoint import resolve_checkpoint
 from selfplay.clone_league import CloneLeague
 from selfplay.cloning import Cloner
-from selfplay.config import ConfigError, TrainConfig, validate
-from selfplay.run_dirs import (
-    check_checkpoint_config,
-    check_run_kind,
-    new_run,
-    same_run,
-    saved_config,
-)
+from selfplay.config import ConfigError, TrainConfig
+from selfplay.run_dirs import making_run, open_run
 from selfplay.run_loop import load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
 
@@ -82,30 +74,15 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
     ``bc.total_steps``, ``progress_bar`` its progress bar setting); returns a summary. A
     ``run_dir`` that holds this run already is resumed; one holding another is refused (see
     :func:`selfplay.run_dirs.same_run`)."""
-    if resume is None and run_dir is not None:
-        assert config is not None, "a new run needs its config"
-        same = same_run(Path(run_dir), config)
-        if same is not None:
-            return run_cloning(config, resume=same, total_steps=total_steps)
-    if resume is None and config is not None and config.init_from is not None:
-        config = replace(config,
-                         init_from=str(resolve_checkpoint(config.init_from).resolve()))
-    rewrite = True
-    if resume is not None:
-        run = RunDir(resume)
-        config = saved_config(run, config)
-        state, path = load_resumable(run)
-        check_run_kind(run, state, cloning=True)
-        check_checkpoint_config(run, config, state, path)
-        rewrite = total_steps is not None and total_steps != config.bc.total_steps
-        if total_steps is not None:
-            config = replace(config, bc=replace(config.bc, total_steps=total_steps))
-            validate(config)
-        if progress_bar is not None:
-            config = replace(config, log=replace(config.log, progress=progress_bar))
+    opening = open_run(config, run_dir, resume, total_steps, progress_bar, cloning=True,
+                       load=load_resumable)
+    config, rewrite = opening.config, opening.rewrite_config
+    if opening.run is not None:
+        assert opening.state is not None and opening.checkpoint is not None
+        run = opening.run
         cloner = build_cloner(config, run)
         try:
-            exact = cloner.load_state_dict(state)
+            exact = cloner.load_state_dict(opening.state)
         except BaseException:
             cloner.close()
             raise
@@ -114,18 +91,12 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
                 "without labels for their steps already learned)"
                 if isinstance(cloner.game, SupportsReplayPosition) else
                 " (its teacher games cannot be restored: new games start)")
-        print(f"resuming {run.path} from {path.name} at step {cloner.global_step}{note}",
-              file=sys.stderr)
+        print(f"resuming {run.path} from {opening.checkpoint.name} at step "
+              f"{cloner.global_step}{note}", file=sys.stderr)
     else:
-        assert config is not None, "a new run needs its config"
-        run, created = new_run(config, run_dir)
-        try:
+        with making_run(config, run_dir) as run:
             cloner = build_cloner(config, run, None if config.init_from is None
                                   else Path(config.init_from))
-        except BaseException:
-            if created:  # a bad teacher name, say: leave no empty run behind
-                shutil.rmtree(run.path, ignore_errors=True)
-            raise
     try:
         if rewrite:  # a new run's, or a resumed run's given more steps; otherwise never changed
             run.write_config(config)

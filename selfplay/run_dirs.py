@@ -7,14 +7,28 @@ other settings refused (naming them), and ``--resume`` reads the run's saved con
 
 from __future__ import annotations
 
+import shutil
 import sys
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from games.options import to_mapping
-from selfplay.checkpoint import CheckpointError, list_checkpoints, names_checkpoint
-from selfplay.config import ConfigError, TrainConfig, read_yaml, saved_config_from_mapping
+from selfplay.checkpoint import (
+    CheckpointError,
+    list_checkpoints,
+    names_checkpoint,
+    resolve_checkpoint,
+)
+from selfplay.config import (
+    ConfigError,
+    TrainConfig,
+    read_yaml,
+    saved_config_from_mapping,
+    validate,
+)
 from selfplay.device import resolve_device
 from selfplay.tracking import RunDir
 
@@ -173,3 +187,67 @@ def new_run(config: TrainConfig, run_dir: Path | None) -> tuple[RunDir, bool]:
     created = not run.path.exists()
     run.path.mkdir(parents=True, exist_ok=True)
     return run, created
+
+
+@dataclass(frozen=True)
+class RunOpening:
+    """A run about to start or continue: its settings, and for a resumed run its folder and
+    the checkpoint it continues from."""
+
+    config: TrainConfig
+    """the new run's settings (``init_from`` resolved to a file) or the resumed run's saved
+    ones (with ``--total-steps`` and the progress-bar setting of this command)"""
+    run: RunDir | None = None
+    """a resumed run's folder (a new run's is made by :func:`making_run`)"""
+    state: dict[str, Any] | None = None
+    """a resumed run's checkpoint"""
+    checkpoint: Path | None = None
+    rewrite_config: bool = True
+    """config.yaml is written: a new run's, or a resumed run's given more steps"""
+
+
+def open_run(config: TrainConfig | None, run_dir: Path | None, resume: Path | None,
+             total_steps: int | None, progress_bar: bool | None, cloning: bool,
+             load: Callable[[RunDir], tuple[dict[str, Any], Path]]) -> RunOpening:
+    """What ``selfplay train`` (``cloning`` False) and ``selfplay bc`` do before building
+    their algorithm: a ``run_dir`` holding this run already is resumed (:func:`same_run`);
+    ``--resume`` reads the saved config, loads the newest usable checkpoint (``load``) and
+    checks it is of this kind and of these settings; ``total_steps`` replaces the run's
+    ``total_steps`` (``bc.total_steps`` when cloning)."""
+    if resume is None and run_dir is not None:
+        assert config is not None, "a new run needs its config"
+        resume = same_run(Path(run_dir), config)
+    if resume is None:
+        assert config is not None, "a new run needs its config"
+        if config.init_from is not None:
+            config = replace(config,
+                             init_from=str(resolve_checkpoint(config.init_from).resolve()))
+        return RunOpening(config)
+    run = RunDir(resume)
+    config = saved_config(run, config)
+    state, path = load(run)
+    check_run_kind(run, state, cloning)
+    check_checkpoint_config(run, config, state, path)
+    steps = config.bc.total_steps if cloning else config.total_steps
+    rewrite = total_steps is not None and total_steps != steps
+    if total_steps is not None:
+        config = (replace(config, bc=replace(config.bc, total_steps=total_steps)) if cloning
+                  else replace(config, total_steps=total_steps))
+        validate(config)
+    if progress_bar is not None:
+        config = replace(config, log=replace(config.log, progress=progress_bar))
+    return RunOpening(config, run, state, path, rewrite)
+
+
+@contextmanager
+def making_run(config: TrainConfig, run_dir: Path | None) -> Iterator[RunDir]:
+    """The folder of a new run (:func:`new_run`), removed again when what runs in the
+    ``with`` block fails and the folder was made here: a run that cannot start (a bad game
+    option, a bad teacher name) leaves nothing behind."""
+    run, created = new_run(config, run_dir)
+    try:
+        yield run
+    except BaseException:
+        if created:
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise

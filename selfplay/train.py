@@ -7,27 +7,19 @@ writes the config, checkpoints, metrics and progress.
 
 from __future__ import annotations
 
-import shutil
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from games.core import GameError, HasLostWorkers, HasOpponentNames, HasRewardComponents
-from selfplay.checkpoint import list_checkpoints, resolve_checkpoint
+from selfplay.checkpoint import list_checkpoints
 from selfplay.component_returns import ComponentReturns
-from selfplay.config import TrainConfig, validate
+from selfplay.config import TrainConfig
 from selfplay.data_parallel import Ranks, join_ranks
 from selfplay.league_training import attach, describe
 from selfplay.opponent_stats import OpponentWinRates
 from selfplay.ppo import Trainer
-from selfplay.run_dirs import (
-    check_checkpoint_config,
-    check_run_kind,
-    new_run,
-    same_run,
-    saved_config,
-)
+from selfplay.run_dirs import making_run, open_run
 from selfplay.run_loop import load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
 from selfplay.worker_backend import build_game
@@ -72,46 +64,25 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
     again. The same command run again resumes its run even when the ``init_from`` run
     directory has saved newer checkpoints since (see :func:`selfplay.run_dirs.same_run`).
     """
-    if resume is None and run_dir is not None:
-        assert config is not None, "a new run needs its config"
-        same = same_run(Path(run_dir), config)
-        if same is not None:
-            return run_training(config, resume=same)
-    if resume is None and config is not None and config.init_from is not None:
-        config = replace(config,
-                         init_from=str(resolve_checkpoint(config.init_from).resolve()))
-    rewrite = True  # config.yaml: a new run's, or a resumed run's given more steps
-    if resume is not None:
-        run = RunDir(resume)
-        config = saved_config(run, config)
-        state, path = load_resumable(run)
-        check_run_kind(run, state, cloning=False)
-        check_checkpoint_config(run, config, state, path)
-        rewrite = total_steps is not None and total_steps != config.total_steps
-        if total_steps is not None:
-            config = replace(config, total_steps=total_steps)
-            validate(config)
-        if progress_bar is not None:
-            config = replace(config, log=replace(config.log, progress=progress_bar))
-        ranks = join_ranks(config)
+    opening = open_run(config, run_dir, resume, total_steps, progress_bar, cloning=False,
+                       load=load_resumable)
+    config, rewrite = opening.config, opening.rewrite_config
+    ranks = join_ranks(config)
+    if opening.run is not None:
+        assert opening.state is not None and opening.checkpoint is not None
+        run = opening.run
         trainer = build_trainer(config, run, ranks=ranks)
-        exact = trainer.load_state_dict(state)
+        exact = trainer.load_state_dict(opening.state)
         if ranks.is_main:
-            print(f"resuming {run.path} from {path.name} at step {trainer.global_step}"
-                  f"{resume_note(state, ranks.world, exact)}", file=sys.stderr)
+            print(f"resuming {run.path} from {opening.checkpoint.name} at step "
+                  f"{trainer.global_step}{resume_note(opening.state, ranks.world, exact)}",
+                  file=sys.stderr)
     else:
-        assert config is not None, "a new run needs its config"
-        ranks = join_ranks(config)
         if run_dir is None and ranks.world > 1:  # one time-stamped directory for every rank
             run_dir = Path(ranks.all_gather(str(RunDir.default_for(config).path))[0])
-        run, created = new_run(config, run_dir)
-        try:
+        with making_run(config, run_dir) as run:
             trainer = build_trainer(config, run, None if config.init_from is None
                                     else Path(config.init_from), ranks)
-        except BaseException:
-            if created:  # a bad game option, say: leave no empty run behind
-                shutil.rmtree(run.path, ignore_errors=True)
-            raise
     try:
         return _train(trainer, config, run, rewrite)
     finally:
