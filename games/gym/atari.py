@@ -23,13 +23,13 @@ import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import cv2
 import gymnasium as gym
 import numpy as np
 
+from games.ale_roms import rom_key, single_player_games
 from games.core import GameError
 from games.gym.adapter import GymVecGame
 from games.options import from_mapping
@@ -80,31 +80,13 @@ class AtariOptions:
                              f"got {self.max_episode_steps}")
 
 
-def _key(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-@cache
-def atari_games() -> dict[str, str]:
-    """Playable single-player games bundled with ale-py: normalized key -> CamelCase name."""
-    import ale_py
-
-    gym.register_envs(ale_py)
-    games = {}
-    for rom in ale_py.roms.get_all_rom_ids():
-        camel = "".join(part.capitalize() for part in rom.split("_"))
-        if f"ALE/{camel}-v5" in gym.registry:  # multi-player-only ROMs are not registered
-            games[_key(camel)] = camel
-    return games
-
-
 def resolve_game(name: str) -> str:
     """``"atari/Pong"``, ``"Pong"``, ``"pong"``, ``"PongNoFrameskip-v4"`` -> ``"Pong"``."""
     game = name.split("/", 1)[1] if "/" in name else name
     game = re.sub(r"(NoFrameskip)?-v\d+$", "", game)
-    games = atari_games()
-    if _key(game) in games:
-        return games[_key(game)]
+    games = single_player_games()
+    if rom_key(game) in games:
+        return games[rom_key(game)]
     names = sorted(games.values())
     by_lower = {n.lower(): n for n in names}
     close = [by_lower[c] for c in difflib.get_close_matches(game.lower(), list(by_lower), n=5,

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Literal
 
+from games.ale_roms import single_player_games
 from games.core import GameError
 
 Kind = Literal["competitive", "mixed", "cooperative"]
@@ -196,10 +197,9 @@ def canonical_name(name: str) -> str:
 def _single_player_games() -> dict[str, str]:
     """ale-py's one-player games: lower-case key without separators -> CamelCase name."""
     try:
-        from games.gym.atari import atari_games
+        return single_player_games()
     except ModuleNotFoundError:  # gymnasium's Atari support missing: no hint
         return {}
-    return atari_games()
 
 
 def _pettingzoo_version() -> str:
