@@ -1,4 +1,4 @@
-"""Self-play progress of a microRTS run: every snapshot rated against one frozen reference pool.
+"""Self-play progress of a league run: every snapshot rated against one frozen reference pool.
 
     .venv/bin/python tools/bench_selfplay_progress.py --run runs/bench/mrts8-league \
         [--bots RandomBiased,WorkerRush,LightRush] [--games 8] [--calibrate-games 20] \
@@ -7,6 +7,8 @@
 Issue 3 asks that successive snapshots' ratings against a frozen reference pool (including
 scripted bots) rise. During training each snapshot is rated against the snapshots just before
 it, whose ratings keep moving; this benchmark rates them afterwards on one fixed scale:
+
+Any two-player game with scripted bots (microRTS by default: its engine bots). The steps:
 
 1. the reference bots play each other on the run's map (a round robin of
    ``--calibrate-games`` per pair, both sides), which places them on a common scale;
@@ -31,18 +33,18 @@ from typing import Any
 
 import numpy as np
 
-from games.core import EngineBot, Policy
+from games.core import Policy
+from games.family import MatchConditions
 from games.files import atomic_write_text
-from games.microrts.bots import resolve_bot
-from games.microrts.match_runner import PolicyMatchRunner
-from games.registry import make_game
+from games.matches import MatchRunner
+from games.registry import family_of, make_game, resolve
 from league.db import LeagueDB
 from league.ratings import PlayerRating
 from league.snapshots import load_player_snapshot
 from league.tournament import TournamentConfig, bot_tournament, run_tournament
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import UserError, positive_int, run_tool
 from selfplay.config import read_yaml, saved_config_from_mapping
-from selfplay.networks import ActorCritic
+from selfplay.league_rating import snapshot_agent
 from selfplay.policy import FrozenPolicy
 
 
@@ -66,79 +68,90 @@ def rating_trend(updates: list[float], mu: list[float], sigma: list[float]) -> d
     return {"slope": slope, "slope_se": slope_se, "z": slope / slope_se, "spearman": spearman}
 
 
-def calibrate(db: LeagueDB, bots: list[str], map_name: str, max_steps: int, games: int,
-              parallel: int) -> dict[str, Any]:
+def calibrate(db: LeagueDB, game: str, bots: list[str], map_name: str | None,
+              max_steps: int | None, games: int, parallel: int) -> dict[str, Any]:
     """The bots' ratings on ``map_name`` from a round robin among themselves (``games`` per
     pair, both sides; stored under a ``calibration`` tournament of ``db``). Not adaptive: a
     bot that wins every game never gets its σ below TrueSkill's per-game drift."""
-    config = TournamentConfig(games_per_pair=games, num_envs=parallel, map=map_name,
+    config = TournamentConfig(games_per_pair=games, num_envs=parallel, map=map_name or "",
                               name="calibration")
-    bot_tournament(db, "microrts", bots, config, max_steps=max_steps, parallel=parallel)
+    bot_tournament(db, game, bots, config, max_steps=max_steps, parallel=parallel)
     return {b.name: b for b in db.leaderboard() if b.name in bots}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", type=Path, required=True, help="a microRTS league training run")
-    parser.add_argument("--bots", default="RandomBiased,WorkerRush,LightRush")
-    parser.add_argument("--games", type=int, default=8, help="games per snapshot and bot")
-    parser.add_argument("--calibrate-games", type=int, default=20,
+    parser.add_argument("--run", type=Path, required=True,
+                        help="a league training run (of a two-player game with bots)")
+    parser.add_argument("--bots", default="RandomBiased,WorkerRush,LightRush",
+                        help="the reference bots (the microRTS default; name the game's own)")
+    parser.add_argument("--games", type=positive_int, default=8,
+                        help="games per snapshot and bot")
+    parser.add_argument("--calibrate-games", type=positive_int, default=20,
                         help="games per pair of bots in the calibration round robin")
-    parser.add_argument("--num-envs", type=int, default=8)
+    parser.add_argument("--num-envs", type=positive_int, default=8)
     parser.add_argument("--db", type=Path, help="default RUN/progress.db")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
 
     run_config = saved_config_from_mapping(read_yaml(args.run / "config.yaml"))
+    game = resolve(run_config.game.name).name
+    family = family_of(game)
     options = dict(run_config.game.options)
-    map_name = str(options.get("map"))
-    max_steps = int(options.get("max_steps", 2000))  # type: ignore[call-overload]
-    bots = [resolve_bot(b.strip()).name for b in args.bots.split(",") if b.strip()]
-    if not map_name or map_name == "None" or options.get("maps"):
-        raise SystemExit("the run must use one map (game.options.map)")
+    if family.has_maps and (not options.get("map") or options.get("maps")):
+        raise UserError("the run must use one map (game.options.map)")
+    map_name = str(options["map"]) if family.has_maps else None
+    length = options.get(family.length_option) if family.length_option else None
+    max_steps = int(length) if isinstance(length, int) else None
+    bots = [b.strip() for b in args.bots.split(",") if b.strip()]
+    bots = [family.match_setup(game, b, 1, 0).opponent_name or b for b in bots]
+    if len(set(bots)) < 2:
+        raise UserError("--bots: name at least two different bots")
     start = time.perf_counter()
 
     # 1. calibrate the bots in a database of their own, 2. freeze them in the progress one
-    calib_db = LeagueDB(args.run / "progress-calibration.db", game="microrts")
+    calib_db = LeagueDB(args.run / "progress-calibration.db", game=game)
     try:
-        calibrated = calibrate(calib_db, bots, map_name, max_steps, args.calibrate_games,
+        calibrated = calibrate(calib_db, game, bots, map_name, max_steps, args.calibrate_games,
                                args.num_envs)
     finally:
         calib_db.close()
-    db = LeagueDB(args.db or args.run / "progress.db", game="microrts")
-    source = LeagueDB(args.run / "league.db", game="microrts", create=False)
+    db = LeagueDB(args.db or args.run / "progress.db", game=game)
+    source = LeagueDB(args.run / "league.db", game=game, create=False)
     try:
         for name, standing in calibrated.items():
             db.add_player(name, "bot", frozen=True, rating=PlayerRating(
                 standing.mu, standing.sigma, standing.elo))
         snapshots = sorted((p for p in source.players() if p.kind == "snapshot"),
                            key=lambda p: int(p.metadata.get("update", 0)))
-        spec_game = make_game("microrts", num_envs=1, seed=0,
-                              options={**options, "num_selfplay_envs": 0})
+        match_options = {**options, **family.match_setup(game, None, 1, 0, map_name).options}
+        spec_game = make_game(game, num_envs=1, seed=0, options=match_options)
         spec = spec_game.spec
         spec_game.close()
+        conditions = MatchConditions(options=options, num_envs=args.num_envs, seed=0,
+                                     map_name=map_name, max_steps=max_steps)
+        game_factory = family.match_games(game, options, map_name)
 
         def policy_factory(name: str) -> Policy:
             player = db.player(name)
             if player.kind == "bot":
-                return EngineBot(name)
+                return family.opponent(game, name, 0)
             snapshot = load_player_snapshot(source, name)
             if snapshot is None:
-                raise ValueError(f"snapshot {name} is missing or corrupt")
-            agent = ActorCritic(spec, run_config.network, run_config.normalize)
-            agent.load_state_dict(snapshot.weights)
-            return FrozenPolicy(agent)
+                raise UserError(f"snapshot {name} is missing or corrupt")
+            return FrozenPolicy(snapshot_agent(spec, run_config.network, run_config.normalize,
+                                               snapshot))
 
-        def runner(policies: Mapping[int, Policy]) -> PolicyMatchRunner:
-            return PolicyMatchRunner(policies, options, num_envs=args.num_envs, seed=0)
+        def runner(policies: Mapping[int, Policy]) -> MatchRunner:
+            return family.match_runner(game, policies, conditions, game_factory)
 
         rows = []
         for snap in snapshots:
             meta = snap.metadata
             db.add_player(snap.name, "snapshot", path=snap.path, metadata=meta)
             config = TournamentConfig(games_per_pair=args.games, num_envs=args.num_envs,
-                                      map=map_name, name=f"gauntlet@{snap.name}")
-            run_tournament(db, [snap.name, *calibrated], policy_factory, _no_game, config,
+                                      map=map_name or "", name=f"gauntlet@{snap.name}")
+            run_tournament(db, [snap.name, *calibrated], policy_factory, game_factory, config,
                            focus=[snap.name], runner=runner)
             rating = db.rating(snap.name)
             wins: dict[str, list[int]] = {}
@@ -179,10 +192,6 @@ def main() -> None:
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.json_out, json.dumps(result, indent=1))
-
-
-def _no_game(num_envs: int, seed: int) -> Any:  # pragma: no cover - the runner plays
-    raise RuntimeError("the gauntlet's runner plays the games")
 
 
 if __name__ == "__main__":
