@@ -169,6 +169,12 @@ class Family:
         maps)."""
         return ""
 
+    def canonical_map(self, game: str, map_name: str) -> str:
+        """One spelling of the map ``map_name`` names (a tournament's id holds it, so that
+        the same map typed another way is the same tournament); a :class:`GameError` for an
+        unknown map or a family without maps."""
+        raise GameError(f"game {game!r} has no maps; drop --map")
+
     def with_game_length(self, game: str, options: Mapping[str, Any],
                          steps: int) -> dict[str, Any]:
         """``options`` with games cut after ``steps`` (:attr:`length_option`); a

@@ -109,10 +109,11 @@ class LeagueDB:
 
     def __init__(self, path: str | Path, game: str | None = None,
                  config: RatingConfig | None = None, create: bool = True,
-                 timeout: float = 60.0) -> None:
+                 timeout: float = 60.0, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         if not self.path.exists():
-            if not create:
+            if not create or read_only:
                 raise LeagueError(f"no league database at {self.path}")
             if game is None:
                 raise LeagueError(f"{self.path} does not exist; creating a league database "
@@ -120,10 +121,12 @@ class LeagueDB:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         elif self.path.is_dir():
             raise LeagueError(f"{self.path} is a folder, not a league database file")
-        elif not create and self.path.is_file() and self.path.stat().st_size == 0:
+        elif ((not create or read_only) and self.path.is_file()
+              and self.path.stat().st_size == 0):
             raise LeagueError(f"{self.path} is an empty file, not a league database")
         try:
-            self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+            self._conn = (self._connect_read_only(timeout) if read_only else
+                          sqlite3.connect(self.path, timeout=timeout, isolation_level=None))
         except sqlite3.Error as exc:  # a folder it cannot create the file in, say
             raise LeagueError(f"cannot open league database {self.path}: {exc}") from exc
         try:
@@ -131,8 +134,9 @@ class LeagueDB:
             self._conn.execute("PRAGMA foreign_keys = ON")
             # the schema first: another program's SQLite file is refused as it was found
             self.game, self.config = self._init_schema(game, config)
-            self._set_wal(timeout)
-            self._conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable across crashes
+            if not read_only:
+                self._set_wal(timeout)
+                self._conn.execute("PRAGMA synchronous = NORMAL")  # WAL: crash-durable
         except sqlite3.OperationalError as exc:
             self._conn.close()
             raise LeagueError(f"cannot open league database {self.path}: {exc}") from exc
@@ -145,8 +149,25 @@ class LeagueDB:
 
     # ----------------------------------------------------------------- lifecycle
 
+    def _connect_read_only(self, timeout: float) -> sqlite3.Connection:
+        """A connection that never writes (``leaderboard``, ``report``): SQLite's read-only
+        mode, or, where that cannot open the file (a WAL database in a folder this user may
+        not write), the file read as immutable."""
+        uri = self.path.resolve().as_uri()
+        try:
+            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout,
+                                   isolation_level=None)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout,
+                                   isolation_level=None)
+
     def _init_schema(self, game: str | None,
                      config: RatingConfig | None) -> tuple[str, RatingConfig]:
+        if not self._has_table("meta") and self.read_only:
+            raise LeagueError(f"{self.path} is an SQLite file but not a league database (no "
+                              f"league tables); {ANOTHER_DB}")
         if not self._has_table("meta"):
             with self._write() as conn:
                 if not self._has_table("meta"):  # another process may have just created it
@@ -270,6 +291,21 @@ class LeagueDB:
             conn.execute("INSERT INTO ratings (player_id, mu, sigma, elo, updated) "
                          "VALUES (?, ?, ?, ?, ?)", (pid, start.mu, start.sigma, start.elo, now))
         return pid
+
+    def remove_unplayed(self, ids: Iterable[int]) -> list[int]:
+        """Remove the players ``ids`` that have played no match (a command that registered
+        them and then failed on its input leaves the league as it found it); the ids
+        removed."""
+        removed = []
+        with self._write() as conn:
+            for pid in ids:
+                played = conn.execute("SELECT 1 FROM matches WHERE player_a = ? OR "
+                                      "player_b = ? LIMIT 1", (pid, pid)).fetchone()
+                if played is None:
+                    conn.execute("DELETE FROM ratings WHERE player_id = ?", (pid,))
+                    conn.execute("DELETE FROM players WHERE id = ?", (pid,))
+                    removed.append(pid)
+        return removed
 
     def player(self, ref: int | str) -> Player:
         """A player by id or name; :class:`LeagueError` naming the known ones if absent."""

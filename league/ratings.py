@@ -12,7 +12,7 @@ anchor, e.g. a scripted bot) keeps its rating; its opponent is updated as usual.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from statistics import NormalDist
 from typing import NamedTuple
@@ -43,6 +43,9 @@ class RatingConfig:
     """Elo K-factor"""
 
     def __post_init__(self) -> None:
+        bad = [f"{k}={v}" for k, v in asdict(self).items() if not math.isfinite(v)]
+        if bad:
+            raise ValueError(f"rating parameters must be finite numbers: {', '.join(bad)}")
         if not 0.0 <= self.draw_probability < 1.0:
             raise ValueError(f"draw_probability must be in [0, 1), got {self.draw_probability}")
         if self.sigma <= 0 or self.beta <= 0 or self.tau < 0 or self.elo_k < 0:
@@ -151,7 +154,7 @@ def win_probability(a: Rating, b: Rating, config: RatingConfig) -> float:
 
 def elo_expected(r_a: float, r_b: float) -> float:
     """Expected score of ``a`` against ``b``: 1 / (1 + 10^((R_b − R_a) / 400))."""
-    return 1.0 / (1.0 + 10.0 ** ((r_b - r_a) / 400.0))
+    return 1.0 / (1.0 + 10.0 ** min(max((r_b - r_a) / 400.0, -300.0), 300.0))
 
 
 def elo_update(r_a: float, r_b: float, score_a: float, k: float,
@@ -166,7 +169,8 @@ def elo_update(r_a: float, r_b: float, score_a: float, k: float,
 def elo_expected_matrix(elo: np.ndarray) -> np.ndarray:
     """Expected score of every row player against every column player ``[N, N]``."""
     r = np.asarray(elo, np.float64)
-    return 1.0 / (1.0 + 10.0 ** ((r[None, :] - r[:, None]) / 400.0))  # type: ignore[no-any-return]
+    exponent = np.clip((r[None, :] - r[:, None]) / 400.0, -300.0, 300.0)
+    return 1.0 / (1.0 + 10.0 ** exponent)  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------- both

@@ -64,8 +64,8 @@ class TournamentConfig:
     map: str = ""
     """map name recorded with each match (the game factory is expected to use it)"""
     max_matches: int = 100_000
-    """adaptive mode: stop after this many new matches (the opening's included) even if some
-    σ is still large"""
+    """adaptive mode: stop when the tournament holds this many matches (those stored by
+    earlier runs and the opening's included) even if some σ is still large"""
     settings: str = ""
     """game settings other than the map that change what a match plays, e.g.
     ``max_steps=2000`` (empty: the game's defaults); part of the default tournament id, so
@@ -91,10 +91,17 @@ class TournamentSummary:
     played: int = 0  # matches recorded by this run
     already_stored: int = 0  # matches of the schedule found in the database
     skipped_players: list[str] = field(default_factory=list)
+    sigma_reached: bool | None = None
+    """adaptive mode: whether every rated player's σ ended below ``until_sigma`` (False: the
+    match cap or the quality floor stopped it first)"""
 
     def to_json(self) -> dict[str, object]:
-        return {"tournament": self.tournament, "played": self.played,
-                "already_stored": self.already_stored, "skipped_players": self.skipped_players}
+        out: dict[str, object] = {
+            "tournament": self.tournament, "played": self.played,
+            "already_stored": self.already_stored, "skipped_players": self.skipped_players}
+        if self.sigma_reached is not None:
+            out["sigma_reached"] = self.sigma_reached
+        return out
 
 
 def match_seed(seed: int, key: str) -> int:
@@ -154,10 +161,16 @@ class Adaptive:
         self.inflight = np.zeros((len(ids), len(ids)))  # [N, N]
         self.next_k: dict[tuple[int, int], int] = {}  # next game number per pair
         self.index = {p: i for i, p in enumerate(ids)}
-        self.dispatched = 0
+        self.dispatched = len(stored)  # max_matches counts the tournament's stored ones
         self.total: int | None = None
         self.already_stored = len(stored)
         self._refresh()
+
+    def reached(self) -> bool:
+        """Whether every player rated here has its σ below ``until_sigma``."""
+        assert self.config.until_sigma is not None
+        self._refresh()
+        return not bool(((self.sigma >= self.config.until_sigma) & self.rated).any())
 
     def _refresh(self) -> None:
         ratings = self.db.ratings()
@@ -213,7 +226,7 @@ class OpeningThenAdaptive:
         self.already_stored = len(stored)
         self.total: int | None = None
         self.max_matches = config.max_matches
-        self.dispatched = 0
+        self.dispatched = len(stored)
 
     def next(self) -> MatchSpec | None:
         """The opening's next match, then adaptive ones; ``max_matches`` bounds both."""
@@ -225,6 +238,9 @@ class OpeningThenAdaptive:
 
     def done(self, spec: MatchSpec) -> None:
         self.adaptive.done(spec)
+
+    def reached(self) -> bool:
+        return self.adaptive.reached()
 
 
 # --------------------------------------------------------------------------- entry point
@@ -246,6 +262,8 @@ def build_policies(db: LeagueDB, names: Sequence[str], factory: PolicyFactory
         try:
             policies[player.id] = factory(name)
         except Exception as exc:  # noqa: BLE001 - any load failure skips the player
+            if player.kind == "bot":  # no file to be broken: the input is wrong
+                raise
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else \
                 type(exc).__name__
             print(f"warning: skipping player {name!r}: {reason}", file=sys.stderr)
@@ -307,6 +325,8 @@ def run_tournament(db: LeagueDB, players: Sequence[str], policy_factory: PolicyF
         play = (runner(policies) if runner is not None
                 else VecGameRunner(game_factory, policies, config.num_envs, config.seed))
         play.run(schedule.next, on_result)
+    if not isinstance(schedule, RoundRobin):
+        summary.sigma_reached = schedule.reached()
     return summary
 
 
@@ -324,6 +344,8 @@ def bot_tournament(db: LeagueDB, game: str, bots: Sequence[str], config: Tournam
     names = [family.match_setup(game, bot, 1, config.seed).opponent_name or bot for bot in bots]
     defaults = family.match_defaults({}, bots_only=True)
     map_name = config.map or defaults.map_name or ""
+    if map_name:
+        map_name = family.canonical_map(game, map_name)
     if config.map != map_name:
         config = replace(config, map=map_name)
     for name in names:

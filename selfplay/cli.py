@@ -159,20 +159,36 @@ def _recorded(summary: dict[str, Any]) -> str:
             f"{summary['folder']}")
 
 
+SIGMA_PRIOR = 25.0 / 3.0
+"""TrueSkill's prior sigma (league.ratings.RatingConfig)"""
+SIGMA_FLOOR = 0.8
+"""below this no player's sigma goes: every game adds the drift tau (25/300) to it; even games
+between two players level off near 0.78, lopsided ones higher"""
+MAX_ELO_K = 400.0
+"""an Elo K beyond the rating scale itself (400) swings a rating by more than a class per game"""
+
+
 def cmd_league(args: argparse.Namespace) -> int:
     from selfplay import league_commands as lc
 
     if args.league_command == "tournament":
         if args.games_per_pair is not None and args.games_per_pair < 1:
             raise UserError("--games-per-pair must be >= 1")
-        if args.until_sigma is not None and args.until_sigma <= 0:
-            raise UserError("--until-sigma must be > 0 (TrueSkill's sigma levels off near 1)")
+        if args.until_sigma is not None and not SIGMA_FLOOR <= args.until_sigma < SIGMA_PRIOR:
+            raise UserError(f"--until-sigma must be in [{SIGMA_FLOOR}, {SIGMA_PRIOR:.2f}): a "
+                            f"new player starts at sigma {SIGMA_PRIOR:.2f} and TrueSkill's drift "
+                            f"keeps it above about {SIGMA_FLOOR} however many games are "
+                            f"played; got {args.until_sigma}")
+        if args.max_steps is not None and args.max_steps < 1:
+            raise UserError(f"--max-steps must be >= 1, got {args.max_steps}")
+        seed_flag(args.seed)
         if args.processes < 1:
             raise UserError("--processes must be >= 1")
         if not 0.0 <= args.min_quality < 1.0:
             raise UserError("--min-quality must be in [0, 1)")
-        if args.elo_k is not None and not args.elo_k > 0:
-            raise UserError(f"--elo-k must be > 0, got {args.elo_k}")
+        if args.elo_k is not None and not 0 < args.elo_k <= MAX_ELO_K:
+            raise UserError(f"--elo-k must be in (0, {MAX_ELO_K:g}] (chess uses 10-40), got "
+                            f"{args.elo_k}")
         if args.shard_games < 1:
             raise UserError("--shard-games must be >= 1")
         adaptive = args.until_sigma is not None
@@ -188,6 +204,9 @@ def cmd_league(args: argparse.Namespace) -> int:
         human = (f"tournament {result['tournament']}: {result['played']} new matches "
                  f"({result['already_stored']} already stored)\n"
                  + lc.format_leaderboard(result["players"]))
+        if result.get("sigma_reached") is False:
+            human += (f"\nsigma target {args.until_sigma} not reached: the tournament stopped "
+                      "at its match limit or found no pairing above --min-quality")
         if result["skipped_players"]:
             human += f"\nskipped (missing or corrupt): {', '.join(result['skipped_players'])}"
         if "record" in result:

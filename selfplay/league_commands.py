@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from games.core import Policy, VecGame
 from games.family import MatchConditions
 from games.matches import MatchRunner, RecordTo
@@ -18,7 +20,7 @@ from games.replays import folder_totals
 from league.db import LEAGUE_DIR, LeagueDB, LeagueError, PlayerKind, default_path
 from league.ratings import RatingConfig
 from league.report import write_report
-from league.tournament import TournamentConfig, run_tournament
+from league.tournament import TournamentConfig, match_seed, run_tournament
 from selfplay.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -30,22 +32,27 @@ from selfplay.evaluate import load_agent, trained_config
 from selfplay.policy import FrozenPolicy
 
 
-def open_db(db: str | None, game: str | None, create: bool = True,
-            elo_k: float | None = None) -> LeagueDB:
-    """The league database at ``db`` (default: the game's; a training run's directory means
-    its ``league.db``; with neither, the only one in ``runs/league/``); refuses another game's.
-    ``elo_k`` is the Elo K of a new database; an existing one must have been created with it."""
+def league_db_path(db: str | None, game: str | None) -> Path:
+    """The file :func:`open_db` opens."""
     if db is None and game is None:
         path = only_league_db()
     else:
         path = Path(db) if db is not None else default_path(resolve(str(game)).name)
-    if path.is_dir():  # a training run directory
-        path = path / "league.db"
+    return path / "league.db" if path.is_dir() else path
+
+
+def open_db(db: str | None, game: str | None, create: bool = True,
+            elo_k: float | None = None) -> LeagueDB:
+    """The league database at ``db`` (default: the game's; a training run's directory means
+    its ``league.db``; with neither, the only one in ``runs/league/``); refuses another game's.
+    ``elo_k`` is the Elo K of a new database; an existing one must have been created with it.
+    ``create=False`` (leaderboards, reports) opens an existing database read-only."""
+    path = league_db_path(db, game)  # a training run's directory means its league.db
     if not create and not path.is_file():
         raise LeagueError(f"no league database at {path}; run a tournament or training first")
     config = None if elo_k is None else RatingConfig(elo_k=elo_k)
     return LeagueDB(path, game=resolve(game).name if game else None, config=config,
-                    create=create)
+                    create=create, read_only=not create)
 
 
 def only_league_db(folder: Path = LEAGUE_DIR) -> Path:
@@ -86,20 +93,50 @@ def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
                       f"{game} (bots: {', '.join(sorted(bots.values())) or 'none'})")
 
 
-def register_player(db: LeagueDB, name: str, kind: PlayerKind, path: Path | None) -> str:
-    """Register a ``--players`` entry; its name in the league.
+def register_player(db: LeagueDB, name: str, kind: PlayerKind,
+                    path: Path | None) -> tuple[str, bool]:
+    """Register a ``--players`` entry; its name in the league and whether it is new there.
 
-    A checkpoint whose short name (``run/update_N``) is taken by another file in this league
-    (say ``expA/run1`` and ``expB/run1``) is registered under its full path instead.
+    A bot already in the league (a training run's anchor, frozen) plays as it is; a checkpoint
+    file already in the league under any name (a training run's snapshot, or the same file
+    named by another path) is that player. A checkpoint whose short name (``run/update_N``) is
+    taken by another file in this league (say ``expA/run1`` and ``expB/run1``) is registered
+    under its full path instead.
     """
+    players = db.players()
+    if kind == "bot":
+        for player in players:
+            if player.name == name and player.kind == "bot":
+                return name, False
+    if path is not None:
+        for player in players:
+            if player.path is not None and _same_file(Path(player.path), path):
+                return player.name, False
+    known = {p.name for p in players}
     try:
         db.add_player(name, kind, path=str(path) if path else None)
-        return name
+        return name, name not in known
     except LeagueError:
         if kind != "checkpoint" or path is None or name == str(path):
             raise
     db.add_player(str(path), kind, path=str(path))
-    return str(path)
+    return str(path), str(path) not in known
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _missing(path: Path | None) -> str | None:
+    """Why a checkpoint player cannot be found (None: its file exists)."""
+    if path is None or path.is_file():
+        return None
+    if path.name == "checkpoints":  # a run directory without checkpoints
+        return f"{path.parent} holds no checkpoint"
+    return f"checkpoint {path} not found"
 
 
 def tournament(game: str, players: Sequence[str], db_path: str | None,
@@ -128,14 +165,46 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
     if twice:
         raise LeagueError(f"--players names {', '.join(twice)} more than once; each player "
                           "may appear only once in a tournament")
+    files = [(spec, path) for spec, (_, _, path) in zip(players, resolved, strict=True)
+             if path is not None and path.is_file()]
+    for i, (spec, path) in enumerate(files):
+        for other, other_path in files[i + 1:]:
+            if _same_file(path, other_path):
+                raise LeagueError(f"--players {spec} and {other} are the same checkpoint "
+                                  f"({path}); each player may appear only once")
+    family = family_of(game)
+    if map_name is not None:  # one tournament however the map is spelled (and known)
+        map_name = family.canonical_map(game, map_name)
+    if max_steps is not None:
+        family.with_game_length(game, {}, max_steps)  # a game without lengths: refused now
+    path = league_db_path(db_path, game)
+    fresh = not path.exists()
     db = open_db(db_path, game, elo_k=elo_k)
+    new_players: list[int] = []
     try:
         with database_errors(db.path):
             return _tournament(db, game, resolved, games_per_pair, until_sigma, map_name,
                                num_envs, seed, quiet, max_steps, opening_games_per_pair,
-                               processes, min_quality, record, shard_games)
+                               processes, min_quality, record, shard_games, new_players)
+    except BaseException:
+        _undo_registration(db, fresh, new_players)
+        raise
     finally:
         db.close()
+
+
+def _undo_registration(db: LeagueDB, fresh: bool, new_players: list[int]) -> None:
+    """After a failed tournament: a database this command made and recorded nothing in is
+    removed; otherwise the players it registered that played no match are."""
+    try:
+        if fresh and db.match_count() == 0:
+            db.close()
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{db.path}{suffix}").unlink(missing_ok=True)
+        elif new_players:
+            db.remove_unplayed(new_players)
+    except (sqlite3.Error, OSError):
+        pass  # the failure itself is what the user must see
 
 
 @contextmanager
@@ -153,12 +222,24 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
                 games_per_pair: int, until_sigma: float | None, map_name: str | None,
                 num_envs: int, seed: int, quiet: bool, max_steps: int | None,
                 opening_games_per_pair: int, processes: int, min_quality: float,
-                record: Path | None, shard_games: int) -> dict[str, Any]:
-    """:func:`tournament` on the open database ``db``, its players resolved."""
+                record: Path | None, shard_games: int,
+                new_players: list[int]) -> dict[str, Any]:
+    """:func:`tournament` on the open database ``db``, its players resolved (the ids of those
+    it registers anew appended to ``new_players``). A checkpoint that cannot be found and is
+    not in the league already is reported and skipped without being registered."""
     names = []
     paths: dict[str, Path | None] = {}
+    unfound: list[str] = []
+    in_league = {p.name for p in db.players()}
     for name, kind, path in resolved:
-        name = register_player(db, name, kind, path)
+        missing = _missing(path) if kind == "checkpoint" else None
+        if missing is not None and name not in in_league and str(path) not in in_league:
+            print(f"warning: skipping player {name!r}: {missing}", file=sys.stderr)
+            unfound.append(name)
+            continue
+        name, new = register_player(db, name, kind, path)
+        if new:
+            new_players.append(db.player(name).id)
         names.append(name)
         paths[name] = path
     family = family_of(game)
@@ -169,6 +250,8 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
     playable = [p for p in paths.values() if p is None or p.is_file()]
     defaults = family.match_defaults(base_options, all(p is None for p in playable))
     map_name = map_name or defaults.map_name
+    if map_name is not None:  # one tournament however the map is spelled
+        map_name = family.canonical_map(game, map_name)
     if max_steps is not None:
         base_options = family.with_game_length(game, base_options, max_steps)
     recording = None if record is None else RecordTo(
@@ -200,7 +283,10 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
         if other != game:
             raise CheckpointError(f"{path} plays {other}, not {game}")
         _, agent, _ = load_agent(path, spec_cache["spec"], state)
-        return FrozenPolicy(agent)
+        # sampled actions from --seed: the same command plays the same games
+        generator = torch.Generator(next(agent.parameters()).device).manual_seed(
+            match_seed(seed, name))
+        return FrozenPolicy(agent, generator=generator)
 
     def progress(done: int, total: int | None) -> None:
         if not quiet and (done % 50 == 0 or done == total):
@@ -222,8 +308,10 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
     before = folder_totals(record) if record is not None else (0, 0)
     summary = run_tournament(db, names, policy_factory, game_factory, config,
                              progress=progress, runner=runner)
-    if len(names) - len(summary.skipped_players) < 2:
-        raise LeagueError(f"only {len(names) - len(summary.skipped_players)} of the players "
+    summary.skipped_players[:0] = unfound
+    loaded = len(names) + len(unfound) - len(summary.skipped_players)
+    if loaded < 2:
+        raise LeagueError(f"only {loaded} of the players "
                           f"load (skipped: {', '.join(summary.skipped_players)}): no match "
                           "played")
     board = [s.to_json() for s in db.leaderboard() if s.name in set(names)]

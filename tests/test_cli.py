@@ -380,7 +380,7 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
     assert not bad_option.exists()  # no empty run left behind
     assert_one_line_error(run_here("league", "tournament", "--game", "tictactoe", "--players",
                               "random", "win_or_block", "--until-sigma", "-1", "--db",
-                              str(tmp_path / "l.db")), "--until-sigma must be > 0")
+                              str(tmp_path / "l.db")), "--until-sigma must be in [0.8, 8.33)")
     assert run_here("league", "tournament", "--game", "tictactoe", "--players", "random",
                "win_or_block", "--games-per-pair", "2", "--db",
                str(tmp_path / "l.db")).returncode == 0
@@ -534,8 +534,19 @@ def test_league_bad_input_loses_nothing(tmp_path: Path) -> None:
     assert empty.returncode != 0 and "Traceback" not in empty.stderr  # why, then the error
     assert empty.stderr.strip().splitlines()[-1].startswith(
         "error: only 1 of the players load (skipped: ")
-    board = run_here("league", "leaderboard", "--db", str(tmp_path / "e.db"))
-    assert board.returncode == 0 and "broken: checkpoint" in board.stdout
+    assert not (tmp_path / "e.db").exists()  # the database it made, with nothing in it, goes
+    for extra, needle in (
+            (["--elo-k", "1e6"], "--elo-k must be in (0, 400]"),  # was an OverflowError
+            (["--elo-k", "inf"], "--elo-k must be in (0, 400]"),  # a database that never rates
+            (["--max-steps", "0"], "--max-steps must be >= 1"),  # played default lengths
+            (["--seed", "-1"], "--seed must be in 0..2**63-1"),  # marked the bots broken
+            (["--until-sigma", "0.5"], "--until-sigma must be in [0.8, 8.33)"),  # 100k games
+            (["--until-sigma", "nan"], "--until-sigma must be in [0.8, 8.33)"),  # none
+            (["--max-steps", "9"], "tictactoe has no game length to set"),
+            (["--map", "x"], "has no maps")):
+        assert_one_line_error(run_here(*tour, "--players", "random", "win_or_block", *extra),
+                              needle)
+        assert not db.exists()
     assert run_here(*tour, "--players", "random", "win_or_block", "--games-per-pair", "2",
                     "--json").returncode == 0
     kept = db.read_bytes()
@@ -593,7 +604,7 @@ def test_league_tournament_elo_k(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     args = ["league", "tournament", "--game", "tictactoe", "--players", "random", "win_or_block",
             "--games-per-pair", "2", "--db", str(db), "--json"]
-    assert_one_line_error(run_here(*args, "--elo-k", "0"), "--elo-k must be > 0, got 0")
+    assert_one_line_error(run_here(*args, "--elo-k", "0"), "--elo-k must be in (0, 400]")
     assert not db.exists()
     first = run(*args, "--elo-k", "16")
     assert first.returncode == 0, first.stderr

@@ -37,6 +37,17 @@ class MicroRTSFamily(Family):
         dropped."""
         return {"map": map_name, "maps": [], "map_weights": []}
 
+    def canonical_map(self, game: str, map_name: str) -> str:
+        """A shipped map by its name (``maps/8x8/basesWorkers8x8.xml``, ``8x8/basesWorkers8x8``
+        and ``basesworkers8x8`` are ``basesWorkers8x8``), a user's map by its absolute path."""
+        from games.microrts.maps import resolve_map, shipped_maps
+
+        info = resolve_map(map_name)
+        shipped = shipped_maps().get(info.name)
+        if shipped is not None and shipped.resolve() == info.path.resolve():
+            return info.name
+        return str(info.path.resolve())
+
     def map_label(self, options: Mapping[str, Any]) -> str:
         """A training's ``maps`` list joined by commas, else its ``map``."""
         maps = options.get("maps") or options.get("map") or ""

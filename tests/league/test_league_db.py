@@ -243,3 +243,24 @@ def test_two_writer_processes(tmp_path: Path) -> None:
 def test_default_path_is_per_game() -> None:
     assert default_path("atari/Pong") == Path("runs/league/atari_Pong.db")
     assert default_path("microrts") != default_path("tictactoe")
+
+
+def test_reading_never_writes(tmp_path: Path) -> None:
+    """Guards: ``league leaderboard`` on another program's (valid, empty) SQLite file gave it
+    the league schema and WAL mode; on a database in a folder the user may not write it
+    failed with "attempt to write a readonly database"."""
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("PRAGMA user_version = 7")
+    before = other.read_bytes()
+    with pytest.raises(LeagueError, match="not a league database"):
+        LeagueDB(other, create=False, read_only=True)
+    assert other.read_bytes() == before and sorted(tmp_path.iterdir()) == [other]
+    path = tmp_path / "league.db"
+    with LeagueDB(path, game="tictactoe") as db:
+        a, b = db.add_player("a", "bot"), db.add_player("b", "bot")
+        db.record_match(a, b, 1, key="k")
+    with LeagueDB(path, read_only=True) as db:
+        assert db.match_count() == 1 and db.game == "tictactoe"
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            db.add_player("c", "bot")

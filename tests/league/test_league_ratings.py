@@ -160,3 +160,14 @@ def test_extreme_upset_stays_finite() -> None:
     assert all(math.isfinite(x) for x in (*new_weak, *new_strong))
     assert new_weak.mu > weak.mu and new_strong.mu < strong.mu
     assert 0 < new_weak.sigma <= math.hypot(weak.sigma, cfg.tau)
+
+
+def test_elo_far_apart_stays_finite_and_parameters_must_be_finite() -> None:
+    """Guards: ``--elo-k 1e6`` drove ratings apart until ``10 ** (diff / 400)`` overflowed
+    (OverflowError), and ``--elo-k inf`` stored NaN ratings (NOT NULL constraint failed)."""
+    assert elo_expected(0.0, 1e7) == pytest.approx(0.0, abs=1e-299)
+    assert elo_expected(1e7, 0.0) == 1.0
+    assert np.isfinite(elo_expected_matrix(np.array([0.0, 1e7, -1e7]))).all()
+    for bad in ({"elo_k": math.inf}, {"mu": math.nan}, {"tau": math.inf}):
+        with pytest.raises(ValueError, match="must be finite"):
+            RatingConfig(**bad)

@@ -70,6 +70,22 @@ def test_adaptive_runs_until_every_sigma_is_small(db: LeagueDB) -> None:
     again = run_tournament(db, list(BOTS), policy_factory, game_factory,
                            TournamentConfig(until_sigma=2.0, num_envs=8))
     assert again.played == 0
+    assert summary.sigma_reached is True and again.sigma_reached is True
+
+
+def test_a_sigma_target_cut_short_says_so_and_the_limit_counts_stored_games(
+        db: LeagueDB) -> None:
+    """Guards: a tournament stopped by its match limit exited as if the target were met, and
+    every re-run played another ``max_matches`` (the limit counted only new matches)."""
+    config = TournamentConfig(until_sigma=1.0, num_envs=4, max_matches=12)
+    summary = run_tournament(db, list(BOTS), policy_factory, game_factory, config)
+    assert summary.played == 12 and summary.sigma_reached is False
+    assert summary.to_json()["sigma_reached"] is False
+    again = run_tournament(db, list(BOTS), policy_factory, game_factory, config)
+    assert again.played == 0 and again.already_stored == 12 and again.sigma_reached is False
+    more = run_tournament(db, list(BOTS), policy_factory, game_factory,
+                          TournamentConfig(until_sigma=1.0, num_envs=4, max_matches=15))
+    assert more.played == 3
 
 
 def test_unloadable_player_is_reported_and_skipped(db: LeagueDB,

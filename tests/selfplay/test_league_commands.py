@@ -23,15 +23,16 @@ def test_same_run_name_in_two_folders_gets_two_players(tmp_path: Path) -> None:
     a = _run_with_checkpoint(tmp_path / "expA" / "run1")
     b = _run_with_checkpoint(tmp_path / "expB" / "run1")
     with LeagueDB(tmp_path / "league.db", game="tictactoe") as db:
-        name_a = register_player(db, *resolve_player(str(a), "tictactoe"))
-        name_b = register_player(db, *resolve_player(str(b), "tictactoe"))
+        name_a, new_a = register_player(db, *resolve_player(str(a), "tictactoe"))
+        name_b, new_b = register_player(db, *resolve_player(str(b), "tictactoe"))
+        assert new_a and new_b
         assert name_a == "run1/update_0000010"
         assert name_b == str(b.resolve() / "checkpoints" / "update_0000010.pt")
         assert db.player(name_a).path != db.player(name_b).path
-        assert register_player(db, *resolve_player(str(b), "tictactoe")) == name_b
-        assert register_player(db, *resolve_player(str(a), "tictactoe")) == name_a
+        assert register_player(db, *resolve_player(str(b), "tictactoe")) == (name_b, False)
+        assert register_player(db, *resolve_player(str(a), "tictactoe")) == (name_a, False)
         assert register_player(db, *resolve_player("Win_Or_Block", "tictactoe")) \
-            == "win_or_block"
+            == ("win_or_block", True)
 
 
 def test_a_bot_name_taken_by_a_checkpoint_is_an_error(tmp_path: Path) -> None:
@@ -63,3 +64,92 @@ def test_tournament_settings_name_a_game_length_other_than_the_default() -> None
     assert tournament_settings(2000, 2000) == ""  # the same games, spelled out
     assert tournament_settings(300, 2000) == "max_steps=300"
     assert tournament_settings(300, None) == "max_steps=300"  # a game without a default
+
+
+def test_a_training_runs_frozen_bots_and_snapshot_files_are_its_players(tmp_path: Path) -> None:
+    """Guards: on a training run's database a bot (registered there as a frozen anchor) was
+    refused ("give this one another name", impossible for a bot), and a snapshot file named
+    by path, or one checkpoint named by two paths, became a second player of the same file."""
+    snapshot = _run_with_checkpoint(tmp_path / "run") / "checkpoints" / "update_0000010.pt"
+    with LeagueDB(tmp_path / "league.db", game="tictactoe") as db:
+        db.add_player("random", "bot", frozen=True)
+        db.add_player("run@0000010", "snapshot", path=snapshot.resolve())
+        assert register_player(db, *resolve_player("random", "tictactoe")) == ("random", False)
+        assert db.player("random").frozen
+        relative = Path("..") / snapshot.relative_to(tmp_path.parent)
+        for spec in (str(snapshot), str(tmp_path / "run"), str(tmp_path / "run" / "checkpoints")):
+            assert register_player(db, *resolve_player(spec, "tictactoe")) == (
+                "run@0000010", False)
+        assert len(db.players()) == 2 and relative.parts[0] == ".."
+
+
+@pytest.fixture(scope="module")
+def ttt_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from selfplay.config import build_config
+    from selfplay.train import run_training
+
+    run = tmp_path_factory.mktemp("league") / "ttt"
+    run_training(build_config("tictactoe", overrides=["log.progress=false",
+                                                      "log.tensorboard=false"],
+                              total_steps=2048), run_dir=run)
+    return run
+
+
+def test_same_seed_same_games_and_one_checkpoint_is_one_player(ttt_run: Path,
+                                                               tmp_path: Path) -> None:
+    """Guards: checkpoints sampled from an unseeded generator (the same command and --seed
+    gave 367 of 900 other outcomes); one file named twice played itself as two players."""
+    import sqlite3
+
+    from selfplay.league_commands import tournament
+
+    checkpoint = sorted((ttt_run / "checkpoints").glob("*.pt"))[-1]
+    outcomes = []
+    for name in ("a.db", "b.db"):
+        tournament("tictactoe", ["random", str(ttt_run)], str(tmp_path / name), 20, None, None,
+                   4, 7, quiet=True)
+        with sqlite3.connect(tmp_path / name) as conn:
+            outcomes.append(conn.execute("SELECT key, outcome FROM matches ORDER BY key")
+                            .fetchall())
+    assert len(outcomes[0]) == 20 and outcomes[0] == outcomes[1]
+    with pytest.raises(LeagueError, match="are the same checkpoint"):
+        tournament("tictactoe", [str(checkpoint), str(ttt_run), "random"],
+                   str(tmp_path / "c.db"), 2, None, None, 2, 0)
+    assert not (tmp_path / "c.db").exists()
+
+
+def test_a_failed_tournament_leaves_the_league_as_it_was(ttt_run: Path, tmp_path: Path,
+                                                          capsys) -> None:
+    """Guards: a typo'd checkpoint path became a permanent "broken" player, and a command
+    failing on its input after registering its players left them (and a new database)."""
+    from selfplay.league_commands import tournament
+
+    db = tmp_path / "l.db"
+    tournament("tictactoe", ["random", "win_or_block"], str(db), 2, None, None, 2, 0,
+               quiet=True)
+    result = tournament("tictactoe", ["random", "win_or_block", str(tmp_path / "typo.pt")],
+                        str(db), 2, None, None, 2, 0, quiet=True)
+    assert result["skipped_players"] == [str(tmp_path / "typo.pt")]
+    assert "checkpoint" in capsys.readouterr().err
+    with LeagueDB(db) as league:
+        assert {p.name for p in league.players()} == {"random", "win_or_block"}
+    with pytest.raises(LeagueError, match="only 1 of the players load"):
+        tournament("tictactoe", ["random", str(tmp_path / "nothing")], str(db), 2, None,
+                   None, 2, 0, quiet=True)
+    with pytest.raises(Exception, match="processes > 1"):  # after registering the checkpoint
+        tournament("tictactoe", ["random", str(ttt_run)], str(db), 2, None, None, 2, 0,
+                   quiet=True, processes=2)
+    with LeagueDB(db) as league:
+        assert {p.name for p in league.players()} == {"random", "win_or_block"}
+        assert league.match_count() == 2
+
+
+def test_the_same_microrts_map_spelled_otherwise_is_the_same_tournament() -> None:
+    """Guards: ``--map maps/8x8/basesWorkers8x8.xml``, ``8x8/basesWorkers8x8`` and
+    ``basesworkers8x8`` were three tournaments: the same games played and counted again."""
+    from games.registry import family_of
+
+    family = family_of("microrts")
+    spellings = ["maps/8x8/basesWorkers8x8.xml", "8x8/basesWorkers8x8", "basesworkers8x8",
+                 "basesWorkers8x8"]
+    assert {family.canonical_map("microrts", m) for m in spellings} == {"basesWorkers8x8"}
