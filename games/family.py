@@ -146,6 +146,10 @@ class Family:
             raise GameError(f"game {game!r} needs the Python package {package!r}; "
                             f"install it with: pip install 'selfplay[{self.name}]'") from exc
 
+    def check_run(self, game: str, options: Mapping[str, Any], num_envs: int) -> None:
+        """Refuse (:class:`GameError`) the settings of a training run that would not play
+        what they name, before its games are made (by default: nothing to check)."""
+
     def canonical(self, rest: str) -> str:
         """The canonical spelling of the part after :attr:`prefix` (prefix families)."""
         return rest

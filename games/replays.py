@@ -25,11 +25,14 @@ a killed process loses at most the games of its unfinished shard.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
+import os
 import re
 import sys
+import threading
 import time
 import zipfile
 import zlib
@@ -122,6 +125,16 @@ def read_manifest(folder: Path) -> dict[str, dict[str, Any]]:
         except (ValueError, KeyError, TypeError):
             continue
     return entries
+
+
+def matches_manifest(path: Path, entry: dict[str, Any]) -> bool:
+    """Whether shard ``path`` holds the bytes its manifest ``entry`` lists (size, SHA-256)."""
+    try:
+        if path.stat().st_size != entry.get("bytes"):
+            return False
+        return hashlib.sha256(path.read_bytes()).hexdigest() == entry.get("sha256")
+    except OSError:
+        return False
 
 
 def list_shard(folder: Path, path: Path, games: int) -> None:
@@ -261,6 +274,46 @@ def next_shard_index(folder: Path) -> int:
     return last + 1
 
 
+WRITER_LOCK = ".writer.lock"
+_CLAIMS: dict[str, list[int]] = {}  # folder -> [lock file descriptor, appenders holding it]
+_CLAIMS_LOCK = threading.Lock()
+
+
+def claim_folder(folder: Path) -> str:
+    """Claim ``folder`` for this process's writers (an ``flock`` on its :data:`WRITER_LOCK`,
+    shared by the appenders of this process, released with the last one or when the process
+    ends, even by SIGKILL): two processes appending at once picked the same shard index and
+    one replaced the other's shard. :class:`ReplayError` while another process holds it;
+    the key for :func:`release_folder`."""
+    key = os.path.realpath(folder)
+    with _CLAIMS_LOCK:
+        claim = _CLAIMS.get(key)
+        if claim is not None:
+            claim[1] += 1
+            return key
+        fd = os.open(os.path.join(key, WRITER_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ReplayError(f"{folder} is being written by another process; wait for it to "
+                              "finish, or write into another folder") from None
+        _CLAIMS[key] = [fd, 1]
+        return key
+
+
+def release_folder(key: str) -> None:
+    """Undo one :func:`claim_folder`."""
+    with _CLAIMS_LOCK:
+        claim = _CLAIMS.get(key)
+        if claim is None:
+            return
+        claim[1] -= 1
+        if claim[1] == 0:
+            del _CLAIMS[key]
+            os.close(claim[0])  # closing the descriptor releases the flock
+
+
 G = TypeVar("G")
 
 
@@ -270,6 +323,7 @@ class ShardAppender(Generic[G]):
 
     def __init__(self, folder: Path, shard_games: int,
                  encode: Callable[[list[G]], bytes]) -> None:
+        self._claim: str | None = None
         if shard_games < 1:
             raise ReplayError(f"games per shard must be >= 1, got {shard_games}")
         if folder.exists() and not folder.is_dir():
@@ -281,7 +335,8 @@ class ShardAppender(Generic[G]):
         if folder.is_dir() and shard_paths(folder):  # before anything there is changed
             self.check_folder(scan(folder, warn=False))
         folder.mkdir(parents=True, exist_ok=True)
-        remove_stale_temps(folder)
+        self._claim = claim_folder(folder)
+        remove_stale_temps(folder)  # ours alone now: no other writer's temp file is here
         self.folder, self.shard_games, self.encode = folder, shard_games, encode
         self.next_index = next_shard_index(folder)
         self.pending: list[G] = []
@@ -313,5 +368,14 @@ class ShardAppender(Generic[G]):
 
     def close(self) -> dict[str, Any]:
         """Write the last, partial shard; what was written: ``folder``, ``games``, ``shards``."""
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            if self._claim is not None:
+                release_folder(self._claim)
+                self._claim = None
         return {"folder": str(self.folder), "games": self.games, "shards": len(self.shards)}
+
+    def __del__(self) -> None:
+        if self._claim is not None:
+            release_folder(self._claim)

@@ -98,7 +98,11 @@ def load_weights(agent: ActorCritic, weights: Mapping[str, Any], spec: GameSpec,
     weights = with_pad_plane(weights, own, spec)
     resized = any(isinstance(value, torch.Tensor) and key in own
                   and value.shape != own[key].shape for key, value in weights.items())
-    if resized:
+    # a dense critic over the feature map fits another board whose feature map has the same
+    # size (8x8 and 6x6 boards, say): the board is compared then too
+    tied = (spec.obs_kind == "grid" and trained is not None
+            and trained.network.grid_critic == "flatten")
+    if resized or tied:
         message = shape_mismatch(source, spec, *_trained_shapes(weights, trained, spec))
         if message is not None:
             raise CheckpointError(message)

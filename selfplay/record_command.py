@@ -46,6 +46,8 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     if args.games < 1:
         raise UserError("--games must be >= 1")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UserError(f"--max-steps must be >= 1, got {args.max_steps}")
     if min(args.processes, args.shard_games, args.parallel) < 1 or args.opening < 0:
         raise UserError("--processes, --shard-games and --parallel must be >= 1, --opening "
                         ">= 0")

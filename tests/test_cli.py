@@ -342,7 +342,8 @@ def test_bad_input_errors(tmp_path: Path) -> None:
     assert_one_line_error(run_here(*recording, "--games", "2", "--out", str(afile)),
                           f"--out {afile} is a file")
     assert afile.read_text() == "mine"
-    for flag, value in (("--games", "0"), ("--shard-games", "0"), ("--parallel", "0")):
+    for flag, value in (("--games", "0"), ("--shard-games", "0"), ("--parallel", "0"),
+                        ("--max-steps", "0")):  # --max-steps 0 recorded 2000-cycle games
         assert_one_line_error(run_here(*recording, "--games", "2", "--out",
                                        str(tmp_path / "rec"), flag, value), "must be >= 1")
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import shutil
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -43,6 +44,7 @@ from games.lux.kaggle import BOARD_KEYS, PLAYERS, KaggleEpisode, KaggleError, re
 from games.lux.kaggle_labels import COUNTS, StepEncoder
 from games.lux.kaggle_play import quiet_step, to_json
 from games.replays import (
+    WRITER_LOCK,
     ReplayError,
     Shard,
     ShardAppender,
@@ -296,9 +298,9 @@ def convert_kaggle(paths: Iterable[Path | str], out_dir: Path | str, shard_games
             for name, value in (game.meta["labels"] or {}).items():
                 totals[name] = [a + b for a, b in zip(totals[name], value, strict=True)]
     except BaseException:  # a bad file, a signal, a crash: the games converted are written
-        writer.flush()
-        if created and not any(Path(out_dir).iterdir()):
-            Path(out_dir).rmdir()
+        writer.close()
+        if created and not any(p.name != WRITER_LOCK for p in Path(out_dir).iterdir()):
+            shutil.rmtree(out_dir, ignore_errors=True)
         raise
     summary = writer.close()
     summary.update(steps=totals["steps"][0], labels=totals, duplicates=duplicates,

@@ -5,6 +5,7 @@ games are staged as self-play envs, a bot thinking for its seat as a teacher
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,16 +38,37 @@ class MicroRTSFamily(Family):
         dropped."""
         return {"map": map_name, "maps": [], "map_weights": []}
 
+    def check_run(self, game: str, options: Mapping[str, Any], num_envs: int) -> None:
+        """Every map of ``maps`` must be played by some env: with fewer env pairs than maps
+        the last maps were silently never played (and still sized the padded batch)."""
+        from games.microrts.options import MicroRTSOptions, env_layout
+        from games.options import from_mapping
+
+        opts = from_mapping(MicroRTSOptions, options, "game.options.")
+        if len(opts.maps) < 2:
+            return
+        sides = 2 if opts.alternate_sides else 1
+
+        def short(n: int) -> list[int]:  # the maps with fewer envs than sides to play
+            played = Counter(env_layout(opts, n).maps)
+            return [i for i in range(len(opts.maps)) if played[i] < sides]
+
+        unplayed = [opts.maps[i] for i in short(num_envs)]
+        if unplayed:
+            enough = next((n for n in range(num_envs + 1, num_envs + 64 * len(opts.maps))
+                           if not short(n)), None)
+            fix = (f"raise game.num_envs to {enough}" if enough is not None
+                   else "give the maps more envs")
+            raise GameError(f"game.options.maps: {', '.join(unplayed)} would not be played "
+                            f"(from both sides) by the {num_envs} envs (self-play and bot envs "
+                            f"take the maps apart); {fix} or list fewer maps")
+
     def canonical_map(self, game: str, map_name: str) -> str:
         """A shipped map by its name (``maps/8x8/basesWorkers8x8.xml``, ``8x8/basesWorkers8x8``
         and ``basesworkers8x8`` are ``basesWorkers8x8``), a user's map by its absolute path."""
-        from games.microrts.maps import resolve_map, shipped_maps
+        from games.microrts.maps import resolve_map
 
-        info = resolve_map(map_name)
-        shipped = shipped_maps().get(info.name)
-        if shipped is not None and shipped.resolve() == info.path.resolve():
-            return info.name
-        return str(info.path.resolve())
+        return resolve_map(map_name).name
 
     def map_label(self, options: Mapping[str, Any]) -> str:
         """A training's ``maps`` list joined by commas, else its ``map``."""
@@ -150,7 +172,8 @@ class MicroRTSFamily(Family):
         from games.microrts.recorder import RecordPlan, record
 
         plan = RecordPlan(request.players, request.maps or (DEFAULT_MAP,), request.games,
-                          request.shard_games, request.max_steps or 2000, request.seed,
+                          request.shard_games,
+                          2000 if request.max_steps is None else request.max_steps, request.seed,
                           parallel=request.parallel, opening=request.opening,
                           focus=request.focus)
         return record(plan, request.out, request.processes, progress, request.ray_address)

@@ -87,7 +87,32 @@ def parse_map(path: Path, name: str | None = None) -> MapInfo:
         raise GameError(f"microRTS map {str(path)!r}: <terrain> must be {width * height} "
                         f"characters of 0/1, got {len(terrain)}")
     walls = (np.frombuffer(terrain.encode(), np.uint8) == ord("1")).reshape(height, width)
+    problem = _players_and_units_problem(root, width, height)
+    if problem is not None:
+        raise GameError(f"microRTS map {str(path)!r}: {problem}")
     return MapInfo(name or path.stem, path.resolve(), height, width, walls)
+
+
+def _players_and_units_problem(root: ET.Element, width: int, height: int) -> str | None:
+    """What the engine would fail on mid-game (an index error naming neither the map nor the
+    fix): a map must have players 0 and 1, and units owned by -1 (nobody), 0 or 1, on the
+    board."""
+    players = root.find("players")
+    ids = sorted(p.get("ID", "") for p in (players if players is not None else [])
+                 if p.tag == "rts.Player")
+    if ids != ["0", "1"]:
+        return f"<players> must hold rts.Player ID=\"0\" and ID=\"1\", got IDs {ids}"
+    units = root.find("units")
+    for unit in units if units is not None else []:
+        try:
+            owner, x, y = (int(unit.get(key, "")) for key in ("player", "x", "y"))
+        except ValueError:
+            return f"unit {unit.get('ID')!r}: player, x and y must be integers"
+        if owner not in (-1, 0, 1):
+            return f"unit {unit.get('ID')!r} belongs to player {owner}; owners are -1, 0 and 1"
+        if not (0 <= x < width and 0 <= y < height):
+            return f"unit {unit.get('ID')!r} at ({x}, {y}) is outside the {width}x{height} board"
+    return None
 
 
 class _Declared(Exception):
@@ -148,7 +173,8 @@ def _listing(maps: dict[str, Path], root: Path) -> str:
 
 
 def resolve_map(name: str) -> MapInfo:
-    """A shipped map by name (or engine-relative path), else a path to a user's XML map."""
+    """A shipped map by name (or engine-relative path), else a path to a user's XML map.
+    Its :attr:`MapInfo.name` is the shipped map's name, or the user's map's absolute path."""
     home = ensure_engine()
     maps = shipped_maps(home)
     by_key = {stem.lower(): path for stem, path in maps.items()}
@@ -171,7 +197,11 @@ def resolve_map(name: str) -> MapInfo:
         raise GameError(f"unknown microRTS map {name!r}{hint}; use a shipped map or a path to "
                         f"an XML map file. The {len(maps)} shipped maps (in {home / 'maps'}), "
                         f"by folder: {_listing(maps, home / 'maps')}")
-    return _cached_parse(str(path.resolve()), path.stat().st_mtime, path.stem)
+    # a shipped map is known by its name; a user's by its absolute path, which finds it
+    # again (in a replay's metadata, a recording plan, a tournament's id)
+    shipped = path.resolve().is_relative_to((home / "maps").resolve())
+    return _cached_parse(str(path.resolve()), path.stat().st_mtime,
+                         path.stem if shipped else str(path.resolve()))
 
 
 def resolve_maps(names: Sequence[str], same_size: bool = True) -> list[MapInfo]:

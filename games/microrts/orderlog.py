@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from games.microrts.engine import SDIST_SHA256
-from games.microrts.options import OBS_PLANES
+from games.microrts.options import ACTION_NVEC, OBS_PLANES
 from games.microrts.orders import _PARAM_COMPONENT
 from games.replays import ReplayError, Shard, ShardAppender, encode_shard
 
@@ -120,12 +120,56 @@ def game_facts(path: Path, index: int, meta: Any) -> GameFacts:
         missing = [key for key in GAME_KEYS if key not in meta]
         if missing:
             raise KeyError(", ".join(missing))
-        return GameFacts((int(meta["height"]), int(meta["width"])), int(meta["max_steps"]),
-                         tuple(str(p).lower() for p in meta["players"]), str(meta["map"]))
+        players = meta["players"]
+        if not isinstance(players, list) or len(players) != 2 or not all(
+                isinstance(p, str) for p in players):
+            raise ValueError(f"players must be two names, got {players!r}")
+        for key in ("map", "map_sha1"):
+            if not isinstance(meta[key], str) or not meta[key]:
+                raise ValueError(f"{key} must be a name, got {meta[key]!r}")
+        for key in ("height", "width", "max_steps", "length", "winner"):
+            if not isinstance(meta[key], int) or isinstance(meta[key], bool):
+                raise ValueError(f"{key} must be an integer, got {meta[key]!r}")
+        if meta["winner"] not in (-1, 0, 1) or min(meta["height"], meta["width"],
+                                                   meta["max_steps"]) < 1:
+            raise ValueError("winner must be -1, 0 or 1 and the sizes >= 1")
+        opening = meta.get("opening", 0)
+        if not isinstance(opening, int) or isinstance(opening, bool) or opening < 0:
+            raise ValueError(f"opening must be a step >= 0, got {opening!r}")
+        return GameFacts((meta["height"], meta["width"]), meta["max_steps"],
+                         tuple(p.lower() for p in players), meta["map"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ReplayError(f"{path}: game {index}'s metadata is malformed "
                           f"({type(exc).__name__}: {exc}); not a shard of `selfplay record`"
                           ) from exc
+
+
+def order_log_problem(shard: Shard) -> str | None:
+    """What is wrong with ``shard``'s order arrays (None: nothing): integer ``orders [N, 6]``
+    split by increasing ``offsets`` ``[G + 1]`` from 0 to N, each game's rows within its
+    board and the action space (:data:`ACTION_NVEC`). A shard that fails is corrupt: read as
+    it is, it would index outside the board or the action arrays mid-run."""
+    orders, offsets = shard.arrays["orders"], shard.arrays["offsets"]
+    if orders.dtype.kind not in "iu" or orders.ndim != 2 or orders.shape[1] != len(ORDER_COLUMNS):
+        return (f"its orders must be integers [N, {len(ORDER_COLUMNS)}], not {orders.dtype} "
+                f"{list(orders.shape)}")
+    if (offsets.dtype.kind not in "iu" or len(offsets) == 0 or offsets[0] != 0
+            or offsets[-1] != len(orders) or (np.diff(offsets) < 0).any()):
+        return f"its game offsets do not split its {len(orders)} orders"
+    types = orders[:, 3]
+    if ((orders[:, 0] < 0).any() or ((orders[:, 1] != 0) & (orders[:, 1] != 1)).any()
+            or (types < 0).any() or (types >= ACTION_NVEC[0]).any()):
+        return "its orders hold steps, players or action types out of range"
+    limit = np.asarray(ACTION_NVEC)[_PARAM_COMPONENT[types]]
+    if ((orders[:, 4] < 0) | (orders[:, 4] >= limit)).any() or (
+            (orders[:, 5] < 0) | (orders[:, 5] >= ACTION_NVEC[5])).any():
+        return "its orders hold parameters out of range"
+    for index, meta in enumerate(shard.games):
+        cells = int(meta["height"]) * int(meta["width"])
+        rows = orders[int(offsets[index]):int(offsets[index + 1]), 2]
+        if ((rows < 0) | (rows >= cells)).any():
+            return f"game {index} orders units outside its {meta['height']}x{meta['width']} board"
+    return None
 
 
 @dataclass

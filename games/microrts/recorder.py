@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -34,9 +35,12 @@ from games.replays import (
     MANIFEST,
     PLAN,
     CorruptShard,
+    claim_folder,
     list_shard,
+    matches_manifest,
     read_manifest,
     read_shard,
+    release_folder,
     remove_stale_temps,
     shard_name,
     shard_paths,
@@ -92,6 +96,10 @@ def check_plan(plan: RecordPlan) -> RecordPlan:
     if not plan.players:
         raise GameError("name the players to record (--players)")
     players = tuple(bots_mod.resolve_bot(name).name for name in plan.players)
+    twice = sorted({name for name in players if players.count(name) > 1})
+    if twice:
+        raise GameError(f"--players names {', '.join(twice)} more than once (a third of the "
+                        "games would be a bot against itself); name each player once")
     focus = tuple(bots_mod.resolve_bot(name).name for name in plan.focus)
     outside = [name for name in focus if name not in players]
     if outside:
@@ -188,8 +196,9 @@ def play_shard(plan: RecordPlan, k: int) -> tuple[bytes, int, int]:
 
 
 def _kept_shards(folder: Path, plan: RecordPlan) -> set[int]:
-    """Shards already recorded: listed in the manifest, or written and readable (listed
-    now); a written but unreadable one is removed, to be recorded again."""
+    """Shards already recorded: listed in the manifest with the bytes it lists, or written
+    and readable (listed now); one damaged since it was listed, or written but unreadable,
+    is removed, to be recorded again."""
     listed = read_manifest(folder)
     kept = set()
     for k in range(plan.num_shards):
@@ -197,7 +206,12 @@ def _kept_shards(folder: Path, plan: RecordPlan) -> set[int]:
         if not path.is_file():
             continue
         if path.name in listed:
-            kept.add(k)
+            if matches_manifest(path, listed[path.name]):
+                kept.add(k)
+            else:
+                print(f"warning: replay shard {path} differs from the manifest (damaged "
+                      "since it was written): recording it again", file=sys.stderr)
+                path.unlink()
             continue
         try:
             shard = read_shard(path, arrays=False)
@@ -232,6 +246,16 @@ def _record(plan: RecordPlan, folder: Path, processes: int,
             session: RaySession | None) -> dict[str, Any]:
     """:func:`record`'s body, on Ray when ``session`` is given."""
     folder.mkdir(parents=True, exist_ok=True)
+    claim = claim_folder(folder)  # a second recorder of the folder is refused
+    try:
+        return _record_claimed(plan, folder, processes, progress, session)
+    finally:
+        release_folder(claim)
+
+
+def _record_claimed(plan: RecordPlan, folder: Path, processes: int,
+                    progress: Callable[[int, int], None] | None,
+                    session: RaySession | None) -> dict[str, Any]:
     remove_stale_temps(folder)  # a killed recorder's unfinished writes
     check_resumed_plan(folder, plan)
     kept = _kept_shards(folder, plan)

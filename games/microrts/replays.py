@@ -45,6 +45,7 @@ from games.microrts.orderlog import (  # noqa: F401 - the format's pieces, named
     game_facts,
     log_to_rows,
     map_sha1,
+    order_log_problem,
     step_orders,
 )
 from games.microrts.teacher_game import TeacherGame
@@ -126,8 +127,12 @@ class ReplayLogs:
         stream.cursor += 1
         wanted = [ref for ref in self._by_shard[path] if ref.meta["map"] == stream.map]
         for shard in iter_shards([path], self.manifest, SHARD_ARRAYS):
-            stream.queue.extend((ref, _game_orders(shard, ref.index)) for ref in wanted)
-            return
+            problem = order_log_problem(shard)
+            if problem is None:
+                stream.queue.extend((ref, _game_orders(shard, ref.index)) for ref in wanted)
+                return
+            print(f"warning: skipping corrupt replay shard {path}: {problem} "
+                  f"({len(self._by_shard[path])} games lost)", file=sys.stderr, flush=True)
         for other in self._streams.values():
             if path in other.shards:
                 other.shards.remove(path)
@@ -287,25 +292,36 @@ def select_games(folder: Path, imitate: list[str], winners_only: bool, held_out:
                           "length per replay folder")
     part = "held-out" if held_out else "training"
     if not refs:
-        raise ReplayError(f"{folder} has no game in its {part} share")
+        fix = ("record more games, or set bc.validate_every=0 (no validation)" if held_out
+               else "record more games")
+        raise ReplayError(f"{folder} has no game in its {part} share: {fix}")
     if winners_only and not any(ref.meta["winner"] in (0, 1) for ref in refs):
         fix = ("nothing to imitate" if not held_out else "nothing to validate on: record "
                "more games, or set bc.validate_every=0")
         raise ReplayError(f"--winners-only: no game of {folder}'s {part} share has a winner "
                           f"(every game was drawn), so there is {fix}")
-    _check_maps(refs)
+    _check_maps(folder, refs)
     return refs
 
 
-def _check_maps(refs: list[ReplayGameRef]) -> None:
-    """Every recorded map still exists here, unchanged."""
-    seen: dict[str, str] = {}
+def _check_maps(folder: Path, refs: list[ReplayGameRef]) -> None:
+    """Every game's map still exists here, unchanged (each game's hash is checked: a
+    folder may hold games recorded before and after a map file was edited)."""
+    by_map: dict[str, dict[str, Path]] = {}  # map -> its recorded hashes -> a shard of each
     for ref in refs:
-        seen.setdefault(ref.meta["map"], ref.meta["map_sha1"])
-    for name, digest in seen.items():
-        info = resolve_maps([name])[0]
-        if map_sha1(Path(info.path)) != digest:
-            raise ReplayError(f"map {name} differs from the one the replays were recorded on")
+        by_map.setdefault(ref.meta["map"], {}).setdefault(ref.meta["map_sha1"], ref.shard)
+    for name, digests in by_map.items():
+        try:
+            here = map_sha1(Path(resolve_maps([name])[0].path))
+        except GameError as exc:
+            raise ReplayError(f"{folder} was recorded on map {name}, which is not here "
+                              f"({str(exc).split(';')[0]}): put the map file back, or record "
+                              "the games again") from exc
+        for digest, shard in digests.items():
+            if digest != here:
+                raise ReplayError(f"{shard} holds games of map {name} as it was before an edit "
+                                  f"(sha1 {digest[:12]}, the file here is {here[:12]}): restore "
+                                  "the map file, or move those shards out of the folder")
 
 
 def replay_logs(folder: Path, imitate: list[str], winners_only: bool, held_out: bool,

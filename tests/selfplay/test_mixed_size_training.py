@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 
 from games.microrts.options import PAD_PLANE
@@ -19,11 +20,11 @@ def test_padded_cells_get_no_gradient_and_no_log_prob() -> None:
     the loss reaches the per-cell logits of board cells (units acting) and never those of
     padding cells, so no padding cell has a log-prob, an entropy or a value share."""
     config = build_config("microrts", overrides=[
-        "game.num_envs=6", f"game.options.maps={MAPS}", "game.options.bots=[WorkerRush]",
+        "game.num_envs=8", f"game.options.maps={MAPS}", "game.options.bots=[WorkerRush]",
         "game.options.num_selfplay_envs=2", "game.options.max_steps=60", "ppo.num_steps=32",
         "ppo.num_minibatches=2", "ppo.update_epochs=1", "league.enabled=false",
         "log.progress=false", "log.tensorboard=false", "network.channels=[8,16]",
-        "network.hidden=[16]"], total_steps=6 * 32 * 2)
+        "network.hidden=[16]"], total_steps=8 * 32 * 2)
     trainer = build_trainer(config, None)
     agent = trainer.agent
     seen: dict[str, Any] = {"obs": None, "pad": 0.0, "board": 0.0, "checked": 0}
@@ -95,3 +96,19 @@ def test_checkpoint_records_its_boards(tmp_path) -> None:
     state = load_checkpoint(resolve_checkpoint(tmp_path / "run"))
     assert state["boards"] == {"basesWorkers8x8A": [8, 8], "NoWhereToRun9x8": [8, 9],
                                "basesWorkers10x10": [10, 10]}
+
+
+def test_maps_no_env_would_play_are_refused_before_the_run_starts(tmp_path) -> None:
+    """Guards: three maps on two bot envs (one side-alternating pair) trained on the first
+    map only, silently, while the other two still sized the padded batch."""
+    from games.core import GameError
+    from selfplay.train import run_training
+
+    config = build_config("microrts", overrides=[
+        "game.num_envs=2", f"game.options.maps={MAPS}", "game.options.num_selfplay_envs=0",
+        "league.enabled=false", "log.progress=false", "log.tensorboard=false"],
+        total_steps=64)
+    with pytest.raises(GameError, match="NoWhereToRun9x8, basesWorkers10x10 would not be "
+                                        "played .* by the 2 envs .*raise game.num_envs to 6"):
+        run_training(config, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -297,6 +297,12 @@ def test_one_checkpoint_plays_every_map_size(microrts_checkpoints: dict[str, Pat
                         r"\(10x10 board\): its network is tied to the board size it was "
                         r"trained on \(network.grid_critic: flatten; train with pool for a "
                         r"network that plays every size\)", str(error.value)), str(error.value)
+    # a 6x6 board: the encoder's feature map has the 8x8 board's size, so every weight fits;
+    # it played (and trained on with --init-from) behind a critic tied to 8x8
+    deeper = _untrained_microrts(flat.parent / "flat2.pt", 5, "network.grid_critic=flatten",
+                                 "network.channels=[8,8]")
+    with pytest.raises(CheckpointError, match=r"\(6x6 board\): its network is tied"):
+        play(deeper, "workerrush", games=1, map_name="baseTwoWorkersMaxResources6x6")
 
 
 def test_mixed_size_checkpoint_plays_its_maps_and_any_map(

@@ -118,6 +118,27 @@ def test_map_terrain_must_match_size(tmp_path: Path) -> None:
         maps.resolve_map(str(odd))
 
 
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace('<rts.Player ID="1" resources="5">\n    </rts.Player>', ""),
+     "must hold rts.Player ID=\"0\" and ID=\"1\""),
+    (lambda t: t.replace('player="1" x="5" y="6"', 'player="5" x="5" y="6"'),
+     "belongs to player 5"),
+    (lambda t: t.replace('player="1" x="5" y="6"', 'player="1" x="9" y="6"'),
+     r"at \(9, 6\) is outside the 8x8 board"),
+])
+def test_maps_the_engine_fails_on_mid_game_are_refused(engine_home: Path, tmp_path: Path,
+                                                       edit, message: str) -> None:
+    """Guards: a one-player map, a unit of player 5 and a unit off the board were Java index
+    errors during the first step, naming neither the map nor what is wrong."""
+    text = (engine_home / "maps/8x8/basesWorkers8x8.xml").read_text()
+    changed = edit(text)
+    assert changed != text
+    bad = tmp_path / "bad.xml"
+    bad.write_text(changed)
+    with pytest.raises(GameError, match=f"bad.xml'?: .*{message}"):
+        maps.resolve_map(str(bad))
+
+
 def test_maps_of_one_size_asked_for(engine_home: Path) -> None:
     """Where one grid shape is needed (recording, replays) mixed sizes are refused; the game
     itself pads them (test_microrts_mixed_sizes.py)."""
@@ -132,7 +153,7 @@ def test_user_map_path_plays(tmp_path: Path, engine_home: Path, make_game) -> No
     user.write_text(text)
     game = make_game(2, map=str(user), bots=["WorkerRush"])
     batch = game.reset()
-    assert game.map_infos[0].name == "mine"
+    assert game.map_infos[0].name == str(user.resolve())  # a user's map: its path
     assert batch.obs[:, 0, OBS_WALL].sum() == 2 * 8  # the wall plane
     batch = game.step(np.zeros((2, 1, 64, 7), np.int64))
     assert batch.obs.shape == (2, 1, 30, 8, 8)

@@ -296,7 +296,7 @@ def test_other_games_and_malformed_metadata_are_one_line(recorded: Path,
                                  for g in meta["games"]]},
               "game 0's metadata is malformed .*height"),
              ({**meta, "games": [{**g, "players": 3} for g in meta["games"]]},
-              "game 0's metadata is malformed .*TypeError"))
+              "game 0's metadata is malformed .*players must be two names"))
     for k, (changed, pattern) in enumerate(cases):
         folder = tmp_path / f"case{k}"
         folder.mkdir()
@@ -581,3 +581,135 @@ def test_cloning_recorded_games_learns_and_resumes_in_place(recorded: Path,
             assert torch.equal(value, state["agent"][key]), key
     finally:
         trainer.game.close()
+
+
+def _rewrite(recorded: Path, folder: Path, index: int, **arrays: np.ndarray) -> None:
+    """``folder`` a copy of ``recorded`` with shard ``index``'s arrays replaced (its metadata,
+    optionally ``meta`` as a dict, kept)."""
+    shutil.copytree(recorded, folder)
+    with np.load(recorded / shard_name(index)) as shard:
+        stored = {key: shard[key] for key in shard.files}
+    if "meta" in arrays:
+        stored["meta"] = np.frombuffer(json.dumps(arrays.pop("meta")).encode(), np.uint8)
+    np.savez_compressed(folder / shard_name(index), **{**stored, **arrays})
+
+
+def test_order_logs_out_of_range_are_corrupt_shards_skipped_with_a_warning(
+        recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Guards: order type 99, a cell beyond the board, 5 columns, float orders and offsets
+    beyond the orders were IndexErrors mid-run (a traceback); they are corrupt shards."""
+    with np.load(recorded / shard_name(1)) as shard:
+        orders, offsets = shard["orders"], shard["offsets"]
+    bad_type, bad_cell = orders.copy(), orders.copy()
+    bad_type[0, 3] = 99
+    bad_cell[0, 2] = 10**6
+    cases = {"type": {"orders": bad_type}, "cell": {"orders": bad_cell},
+             "columns": {"orders": orders[:, :5]}, "float": {"orders": orders.astype(float)},
+             "offsets": {"offsets": np.concatenate([[0], offsets[1:] + 10**6])}}
+    for name, arrays in cases.items():
+        folder = tmp_path / name
+        _rewrite(recorded, folder, 1, **arrays)
+        logs, maps, steps = replay_logs(folder, [], False, False, 0.0, 0, (8, 8))
+        game = TeacherGame(MicroRTSOptions(maps=maps, bots=[], num_selfplay_envs=2,
+                                           max_steps=steps), 2, logs, seed=0)
+        try:
+            replay_until(game, logs, 8)
+            played = {x[0].shard.name for x in logs.current if x is not None}
+        finally:
+            game.close()
+        err = capsys.readouterr().err
+        assert f"skipping corrupt replay shard {folder / shard_name(1)}" in err, (name, err)
+        assert played == {shard_name(0)}, name
+
+
+def test_malformed_game_metadata_and_edited_or_missing_maps_are_one_line(
+        recorded: Path, tmp_path: Path) -> None:
+    """Guards: an opening "x" (a numpy ufunc error), winner/length strings and one player
+    were accepted; only the first game of each map had its map's hash checked; a game's map
+    gone from this machine said "unknown microRTS map" without naming the replays."""
+    with np.load(recorded / shard_name(1)) as shard:
+        meta = json.loads(shard["meta"].tobytes())
+    for k, (change, pattern) in enumerate((({"opening": "x"}, "opening must be a step"),
+                                           ({"winner": "0"}, "winner must be an integer"),
+                                           ({"players": ["CoacAI"]}, "players must be two"),
+                                           ({"map": None}, "map must be a name"))):
+        games = [{**game, **change} for game in meta["games"]]
+        folder = tmp_path / f"meta{k}"
+        _rewrite(recorded, folder, 1, meta={**meta, "games": games})
+        with pytest.raises(ReplayError, match=f"game 0's metadata is malformed .*{pattern}"):
+            replay_logs(folder, [], False, False, 0.0, 0, (8, 8))
+    edited = tmp_path / "edited"  # shard 1's games recorded on the map before an edit
+    games = [{**game, "map_sha1": "0" * 40} for game in meta["games"]]
+    _rewrite(recorded, edited, 1, meta={**meta, "games": games})
+    with pytest.raises(ReplayError, match=f"{shard_name(1)} holds games of map {MAP} as it "
+                                          "was before an edit .*restore the map file"):
+        replay_logs(edited, [], False, False, 0.0, 0, (8, 8))
+    gone = tmp_path / "gone"
+    games = [{**game, "map": str(tmp_path / "nowhere" / "mine.xml")} for game in meta["games"]]
+    _rewrite(recorded, gone, 1, meta={**meta, "games": games})
+    with pytest.raises(ReplayError, match=f"{gone} was recorded on map .*mine.xml, which is "
+                                          "not here .*put the map file back"):
+        replay_logs(gone, [], False, False, 0.0, 0, (8, 8))
+
+
+def test_a_users_map_file_is_recorded_and_replayed_from_its_path(engine_home: Path,
+                                                                 tmp_path: Path) -> None:
+    """Guards: ``record --maps mymaps/mine8.xml`` kept only "mine8" (then "unknown map"), and
+    a user's file named like a shipped map was recorded on the shipped one."""
+    from games.microrts.maps import resolve_map
+
+    mine = tmp_path / "mymaps" / "basesWorkers8x8.xml"  # a shipped map's name, other terrain
+    mine.parent.mkdir()
+    mine.write_bytes((engine_home / "maps" / "8x8" / "basesWorkers8x8Obstacle.xml").read_bytes())
+    assert resolve_map(str(mine)).name == str(mine.resolve())
+    assert family_of("microrts").canonical_map("microrts", str(mine)) == str(mine.resolve())
+    folder = tmp_path / "user-map"
+    record(RecordPlan(("WorkerRush", "LightRush"), (str(mine),), games=2, shard_games=2,
+                      max_steps=200, seed=0, parallel=2), folder)
+    games = read_shard(folder / shard_name(0), arrays=False).games
+    assert {g["map"] for g in games} == {str(mine.resolve())}
+    from games.microrts.orderlog import map_sha1
+
+    assert {g["map_sha1"] for g in games} == {map_sha1(mine)}
+    logs, maps, _ = replay_logs(folder, [], False, False, 0.0, 0, (8, 8))
+    assert maps == [str(mine.resolve())]
+    with pytest.raises(GameError, match="names WorkerRush more than once"):
+        check_plan(RecordPlan(("WorkerRush", "workerrush", "LightRush"), (MAP,), games=2))
+
+
+def test_a_damaged_listed_shard_is_recorded_again(engine_home: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Guards: a rerun of `record` kept a shard listed in the manifest but cut short since
+    ("0 games recorded (4 kept from before)"); cloning then lost its games."""
+    plan = RecordPlan(("WorkerRush", "LightRush"), (MAP,), games=4, shard_games=2,
+                      max_steps=200, seed=0, parallel=2)
+    folder = tmp_path / "rec"
+    record(plan, folder)
+    before = read_shard(folder / shard_name(1))
+    whole = (folder / shard_name(1)).read_bytes()
+    (folder / shard_name(1)).write_bytes(whole[:300])
+    summary = record(plan, folder)
+    assert summary["recorded"] == 2 and "differs from the manifest" in capsys.readouterr().err
+    after = read_shard(folder / shard_name(1))  # the same games, played again
+    assert after.games == before.games
+    assert np.array_equal(after.arrays["orders"], before.arrays["orders"])
+
+
+def test_a_replay_folder_has_one_writing_process(recorded: Path, tmp_path: Path) -> None:
+    """Guards: two `play --record` runs into one folder picked the same shard index and one
+    replaced the other's shard (games lost, both reported success)."""
+    folder = tmp_path / "shared"
+    writer = ReplayWriter(folder)
+    code = ("import sys; from pathlib import Path; from games.microrts.orderlog import "
+            "ReplayWriter; from games.replays import ReplayError\n"
+            "try:\n    ReplayWriter(Path(sys.argv[1]))\n"
+            "except ReplayError as exc:\n    print(exc); sys.exit(3)\n")
+    other = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True,
+                           text=True, timeout=120)
+    assert other.returncode == 3 and "is being written by another process" in other.stdout
+    same_process = ReplayWriter(folder)  # this process's writers share the claim
+    same_process.close()
+    writer.close()
+    again = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True,
+                           text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
