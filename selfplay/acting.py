@@ -9,12 +9,10 @@ parts step while the others' actions are computed. Listeners hear of finished ep
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -27,7 +25,6 @@ from games.core import (
     EpisodeStats,
     GameSpec,
     HasLostWorkers,
-    Outcome,
     Policy,
     SupportsPartSteps,
     SupportsStaggering,
@@ -36,10 +33,12 @@ from games.core import (
 from selfplay.config import TrainConfig
 from selfplay.handover import as_tensor, tensor_batch, to_host
 from selfplay.inference import NumpyActorCritic
+from selfplay.losses import bootstrap_truncated
 from selfplay.networks import ActorCritic
 from selfplay.normalize import RewardScaler
 from selfplay.policy import FrozenPolicy
 from selfplay.rollout import RolloutBuffer
+from selfplay.run_metrics import EpisodeLog, Timer
 
 # acting for one part of the envs: (step, batch, learner seats [E', A], first env) -> actions
 # (NumPy; a tensor on the buffer's device when the game hands over device arrays)
@@ -96,87 +95,6 @@ class Seats:
 
     def load_state_dict(self, owner: np.ndarray) -> None:
         self.owner[...] = owner
-
-
-@dataclass
-class EpisodeLog:
-    """Recent finished episodes of the learner's seats."""
-
-    window: int
-    returns: collections.deque[float] = field(init=False)
-    lengths: collections.deque[int] = field(init=False)
-    outcomes: collections.deque[int] = field(init=False)
-    count: int = 0
-
-    def __post_init__(self) -> None:
-        self.returns = collections.deque(maxlen=self.window)
-        self.lengths = collections.deque(maxlen=self.window)
-        self.outcomes = collections.deque(maxlen=max(self.window, 100))
-
-    def add(self, stats: EpisodeStats, learner: np.ndarray) -> None:
-        keep = learner[stats.env, stats.seat]
-        if not keep.any():
-            return
-        self.returns.extend(stats.ret[keep].tolist())
-        self.lengths.extend(stats.length[keep].tolist())
-        self.outcomes.extend(stats.outcome[keep].tolist())
-        self.count += int(keep.sum())
-
-    def summary(self) -> dict[str, float]:
-        out: dict[str, float] = {"episodes": float(self.count)}
-        if self.returns:
-            out["episode/return_mean"] = float(np.mean(self.returns))
-            out["episode/length_mean"] = float(np.mean(self.lengths))
-        decided = [o for o in self.outcomes if o != Outcome.NONE]
-        if decided:
-            arr = np.asarray(decided)
-            out["episode/win_rate"] = float(np.mean(arr == Outcome.WIN))
-            out["episode/draw_rate"] = float(np.mean(arr == Outcome.DRAW))
-            out["episode/loss_rate"] = float(np.mean(arr == Outcome.LOSS))
-        return out
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"returns": list(self.returns), "lengths": list(self.lengths),
-                "outcomes": list(self.outcomes), "count": self.count}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for window, saved in ((self.returns, state["returns"]), (self.lengths, state["lengths"]),
-                              (self.outcomes, state["outcomes"])):
-            window.clear()
-            window.extend(saved)
-        self.count = int(state["count"])
-
-
-def bootstrap_truncated(batch: Batch, reward: np.ndarray, gamma: float,
-                        value: Callable[[np.ndarray, np.ndarray | None], Tensor]) -> None:
-    """Add ``gamma * V(final obs)`` to ``reward`` ``[E, A]`` in the envs whose episode was
-    truncated (not terminated) on the step that returned ``batch``: a time limit does not end
-    what the position is worth. ``value(final_obs, final_state)`` of ``[K, A, ...]`` rows is
-    ``[K * A]``."""
-    cut = batch.truncated & ~batch.terminated
-    if not cut.any() or batch.final_obs is None:
-        return
-    envs = np.flatnonzero(cut)
-    state = batch.final_state[envs] if batch.final_state is not None else None
-    values = value(batch.final_obs[envs], state).reshape(len(envs), -1)  # [K, A]
-    reward[envs] += gamma * values.cpu().numpy()
-
-
-class Timer:
-    """Named wall-clock sections (env, inference, learn) summed per update."""
-
-    def __init__(self) -> None:
-        self.totals: dict[str, float] = collections.defaultdict(float)
-
-    def add(self, name: str, since: float) -> float:
-        now = time.perf_counter()
-        self.totals[name] += now - since
-        return now
-
-    def pop(self) -> dict[str, float]:
-        out = dict(self.totals)
-        self.totals.clear()
-        return out
 
 
 class Actor:

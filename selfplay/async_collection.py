@@ -33,13 +33,14 @@ import threading
 import time
 from typing import Protocol
 
-from selfplay.acting import Actor, CollectionAborted, Timer
+from selfplay.acting import Actor, CollectionAborted
 from selfplay.config import ConfigError
 from selfplay.data_parallel import Ranks
 from selfplay.inference import NumpyActorCritic
 from selfplay.learning import PPOLearner
 from selfplay.networks import ActorCritic
 from selfplay.rollout import RolloutBuffer
+from selfplay.run_metrics import Timer
 
 _ACTING_STATS = ("obs_rms.", "state_rms.")  # what acting updates, by state-dict prefix
 

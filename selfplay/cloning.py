@@ -46,7 +46,6 @@ from games.core import (
     trained_boards,
 )
 from games.options import to_mapping
-from selfplay.acting import EpisodeLog, Timer, bootstrap_truncated
 from selfplay.allocator import keep_freed_memory
 from selfplay.bc_loss import CloneTerms, balance_weights, clone_terms
 from selfplay.checkpoint import CheckpointError
@@ -54,11 +53,12 @@ from selfplay.config import TrainConfig
 from selfplay.device import learner_autocast, resolve_device
 from selfplay.distributions import GridMaskIndex
 from selfplay.evaluate import start_weights
-from selfplay.losses import explained_variance, gae
+from selfplay.losses import bootstrap_truncated, explained_variance, gae
 from selfplay.networks import ActorCritic
 from selfplay.optim import FlatAdam, WeightAverage
 from selfplay.rollout import step_rows, torch_dtype
 from selfplay.run_loop import RunLoop, collect_and_learn
+from selfplay.run_metrics import EpisodeLog, Timer
 from selfplay.students import Students
 from selfplay.tracking import MetricSink, Progress, RunDir
 

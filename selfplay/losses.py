@@ -6,9 +6,13 @@ dims beyond the first are allowed everywhere and broadcast).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import Tensor
+
+from games.core import Batch
 
 __all__ = ["PPO_STATS", "explained_variance", "gae", "ppo_loss"]
 
@@ -164,3 +168,18 @@ def explained_variance(pred: Tensor | np.ndarray, target: Tensor | np.ndarray) -
     if var_y == 0.0:
         return float("nan")
     return float(1.0 - np.var(y_true - y_pred) / var_y)
+
+
+def bootstrap_truncated(batch: Batch, reward: np.ndarray, gamma: float,
+                        value: Callable[[np.ndarray, np.ndarray | None], Tensor]) -> None:
+    """Add ``gamma * V(final obs)`` to ``reward`` ``[E, A]`` in the envs whose episode was
+    truncated (not terminated) on the step that returned ``batch``: a time limit does not end
+    what the position is worth. ``value(final_obs, final_state)`` of ``[K, A, ...]`` rows is
+    ``[K * A]``."""
+    cut = batch.truncated & ~batch.terminated
+    if not cut.any() or batch.final_obs is None:
+        return
+    envs = np.flatnonzero(cut)
+    state = batch.final_state[envs] if batch.final_state is not None else None
+    values = value(batch.final_obs[envs], state).reshape(len(envs), -1)  # [K, A]
+    reward[envs] += gamma * values.cpu().numpy()

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from games.core import Batch, EpisodeStats, GameSpec, SupportsState, VecGame, trained_boards
 from games.options import to_mapping
-from selfplay.acting import Actor, EpisodeListener, EpisodeLog, Seats, Timer
+from selfplay.acting import Actor, EpisodeListener, Seats
 from selfplay.allocator import keep_freed_memory
 from selfplay.async_collection import AsyncCollection
 from selfplay.checkpoint import CheckpointError
@@ -45,6 +45,7 @@ from selfplay.normalize import RunningMeanStd
 from selfplay.optim import FlatAdam
 from selfplay.rollout import RolloutBuffer, torch_dtype
 from selfplay.run_loop import RunLoop, TrainingInterrupted, collect_and_learn, load_resumable
+from selfplay.run_metrics import EpisodeLog, Timer
 from selfplay.tracking import MetricSink, Progress, RunDir
 
 __all__ = ["Trainer", "TrainingContext", "TrainingInterrupted", "load_resumable"]

@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from selfplay.acting import Timer
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from selfplay.config import CheckpointConfig
 from selfplay.data_parallel import Ranks
 from selfplay.interrupts import Terminated
+from selfplay.run_metrics import Timer
 from selfplay.tracking import MetricSink, Progress, RunDir
 
 

@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 from games.core import Batch, HasSeatPlayers, SupportsStudents, VecGame
-from selfplay.acting import EpisodeLog
 from selfplay.bc_config import BCConfig
 from selfplay.networks import ActorCritic
+from selfplay.run_metrics import EpisodeLog
 
 STUDENTS = "students"
 """the opponent's name in ``students/win_rate/<opponent>`` where both seats were the network's"""

@@ -80,6 +80,7 @@ import numpy as np
 
 from games.batches import random_actions
 from games.core import MultiDiscrete
+from games.lux.fields import box_count, home_rule
 from games.lux.layout import (
     DIRECTIONS,
     FACTORY,
@@ -221,21 +222,6 @@ def distance_field(targets: np.ndarray, blocked: np.ndarray,
         if not busy.any():
             break
     return dist.astype(np.int32)
-
-
-def box_count(a: np.ndarray, radius: int) -> np.ndarray:
-    """``int [..., S, S]``: how many ``a`` cells are within ``radius`` (Chebyshev) of each
-    cell (a summed-area table)."""
-    h, w = a.shape[-2:]
-    table = np.zeros(a.shape[:-2] + (h + 1, w + 1), np.int32)
-    table[..., 1:, 1:] = a.astype(np.int32).cumsum(-2).cumsum(-1)
-    y0 = np.clip(np.arange(h) - radius, 0, h)[:, None]
-    y1 = np.clip(np.arange(h) + radius + 1, 0, h)[:, None]
-    x0 = np.clip(np.arange(w) - radius, 0, w)[None, :]
-    x1 = np.clip(np.arange(w) + radius + 1, 0, w)[None, :]
-    out: np.ndarray = (table[..., y1, x1] - table[..., y0, x1] - table[..., y1, x0]
-                       + table[..., y0, x0])
-    return out
 
 
 # ---------------------------------------------------------------- the heuristic
@@ -398,9 +384,8 @@ def home_fields(seat: SeatPlanes) -> tuple[np.ndarray, np.ndarray]:
     thirsty = seat.water[k, y, x] < THIRSTY_WATER
     to_thirsty_f = np.full((n, size, size), FAR, np.int32)
     np.minimum.at(to_thirsty_f, k[thirsty], dist[thirsty])
-    to_thirsty = (to_thirsty_f < FAR) & (to_thirsty_f <= nearest + HOME_DETOUR)
-    home = np.where(to_thirsty, to_thirsty_f, nearest)
-    return np.where(seat.centre, FAR, home), to_thirsty
+    home, detour = home_rule(nearest, to_thirsty_f)
+    return np.where(seat.centre, FAR, home), (to_thirsty_f < FAR) & detour
 
 
 def nearest_factory_water(seat: SeatPlanes) -> np.ndarray:

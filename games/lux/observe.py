@@ -33,9 +33,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from games.lux.fields import box_count, home_rule
 from games.lux.layout import (
     GOALS,
-    HOME_DETOUR,
     MASK_WIDTH,
     NEAR_RANGE,
     NVEC,
@@ -145,20 +145,6 @@ def quantize(values: jnp.ndarray) -> jnp.ndarray:
     return jnp.round(jnp.clip(values.astype(jnp.float32), 0.0, 1.0) * 255.0).astype(jnp.uint8)
 
 
-def box_counts(cells: jnp.ndarray, radius: int) -> jnp.ndarray:
-    """``int32 [..., S, S]``: how many true ``cells [..., S, S]`` lie within ``radius``
-    (Chebyshev) of each cell, off-board cells counting none (a summed-area table)."""
-    size_y, size_x = cells.shape[-2:]
-    table = jnp.pad(cells.astype(jnp.int32).cumsum(-2).cumsum(-1),
-                    [(0, 0)] * (cells.ndim - 2) + [(1, 0), (1, 0)])
-    y0 = jnp.clip(jnp.arange(size_y) - radius, 0, size_y)[:, None]
-    y1 = jnp.clip(jnp.arange(size_y) + radius + 1, 0, size_y)[:, None]
-    x0 = jnp.clip(jnp.arange(size_x) - radius, 0, size_x)[None, :]
-    x1 = jnp.clip(jnp.arange(size_x) + radius + 1, 0, size_x)[None, :]
-    return (table[..., y1, x1] - table[..., y0, x1] - table[..., y1, x0]
-            + table[..., y0, x0])
-
-
 def team_planes(state: Any, rubble_steps: jnp.ndarray | None = None) -> jnp.ndarray:
     """``uint8 [2, 3, S * S]`` (team, plane, cell): each team's ``own_robots_near``,
     ``own_factory_water_mean`` and ``near_clearable_rubble`` planes
@@ -169,7 +155,7 @@ def team_planes(state: Any, rubble_steps: jnp.ndarray | None = None) -> jnp.ndar
     team, _, there = _occupants(state.board.units_map, state.unit_id2idx,
                                 int(jnp.iinfo(state.board.units_map.dtype).max))
     own = (there[None] & (team[None] == jnp.arange(2)[:, None])).reshape(2, size, size)
-    near = box_counts(own, ROBOTS_NEAR_RADIUS).reshape(2, size * size)
+    near = box_count(own, ROBOTS_NEAR_RADIUS, jnp).reshape(2, size * size)
     water = state.factories.cargo.stock[..., 2].astype(jnp.float32)  # [2, F]
     alive = state.factory_mask
     mean = (jnp.where(alive, water, 0.0).sum(1)
@@ -239,7 +225,7 @@ def home_distances(state: Any) -> jnp.ndarray:
     thirsty = state.factory_mask & (state.factories.cargo.stock[..., 2] < THIRSTY_WATER)
     nearest = dist.min(1)
     to_thirsty = jnp.where(thirsty[..., None, None], dist, NEAR_RANGE).min(1)
-    home = jnp.where(to_thirsty <= nearest + HOME_DETOUR, to_thirsty, nearest)
+    home, _ = home_rule(nearest, to_thirsty, jnp)
     return jnp.minimum(home, NEAR_RANGE).astype(jnp.int32)
 
 

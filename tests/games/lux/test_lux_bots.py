@@ -23,7 +23,6 @@ from games.lux.bots import (
     FAR,
     SeatPlanes,
     Thresholds,
-    box_count,
     distance_field,
     goal_fields,
     heuristic,
@@ -39,6 +38,7 @@ from games.lux.bots import (
     neighbour,
     random_legal,
 )
+from games.lux.fields import box_count
 from games.lux.layout import (
     DIRECTIONS,
     FACTORY,
@@ -278,6 +278,9 @@ def test_grid_helpers() -> None:
     for y in range(9):
         for x in range(9):
             assert counts[1, y, x] == cells[1, max(y - 2, 0):y + 3, max(x - 2, 0):x + 3].sum()
+    import jax.numpy as jnp  # the observations' planes: the same function on JAX arrays
+
+    assert np.array_equal(np.asarray(box_count(jnp.asarray(cells), 2, jnp)), counts)
 
 
 # ---------------------------------------------------------------- rules on small boards
