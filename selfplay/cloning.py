@@ -32,14 +32,12 @@ from games.core import (
     Batch,
     Box,
     Discrete,
-    EpisodeStats,
     GameError,
     MultiDiscrete,
     Outcome,
     SupportsGameProgress,
     SupportsReplayPosition,
     SupportsStaggering,
-    SupportsState,
     SupportsStudents,
     SupportsTeachers,
     VecGame,
@@ -53,6 +51,7 @@ from selfplay.config import TrainConfig
 from selfplay.device import learner_autocast, resolve_device
 from selfplay.distributions import GridMaskIndex
 from selfplay.evaluate import start_weights
+from selfplay.game_state import check_game, restore_games, saved_games, weights_mismatch
 from selfplay.losses import bootstrap_truncated, explained_variance, gae
 from selfplay.networks import ActorCritic
 from selfplay.optim import FlatAdam, WeightAverage
@@ -540,19 +539,15 @@ class Cloner:
             "students": (self.students.state_dict() if self.students is not None else None),
             "episodes": self.episodes.state_dict(),
             "label_counts": self.label_counts.clone(),
-            "game_state": game.get_state() if isinstance(game, SupportsState) else None,
             "replay_position": (game.replay_position()
                                 if isinstance(game, SupportsReplayPosition) else None),
-            "batch": {"obs": batch.obs, "action_mask": batch.action_mask, "state": batch.state,
-                      "alive": batch.alive},
+            **saved_games(game, batch),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
         """Restore from :meth:`state_dict`; whether the teacher game's state was restored
         (else its games start afresh, with a seed derived from the update)."""
-        if state.get("game") != self.spec.name:
-            raise CheckpointError(f"checkpoint is for game {state.get('game')!r}, "
-                                  f"not {self.spec.name!r}")
+        check_game(state, self.spec)
         if state.get("algorithm") != "bc":
             raise CheckpointError("checkpoint is not a behaviour-cloning run's; continue it "
                                   "with selfplay train --resume")
@@ -567,9 +562,7 @@ class Cloner:
                     self.average = WeightAverage(self.optimizer, self.agent,
                                                  self.bc.weight_average)
         except (RuntimeError, ValueError, KeyError) as exc:
-            first = str(exc).strip().splitlines()[0][:200]
-            raise CheckpointError(f"checkpoint does not match this network/config: {first}") \
-                from exc
+            raise weights_mismatch(exc) from exc
         self.global_step = int(state["counters"]["global_step"])
         self.update = int(state["counters"]["update"])
         torch.set_rng_state(state["rng"]["torch"])
@@ -591,14 +584,9 @@ class Cloner:
         """The teacher game as saved where it can be (True), else where the replays were, or
         new games."""
         game = self.game
-        if state.get("game_state") is not None and isinstance(game, SupportsState):
-            game.set_state(state["game_state"])
-            saved = state["batch"]
-            e, a = self.spec.num_envs, self.spec.num_seats
-            self.batch = Batch(obs=saved["obs"], action_mask=saved["action_mask"],
-                               state=saved["state"], reward=np.zeros((e, a), np.float32),
-                               terminated=np.zeros(e, bool), truncated=np.zeros(e, bool),
-                               alive=saved["alive"], episodes=EpisodeStats.empty())
+        batch = restore_games(game, self.spec, state)
+        if batch is not None:
+            self.batch = batch
             return True
         if state.get("replay_position") is not None and isinstance(game, SupportsReplayPosition):
             # the same place in the replays: no game learned twice, none skipped

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from games.core import Batch, EpisodeStats, GameSpec, SupportsState, VecGame, trained_boards
+from games.core import Batch, GameSpec, VecGame, trained_boards
 from games.options import to_mapping
 from selfplay.acting import Actor, EpisodeListener, Seats
 from selfplay.allocator import keep_freed_memory
@@ -37,7 +37,8 @@ from selfplay.config import TrainConfig
 from selfplay.data_parallel import Ranks
 from selfplay.device import resolve_device
 from selfplay.evaluate import start_weights
-from selfplay.handover import to_host, use_device_arrays
+from selfplay.game_state import check_game, restore_games, saved_games, weights_mismatch
+from selfplay.handover import use_device_arrays
 from selfplay.inference import NumpyActorCritic, supports
 from selfplay.learning import PPOLearner, teacher_kl_coef
 from selfplay.networks import ActorCritic
@@ -334,12 +335,7 @@ class Trainer:
                               if self.reward_scaler is not None else None),
             "episodes": self.episodes.state_dict(),
             "owner": self.seats.state_dict(),
-            "game_state": game.get_state() if isinstance(game, SupportsState) else None,
-            "batch": {"obs": to_host(batch.obs),
-                      "action_mask": None if batch.action_mask is None
-                      else to_host(batch.action_mask),
-                      "state": None if batch.state is None else to_host(batch.state),
-                      "alive": batch.alive},
+            **saved_games(game, batch),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
@@ -348,9 +344,7 @@ class Trainer:
         A checkpoint of as many ranks gives each rank its own games back; one of another
         number of ranks restores the network, optimizer, counters and running statistics,
         and the ranks start new games (rank 0 keeps the saved episode log)."""
-        if state.get("game") != self.spec.name:
-            raise CheckpointError(f"checkpoint is for game {state.get('game')!r}, "
-                                  f"not {self.spec.name!r}")
+        check_game(state, self.spec)
         if state.get("algorithm") == "bc":
             raise CheckpointError("this is a behaviour-cloning run: continue it with selfplay "
                                   "bc --resume, or start PPO from it with train --init-from")
@@ -363,9 +357,7 @@ class Trainer:
             if self.teacher is not None:  # saved with the run: init_from is not read again
                 self.teacher.load_state_dict(state["teacher"])
         except (RuntimeError, ValueError, KeyError) as exc:
-            first = str(exc).strip().splitlines()[0][:200]
-            raise CheckpointError(f"checkpoint does not match this network/config: {first}") \
-                from exc
+            raise weights_mismatch(exc) from exc
         self.actor.global_step = int(state["counters"]["global_step"])
         self.update = int(state["counters"]["update"])
         self.sample_gen.set_state(state["rng"]["sample"])  # the same on every rank
@@ -382,8 +374,9 @@ class Trainer:
         rank = self.ranks.rank
         mine = state if rank == 0 else state["ranks"][rank - 1]
         self._load_rank_state(mine)
-        if mine.get("game_state") is not None and isinstance(self.game, SupportsState):
-            self._restore_games(mine)
+        batch = restore_games(self.game, self.spec, mine)
+        if batch is not None:
+            self.actor.batch = batch
             return True
         self._new_games()  # the engine cannot restore its state
         return False
@@ -401,17 +394,6 @@ class Trainer:
             self.reward_scaler.load_state_dict(mine["reward_scaler"])
         self.episodes.load_state_dict(mine["episodes"])
         self.seats.load_state_dict(mine["owner"])
-
-    def _restore_games(self, mine: dict[str, Any]) -> None:
-        """This rank's games as :meth:`rank_state` saved them."""
-        assert isinstance(self.game, SupportsState)
-        self.game.set_state(mine["game_state"])
-        saved = mine["batch"]
-        e, a = self.spec.num_envs, self.spec.num_seats
-        self.actor.batch = Batch(obs=saved["obs"], action_mask=saved["action_mask"],
-                                 state=saved["state"], reward=np.zeros((e, a), np.float32),
-                                 terminated=np.zeros(e, bool), truncated=np.zeros(e, bool),
-                                 alive=saved["alive"], episodes=EpisodeStats.empty())
 
     def _new_games(self) -> None:
         """Fresh episodes, with a seed derived from this rank's and the update's."""
