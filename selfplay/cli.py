@@ -63,7 +63,7 @@ def _interrupted(stop: TrainingInterrupted, command: str) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.data_parallel import world_from_environment
     from selfplay.run_loop import TrainingInterrupted
     from selfplay.train import run_training
@@ -249,7 +249,8 @@ def cmd_bc(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from selfplay.bc import run_cloning
-    from selfplay.config import build_config, validate
+    from selfplay.config import validate
+    from selfplay.config_files import build_config
     from selfplay.data_parallel import world_from_environment
     from selfplay.run_loop import TrainingInterrupted
 

@@ -13,7 +13,8 @@ from games.core import GameError, GameSpec, SupportsFinalFrame, SupportsRender, 
 from games.files import atomic_write_path
 from games.registry import family_of, make_game
 from selfplay.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from selfplay.config import ConfigError, TrainConfig, saved_config_from_mapping
+from selfplay.config import ConfigError, TrainConfig
+from selfplay.config_files import saved_config_from_mapping
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy
 

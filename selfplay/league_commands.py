@@ -27,7 +27,7 @@ from selfplay.checkpoint import (
     looks_like_path,
     resolve_checkpoint,
 )
-from selfplay.config import family_defaults
+from selfplay.config_files import family_defaults
 from selfplay.evaluate import load_agent, trained_config
 from selfplay.policy import FrozenPolicy
 

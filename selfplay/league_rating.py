@@ -33,13 +33,8 @@ from league.db import LeagueDB
 from league.snapshots import Snapshot, load_player_snapshot
 from league.tournament import IncompatiblePlayer, TournamentConfig, run_tournament
 from selfplay.checkpoint import CheckpointError
-from selfplay.config import (
-    ConfigError,
-    NetworkConfig,
-    NormalizeConfig,
-    TrainConfig,
-    saved_config_from_mapping,
-)
+from selfplay.config import ConfigError, NetworkConfig, NormalizeConfig, TrainConfig
+from selfplay.config_files import saved_config_from_mapping
 from selfplay.evaluate import load_weights
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy

@@ -22,13 +22,8 @@ from selfplay.checkpoint import (
     names_checkpoint,
     resolve_checkpoint,
 )
-from selfplay.config import (
-    ConfigError,
-    TrainConfig,
-    read_yaml,
-    saved_config_from_mapping,
-    validate,
-)
+from selfplay.config import ConfigError, TrainConfig, validate
+from selfplay.config_files import read_yaml, saved_config_from_mapping
 from selfplay.device import resolve_device
 from selfplay.tracking import RunDir
 

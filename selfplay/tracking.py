@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from selfplay.checkpoint import atomic_write_bytes
-from selfplay.config import TrainConfig, config_to_yaml
+from selfplay.config import TrainConfig
+from selfplay.config_files import config_to_yaml
 
 
 @dataclass

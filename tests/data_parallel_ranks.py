@@ -18,7 +18,8 @@ import torch.distributed as dist
 
 from games.core import GameSpec
 from games.registry import make_game
-from selfplay.config import TrainConfig, build_config
+from selfplay.config import TrainConfig
+from selfplay.config_files import build_config
 from selfplay.data_parallel import Ranks, pin_gloo_to_loopback
 from selfplay.learning import PPOLearner
 from selfplay.networks import ActorCritic

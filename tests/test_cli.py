@@ -270,7 +270,7 @@ def test_new_run_never_replaces_the_users_files(tmp_path: Path) -> None:
     """``--run-dir`` naming a folder of the user's own files (the ``--config`` file itself,
     a metrics.jsonl) is refused before anything is written."""
     from league.db import LeagueDB
-    from selfplay.config import build_config, config_to_yaml
+    from selfplay.config_files import build_config, config_to_yaml
 
     mine = tmp_path / "config.yaml"
     mine.write_text("base: classic\n")

@@ -54,7 +54,7 @@ def test_installed_wheel_trains_with_the_family_defaults(wheel: Path, tmp_path: 
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
                     "--target", str(target), str(wheel)], check=True, timeout=300)
-    script = ("import json, selfplay, selfplay.config as c; "
+    script = ("import json, selfplay, selfplay.config_files as c; "
               "cfg = c.build_config('microrts'); "
               "print(json.dumps([selfplay.__file__, str(c.HYPERPARAMS_DIR), cfg.game.num_envs, "
               "cfg.game.options['map'], cfg.league.enabled]))")

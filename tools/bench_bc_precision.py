@@ -20,7 +20,7 @@ import time
 
 from selfplay.bc import build_cloner
 from selfplay.cli_common import run_tool
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 
 PRECISIONS = ("float32", "bfloat16")
 

@@ -33,7 +33,7 @@ from games.core import MultiDiscrete
 from selfplay.bc import build_cloner
 from selfplay.cli_common import run_tool
 from selfplay.cloning import Cloner
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.distributions import GridMaskIndex, MaskedMultiCategorical
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from games.files import atomic_write_text
 from selfplay.cli_common import run_tool
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.tracking import MetricSink, RunDir
 from selfplay.train import build_trainer
 

@@ -46,7 +46,7 @@ from games.files import atomic_write_text  # noqa: E402
 from selfplay.bc import build_cloner  # noqa: E402
 from selfplay.cli_common import run_tool
 from selfplay.clone_league import CloneLeague  # noqa: E402
-from selfplay.config import build_config  # noqa: E402
+from selfplay.config_files import build_config
 from selfplay.tracking import MetricSink  # noqa: E402
 
 

@@ -30,7 +30,7 @@ from games.files import atomic_write_text
 from selfplay.checkpoint import resolve_checkpoint
 from selfplay.cli_common import run_tool
 from selfplay.component_returns import ComponentReturns
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.league_training import attach, describe
 from selfplay.play import play
 from selfplay.tracking import MetricSink, RunDir

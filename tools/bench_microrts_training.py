@@ -37,7 +37,7 @@ import torch
 
 from games.files import atomic_write_text
 from selfplay.cli_common import run_tool
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.networks import count_parameters
 from selfplay.ppo import Trainer
 from selfplay.train import build_trainer

@@ -31,7 +31,8 @@ from games.core import GameSpec
 from games.registry import make_game
 from selfplay.allocator import keep_freed_memory
 from selfplay.cli_common import run_tool
-from selfplay.config import TrainConfig, build_config
+from selfplay.config import TrainConfig
+from selfplay.config_files import build_config
 from selfplay.distributions import make_dist
 from selfplay.networks import ActorCritic
 from selfplay.rollout import torch_dtype

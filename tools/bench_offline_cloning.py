@@ -51,7 +51,7 @@ from selfplay.bc_loss import clone_confusion, clone_terms
 from selfplay.checkpoint import resolve_checkpoint
 from selfplay.cli_common import run_tool
 from selfplay.cloning import component_names, component_sizes
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.evaluate import load_agent
 from selfplay.networks import ActorCritic, count_parameters
 

@@ -44,7 +44,7 @@ class Case:
 
 def run_selfplay(case: Case, seed: int) -> float:
     from games.registry import make_game
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.ppo import Trainer
 
     batch = case.num_envs * case.num_steps

@@ -41,7 +41,8 @@ import numpy as np
 from games.files import atomic_write_text
 from games.microrts.adapter import random_legal_actions
 from selfplay.cli_common import run_tool
-from selfplay.config import TrainConfig, build_config
+from selfplay.config import TrainConfig
+from selfplay.config_files import build_config
 from selfplay.train import build_trainer
 from selfplay.worker_backend import build_game
 

@@ -43,7 +43,7 @@ from league.ratings import PlayerRating
 from league.snapshots import load_player_snapshot
 from league.tournament import TournamentConfig, bot_tournament, run_tournament
 from selfplay.cli_common import UserError, positive_int, run_tool
-from selfplay.config import read_yaml, saved_config_from_mapping
+from selfplay.config_files import read_yaml, saved_config_from_mapping
 from selfplay.league_rating import snapshot_agent
 from selfplay.policy import FrozenPolicy
 

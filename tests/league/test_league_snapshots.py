@@ -22,7 +22,7 @@ from league.snapshots import (
     snapshot_name,
 )
 from league.tournament import Policy, TournamentConfig, run_tournament
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.evaluate import load_agent
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy

@@ -14,7 +14,8 @@ import torch
 from games.registry import make_game
 from league.db import LeagueDB
 from selfplay.checkpoint import load_checkpoint
-from selfplay.config import ConfigError, build_config
+from selfplay.config import ConfigError
+from selfplay.config_files import build_config
 from selfplay.ppo import Trainer
 from selfplay.rollout import RolloutBuffer
 from selfplay.train import run_training

@@ -11,7 +11,8 @@ from league.db import LeagueDB
 from league.snapshots import load_snapshot, snapshot_run
 from selfplay.bc import run_cloning
 from selfplay.checkpoint import list_checkpoints, load_checkpoint
-from selfplay.config import ConfigError, TrainConfig, build_config
+from selfplay.config import ConfigError, TrainConfig
+from selfplay.config_files import build_config
 from selfplay.train import run_training
 
 PER_UPDATE = 32 * 16  # env steps of one cloning update: bc.num_envs * bc.num_steps

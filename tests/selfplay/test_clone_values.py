@@ -10,7 +10,8 @@ import torch
 
 from games.core import Batch, Discrete, EpisodeStats, GameSpec, Outcome
 from selfplay.cloning import Cloner
-from selfplay.config import ConfigError, TrainConfig, build_config
+from selfplay.config import ConfigError, TrainConfig
+from selfplay.config_files import build_config
 
 W, L, D = Outcome.WIN, Outcome.LOSS, Outcome.DRAW
 

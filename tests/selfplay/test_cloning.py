@@ -26,7 +26,8 @@ from selfplay.bc import build_cloner, run_cloning
 from selfplay.bc_loss import balance_weights, clone_confusion, clone_terms
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
 from selfplay.cloning import Cloner
-from selfplay.config import ConfigError, TrainConfig, build_config
+from selfplay.config import ConfigError, TrainConfig
+from selfplay.config_files import build_config
 from selfplay.distributions import make_dist
 from selfplay.evaluate import evaluate, load_agent
 from selfplay.optim import FlatAdam, WeightAverage

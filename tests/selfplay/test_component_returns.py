@@ -9,7 +9,7 @@ import numpy as np
 
 from games.core import EpisodeStats
 from selfplay.component_returns import ComponentReturns
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.train import run_training
 
 

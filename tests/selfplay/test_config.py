@@ -10,15 +10,8 @@ import pytest
 import yaml
 
 from games.core import GameError
-from selfplay.config import (
-    ConfigError,
-    PPOConfig,
-    TrainConfig,
-    build_config,
-    config_to_yaml,
-    parse_set,
-    validate,
-)
+from selfplay.config import ConfigError, PPOConfig, TrainConfig, validate
+from selfplay.config_files import build_config, config_to_yaml, parse_set
 
 
 def test_family_defaults_then_overrides() -> None:
@@ -154,7 +147,7 @@ def test_inf_turns_clipping_off_and_saved_runs_load_as_older_versions_wrote_them
     """``.inf`` is "no clipping" for the clipping bounds; the checks of new settings (finite
     numbers, the seed's range, an address needing Ray) are not applied to saved configs,
     which older versions wrote without them."""
-    from selfplay.config import saved_config_from_mapping
+    from selfplay.config_files import saved_config_from_mapping
 
     config = build_config("CartPole-v1", overrides=["normalize.clip_obs=.inf",
                                                     "ppo.max_grad_norm=.inf"])
@@ -169,7 +162,7 @@ def test_inf_turns_clipping_off_and_saved_runs_load_as_older_versions_wrote_them
 def test_resolved_config_round_trips() -> None:
     config = build_config("Pendulum-v1", overrides=["ppo.target_kl=0.02"])
     data = yaml.safe_load(config_to_yaml(config))
-    from selfplay.config import config_from_mapping
+    from selfplay.config_files import config_from_mapping
 
     assert config_from_mapping(data) == config
 
@@ -196,7 +189,7 @@ def test_microrts_family_file_documents_every_option() -> None:
     import dataclasses
 
     from games.microrts.adapter import MicroRTSOptions
-    from selfplay.config import HYPERPARAMS_DIR, read_yaml
+    from selfplay.config_files import HYPERPARAMS_DIR, read_yaml
 
     path = HYPERPARAMS_DIR / "microrts.yaml"
     data = read_yaml(path)

@@ -18,7 +18,8 @@ from data_parallel_ranks import learn_once, rms_rows, rms_start, run_ranks
 from league.db import LeagueDB
 from league.snapshots import snapshot_name
 from selfplay.checkpoint import list_checkpoints, load_checkpoint
-from selfplay.config import ConfigError, build_config
+from selfplay.config import ConfigError
+from selfplay.config_files import build_config
 from selfplay.data_parallel import Ranks, distributed_problems, join_ranks
 
 ROOT = Path(__file__).resolve().parents[2]

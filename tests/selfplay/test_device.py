@@ -10,7 +10,8 @@ import torch
 
 from games.registry import make_game
 from selfplay.checkpoint import load_checkpoint
-from selfplay.config import ConfigError, build_config
+from selfplay.config import ConfigError
+from selfplay.config_files import build_config
 from selfplay.device import resolve_device
 from selfplay.ppo import Trainer
 from selfplay.tracking import RunDir

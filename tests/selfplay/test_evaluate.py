@@ -15,7 +15,7 @@ from games.registry import make_game
 from league.snapshots import Snapshot, SnapshotInfo
 from league.tournament import IncompatiblePlayer
 from selfplay.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.evaluate import evaluate, load_agent, run_episodes, shape_mismatch
 from selfplay.league_rating import snapshot_agent
 from selfplay.networks import ActorCritic

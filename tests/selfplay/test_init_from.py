@@ -22,7 +22,8 @@ from selfplay.checkpoint import (
     run_checkpoints,
     save_checkpoint,
 )
-from selfplay.config import ConfigError, TrainConfig, build_config, read_yaml
+from selfplay.config import ConfigError, TrainConfig
+from selfplay.config_files import build_config, read_yaml
 from selfplay.inference import NumpyActorCritic
 from selfplay.kl import kl_divergence
 from selfplay.networks import ActorCritic

@@ -44,7 +44,7 @@ def test_a_bot_name_taken_by_a_checkpoint_is_an_error(tmp_path: Path) -> None:
 
 def test_checkpoint_of_another_game_is_skipped_with_that_reason(tmp_path: Path,
                                                                capsys) -> None:
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.league_commands import tournament
     from selfplay.train import run_training
 
@@ -85,7 +85,7 @@ def test_a_training_runs_frozen_bots_and_snapshot_files_are_its_players(tmp_path
 
 @pytest.fixture(scope="module")
 def ttt_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.train import run_training
 
     run = tmp_path_factory.mktemp("league") / "ttt"

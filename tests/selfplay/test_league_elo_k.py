@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from league.db import LeagueDB, LeagueError
-from selfplay.config import ConfigError, TrainConfig, build_config
+from selfplay.config import ConfigError, TrainConfig
+from selfplay.config_files import build_config
 from selfplay.train import run_training
 
 

@@ -18,7 +18,8 @@ from games.options import to_mapping
 from games.registry import make_game
 from league.db import LeagueDB
 from league.snapshots import save_snapshot, snapshot_name
-from selfplay.config import ConfigError, build_config
+from selfplay.config import ConfigError
+from selfplay.config_files import build_config
 from selfplay.league_training import LEARNER, MAIN, LeagueHook, attach
 from selfplay.networks import ActorCritic
 from selfplay.ppo import Trainer

@@ -15,7 +15,8 @@ from games.core import Outcome
 from games.registry import make_game
 from league.db import LeagueDB
 from selfplay.checkpoint import load_checkpoint
-from selfplay.config import ConfigError, TrainConfig, build_config
+from selfplay.config import ConfigError, TrainConfig
+from selfplay.config_files import build_config
 from selfplay.league_bot_envs import ENGINE_BOT, LEARNER
 from selfplay.league_rating import bot_results
 from selfplay.league_training import LeagueHook, attach

@@ -19,7 +19,7 @@ from games.core import GameError, HasLostWorkers
 from games.workers.generic import FamilyWorkers
 from games.workers.host import Part, WorkerRecipe
 from games.workers.local import LocalWorkers
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.data_parallel import Ranks
 from selfplay.ppo import Trainer
 

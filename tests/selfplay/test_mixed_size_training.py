@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from games.microrts.options import PAD_PLANE
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.grid_networks import BoardPool
 from selfplay.train import build_trainer
 

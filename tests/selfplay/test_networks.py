@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from games.core import Box, Discrete, GameSpec, MultiDiscrete
-from selfplay.config import ConfigError, NetworkConfig, NormalizeConfig, build_config
+from selfplay.config import ConfigError, NetworkConfig, NormalizeConfig
+from selfplay.config_files import build_config
 from selfplay.inference import NumpyActorCritic, supports
 from selfplay.networks import ActorCritic, count_parameters
 

@@ -182,7 +182,7 @@ def _untrained_microrts(path: Path, seed: int, *options: str) -> Path:
     from games.options import to_mapping
     from games.registry import make_game
     from selfplay.checkpoint import save_checkpoint
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.networks import ActorCritic
 
     config = build_config("microrts", overrides=[
@@ -334,7 +334,7 @@ def test_checkpoint_from_before_the_off_map_plane_plays_its_own_size(tmp_path: P
     from games.options import to_mapping
     from games.registry import make_game
     from selfplay.checkpoint import save_checkpoint
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.evaluate import load_agent
     from selfplay.networks import ActorCritic
 

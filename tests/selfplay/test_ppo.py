@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from games.registry import make_game
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.ppo import Trainer
 from selfplay.tracking import RunDir
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from selfplay.config import TrainConfig, build_config
+from selfplay.config import TrainConfig
+from selfplay.config_files import build_config
 from selfplay.tracking import MetricSink, RunDir, drop_metrics_after
 
 

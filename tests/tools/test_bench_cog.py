@@ -38,7 +38,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from games.options import to_mapping
     from games.registry import make_game
     from selfplay.checkpoint import save_checkpoint
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.networks import ActorCritic
 
     config = build_config("microrts", overrides=[

@@ -51,7 +51,7 @@ def test_scores_by_part_of_the_game(tmp_path: Path) -> None:
     pytest.importorskip("jax")
     from selfplay.bc import build_cloner
     from selfplay.cloning import component_names, component_sizes
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from tools.bench_offline_cloning import by_phase, held_out, load_progress
 
     small = ["--set", "game.options.max_steps=12", "--set", "bc.num_steps=12",

@@ -22,7 +22,8 @@ from games.lux import bots  # noqa: E402
 from games.lux.adapter import LuxOptions, LuxVecGame  # noqa: E402
 from games.lux.layout import OBS_PLANES, PLANE, UNIT_TYPES  # noqa: E402
 from selfplay.checkpoint import save_checkpoint  # noqa: E402
-from selfplay.config import build_config, to_mapping  # noqa: E402
+from selfplay.config import to_mapping
+from selfplay.config_files import build_config
 from selfplay.networks import ActorCritic  # noqa: E402
 
 

@@ -19,7 +19,8 @@ from microrts_clone_diagnosis import diagnose, main  # noqa: E402
 from games.microrts.adapter import MicroRTSVecGame  # noqa: E402
 from games.microrts.options import MicroRTSOptions  # noqa: E402
 from selfplay.checkpoint import save_checkpoint  # noqa: E402
-from selfplay.config import build_config, to_mapping  # noqa: E402
+from selfplay.config import to_mapping
+from selfplay.config_files import build_config
 from selfplay.networks import ActorCritic  # noqa: E402
 
 OPTIONS = MicroRTSOptions(map="basesWorkers8x8", max_steps=120)

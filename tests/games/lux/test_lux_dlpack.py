@@ -18,7 +18,8 @@ from games.core import ScriptedPolicy, SupportsDeviceArrays
 from games.lux.adapter import LuxOptions, LuxVecGame
 from games.lux.bots import heuristic, random_legal
 from games.registry import make_game
-from selfplay.config import ConfigError, build_config
+from selfplay.config import ConfigError
+from selfplay.config_files import build_config
 from selfplay.policy import FrozenPolicy
 from selfplay.ppo import Trainer
 

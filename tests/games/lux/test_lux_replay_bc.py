@@ -182,7 +182,7 @@ def test_selfplay_bc_clones_lux_replays_and_validates_on_held_out_games(
         replays: Path, tmp_path: Path) -> None:
     from selfplay.bc import run_cloning
     from selfplay.checkpoint import load_checkpoint
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
 
     config = build_config("lux", overrides=[
         f"bc.replays={replays}", "bc.num_envs=2", "bc.num_steps=4", "bc.total_steps=48",

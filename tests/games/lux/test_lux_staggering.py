@@ -85,7 +85,7 @@ def test_live_cloning_staggers_its_teacher_games() -> None:
     position weighs its part of the game's weight, read from how far its game has gone (and the
     grid network learns from them in bfloat16)."""
     from selfplay.cloning import Cloner
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
 
     def first_ends(stagger: bool) -> list[int]:
         config = build_config("lux", overrides=[
@@ -122,7 +122,7 @@ def test_live_cloning_staggers_its_teacher_games() -> None:
 def test_ppo_rollouts_stagger_their_games() -> None:
     """``ppo.stagger_games``: the acting loop's fresh Lux games are cut at spread steps."""
     from games.registry import make_game
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.ppo import Trainer
 
     def first_ends(stagger: bool) -> list[int]:

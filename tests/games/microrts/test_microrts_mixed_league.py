@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from league.db import LeagueDB
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.league_commands import tournament
 from selfplay.train import run_training
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from games.batches import concat_batches, slice_batch
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.ppo import Trainer
 from selfplay.train import build_trainer
 

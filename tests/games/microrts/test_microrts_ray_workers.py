@@ -167,7 +167,7 @@ def test_training_on_ray_matches_local_then_survives_a_lost_node(two_nodes: TwoN
     the lost step is collected again)."""
     import torch
 
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.train import build_trainer
 
     def trainer(backend: str) -> Any:
@@ -207,7 +207,7 @@ def rating_setup(tmp_path: Path) -> tuple[Any, str, str, Any]:
     """A microRTS run's league (two snapshots, anchors WorkerRush and Passive) in
     ``tmp_path / "run"``: ``(config, first snapshot, latest snapshot, spec)``."""
     from league.db import LeagueDB
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.train import run_training
 
     config = build_config("microrts", seed=5, total_steps=2 * 4 * 16, overrides=[
@@ -319,7 +319,7 @@ def test_the_ray_rater_plays_the_local_raters_games(two_nodes: TwoNodes, tmp_pat
 
 
 def family_trainer(game: str, overrides: list[str]) -> Any:
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.train import build_trainer
 
     config = build_config(game, seed=2, overrides=[

@@ -37,7 +37,7 @@ def _untrained(path: Path, game: str, seed: int, *overrides: str) -> Path:
     from games.options import to_mapping
     from games.registry import make_game
     from selfplay.checkpoint import save_checkpoint
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.networks import ActorCritic
 
     config = build_config(game, overrides=list(overrides))

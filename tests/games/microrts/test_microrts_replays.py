@@ -529,7 +529,7 @@ def test_cloning_recorded_games_learns_and_resumes_in_place(recorded: Path,
     import torch
 
     from selfplay.bc import build_cloner
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
     from selfplay.ppo import Trainer
     from selfplay.train import build_trainer
 

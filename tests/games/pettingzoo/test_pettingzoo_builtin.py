@@ -13,7 +13,7 @@ import pytest
 from games.core import GameError, Outcome
 from games.options import OptionError
 from games.pettingzoo import PettingZooAtari, builtin_opponent_games, make
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.league_training import attach
 from selfplay.opponent_stats import OpponentWinRates
 from selfplay.ppo import Trainer

@@ -89,7 +89,7 @@ def test_bad_options_and_game_kwargs() -> None:
 
 @pytest.mark.parametrize("name", ["pettingzoo/pong", "pettingzoo/Pong-v3", "pettingzoo/pong_v3"])
 def test_aliases_share_the_canonical_name_and_its_hyperparameters(name: str) -> None:
-    from selfplay.config import build_config
+    from selfplay.config_files import build_config
 
     config = build_config(name)
     assert config.game.name == "pettingzoo/pong_v3"

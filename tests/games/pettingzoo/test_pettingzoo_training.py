@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from selfplay.config import build_config
+from selfplay.config_files import build_config
 from selfplay.train import run_training
 
 TINY = ["game.num_envs=4", "ppo.num_steps=16", "ppo.num_minibatches=2", "ppo.update_epochs=1",

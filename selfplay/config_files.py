@@ -1,0 +1,249 @@
+"""Reading a run's settings: ``hyperparams/<family>.yaml``, a user's ``--config`` file and
+``--set`` overrides, layered into a :class:`~selfplay.config.TrainConfig`.
+
+Resolution order (later wins): dataclass defaults, the family file's top level, its
+``games.<name>`` section, a user ``--config`` file (which may name ``base: <family or file>``),
+``--set key=value`` overrides, and the explicit CLI flags. Unknown keys and wrong types raise
+:class:`~selfplay.config.ConfigError` naming the dotted key.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from games.options import OptionError, from_mapping, to_mapping
+from selfplay.config import ConfigError, GameConfig, TrainConfig, check_new_settings, validate
+
+
+def _hyperparams_dir() -> Path:
+    """The family files: the installed ``selfplay.hyperparams`` package (the checkout's
+    top-level ``hyperparams/`` folder, mapped there by pyproject.toml), else that folder beside
+    this package (a checkout used without installing)."""
+    try:
+        spec = importlib.util.find_spec("selfplay.hyperparams")
+    except ModuleNotFoundError:
+        spec = None
+    if spec is not None and spec.origin is not None:
+        return Path(spec.origin).parent
+    return Path(__file__).resolve().parent.parent / "hyperparams"
+
+
+HYPERPARAMS_DIR = _hyperparams_dir()
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads ``1e-3`` as a float (YAML 1.2), as users write it."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
+def yaml_load(text: str) -> object:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping from ``path``; clear errors for a missing, non-UTF-8 or malformed file."""
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start}: "
+                          f"{exc.object[exc.start]:#04x}); save it as UTF-8") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"malformed YAML in {path}{where}: {problem}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+# top-level keys that hold a section (a mapping); a YAML file or --set may not replace one with
+# a scalar or an empty value (an empty `ppo:` would silently drop the game's tuned settings)
+SECTIONS = ("game", "ppo", "network", "normalize", "log", "checkpoint", "league", "bc",
+            "distributed")
+
+
+def check_sections(layer: dict[str, Any]) -> None:
+    """:class:`ConfigError` if ``layer`` gives a section anything but a mapping."""
+    for key in SECTIONS:
+        if key in layer and not isinstance(layer[key], dict):
+            value = layer[key]
+            shown = "an empty value" if value is None else f"{type(value).__name__} {value!r}"
+            raise ConfigError(f"{key} must be a mapping of settings (e.g. {key}.x: ...), got "
+                              f"{shown}; remove the empty section or fill it in")
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any],
+               path: str = "") -> dict[str, Any]:
+    """``base`` updated recursively by ``override`` (mappings merge, other values replace);
+    a section replaced by anything but a mapping is a :class:`ConfigError`."""
+    if not path:
+        check_sections(override)
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "options":
+            out[key] = deep_merge(out[key], value, f"{path}{key}.")
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **copy.deepcopy(value)}
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def family_file(family: str) -> Path:
+    return HYPERPARAMS_DIR / f"{family}.yaml"
+
+
+def family_defaults(family: str, game_name: str) -> dict[str, Any]:
+    """The family file's settings for ``game_name`` (top level merged with ``games.<name>``).
+
+    A family without a file (one a user registered) has none; a missing ``hyperparams`` folder
+    means a broken installation, an error rather than silently training on bare defaults."""
+    if not HYPERPARAMS_DIR.is_dir():
+        raise ConfigError(f"the hyperparams folder is missing ({HYPERPARAMS_DIR}): selfplay is "
+                          "installed without its default settings; reinstall it from your "
+                          "checkout or wheel")
+    path = family_file(family)
+    if not path.is_file():
+        return {}
+    data = read_yaml(path)
+    specific = game_section(data, game_name, path)
+    return deep_merge(data, specific)
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """``["ppo.learning_rate=3e-4", ...]`` -> nested mapping; values parsed as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        try:
+            value = yaml_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {key}: cannot parse value {raw!r}") from exc
+        node = out
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {key}: {part!r} is set both as a value and a section")
+        node[parts[-1]] = value
+    return out
+
+
+def load_user_file(path: Path) -> tuple[dict[str, Any], dict[str, Any], Path | None]:
+    """A user config file, with at most one level of ``base:`` (a family name or a file): the
+    base file's settings (its ``games`` section kept, for :func:`build_config` to pick the
+    game's own), the file's own, and the base file's path (None without a base)."""
+    data = read_yaml(path)
+    base = data.pop("base", None)
+    if base is None:
+        return {}, data, None
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: 'base' must be a family name or a file path")
+    base_path = Path(base) if base.endswith((".yaml", ".yml")) else family_file(base)
+    if not base_path.is_absolute() and not base_path.exists():
+        base_path = path.parent / base_path
+    base_data = read_yaml(base_path)
+    if "base" in base_data:
+        raise ConfigError(f"{base_path}: only one level of 'base' is allowed")
+    return base_data, data, base_path
+
+
+def game_section(data: dict[str, Any], game_name: str, path: Path | None) -> dict[str, Any]:
+    """``data``'s ``games.<game_name>`` settings (names compared without case), removing the
+    ``games`` section from ``data``."""
+    games_section = data.pop("games", {}) or {}
+    if not isinstance(games_section, dict):
+        raise ConfigError(f"{path}: 'games' must map game names to settings")
+    lowered = {str(k).lower(): v for k, v in games_section.items()}
+    specific = lowered.get(game_name.lower(), {}) or {}
+    if not isinstance(specific, dict):
+        raise ConfigError(f"{path}: games.{game_name} must be a mapping of settings")
+    return specific
+
+
+def build_config(game: str | None = None, config_file: str | Path | None = None,
+                 overrides: list[str] | None = None, seed: int | None = None,
+                 total_steps: int | None = None,
+                 init_from: str | Path | None = None) -> TrainConfig:
+    """Resolve a :class:`TrainConfig` from the layers described in the module docstring."""
+    from games.registry import resolve  # local: keeps config importable without games
+
+    base, own, base_path = (load_user_file(Path(config_file)) if config_file is not None
+                            else ({}, {}, None))
+    base_games = {"games": base.pop("games", None)}  # the base's own tuning of each game
+    user = deep_merge(base, own)
+    sets = parse_set(overrides or [])
+    check_sections(user)
+    check_sections(sets)
+    for name in (game, sets.get("game", {}).get("name"), user.get("game", {}).get("name")):
+        if name is not None:
+            break
+    else:
+        name = GameConfig.name
+    if not str(name).strip():
+        raise ConfigError("the game name is empty; `selfplay games` lists the known ones")
+    entry = resolve(str(name))
+    # a base family's top level must not undo its own tuning of this game (``base: classic``
+    # with CartPole-v1 keeps CartPole's settings): the base, its game section, the file's own
+    layers = [family_defaults(entry.family, entry.name), base,
+              game_section(base_games, entry.name, base_path), own, sets,
+              {"game": {"name": entry.name}}]
+    if seed is not None:
+        layers.append({"seed": seed})
+    if total_steps is not None:
+        layers.append({"total_steps": total_steps})
+    if init_from is not None:
+        layers.append({"init_from": str(init_from)})
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged = deep_merge(merged, layer)
+    config = config_from_mapping(merged)
+    check_new_settings(config)
+    return config
+
+
+def config_from_mapping(data: dict[str, Any], on_this_machine: bool = True) -> TrainConfig:
+    try:
+        config = from_mapping(TrainConfig, data)
+    except OptionError as exc:
+        raise ConfigError(str(exc)) from exc
+    validate(config, on_this_machine)
+    return config
+
+
+def saved_config_from_mapping(data: dict[str, Any]) -> TrainConfig:
+    """A run's resolved config as saved (config.yaml, checkpoints, snapshots). Saved configs
+    hold every key, so a missing one dates the run: a network without ``grid_critic`` was
+    saved before size-agnostic gridnets and has the flatten critic. Its ``device`` is not
+    checked against this machine: a GPU run's weights play and rate anywhere (resuming the run
+    checks it, :func:`selfplay.run_dirs.saved_config`)."""
+    network = data.get("network")
+    if isinstance(network, dict) and "grid_critic" not in network:
+        data = {**data, "network": {**network, "grid_critic": "flatten"}}
+    return config_from_mapping(data, on_this_machine=False)
+
+
+def config_to_yaml(config: TrainConfig) -> str:
+    return yaml.safe_dump(to_mapping(config), sort_keys=False)
