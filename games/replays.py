@@ -258,13 +258,14 @@ def next_shard_index(folder: Path) -> int:
     removed if not: it never counted. Without a manifest the folder is not one a writer of
     ours started, and an unreadable shard in it is an error, never removed."""
     listed = read_manifest(folder)
+    ours = (folder / MANIFEST).is_file()  # before this loop lists any shard
     last = -1
     for path in shard_paths(folder):
         if path.name not in listed:
             try:
                 shard = read_shard(path, arrays=False)
             except CorruptShard as exc:
-                if not (folder / MANIFEST).is_file():
+                if not ours:
                     raise ReplayError(f"{exc}; {folder} has no {MANIFEST}: not a replay "
                                       "folder to add to") from exc
                 path.unlink()
@@ -275,7 +276,16 @@ def next_shard_index(folder: Path) -> int:
 
 
 WRITER_LOCK = ".writer.lock"
-_CLAIMS: dict[str, list[int]] = {}  # folder -> [lock file descriptor, appenders holding it]
+
+
+@dataclass
+class _Claim:
+    descriptor: int
+    holders: int
+    next_index: int | None = None  # the next shard index of this process's appenders
+
+
+_CLAIMS: dict[str, _Claim] = {}  # folder (real path) -> this process's claim
 _CLAIMS_LOCK = threading.Lock()
 
 
@@ -283,23 +293,43 @@ def claim_folder(folder: Path) -> str:
     """Claim ``folder`` for this process's writers (an ``flock`` on its :data:`WRITER_LOCK`,
     shared by the appenders of this process, released with the last one or when the process
     ends, even by SIGKILL): two processes appending at once picked the same shard index and
-    one replaced the other's shard. :class:`ReplayError` while another process holds it;
-    the key for :func:`release_folder`."""
+    one replaced the other's shard. :class:`ReplayError` while another process holds it, or
+    where the folder cannot be locked; the key for :func:`release_folder`."""
     key = os.path.realpath(folder)
     with _CLAIMS_LOCK:
         claim = _CLAIMS.get(key)
         if claim is not None:
-            claim[1] += 1
+            claim.holders += 1
             return key
-        fd = os.open(os.path.join(key, WRITER_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(os.path.join(key, WRITER_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise ReplayError(f"cannot write into {folder}: {exc.strerror or exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise ReplayError(f"{folder} is being written by another process; wait for it to "
                               "finish, or write into another folder") from None
-        _CLAIMS[key] = [fd, 1]
+        except OSError as exc:  # a file system without locks (some network or FUSE mounts)
+            os.close(fd)
+            raise ReplayError(f"cannot lock {folder} for writing ({exc.strerror or exc}); "
+                              "write replays to a local disk") from exc
+        _CLAIMS[key] = _Claim(fd, 1)
         return key
+
+
+def take_shard_index(key: str, folder: Path, take: bool = True) -> int:
+    """The next shard index for an appender of the claimed ``folder`` (``key``), shared by
+    this process's appenders so that two of them never write the same shard; the first call
+    lists the folder's shards (:func:`next_shard_index`). ``take=False`` only looks."""
+    with _CLAIMS_LOCK:
+        claim = _CLAIMS[key]
+        if claim.next_index is None:
+            claim.next_index = next_shard_index(folder)
+        index = claim.next_index
+        claim.next_index += int(take)
+        return index
 
 
 def release_folder(key: str) -> None:
@@ -308,10 +338,10 @@ def release_folder(key: str) -> None:
         claim = _CLAIMS.get(key)
         if claim is None:
             return
-        claim[1] -= 1
-        if claim[1] == 0:
+        claim.holders -= 1
+        if claim.holders == 0:
             del _CLAIMS[key]
-            os.close(claim[0])  # closing the descriptor releases the flock
+            os.close(claim.descriptor)  # closing the descriptor releases the flock
 
 
 G = TypeVar("G")
@@ -328,22 +358,32 @@ class ShardAppender(Generic[G]):
             raise ReplayError(f"games per shard must be >= 1, got {shard_games}")
         if folder.exists() and not folder.is_dir():
             raise ReplayError(f"{folder} is a file; name a folder for the replays")
-        if (folder / PLAN).is_file():
-            raise ReplayError(f"{folder} holds a recording of `selfplay record` ({PLAN}), "
-                              "which would count these games as its own; write into another "
-                              "folder")
-        if folder.is_dir() and shard_paths(folder):  # before anything there is changed
-            self.check_folder(scan(folder, warn=False))
+        self._check(folder)  # before anything there is changed (the lock file included)
         folder.mkdir(parents=True, exist_ok=True)
-        self._claim = claim_folder(folder)
-        remove_stale_temps(folder)  # ours alone now: no other writer's temp file is here
-        self.folder, self.shard_games, self.encode = folder, shard_games, encode
-        self.next_index = next_shard_index(folder)
+        self._claim = claim_folder(folder)  # written by this process alone from now on
+        try:
+            self._check(folder)  # again: another writer may have finished meanwhile
+            if _CLAIMS[self._claim].holders == 1:  # no appender of ours is writing here
+                remove_stale_temps(folder)
+            self.folder, self.shard_games, self.encode = folder, shard_games, encode
+            take_shard_index(self._claim, folder, take=False)  # its shards listed now
+        except BaseException:
+            release_folder(self._claim)
+            self._claim = None
+            raise
         self.pending: list[G] = []
         self.games = 0
         """games written by this appender"""
         self.shards: list[str] = []
         """the shards it wrote"""
+
+    def _check(self, folder: Path) -> None:
+        if (folder / PLAN).is_file():
+            raise ReplayError(f"{folder} holds a recording of `selfplay record` ({PLAN}), "
+                              "which would count these games as its own; write into another "
+                              "folder")
+        if folder.is_dir() and shard_paths(folder):
+            self.check_folder(scan(folder, warn=False))
 
     def check_folder(self, shards: list[Shard]) -> None:
         """Refuse (:class:`ReplayError`) a folder whose readable ``shards`` these games may not
@@ -359,11 +399,12 @@ class ShardAppender(Generic[G]):
         """Write the games waiting as a shard (a partial one when called before it is full)."""
         if not self.pending:
             return
-        path = write_shard(self.folder, self.next_index, self.encode(self.pending))
+        assert self._claim is not None, "a closed appender"
+        index = take_shard_index(self._claim, self.folder)
+        path = write_shard(self.folder, index, self.encode(self.pending))
         list_shard(self.folder, path, len(self.pending))
         self.games += len(self.pending)
         self.shards.append(path.name)
-        self.next_index += 1
         self.pending = []
 
     def close(self) -> dict[str, Any]:

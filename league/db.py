@@ -151,17 +151,11 @@ class LeagueDB:
 
     def _connect_read_only(self, timeout: float) -> sqlite3.Connection:
         """A connection that never writes (``leaderboard``, ``report``): SQLite's read-only
-        mode, or, where that cannot open the file (a WAL database in a folder this user may
-        not write), the file read as immutable."""
+        mode (never ``immutable``, which would read a WAL database without its latest
+        matches)."""
         uri = self.path.resolve().as_uri()
-        try:
-            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout,
-                                   isolation_level=None)
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            return conn
-        except sqlite3.OperationalError:
-            return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout,
-                                   isolation_level=None)
+        return sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout,
+                               isolation_level=None)
 
     def _init_schema(self, game: str | None,
                      config: RatingConfig | None) -> tuple[str, RatingConfig]:
@@ -206,7 +200,11 @@ class LeagueDB:
         if "rating_config" not in meta:
             raise LeagueError(f"league database {self.path} lacks its rating parameters; "
                               f"{ANOTHER_DB}")
-        stored = RatingConfig(**json.loads(meta["rating_config"]))
+        try:
+            stored = RatingConfig(**json.loads(meta["rating_config"]))
+        except (ValueError, TypeError) as exc:  # e.g. an Elo K of inf, accepted before
+            raise LeagueError(f"league database {self.path} holds rating parameters this "
+                              f"version refuses ({exc}); {ANOTHER_DB}") from exc
         if config is not None and config != stored:
             want, have = asdict(config), asdict(stored)
             differ = ", ".join(f"{key} {have[key]:g} (this run asks for {want[key]:g})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import sys
@@ -177,8 +178,6 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
         map_name = family.canonical_map(game, map_name)
     if max_steps is not None:
         family.with_game_length(game, {}, max_steps)  # a game without lengths: refused now
-    path = league_db_path(db_path, game)
-    fresh = not path.exists()
     db = open_db(db_path, game, elo_k=elo_k)
     new_players: list[int] = []
     try:
@@ -187,24 +186,13 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                                num_envs, seed, quiet, max_steps, opening_games_per_pair,
                                processes, min_quality, record, shard_games, new_players)
     except BaseException:
-        _undo_registration(db, fresh, new_players)
+        # the players this command registered and that played no match go again (the file
+        # stays: another tournament may have opened the same new database meanwhile)
+        with contextlib.suppress(sqlite3.Error, OSError):
+            db.remove_unplayed(new_players)
         raise
     finally:
         db.close()
-
-
-def _undo_registration(db: LeagueDB, fresh: bool, new_players: list[int]) -> None:
-    """After a failed tournament: a database this command made and recorded nothing in is
-    removed; otherwise the players it registered that played no match are."""
-    try:
-        if fresh and db.match_count() == 0:
-            db.close()
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(f"{db.path}{suffix}").unlink(missing_ok=True)
-        elif new_players:
-            db.remove_unplayed(new_players)
-    except (sqlite3.Error, OSError):
-        pass  # the failure itself is what the user must see
 
 
 @contextmanager
@@ -230,10 +218,11 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
     names = []
     paths: dict[str, Path | None] = {}
     unfound: list[str] = []
-    in_league = {p.name for p in db.players()}
+    known_files = [Path(p.path) for p in db.players() if p.path is not None]
     for name, kind, path in resolved:
         missing = _missing(path) if kind == "checkpoint" else None
-        if missing is not None and name not in in_league and str(path) not in in_league:
+        if missing is not None and not any(
+                path is not None and _same_file(path, known) for known in known_files):
             print(f"warning: skipping player {name!r}: {missing}", file=sys.stderr)
             unfound.append(name)
             continue

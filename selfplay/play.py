@@ -76,9 +76,9 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
     checkpoint = resolve_checkpoint(checkpoint)
     state = load_checkpoint(checkpoint)
     config = trained_config(state, checkpoint)[0]
-    opponent_path = _opponent_checkpoint(vs)
-    envs = num_envs or min(games, 16)
     family = family_of(config.game.name)
+    opponent_path = _opponent_checkpoint(vs, family.bot_names(config.game.name))
+    envs = num_envs or min(games, 16)
     setup = family.match_setup(config.game.name, None if opponent_path else vs, envs, seed,
                                map_name)
     options = {**config.game.options, **setup.options, **(options or {})}
@@ -151,9 +151,9 @@ def _counts(outcomes: np.ndarray) -> dict[str, int]:
             "draws": len(outcomes) - wins - losses}
 
 
-def _opponent_checkpoint(vs: str) -> Path | None:
+def _opponent_checkpoint(vs: str, bots: list[str]) -> Path | None:
     """``--vs`` as a checkpoint file (a run directory means its newest checkpoint); None for
-    a bot name."""
+    a bot name (one of ``bots``, the game's)."""
     if not looks_like_path(vs):
         # a bare name: a run folder of that name when it holds checkpoints, else a bot name
         # (a folder ``CoacAI/`` beside the user's runs must not hide the bot)
@@ -161,8 +161,10 @@ def _opponent_checkpoint(vs: str) -> Path | None:
             return None
         try:
             return resolve_checkpoint(vs)
-        except CheckpointError:
-            return None
+        except CheckpointError as exc:
+            if vs.lower() in {bot.lower() for bot in bots}:
+                return None
+            raise CheckpointError(f"--vs: {exc}") from exc
     try:
         return resolve_checkpoint(vs)
     except CheckpointError as exc:

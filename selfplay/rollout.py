@@ -45,7 +45,8 @@ def rollout_bytes(spec: GameSpec, num_steps: int, obs_dtype: torch.dtype,
         size += int(np.prod(spec.action_space.mask_shape))
     if critic_shape is not None:
         size += int(np.prod(critic_shape)) * critic_dtype.itemsize
-    size += int(np.prod(spec.action_space.action_shape)) * 8
+    size += int(np.prod(spec.action_space.action_shape)) * (
+        4 if isinstance(spec.action_space, Box) else 8)  # float32 or int64 actions
     return rows * (size + 4 * 4 + 1)
 
 
@@ -88,7 +89,7 @@ class RolloutBuffer:
                    self.device, self.shape)
         try:
             self._allocate(spec, obs_dtype, critic_shape, critic_dtype, big)
-        except (MemoryError, torch.OutOfMemoryError, RuntimeError) as exc:
+        except (MemoryError, RuntimeError) as exc:  # torch's out-of-memory is a RuntimeError
             if isinstance(exc, RuntimeError) and "allocate" not in str(exc):
                 raise
             raise ConfigError(

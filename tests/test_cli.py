@@ -535,7 +535,10 @@ def test_league_bad_input_loses_nothing(tmp_path: Path) -> None:
     assert empty.returncode != 0 and "Traceback" not in empty.stderr  # why, then the error
     assert empty.stderr.strip().splitlines()[-1].startswith(
         "error: only 1 of the players load (skipped: ")
-    assert not (tmp_path / "e.db").exists()  # the database it made, with nothing in it, goes
+    from league.db import LeagueDB
+
+    with LeagueDB(tmp_path / "e.db") as made:  # the players it registered go again
+        assert made.players() == [] and made.match_count() == 0
     for extra, needle in (
             (["--elo-k", "1e6"], "--elo-k must be in (0, 400]"),  # was an OverflowError
             (["--elo-k", "inf"], "--elo-k must be in (0, 400]"),  # a database that never rates

@@ -41,6 +41,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,9 @@ def main() -> None:
                                    f"{opening}")
     start = time.perf_counter()
     with LeagueDB(args.db, game="microrts") as db:
+        # --max-matches bounds this run: the tournament's limit counts its stored matches
+        stored = len(db.match_keys(config.tournament_id + "/"))
+        config = replace(config, max_matches=stored + args.max_matches)
         for name in names:
             db.add_player(name, "bot")
 

@@ -184,7 +184,12 @@ class ReplayLogs:
         wanted += [tuple(x) for x in position["current"] if x is not None]
         loaded: dict[tuple[str, int], tuple[ReplayGameRef, np.ndarray]] = {}
         for name in sorted({w[0] for w in wanted} & by_name.keys()):
-            for shard in iter_shards([by_name[name]], self.manifest):
+            for shard in iter_shards([by_name[name]], self.manifest, SHARD_ARRAYS):
+                problem = order_log_problem(shard)
+                if problem is not None:  # damaged since the checkpoint: its games are lost
+                    print(f"warning: skipping corrupt replay shard {shard.path}: {problem}",
+                          file=sys.stderr, flush=True)
+                    continue
                 for key in wanted:
                     if key[0] == name and key in refs:
                         loaded[key] = (refs[key], _game_orders(shard, int(key[1])))

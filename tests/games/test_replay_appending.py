@@ -17,6 +17,7 @@ from games.replays import (
     ShardAppender,
     encode_shard,
     folder_totals,
+    list_shard,
     read_manifest,
     read_shard,
     scan,
@@ -56,12 +57,22 @@ def test_a_shard_written_but_not_listed_is_kept_or_dropped(tmp_path: Path) -> No
     folder.mkdir()
     write_shard(folder, 0, encode([{"game": 0}]))  # written, never listed
     (folder / shard_name(1)).write_bytes(b"not a shard")
+    # no manifest: not a folder a writer of ours started (its first shard would be listed
+    # before the second was written), so the unreadable file is someone's, never removed;
+    # listing shard 0 first used to make the folder look like ours and delete it
+    with pytest.raises(ReplayError, match="has no manifest.jsonl: not a replay folder"):
+        ShardAppender(folder, 1, encode)
+    assert (folder / shard_name(1)).read_bytes() == b"not a shard"
+    (folder / shard_name(1)).unlink()
+    list_shard(folder, folder / shard_name(0), 1)
+    write_shard(folder, 1, encode([{"game": 1}]))  # written, never listed: a kill
+    (folder / shard_name(2)).write_bytes(b"not a shard")
     appender = ShardAppender(folder, 1, encode)
-    assert read_manifest(folder)[shard_name(0)]["games"] == 1
-    assert not (folder / shard_name(1)).exists()
-    appender.add({"game": 1})
-    assert sorted(read_manifest(folder)) == [shard_name(0), shard_name(1)]
-    assert folder_totals(folder) == (2, 2)
+    assert read_manifest(folder)[shard_name(1)]["games"] == 1
+    assert not (folder / shard_name(2)).exists()
+    appender.add({"game": 2})
+    assert sorted(read_manifest(folder)) == [shard_name(0), shard_name(1), shard_name(2)]
+    assert folder_totals(folder) == (3, 3)
 
 
 def test_files_not_named_like_shards_are_left_alone(tmp_path: Path) -> None:
@@ -145,3 +156,28 @@ def test_a_shard_folder_of_another_kind_is_refused_before_any_change(tmp_path: P
         OnlyToys(folder, 1, encode)
     assert sorted(p.name for p in folder.iterdir()) == before  # no manifest written
     assert not read_manifest(folder)
+
+
+def test_appenders_of_one_process_share_the_shard_numbers_and_a_refusal_frees_the_folder(
+        tmp_path: Path) -> None:
+    """Guards: two appenders of one process on one folder each wrote "the next" shard, the
+    same one (a game lost); an appender refused by its checks kept the folder locked."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "replays"
+    a, b = ShardAppender(folder, 1, encode), ShardAppender(folder, 1, encode)
+    a.add({"game": 0})
+    b.add({"game": 1})
+    a.close()
+    b.close()
+    assert folder_totals(folder) == (2, 2)
+    (folder / PLAN).write_text("{}")  # now refused: `selfplay record`'s folder
+    with pytest.raises(ReplayError, match="holds a recording"):
+        ShardAppender(folder, 1, encode)
+    (folder / PLAN).unlink()
+    code = ("import sys; from pathlib import Path; from games.replays import claim_folder; "
+            "claim_folder(Path(sys.argv[1]))")
+    other = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True,
+                           text=True, timeout=120)
+    assert other.returncode == 0, other.stderr  # nothing of this process holds it

@@ -247,8 +247,9 @@ def test_default_path_is_per_game() -> None:
 
 def test_reading_never_writes(tmp_path: Path) -> None:
     """Guards: ``league leaderboard`` on another program's (valid, empty) SQLite file gave it
-    the league schema and WAL mode; on a database in a folder the user may not write it
-    failed with "attempt to write a readonly database"."""
+    the league schema and WAL mode; reading opens SQLite's read-only mode; a database made
+    before rating parameters had to be finite (an Elo K of inf) is one line, not a
+    traceback."""
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as conn:
         conn.execute("PRAGMA user_version = 7")
@@ -264,3 +265,11 @@ def test_reading_never_writes(tmp_path: Path) -> None:
         assert db.match_count() == 1 and db.game == "tictactoe"
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             db.add_player("c", "bot")
+    with sqlite3.connect(path) as conn:
+        stored = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'rating_config'")
+                            .fetchone()[0])
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'rating_config'",
+                     (json.dumps({**stored, "elo_k": float("inf")}),))
+    for read_only in (True, False):
+        with pytest.raises(LeagueError, match="holds rating parameters this version refuses"):
+            LeagueDB(path, read_only=read_only)

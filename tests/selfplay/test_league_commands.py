@@ -66,7 +66,8 @@ def test_tournament_settings_name_a_game_length_other_than_the_default() -> None
     assert tournament_settings(300, None) == "max_steps=300"  # a game without a default
 
 
-def test_a_training_runs_frozen_bots_and_snapshot_files_are_its_players(tmp_path: Path) -> None:
+def test_a_training_runs_frozen_bots_and_snapshot_files_are_its_players(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Guards: on a training run's database a bot (registered there as a frozen anchor) was
     refused ("give this one another name", impossible for a bot), and a snapshot file named
     by path, or one checkpoint named by two paths, became a second player of the same file."""
@@ -76,11 +77,14 @@ def test_a_training_runs_frozen_bots_and_snapshot_files_are_its_players(tmp_path
         db.add_player("run@0000010", "snapshot", path=snapshot.resolve())
         assert register_player(db, *resolve_player("random", "tictactoe")) == ("random", False)
         assert db.player("random").frozen
-        relative = Path("..") / snapshot.relative_to(tmp_path.parent)
-        for spec in (str(snapshot), str(tmp_path / "run"), str(tmp_path / "run" / "checkpoints")):
+        (tmp_path / "elsewhere").mkdir()
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        relative = Path("..") / snapshot.relative_to(tmp_path)  # ../run/checkpoints/...
+        for spec in (str(snapshot), str(tmp_path / "run"), str(tmp_path / "run" / "checkpoints"),
+                     str(relative), "../run"):
             assert register_player(db, *resolve_player(spec, "tictactoe")) == (
-                "run@0000010", False)
-        assert len(db.players()) == 2 and relative.parts[0] == ".."
+                "run@0000010", False), spec
+        assert len(db.players()) == 2
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +119,7 @@ def test_same_seed_same_games_and_one_checkpoint_is_one_player(ttt_run: Path,
     with pytest.raises(LeagueError, match="are the same checkpoint"):
         tournament("tictactoe", [str(checkpoint), str(ttt_run), "random"],
                    str(tmp_path / "c.db"), 2, None, None, 2, 0)
-    assert not (tmp_path / "c.db").exists()
+    assert not (tmp_path / "c.db").exists()  # refused before the database is opened
 
 
 def test_a_failed_tournament_leaves_the_league_as_it_was(ttt_run: Path, tmp_path: Path,
@@ -136,12 +140,32 @@ def test_a_failed_tournament_leaves_the_league_as_it_was(ttt_run: Path, tmp_path
     with pytest.raises(LeagueError, match="only 1 of the players load"):
         tournament("tictactoe", ["random", str(tmp_path / "nothing")], str(db), 2, None,
                    None, 2, 0, quiet=True)
+    other = tmp_path / "other"  # the same typed path, from another folder: a file there
+    (other / "runs").mkdir(parents=True)
+    import shutil
+
+    shutil.copy(sorted((ttt_run / "checkpoints").glob("*.pt"))[-1], other / "runs" / "m.pt")
+    cwd = Path.cwd()
+    try:
+        import os
+
+        os.chdir(other)
+        tournament("tictactoe", ["random", "runs/m.pt"], str(db), 2, None, None, 2, 0,
+                   quiet=True)
+        os.chdir(tmp_path)  # runs/m.pt does not exist here: not the league's runs/m.pt
+        result = tournament("tictactoe", ["random", "win_or_block", "runs/m.pt"], str(db), 2,
+                            None, None, 2, 0, quiet=True)
+    finally:
+        os.chdir(cwd)
+    assert result["skipped_players"] == ["runs/m.pt"]
+    with LeagueDB(db) as league:
+        assert [p.broken for p in league.players() if p.kind == "checkpoint"] == [None]
     with pytest.raises(Exception, match="processes > 1"):  # after registering the checkpoint
         tournament("tictactoe", ["random", str(ttt_run)], str(db), 2, None, None, 2, 0,
                    quiet=True, processes=2)
     with LeagueDB(db) as league:
-        assert {p.name for p in league.players()} == {"random", "win_or_block"}
-        assert league.match_count() == 2
+        assert {p.name for p in league.players()} == {"random", "win_or_block", "runs/m.pt"}
+        assert league.match_count() == 4
 
 
 def test_the_same_microrts_map_spelled_otherwise_is_the_same_tournament() -> None:

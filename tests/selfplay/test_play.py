@@ -165,6 +165,9 @@ def test_a_folder_named_like_a_bot_does_not_hide_the_bot(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "random").mkdir()
     assert play(tictactoe_checkpoint, "random", games=2)["opponent"] == "random"
+    (tmp_path / "emptyrun").mkdir()  # not a bot either: the folder's error, not "unknown bot"
+    with pytest.raises(CheckpointError, match="--vs: .*emptyrun holds no checkpoint"):
+        play(tictactoe_checkpoint, "emptyrun", games=2)
     run = tictactoe_checkpoint.parent.parent
     (tmp_path / "myrun").symlink_to(run)
     assert play(tictactoe_checkpoint, "myrun", games=2)["opponent"] == str(

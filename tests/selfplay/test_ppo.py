@@ -220,7 +220,10 @@ def test_a_rollout_beyond_memory_is_a_config_error_naming_its_settings() -> None
     game.close()
     with pytest.raises(ConfigError, match=r"game\.num_envs=10000000000 .*GiB"):
         RolloutBuffer(spec, 128, torch.float32, None, torch.float32)
-    small = replace(spec, num_envs=4)
-    buffer = RolloutBuffer(small, 8, torch.float32, None, torch.float32)
-    stored = sum(x.numel() * x.element_size() for x in buffer.tensors())
-    assert rollout_bytes(small, 8, torch.float32, None, torch.float32) == stored
+    for name in ("tictactoe", "Pendulum-v1"):  # int64 and float32 actions
+        game = make_game(name, 2, 0)
+        small = replace(game.spec, num_envs=4)
+        game.close()
+        buffer = RolloutBuffer(small, 8, torch.float32, None, torch.float32)
+        stored = sum(x.numel() * x.element_size() for x in buffer.tensors())
+        assert rollout_bytes(small, 8, torch.float32, None, torch.float32) == stored, name
