@@ -247,6 +247,17 @@ class LeagueDB:
             raise
         conn.execute("COMMIT")
 
+    @contextmanager
+    def reading(self) -> Iterator[LeagueDB]:
+        """One read transaction: every query inside sees the same state of the database,
+        whatever other processes record meanwhile (a report's ladder, curves and payoff
+        matrix agree)."""
+        self._conn.execute("BEGIN")
+        try:
+            yield self
+        finally:
+            self._conn.execute("COMMIT")
+
     def close(self) -> None:
         self._conn.close()
 

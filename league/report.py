@@ -66,8 +66,8 @@ def write_report(db: LeagueDB, out_html: str | Path) -> Path:
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="muted">{len(board)} players, {db.match_count()} matches; database '
-        f"{html.escape(str(db.path))}; generated {stamp}. Ranked by the conservative rating "
-        "μ − 3σ (TrueSkill).</p>",
+        f"{html.escape(printable(str(db.path)))}; generated {stamp}. Ranked by the "
+        "conservative rating μ − 3σ (TrueSkill).</p>",
         "<h2>Rating ladder</h2>", ladder_table(board),
         "<h2>Rating over time</h2>", rating_curves(db, board),
         "<h2>Payoff matrix</h2>", payoff_heatmap(db, board),
@@ -203,4 +203,15 @@ def _heat(value: float) -> str:
 
 
 def _short(name: str, limit: int = 24) -> str:
-    return name if len(name) <= limit else name[: limit - 1] + "…"
+    """``name`` in at most ``limit`` characters: its start and its end, which tell apart the
+    snapshots of one run (``main@0000010``, ``main@0000020``) and a run's checkpoints."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 3
+    return name[:head] + "…" + name[len(name) - (limit - 1 - head):]
+
+
+def printable(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a path's undecodable bytes (``\udcff``, from a file
+    name that is not UTF-8) shown as ``\xff``."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

@@ -35,9 +35,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from selfplay.config import ConfigError
 
     # OSError: a path that is a directory, unwritable or missing; UnicodeDecodeError: a
-    # config file that is not text
+    # config file that is not text; UnicodeEncodeError: a path that is not valid UTF-8
     return (UserError, GameError, OptionError, ConfigError, CheckpointError, OSError,
-            UnicodeDecodeError, LeagueError)
+            UnicodeDecodeError, UnicodeEncodeError, LeagueError)
 
 
 def run_tool(main: Callable[[], object]) -> NoReturn:

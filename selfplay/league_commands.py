@@ -6,6 +6,7 @@ import contextlib
 import json
 import sqlite3
 import sys
+import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +21,7 @@ from games.registry import family_of, resolve
 from games.replays import folder_totals
 from league.db import LEAGUE_DIR, LeagueDB, LeagueError, PlayerKind, default_path
 from league.ratings import RatingConfig
-from league.report import write_report
+from league.report import printable, write_report
 from league.tournament import TournamentConfig, match_seed, run_tournament
 from selfplay.checkpoint import (
     CheckpointError,
@@ -78,16 +79,23 @@ def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
     checkpoints) is still a checkpoint player: the tournament reports and skips it, as it
     does a corrupt one, and plays the others.
     """
+    try:
+        spec.encode("utf-8")
+    except UnicodeEncodeError:
+        raise LeagueError(f"player {printable(spec)!r}: the path is not valid UTF-8, which the "
+                          "league cannot store; rename the file or folder") from None
     path = Path(spec)
+    bots = {name.lower(): name for name in family_of(game).bot_names(game)}
     if path.is_dir():
         try:
             found = resolve_checkpoint(path)
         except CheckpointError:
+            if spec.lower() in bots and not looks_like_path(spec):
+                return bots[spec.lower()], "bot", None  # a folder named like a bot: the bot
             return f"{path.name}/no-checkpoint", "checkpoint", path.resolve() / "checkpoints"
         return f"{path.name}/{found.stem}", "checkpoint", found.resolve()
     if path.is_file() or looks_like_path(spec):
         return str(path), "checkpoint", path.resolve()
-    bots = {name.lower(): name for name in family_of(game).bot_names(game)}
     if spec.lower() in bots:
         return bots[spec.lower()], "bot", None
     raise LeagueError(f"player {spec!r} is neither a checkpoint, a run directory nor a bot of "
@@ -324,7 +332,7 @@ def tournament_settings(max_steps: int | None, default_steps: object) -> str:
 def leaderboard(db_path: str | None, game: str | None) -> dict[str, Any]:
     db = open_db(db_path, game, create=False)
     try:
-        with database_errors(db.path):
+        with database_errors(db.path), db.reading():  # players and matches of one moment
             return {"players": [s.to_json() for s in db.leaderboard()],
                     "matches": db.match_count()}
     finally:
@@ -337,15 +345,36 @@ def format_leaderboard(rows: list[dict[str, Any]]) -> str:
              f"{'games':>6} {'win%':>6}  status"
     lines = [header, "-" * len(header)]
     for r in rows:
-        name = r["name"] if len(r["name"]) <= 40 else "..." + r["name"][-37:]
-        status = f"broken: {r['broken']}" if r.get("broken") else ""
-        lines.append(f"{r['rank']:>4}  {name:<40} {r['mu']:6.2f} {r['sigma']:6.2f} "
+        name = _fit(_visible(r["name"]), 40)
+        status = (f"broken: {_visible(r['broken'])}" if r.get("broken")
+                  else "anchor" if r.get("frozen") else "")
+        lines.append(f"{r['rank']:>4}  {name} {r['mu']:6.2f} {r['sigma']:6.2f} "
                      f"{r['conservative']:6.2f} {r['elo']:7.1f} {r['games']:6d} "
                      f"{100 * r['win_rate']:5.1f}%  {status}".rstrip())
     if not rows:
         lines.append("(no players yet: `selfplay league tournament` or a training run adds "
                      "them)")
     return "\n".join(lines)
+
+
+def _visible(text: str) -> str:
+    """``text`` with control characters escaped (a newline or a terminal escape sequence in a
+    run folder's name must not break the table or reach the terminal)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _width(text: str) -> int:
+    """Terminal columns of ``text`` (East Asian wide characters take two)."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _fit(text: str, columns: int) -> str:
+    """``text`` padded to ``columns`` terminal columns, its start cut to ``...`` if wider."""
+    if _width(text) > columns:
+        while _width(text) > columns - 3:
+            text = text[1:]
+        text = "..." + text
+    return text + " " * (columns - _width(text))
 
 
 def report(db_path: str | None, game: str | None, out: str) -> dict[str, Any]:
@@ -360,8 +389,11 @@ def report(db_path: str | None, game: str | None, out: str) -> dict[str, Any]:
         above = next((p for p in target.parents if p.exists()), None)
         if above is not None and not above.is_dir():
             raise LeagueError(f"--out {out}: {above} is a file, not a folder")
-        with database_errors(db.path):
-            path = write_report(db, out)
+        try:
+            with database_errors(db.path), db.reading():
+                path = write_report(db, out)
+        except OSError as exc:  # not the atomic write's temporary file: the --out given
+            raise LeagueError(f"--out {out}: cannot write it ({exc.strerror or exc})") from exc
     finally:
         db.close()
     return {"report": str(path)}

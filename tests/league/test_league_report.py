@@ -94,3 +94,31 @@ def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> No
     image = pytest.importorskip("PIL.Image").open(shot).convert("L")
     low, high = image.getextrema()
     assert high - low > 100  # not a blank page
+
+
+def test_short_labels_keep_what_tells_players_apart() -> None:
+    """Guards: legend and heatmap labels cut names to their first 23 characters, so every
+    snapshot of a run with a long name read ``tictactoe_selfplay_run@…``."""
+    from league.report import _short
+
+    names = [f"tictactoe_selfplay_run@00000{k}0" for k in range(1, 5)]
+    labels = [_short(n) for n in names]
+    assert len(set(labels)) == 4 and all(len(label) <= 24 for label in labels)
+    assert labels[0].endswith("run@0000010") and labels[0].startswith("tictact")
+    assert _short("short") == "short"
+
+
+def test_reading_sees_one_state_while_another_process_records(tmp_path: Path) -> None:
+    """Guards: a report (or ``leaderboard --json``) read its players and its match count at
+    different moments while a tournament was recording (games summed 6184, matches 3093)."""
+    path = tmp_path / "league.db"
+    with LeagueDB(path, game="tictactoe") as writer:
+        a, b = writer.add_player("a", "bot"), writer.add_player("b", "bot")
+        writer.record_match(a, b, 1, key="k0")
+        with LeagueDB(path, read_only=True) as reader, reader.reading():
+            before = reader.match_count()
+            writer.record_match(a, b, 1, key="k1")  # meanwhile, in another connection
+            assert reader.match_count() == before == 1
+            assert sum(s.games for s in reader.leaderboard()) == 2
+        with LeagueDB(path, read_only=True) as reader:
+            assert reader.match_count() == 2

@@ -177,3 +177,34 @@ def test_the_same_microrts_map_spelled_otherwise_is_the_same_tournament() -> Non
     spellings = ["maps/8x8/basesWorkers8x8.xml", "8x8/basesWorkers8x8", "basesworkers8x8",
                  "basesWorkers8x8"]
     assert {family.canonical_map("microrts", m) for m in spellings} == {"basesWorkers8x8"}
+
+
+def test_leaderboard_text_escapes_control_characters_and_pads_wide_ones() -> None:
+    """Guards: a run folder named with a newline split its row, an escape sequence reached the
+    terminal, and CJK names shifted the number columns (padding counted code points)."""
+    from selfplay.league_commands import format_leaderboard
+
+    row = {"rank": 1, "mu": 25.0, "sigma": 8.0, "conservative": 1.0, "elo": 1200.0,
+           "games": 3, "win_rate": 0.5, "broken": None, "frozen": False}
+    text = format_leaderboard([{**row, "name": "nl\nfake \x1b[31mRED"},
+                               {**row, "name": "日本語のラン", "rank": 2},
+                               {**row, "name": "anchor-bot", "rank": 3, "frozen": True}])
+    lines = text.splitlines()
+    assert len(lines) == 5 and "\x1b" not in text and "nl\\nfake \\x1b[31mRED" in lines[2]
+    from selfplay.league_commands import _width
+
+    columns = {_width(line[:line.index("25.00")]) for line in lines[2:]}
+    assert columns == {48}  # the same terminal column, wide characters counted twice
+    assert lines[4].endswith("anchor")
+
+
+def test_a_folder_named_like_a_bot_is_the_bot_and_paths_must_be_utf8(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards: ``--players random`` beside an empty folder ``random/`` was a checkpoint player
+    that did not load; a folder name that is not UTF-8 was a UnicodeEncodeError traceback."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "random").mkdir()
+    assert resolve_player("random", "tictactoe") == ("random", "bot", None)
+    assert resolve_player("./random", "tictactoe")[1] == "checkpoint"
+    with pytest.raises(LeagueError, match=r"'bad\\\\xff': the path is not valid UTF-8"):
+        resolve_player("bad\udcff", "tictactoe")
