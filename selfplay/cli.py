@@ -55,10 +55,16 @@ def _config_outside_run_dir(config: str | None, run_dir: str | None) -> None:
 def _interrupted(stop: TrainingInterrupted, command: str) -> int:
     """Say where a run stopped by a signal left its checkpoint and how to continue it; the
     exit status (128 + the signal)."""
+    from selfplay.data_parallel import world_from_environment
+    from selfplay.train import resume_command
+
+    rank, world, _ = world_from_environment()
+    if rank != 0:  # rank 0 says it for the run
+        return 128 + stop.signum
     where = f"checkpoint saved: {stop.checkpoint}" if stop.checkpoint else "no checkpoint"
     run = stop.checkpoint.parent.parent if stop.checkpoint else "RUN_DIR"
     print(f"interrupted by {signal.Signals(stop.signum).name}; {where}; "
-          f"continue with: selfplay {command} --resume {run}", file=sys.stderr)
+          f"continue with: {resume_command(world, command)} --resume {run}", file=sys.stderr)
     return 128 + stop.signum
 
 

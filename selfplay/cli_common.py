@@ -33,11 +33,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from league.db import LeagueError
     from selfplay.checkpoint import CheckpointError
     from selfplay.config import ConfigError
+    from selfplay.data_parallel import RankLost
 
     # OSError: a path that is a directory, unwritable or missing; UnicodeDecodeError: a
     # config file that is not text; UnicodeEncodeError: a path that is not valid UTF-8
     return (UserError, GameError, OptionError, ConfigError, CheckpointError, OSError,
-            UnicodeDecodeError, UnicodeEncodeError, LeagueError)
+            UnicodeDecodeError, UnicodeEncodeError, LeagueError, RankLost)
 
 
 def run_tool(main: Callable[[], object]) -> NoReturn:

@@ -26,6 +26,7 @@ import os
 import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -37,8 +38,25 @@ from selfplay.config import ConfigError, TrainConfig
 from selfplay.losses import explained_variance
 from selfplay.normalize import RunningMeanStd
 
+RENDEZVOUS_TIMEOUT_S = 300
+"""how long the ranks wait for each other to start, and for a collective (torch's default,
+30 minutes, left a rank whose peers never came hanging, deaf to Ctrl-C)"""
 RANK_SEED_STRIDE = 1_000_003
 """Rank ``r`` seeds its games and acting draws with ``seed + r * RANK_SEED_STRIDE``."""
+
+
+class RankLost(Exception):
+    """A rank of a data-parallel run stopped (killed, its machine gone): the others cannot
+    go on; the run resumes from its last checkpoint."""
+
+
+def lost_peer(exc: BaseException) -> bool:
+    """Whether ``exc`` is a collective failing because a peer rank is gone."""
+    if isinstance(exc, dist.DistError):
+        return True
+    text = str(exc)
+    return any(word in text for word in ("gloo", "Gloo", "NCCL", "Connection reset",
+                                         "Connection closed by peer"))
 
 
 def world_from_environment() -> tuple[int, int, int]:
@@ -49,7 +67,11 @@ def world_from_environment() -> tuple[int, int, int]:
         local = int(os.environ.get("LOCAL_RANK", str(rank)))
     except ValueError as exc:
         raise ConfigError(f"WORLD_SIZE, RANK and LOCAL_RANK must be integers ({exc})") from exc
-    return rank, max(world, 1), local
+    if world < 1 or not 0 <= rank < world or local < 0:
+        raise ConfigError(f"RANK={rank} of WORLD_SIZE={world} (LOCAL_RANK={local}): ranks run "
+                          "from 0 to WORLD_SIZE-1; start the ranks with torchrun "
+                          "--nproc-per-node N, which sets them")
+    return rank, world, local
 
 
 def pin_gloo_to_loopback() -> None:
@@ -79,6 +101,11 @@ def distributed_problems(config: TrainConfig, world: int) -> list[str]:
     if world == 1:
         return []
     problems = []
+    if config.collection == "async":
+        problems.append("collection: async runs in one process (data-parallel ranks collect "
+                        "in lockstep): resume it with one process, or start a new "
+                        "data-parallel run from its weights with --init-from RUN_DIR --set "
+                        "collection=sync")
     if config.game.num_envs % world:
         problems.append(f"game.num_envs={config.game.num_envs} is not divisible by the "
                         f"{world} ranks (each rank steps num_envs / ranks envs)")
@@ -298,11 +325,16 @@ class Ranks:
             out[key] = float(np.sum(values) if key in summed else np.mean(values))
         return out
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         """Leave the process group (after the run), all ranks together: a rank that tears
-        gloo down while a peer still talks to it can abort in C++ at exit."""
+        gloo down while a peer still talks to it can abort in C++ at exit. After a failure
+        (a lost rank, say) no rank waits for the others."""
         if self.world > 1 and dist.is_initialized():
-            dist.barrier()
+            if not failed:
+                try:
+                    dist.barrier()
+                except RuntimeError:  # a peer is gone: nothing to wait for
+                    pass
             dist.destroy_process_group()
 
 
@@ -323,5 +355,14 @@ def join_ranks(config: TrainConfig) -> Ranks:
             torch.cuda.set_device(comm_device)
         else:
             pin_gloo_to_loopback()
-        dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
+        try:
+            dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world,
+                                    timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
+        except (RuntimeError, ValueError) as exc:  # DistNetworkError, DistStoreError too
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            raise ConfigError(
+                f"rank {rank} of {world} could not join the others ({type(exc).__name__}: "
+                f"{first}); check MASTER_ADDR, MASTER_PORT (free, the same for every rank), "
+                "GLOO_SOCKET_IFNAME and that all WORLD_SIZE ranks start (torchrun "
+                "--nproc-per-node N sets them)") from exc
     return Ranks(rank, world, local_rank, comm_device)

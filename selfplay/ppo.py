@@ -265,6 +265,15 @@ class Trainer:
             if self.overlap is not None:  # no thread left stepping the games
                 self.overlap.abandon()
 
+    @property
+    def learned_step(self) -> int:
+        """The env steps of the rollouts learned so far: the step an update's metrics are
+        logged at (with ``collection: async`` the next rollout's steps, collected meanwhile
+        in another thread, are not counted: the logged steps are the same in every run)."""
+        if self.overlap is None:
+            return self.global_step
+        return self.update * self.steps_per_update
+
     def pending(self) -> bool:
         """Whether a rollout collected beside the last update waits to be learned."""
         return self.overlap is not None and self.overlap.pending()

@@ -55,6 +55,11 @@ class Drains(Protocol):
 
     def pending(self) -> bool: ...
 
+    @property
+    def learned_step(self) -> int:
+        """The env steps of the rollouts learned so far (the steps metrics are logged at)."""
+        ...
+
     def drain(self) -> dict[str, float]:
         """Learn the pending rollout (one more update); its metrics."""
         ...
@@ -184,7 +189,8 @@ class RunLoop:
 
     def _log(self, metrics: dict[str, float], sink: MetricSink | None,
              progress: Progress | None) -> None:
-        step = self.algorithm.global_step
+        algo = self.algorithm
+        step = algo.learned_step if isinstance(algo, Drains) else algo.global_step
         if sink is not None:
             sink.log(step, metrics)
         if progress is not None:

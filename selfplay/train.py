@@ -15,7 +15,7 @@ from games.core import GameError, HasLostWorkers, HasOpponentNames, HasRewardCom
 from selfplay.checkpoint import list_checkpoints
 from selfplay.component_returns import ComponentReturns
 from selfplay.config import TrainConfig
-from selfplay.data_parallel import Ranks, join_ranks
+from selfplay.data_parallel import RankLost, Ranks, join_ranks, lost_peer
 from selfplay.league_training import attach, describe
 from selfplay.opponent_stats import OpponentWinRates
 from selfplay.ppo import Trainer
@@ -83,10 +83,13 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
         with making_run(config, run_dir) as run:
             trainer = build_trainer(config, run, None if config.init_from is None
                                     else Path(config.init_from), ranks)
+    failed = True
     try:
-        return _train(trainer, config, run, rewrite)
+        summary = _train(trainer, config, run, rewrite)
+        failed = False
+        return summary
     finally:
-        ranks.close()
+        ranks.close(failed)
 
 
 def resume_note(state: dict[str, Any], world: int, exact: bool) -> str:
@@ -130,10 +133,17 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
         raise
     league_info: dict[str, Any] = {}
     try:
+        world = trainer.ranks.world
         try:
             trainer.train(sink, progress)
         except GameError as exc:  # a worker's engine error, or a worker lost for good
-            raise GameError(f"{exc}; {where_to_resume(run, trainer.update)}") from exc
+            raise GameError(f"{exc}; {where_to_resume(run, trainer.update, world)}") from exc
+        except RuntimeError as exc:
+            if world == 1 or not lost_peer(exc):
+                raise
+            raise RankLost(f"a rank of this {world}-rank run was lost "
+                           f"({str(exc).strip().splitlines()[0][:160]}); "
+                           f"{where_to_resume(run, trainer.update, world)}") from exc
         if league is not None:  # the rater's last tournaments: every snapshot ends up rated
             league_info.update(league.finish())
         league_info.update(describe(league))
@@ -151,10 +161,17 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
     return summary
 
 
-def where_to_resume(run: RunDir, update: int) -> str:
-    """What a run stopped by its game during update ``update + 1`` leaves to resume from."""
+def where_to_resume(run: RunDir, update: int, world: int = 1) -> str:
+    """What a run of ``world`` ranks stopped during update ``update + 1`` leaves to resume
+    from."""
     saved = list_checkpoints(run.checkpoints)
     if not saved:
         return f"the run stopped during update {update + 1}, before its first checkpoint"
     return (f"the run stopped during update {update + 1}; its last checkpoint is "
-            f"{saved[-1]} (continue with: selfplay train --resume {run.path})")
+            f"{saved[-1]} (continue with: {resume_command(world)} --resume {run.path})")
+
+
+def resume_command(world: int, command: str = "train") -> str:
+    """The command that continues a run of ``world`` ranks exactly (as many ranks)."""
+    return (f"selfplay {command}" if world == 1 else
+            f"torchrun --nproc-per-node {world} -m selfplay.cli {command}")

@@ -94,8 +94,8 @@ def connect(address: str = "local", num_cpus: int | None = None, object_store_mb
         except OSError as exc:
             raise GameError(f"cannot reach the Ray cluster at {address} within {timeout_s:g} s: "
                             f"{exc.strerror or exc}") from exc
-    where = ("no Ray cluster runs on this machine (start one with `ray start --head`, or use "
-             "distributed.address=local)" if address == "auto" else
+    where = ("no Ray cluster runs on this machine (start one with `ray start --head`; a single "
+             "process may use distributed.address=local instead)" if address == "auto" else
              f"cannot join the Ray cluster at {address}")
     error = _probe(address, timeout_s) or _init_within(ray, timeout_s, address=address, **quiet)
     if error is not None:

@@ -104,10 +104,19 @@ class RayWorkers:
         self.max_restarts = max_restarts
         self._lost: set[int] = set()
         self._closed = False
+        self.actors: list[Any] = []
+        self._pending: list[Any] = []
+        need = cpus_per_worker * len(recipes)
+        have = float(ray.cluster_resources().get("CPU", 0.0))
+        if need > have:  # the actors would wait for CPUs for ever (Ray queues them)
+            raise GameError(f"{self.family}: {len(recipes)} Ray workers x {cpus_per_worker:g} "
+                            f"CPU (distributed.workers x distributed.worker_cpus) need {need:g} "
+                            f"CPUs; the Ray cluster has {have:g}: lower them, or raise "
+                            "distributed.num_cpus (a local instance) or the cluster's CPUs")
         remote = ray.remote(ActorHost).options(num_cpus=cpus_per_worker, max_restarts=max_restarts,
                                                scheduling_strategy="SPREAD")
         self.actors = [remote.remote(recipe) for recipe in recipes]
-        self._pending: list[Any] = [None] * len(recipes)
+        self._pending = [None] * len(recipes)
         try:
             for w in range(len(recipes)):
                 self.send(w, "spec")

@@ -67,3 +67,18 @@ def test_without_ray_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
     with pytest.raises(GameError, match=r"pip install 'selfplay\[ray\]'"):
         connect("local")
+
+
+def test_workers_needing_more_cpus_than_ray_has_are_one_line(tmp_path) -> None:
+    """Guards: two workers of one CPU each on a local Ray instance of one CPU waited for CPUs
+    for ever (SIGTERM then aborted in Ray's C++ code, leaving Ray processes and an empty run
+    folder)."""
+    run = tmp_path / "run"
+    proc = subprocess.run([*SELFPLAY, "train", "--game", "CartPole-v1", "--total-steps", "256",
+                           "--no-progress", "--run-dir", str(run), "--set",
+                           "log.tensorboard=false", "--set", "distributed.backend=ray",
+                           "--set", "distributed.num_cpus=1"],
+                          capture_output=True, text=True, timeout=120)
+    assert_one_line(proc, "2 Ray workers x 1 CPU (distributed.workers x "
+                          "distributed.worker_cpus) need 2 CPUs; the Ray cluster has 1")
+    assert not run.exists()

@@ -107,3 +107,23 @@ def test_an_async_league_run_resumes_exactly(tmp_path: Path) -> None:
 def test_async_collection_and_bot_env_draws_are_exclusive() -> None:
     with pytest.raises(ConfigError, match="collection: async and league.bot_env_pfsp"):
         build_config("tictactoe", overrides=["collection=async", "league.bot_env_pfsp=true"])
+
+
+def test_metrics_are_logged_at_the_steps_learned(tmp_path: Path) -> None:
+    """Guards: each update's metrics were logged at the step count read while the other
+    thread was stepping (other steps in every run, ahead of what was learned), and the
+    update a checkpoint drains logged a step twice."""
+    import json
+
+    steps = []
+    for k in range(2):
+        run = tmp_path / f"run{k}"
+        run_training(build_config("CartPole-v1", overrides=[
+            "collection=async", "ppo.update_epochs=1", "ppo.num_minibatches=1",
+            "fast_inference=false", "checkpoint.every_updates=2", "log.progress=false",
+            "log.tensorboard=false"], total_steps=4096), run_dir=run)
+        steps.append([json.loads(line)["step"]
+                      for line in (run / "metrics.jsonl").read_text().splitlines()])
+    per_update = steps[0][0]
+    assert steps[0] == steps[1] == [per_update * (u + 1) for u in range(len(steps[0]))]
+    assert steps[0][-1] == 4096

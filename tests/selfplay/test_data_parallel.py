@@ -173,3 +173,46 @@ def test_a_torchrun_rank_refuses_settings_it_cannot_train_with(
     with pytest.raises(ConfigError, match=r"^cannot train on 2 ranks: game.num_envs=7 is not "
                                           r"divisible by the 2 ranks [^\n]*$"):
         join_ranks(config)
+
+
+@pytest.mark.parametrize("world, rank, message", [
+    ("2", "5", "RANK=5 of WORLD_SIZE=2"),  # hung in the rendezvous for 30 minutes
+    ("0", "0", "RANK=0 of WORLD_SIZE=0"),  # was taken for one process
+    ("1", "1", "RANK=1 of WORLD_SIZE=1"),  # trained, then reported nothing
+])
+def test_impossible_ranks_are_refused(monkeypatch: pytest.MonkeyPatch, world: str, rank: str,
+                                      message: str) -> None:
+    from selfplay.data_parallel import world_from_environment
+
+    monkeypatch.setenv("WORLD_SIZE", world)
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    with pytest.raises(ConfigError, match=message):
+        world_from_environment()
+
+
+def test_a_rank_that_cannot_rendezvous_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards: MASTER_ADDR unset under WORLD_SIZE=2 was a ValueError traceback (a port in
+    use, a wrong GLOO_SOCKET_IFNAME: RuntimeError / DistNetworkError tracebacks)."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    with pytest.raises(ConfigError, match="rank 0 of 2 could not join the others .*MASTER_ADDR"):
+        join_ranks(build_config("CartPole-v1", overrides=["game.num_envs=2"]))
+
+
+def test_async_collection_is_named_among_the_settings_ranks_refuse() -> None:
+    """Guards: an async run resumed under torchrun built its game, then advised a setting
+    (collection: sync) that --resume cannot take."""
+    config = build_config("CartPole-v1", overrides=["game.num_envs=4", "collection=async"])
+    assert "resume it with one process, or start a new data-parallel run from its weights" \
+        in " ".join(distributed_problems(config, 2))
+
+
+def test_lost_peers_are_told_from_other_errors() -> None:
+    from selfplay.data_parallel import lost_peer
+
+    assert lost_peer(RuntimeError("[../gloo/transport/tcp/pair.cc:537] Read error "
+                                  "[127.0.0.1]:1234: Connection reset by peer"))
+    assert not lost_peer(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
