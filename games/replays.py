@@ -286,7 +286,7 @@ class _Claim:
 
 
 _CLAIMS: dict[str, _Claim] = {}  # folder (real path) -> this process's claim
-_CLAIMS_LOCK = threading.Lock()
+_CLAIMS_LOCK = threading.RLock()  # re-entrant: an appender collected by the GC inside
 
 
 def claim_folder(folder: Path) -> str:

@@ -151,11 +151,21 @@ class LeagueDB:
 
     def _connect_read_only(self, timeout: float) -> sqlite3.Connection:
         """A connection that never writes (``leaderboard``, ``report``): SQLite's read-only
-        mode (never ``immutable``, which would read a WAL database without its latest
-        matches)."""
+        mode, or, on storage it cannot open so (a read-only mount; no WAL file beside the
+        database), the file read as immutable (never with a WAL, whose matches it would miss)."""
         uri = self.path.resolve().as_uri()
-        return sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout,
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout,
                                isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            wal = Path(f"{self.path}-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                raise  # its latest matches are in the WAL, which only a writer may fold in
+            conn.close()  # read-only storage, no WAL: the file is the whole database
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout,
+                                   isolation_level=None)
 
     def _init_schema(self, game: str | None,
                      config: RatingConfig | None) -> tuple[str, RatingConfig]:

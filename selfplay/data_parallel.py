@@ -38,9 +38,10 @@ from selfplay.config import ConfigError, TrainConfig
 from selfplay.losses import explained_variance
 from selfplay.normalize import RunningMeanStd
 
-RENDEZVOUS_TIMEOUT_S = 300
-"""how long the ranks wait for each other to start, and for a collective (torch's default,
-30 minutes, left a rank whose peers never came hanging, deaf to Ctrl-C)"""
+COLLECTIVE_TIMEOUT_S = 1800
+"""how long a rank waits for the others, in the rendezvous and in every collective (torch's
+default): rank 0 may work alone for minutes (a rating tournament with
+``league.eval_process: false``, a slow checkpoint write) while the others wait"""
 RANK_SEED_STRIDE = 1_000_003
 """Rank ``r`` seeds its games and acting draws with ``seed + r * RANK_SEED_STRIDE``."""
 
@@ -357,7 +358,7 @@ def join_ranks(config: TrainConfig) -> Ranks:
             pin_gloo_to_loopback()
         try:
             dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world,
-                                    timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
+                                    timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
         except (RuntimeError, ValueError) as exc:  # DistNetworkError, DistStoreError too
             first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
             raise ConfigError(

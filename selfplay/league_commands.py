@@ -364,8 +364,10 @@ def _visible(text: str) -> str:
 
 
 def _width(text: str) -> int:
-    """Terminal columns of ``text`` (East Asian wide characters take two)."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    """Terminal columns of ``text`` (East Asian wide characters take two, combining marks
+    none)."""
+    return sum(0 if unicodedata.combining(c) else
+               2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def _fit(text: str, columns: int) -> str:

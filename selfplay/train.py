@@ -7,6 +7,7 @@ writes the config, checkpoints, metrics and progress.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,11 @@ def where_to_resume(run: RunDir, update: int, world: int = 1) -> str:
 
 
 def resume_command(world: int, command: str = "train") -> str:
-    """The command that continues a run of ``world`` ranks exactly (as many ranks)."""
-    return (f"selfplay {command}" if world == 1 else
-            f"torchrun --nproc-per-node {world} -m selfplay.cli {command}")
+    """The command that continues a run of ``world`` ranks exactly (as many ranks, laid out
+    over as many machines as ``torchrun`` says this one's were: ``LOCAL_WORLD_SIZE``)."""
+    if world == 1:
+        return f"selfplay {command}"
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world) or world)
+    nodes = f"--nnodes {world // local} " if 0 < local < world else ""
+    per_node = local if 0 < local < world else world
+    return f"torchrun {nodes}--nproc-per-node {per_node} -m selfplay.cli {command}"

@@ -8,6 +8,7 @@ from games.registry import family_of, make_game
 from games.workers.host import WorkerRecipe
 from games.workers.vec import Transport
 from selfplay.config import TrainConfig
+from selfplay.data_parallel import world_from_environment
 
 
 def build_game(config: TrainConfig, num_envs: int | None = None,
@@ -28,7 +29,8 @@ def build_game(config: TrainConfig, num_envs: int | None = None,
 
     def launch(recipes: list[WorkerRecipe], total: int) -> Transport:
         return RayWorkers(recipes, total, session, max_restarts=dist.max_restarts,
-                          cpus_per_worker=dist.worker_cpus)
+                          cpus_per_worker=dist.worker_cpus,
+                          sharing_runs=world_from_environment()[1])
 
     try:
         family = family_of(game.name)

@@ -93,7 +93,8 @@ class RayWorkers:
     """One actor per recipe; the parent's side of :mod:`games.workers.vec`'s transport."""
 
     def __init__(self, recipes: list[WorkerRecipe], num_envs: int, session: RaySession,
-                 max_restarts: int = 3, cpus_per_worker: float = 1.0) -> None:
+                 max_restarts: int = 3, cpus_per_worker: float = 1.0,
+                 sharing_runs: int = 1) -> None:
         ray = session.ray
         self.session = session
         self.recipes = recipes
@@ -106,12 +107,15 @@ class RayWorkers:
         self._closed = False
         self.actors: list[Any] = []
         self._pending: list[Any] = []
-        need = cpus_per_worker * len(recipes)
+        # the actors would wait for CPUs for ever (Ray queues them): ``sharing_runs``
+        # processes (data-parallel ranks) each start as many workers on the cluster
+        need = cpus_per_worker * len(recipes) * sharing_runs
         have = float(ray.cluster_resources().get("CPU", 0.0))
-        if need > have:  # the actors would wait for CPUs for ever (Ray queues them)
+        if need > have + 1e-6:
+            ranks = f" x {sharing_runs} ranks" if sharing_runs > 1 else ""
             raise GameError(f"{self.family}: {len(recipes)} Ray workers x {cpus_per_worker:g} "
-                            f"CPU (distributed.workers x distributed.worker_cpus) need {need:g} "
-                            f"CPUs; the Ray cluster has {have:g}: lower them, or raise "
+                            f"CPU{ranks} (distributed.workers x distributed.worker_cpus) need "
+                            f"{need:g} CPUs; the Ray cluster has {have:g}: lower them, or raise "
                             "distributed.num_cpus (a local instance) or the cluster's CPUs")
         remote = ray.remote(ActorHost).options(num_cpus=cpus_per_worker, max_restarts=max_restarts,
                                                scheduling_strategy="SPREAD")

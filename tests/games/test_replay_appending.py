@@ -172,10 +172,19 @@ def test_appenders_of_one_process_share_the_shard_numbers_and_a_refusal_frees_th
     a.close()
     b.close()
     assert folder_totals(folder) == (2, 2)
-    (folder / PLAN).write_text("{}")  # now refused: `selfplay record`'s folder
-    with pytest.raises(ReplayError, match="holds a recording"):
-        ShardAppender(folder, 1, encode)
-    (folder / PLAN).unlink()
+
+    class RefusedOnceClaimed(ShardAppender[dict[str, Any]]):
+        """Refused by the check made after the folder is claimed (another writer finished
+        meanwhile, say)."""
+        checks = 0
+
+        def check_folder(self, shards: list[Shard]) -> None:
+            RefusedOnceClaimed.checks += 1
+            if RefusedOnceClaimed.checks == 2:
+                raise ReplayError("refused after the claim")
+
+    with pytest.raises(ReplayError, match="refused after the claim"):
+        RefusedOnceClaimed(folder, 1, encode)
     code = ("import sys; from pathlib import Path; from games.replays import claim_folder; "
             "claim_folder(Path(sys.argv[1]))")
     other = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True,

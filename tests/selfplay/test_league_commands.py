@@ -188,14 +188,16 @@ def test_leaderboard_text_escapes_control_characters_and_pads_wide_ones() -> Non
            "games": 3, "win_rate": 0.5, "broken": None, "frozen": False}
     text = format_leaderboard([{**row, "name": "nl\nfake \x1b[31mRED"},
                                {**row, "name": "日本語のラン", "rank": 2},
+                               {**row, "name": "cafe\u0301_run", "rank": 4},  # NFD: é
                                {**row, "name": "anchor-bot", "rank": 3, "frozen": True}])
     lines = text.splitlines()
-    assert len(lines) == 5 and "\x1b" not in text and "nl\\nfake \\x1b[31mRED" in lines[2]
+    assert len(lines) == 6 and "\x1b" not in text and "nl\\nfake \\x1b[31mRED" in lines[2]
     from selfplay.league_commands import _width
 
     columns = {_width(line[:line.index("25.00")]) for line in lines[2:]}
     assert columns == {48}  # the same terminal column, wide characters counted twice
-    assert lines[4].endswith("anchor")
+    assert lines[5].endswith("anchor")
+    assert _width(lines[4][:lines[4].index("25.00")]) == 48  # a combining mark takes none
 
 
 def test_a_folder_named_like_a_bot_is_the_bot_and_paths_must_be_utf8(
