@@ -146,6 +146,12 @@ class Family:
             raise GameError(f"game {game!r} needs the Python package {package!r}; "
                             f"install it with: pip install 'selfplay[{self.name}]'") from exc
 
+    def observation_settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The settings in game ``options`` that change what a seat observes (and the frame
+        its actions are read in), defaults filled in: two networks trained with different
+        ones cannot share one game. None by default."""
+        return {}
+
     def check_run(self, game: str, options: Mapping[str, Any], num_envs: int) -> None:
         """Refuse (:class:`GameError`) the settings of a training run that would not play
         what they name, before its games are made (by default: nothing to check)."""

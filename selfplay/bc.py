@@ -94,7 +94,7 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
         print(f"resuming {run.path} from {opening.checkpoint.name} at step "
               f"{cloner.global_step}{note}", file=sys.stderr)
     else:
-        with making_run(config, run_dir) as run:
+        with making_run(config, run_dir) as (run, _):
             cloner = build_cloner(config, run, None if config.init_from is None
                                   else Path(config.init_from))
     try:

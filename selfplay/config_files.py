@@ -38,7 +38,18 @@ HYPERPARAMS_DIR = _hyperparams_dir()
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads ``1e-3`` as a float (YAML 1.2), as users write it."""
+    """SafeLoader that also reads ``1e-3`` as a float (YAML 1.2), as users write it, and
+    refuses a key given twice in one mapping (YAML keeps the last one, silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if isinstance(key, str) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.add_implicit_resolver(
@@ -161,9 +172,16 @@ def load_user_file(path: Path) -> tuple[dict[str, Any], dict[str, Any], Path | N
         return {}, data, None
     if not isinstance(base, str):
         raise ConfigError(f"{path}: 'base' must be a family name or a file path")
-    base_path = Path(base) if base.endswith((".yaml", ".yml")) else family_file(base)
-    if not base_path.is_absolute() and not base_path.exists():
-        base_path = path.parent / base_path
+    if base.endswith((".yaml", ".yml")):  # a file: beside the config file that names it
+        base_path = Path(base) if Path(base).is_absolute() else path.parent / base
+        if base_path.resolve() == path.resolve():
+            raise ConfigError(f"{path}: 'base' names the file itself")
+    else:
+        base_path = family_file(base)
+        if not base_path.is_file():
+            known = sorted(p.stem for p in HYPERPARAMS_DIR.glob("*.yaml"))
+            raise ConfigError(f"{path}: base {base!r} is neither a family ({', '.join(known)}) "
+                              "nor a .yaml file")
     base_data = read_yaml(base_path)
     if "base" in base_data:
         raise ConfigError(f"{base_path}: only one level of 'base' is allowed")
@@ -197,9 +215,16 @@ def build_config(game: str | None = None, config_file: str | Path | None = None,
     sets = parse_set(overrides or [])
     check_sections(user)
     check_sections(sets)
-    for name in (game, sets.get("game", {}).get("name"), user.get("game", {}).get("name")):
-        if name is not None:
-            break
+    named = [(where, name) for where, name in (
+        ("--game", game), ("--set game.name", sets.get("game", {}).get("name")),
+        (f"{config_file} game.name", user.get("game", {}).get("name"))) if name is not None]
+    if named:
+        name = named[0][1]
+        other = next(((where, n) for where, n in named[1:]
+                      if resolve(str(n)).name != resolve(str(name)).name), None)
+        if other is not None:
+            raise ConfigError(f"{named[0][0]} names {name!r} but {other[0]} names "
+                              f"{other[1]!r}: name the game once")
     else:
         name = GameConfig.name
     if not str(name).strip():

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from games.core import MultiDiscrete
-from selfplay.config import PPOConfig, TrainConfig
+from selfplay.config import ConfigError, PPOConfig, TrainConfig
 from selfplay.data_parallel import Ranks
 from selfplay.device import learner_autocast
 from selfplay.distributions import GridMaskIndex
@@ -55,6 +55,10 @@ class Rows(NamedTuple):
     values_vs: Tensor  # old values, in the critic's value space
     returns_vs: Tensor  # value targets, in the critic's value space
     advantages: Tensor
+
+
+class TrainingDiverged(ConfigError):
+    """An update whose losses are NaN or infinite (its settings made the numbers overflow)."""
 
 
 class PPOLearner:
@@ -154,6 +158,13 @@ class PPOLearner:
         if self.fast_policy is not None:
             self.fast_policy.refresh()
         out = {f"loss/{k}": float(np.mean(v)) for k, v in stats.items()}
+        diverged = sorted(f"loss/{k}" for k in ("policy_loss", "value_loss")
+                          if stats.get(k) and not np.isfinite(out[f"loss/{k}"]))
+        if diverged:  # the weights are no longer numbers: no checkpoint may keep them
+            raise TrainingDiverged(
+                f"the losses became non-finite ({', '.join(diverged)}): rewards, reward "
+                "weights or the learning rate too large for float32; the run stops before "
+                "saving these weights (its last checkpoint holds finite ones)")
         out["loss/explained_variance"] = ranks.explained_variance(b_values, b_returns)
         out["loss/learning_rate"] = lr
         out["loss/early_stop"] = float(stop)

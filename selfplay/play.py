@@ -97,10 +97,20 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
         opponent_name = setup.opponent_name
         if opponent_path is not None:
             other_state = load_checkpoint(opponent_path)
-            other_game = trained_config(other_state, opponent_path)[0].game.name
+            other_config = trained_config(other_state, opponent_path)[0]
+            other_game = other_config.game.name
             if other_game != config.game.name:
                 raise CheckpointError(f"{opponent_path} plays {other_game}, not "
                                       f"{config.game.name}")
+            mine_all = family.observation_settings(config.game.options)
+            theirs_all = family.observation_settings(other_config.game.options)
+            for key, mine in mine_all.items():  # the game shows one view to both
+                theirs = theirs_all.get(key)
+                if mine != theirs:
+                    raise CheckpointError(
+                        f"{checkpoint} was trained with game.options.{key}={mine!r} and "
+                        f"--vs {opponent_path} with {theirs!r}: one game cannot show both "
+                        "their observations; play checkpoints trained alike")
             _, other, _ = load_agent(opponent_path, spec, other_state)
             policies.append(FrozenPolicy(other, deterministic, generator, temperature))
             opponent_name = str(opponent_path)

@@ -169,9 +169,10 @@ def check_new_run_folder(run: RunDir) -> None:
                               "--run-dir")
 
 
-def new_run(config: TrainConfig, run_dir: Path | None) -> tuple[RunDir, bool]:
+def new_run(config: TrainConfig, run_dir: Path | None) -> tuple[RunDir, Path | None]:
     """The directory of a new run (``run_dir``, or a time-stamped one under ``runs/``), made;
-    whether it was created here (a run that fails to start then leaves nothing behind)."""
+    the outermost folder created for it here, None if it existed (a run that fails to start
+    then leaves nothing behind, ``runs/`` included)."""
     run = RunDir(run_dir) if run_dir is not None else RunDir.default_for(config)
     if holds_checkpoints(run):  # a default (time-stamped) directory already taken
         raise FileExistsError(f"{run.path} already holds a run; use --resume {run.path} "
@@ -179,7 +180,11 @@ def new_run(config: TrainConfig, run_dir: Path | None) -> tuple[RunDir, bool]:
     if run.path.exists() and not run.path.is_dir():
         raise FileExistsError(f"--run-dir {run.path} is a file, not a folder")
     check_new_run_folder(run)
-    created = not run.path.exists()
+    created = None
+    if not run.path.exists():
+        created = run.path.absolute()
+        while not created.parent.exists():
+            created = created.parent
     run.path.mkdir(parents=True, exist_ok=True)
     return run, created
 
@@ -235,14 +240,15 @@ def open_run(config: TrainConfig | None, run_dir: Path | None, resume: Path | No
 
 
 @contextmanager
-def making_run(config: TrainConfig, run_dir: Path | None) -> Iterator[RunDir]:
-    """The folder of a new run (:func:`new_run`), removed again when what runs in the
-    ``with`` block fails and the folder was made here: a run that cannot start (a bad game
-    option, a bad teacher name) leaves nothing behind."""
+def making_run(config: TrainConfig, run_dir: Path | None
+               ) -> Iterator[tuple[RunDir, Path | None]]:
+    """The folder of a new run (:func:`new_run`) and the outermost folder made for it (None
+    if none was), removed again when what runs in the ``with`` block fails: a run that cannot
+    start (a bad game option, a bad teacher name) leaves nothing behind."""
     run, created = new_run(config, run_dir)
     try:
-        yield run
+        yield run, created
     except BaseException:
-        if created:
-            shutil.rmtree(run.path, ignore_errors=True)
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
         raise

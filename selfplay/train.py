@@ -8,6 +8,7 @@ writes the config, checkpoints, metrics and progress.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
     opening = open_run(config, run_dir, resume, total_steps, progress_bar, cloning=False,
                        load=load_resumable)
     config, rewrite = opening.config, opening.rewrite_config
+    created: Path | None = None  # the folders a new run made
     ranks = join_ranks(config)
     if opening.run is not None:
         assert opening.state is not None and opening.checkpoint is not None
@@ -81,12 +83,12 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
     else:
         if run_dir is None and ranks.world > 1:  # one time-stamped directory for every rank
             run_dir = Path(ranks.all_gather(str(RunDir.default_for(config).path))[0])
-        with making_run(config, run_dir) as run:
+        with making_run(config, run_dir) as (run, created):
             trainer = build_trainer(config, run, None if config.init_from is None
                                     else Path(config.init_from), ranks)
     failed = True
     try:
-        summary = _train(trainer, config, run, rewrite)
+        summary = _train(trainer, config, run, rewrite, created)
         failed = False
         return summary
     finally:
@@ -103,15 +105,17 @@ def resume_note(state: dict[str, Any], world: int, exact: bool) -> str:
 
 
 def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
-           write_config: bool = True) -> dict[str, Any]:
+           write_config: bool = True, created: Path | None = None) -> dict[str, Any]:
     """Attach the league and the metric hooks, train, close; the run's summary. The config is
     written for a new run and for a resumed one given another ``total_steps``; otherwise a
-    run's config.yaml is never changed."""
+    run's config.yaml is never changed. ``created``: the folder made for this new run,
+    removed if the run cannot start (a league setting the game refuses, say)."""
     main = trainer.ranks.is_main
-    if main and write_config:
-        run.write_config(config)
-    league = attach(trainer, run.path)
+    league = None
     try:
+        if main and write_config:
+            run.write_config(config)
+        league = attach(trainer, run.path)
         game = trainer.game
         if isinstance(game, HasOpponentNames):
             # games mixing opponents: win rate per opponent in the logs, each game credited
@@ -131,6 +135,9 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
     except BaseException:  # the rater process (resubmitted tournaments) stops with us
         if league is not None:
             league.close()
+        trainer.game.close()
+        if created is not None and main:  # nothing trained: the new run leaves nothing
+            shutil.rmtree(created, ignore_errors=True)
         raise
     league_info: dict[str, Any] = {}
     try:

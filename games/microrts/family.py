@@ -38,6 +38,14 @@ class MicroRTSFamily(Family):
         dropped."""
         return {"map": map_name, "maps": [], "map_weights": []}
 
+    def observation_settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Fog of war and the rotated board of player 1."""
+        from games.microrts.options import MicroRTSOptions
+        from games.options import from_mapping
+
+        opts = from_mapping(MicroRTSOptions, options, "game.options.")
+        return {"partial_obs": opts.partial_obs, "rotate_player1": opts.rotate_player1}
+
     def check_run(self, game: str, options: Mapping[str, Any], num_envs: int) -> None:
         """Every map of ``maps`` must be played by some env: with fewer env pairs than maps
         the last maps were silently never played (and still sized the padded batch)."""
@@ -45,6 +53,9 @@ class MicroRTSFamily(Family):
         from games.options import from_mapping
 
         opts = from_mapping(MicroRTSOptions, options, "game.options.")
+        if opts.workers > num_envs:
+            raise GameError(f"game.options.workers ({opts.workers}) exceeds the {num_envs} "
+                            "envs (each worker steps at least one): lower it")
         if len(opts.maps) < 2:
             return
         sides = 2 if opts.alternate_sides else 1

@@ -186,10 +186,14 @@ def resolve_map(name: str) -> MapInfo:
         path = home / given  # "maps/16x16/basesWorkers16x16.xml"
     elif is_xml and given.is_file():
         path = given  # a user's map
-    elif base in by_key:
-        path = by_key[base]
-    elif is_xml or given.exists():
+    elif base in by_key and (not is_xml or given.parent == Path(".")):
+        path = by_key[base]  # a name ("basesWorkers8x8", "8x8/basesWorkers8x8"), not a path
+    elif is_xml:  # a path to a file that is not there: never a shipped map of that name
         raise GameError(f"microRTS map file {key!r} does not exist or is not a file")
+    elif given.is_file():
+        raise GameError(f"microRTS map {key!r} is not an XML map file (.xml)")
+    elif given.exists():
+        raise GameError(f"microRTS map {key!r} is a folder, not an XML map file")
     else:
         close = difflib.get_close_matches(base, list(by_key), n=3, cutoff=0.6)
         stems = {k: p.stem for k, p in by_key.items()}

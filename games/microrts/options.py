@@ -80,6 +80,13 @@ class MicroRTSOptions:
                              f"({', '.join(REWARD_COMPONENTS)}), got {len(self.reward_weights)}")
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if not all(abs(w) <= MAX_REWARD_WEIGHT for w in self.reward_weights):
+            raise ValueError(f"reward_weights must each be within +-{MAX_REWARD_WEIGHT:g} (the "
+                             f"rewards are float32; larger ones overflow the losses), got "
+                             f"{list(self.reward_weights)}")
+        if self.map_weights and not all(0 <= w <= MAX_REWARD_WEIGHT for w in self.map_weights):
+            raise ValueError(f"map_weights must each be in 0..{MAX_REWARD_WEIGHT:g}, got "
+                             f"{list(self.map_weights)}")
         if self.num_selfplay_envs < 0:
             raise ValueError(f"num_selfplay_envs must be >= 0, got {self.num_selfplay_envs}")
         if self.workers < 1:
@@ -94,6 +101,11 @@ class MicroRTSOptions:
         if not 4 <= self.render_cell <= 128:
             raise ValueError(f"render_cell must be in 4..128, got {self.render_cell}")
 
+
+
+MAX_REWARD_WEIGHT = 1e6
+"""the largest reward (or map) weight taken: beyond it float32 rewards and their squares in
+the value loss overflow"""
 
 
 @dataclass(frozen=True)

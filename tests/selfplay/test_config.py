@@ -215,3 +215,47 @@ def test_microrts_family_file_documents_every_option() -> None:
         shown = re.search(rf"^    # {f.name}: (.+)$", text, re.MULTILINE)
         assert shown, f"game.options.{f.name} is not documented"
         assert yaml.safe_load(shown.group(1)) == getattr(defaults, f.name), f.name
+
+
+def test_config_files_refuse_duplicate_keys_self_bases_and_two_game_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards: a key given twice kept the last silently; ``base: common.yaml`` read the
+    working directory's file before the one beside the config; ``base: self.yaml`` and an
+    unknown family gave misleading errors; ``--set game.name`` other than ``--game`` was
+    ignored."""
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("game:\n  num_envs: 3\n  num_envs: 4\n")
+    with pytest.raises(ConfigError, match="duplicate key 'num_envs'"):
+        build_config("CartPole-v1", dup)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "cfg.yaml").write_text("base: common.yaml\n")
+    (tmp_path / "sub" / "common.yaml").write_text("game:\n  num_envs: 3\n")
+    (tmp_path / "common.yaml").write_text("game:\n  num_envs: 5\n")
+    monkeypatch.chdir(tmp_path)
+    assert build_config("CartPole-v1", Path("sub/cfg.yaml")).game.num_envs == 3
+    (tmp_path / "self.yaml").write_text("base: self.yaml\n")
+    with pytest.raises(ConfigError, match="'base' names the file itself"):
+        build_config("CartPole-v1", tmp_path / "self.yaml")
+    (tmp_path / "nf.yaml").write_text("base: nosuch\n")
+    with pytest.raises(ConfigError, match="base 'nosuch' is neither a family .*microrts"):
+        build_config("CartPole-v1", tmp_path / "nf.yaml")
+    with pytest.raises(ConfigError, match="--game names 'tictactoe' but --set game.name names "
+                                          "'CartPole-v1'"):
+        build_config("tictactoe", overrides=["game.name=CartPole-v1"])
+    assert build_config("cartpole", overrides=["game.name=CartPole-v1"]).game.name == \
+        "CartPole-v1"  # two spellings of one game
+
+
+def test_non_finite_losses_stop_the_run_before_a_checkpoint(tmp_path: Path) -> None:
+    """Guards: reward weights of 1e39 (or a learning rate of 1e30) trained a network of NaNs,
+    saved it and exited 0."""
+    from selfplay.learning import TrainingDiverged
+    from selfplay.train import run_training
+
+    config = build_config("CartPole-v1", overrides=["ppo.learning_rate=1e30",
+                                                    "log.progress=false",
+                                                    "log.tensorboard=false"],
+                          total_steps=4096)
+    with pytest.raises(TrainingDiverged, match="loss/policy_loss, loss/value_loss"):
+        run_training(config, run_dir=tmp_path / "run")
+    assert not list((tmp_path / "run" / "checkpoints").glob("*.pt"))

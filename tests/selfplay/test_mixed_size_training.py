@@ -112,3 +112,24 @@ def test_maps_no_env_would_play_are_refused_before_the_run_starts(tmp_path) -> N
                                         "played .* by the 2 envs .*raise game.num_envs to 6"):
         run_training(config, run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_refused_at_its_start_leaves_no_folder_behind(tmp_path) -> None:
+    """Guards: a league the game refuses (no self-play envs) failed after config.yaml and
+    league.db were written, leaving the run folder; an option refused by the game left the
+    parent folders ``--run-dir a/b/c`` made; more workers than envs ran fewer, silently."""
+    from games.core import GameError
+    from selfplay.config import ConfigError
+    from selfplay.train import run_training
+
+    common = ["game.num_envs=2", "game.options.map=basesWorkers8x8",
+              "game.options.num_selfplay_envs=0", "log.progress=false",
+              "log.tensorboard=false"]
+    with pytest.raises(ConfigError, match="league.enabled needs two seats per env"):
+        run_training(build_config("microrts", overrides=common, total_steps=16),
+                     run_dir=tmp_path / "a" / "b")
+    with pytest.raises(GameError, match=r"game.options.workers \(3\) exceeds the 2 envs"):
+        run_training(build_config("microrts", overrides=[
+            *common, "league.enabled=false", "game.options.workers=3"], total_steps=16),
+            run_dir=tmp_path / "a" / "b")
+    assert list(tmp_path.iterdir()) == []

@@ -377,3 +377,15 @@ def test_tournament_of_8x8_checkpoints_on_a_9x8_map(microrts_checkpoints: dict[s
                         map_name="NoWhereToRun9x8", num_envs=2, seed=1, quiet=True,
                         max_steps=100)
     assert result["played"] == 6
+
+
+def test_checkpoints_that_observe_differently_cannot_share_a_game(
+        microrts_checkpoints: dict[str, Path]) -> None:
+    """Guards: ``--vs`` a checkpoint trained with rotate_player1 played it unrotated (its
+    actions read in the wrong frame), and reported results."""
+    plain = microrts_checkpoints["plain"]
+    rotated = _untrained_microrts(plain.parent / "rotated.pt", 6,
+                                  "game.options.rotate_player1=true")
+    with pytest.raises(CheckpointError, match="rotate_player1=False and --vs .*rotated.pt with "
+                                              "True: one game cannot show both"):
+        play(plain, str(rotated), games=2)

@@ -367,3 +367,31 @@ def test_scripted_bots_play_through_resets(make_game) -> None:
     for _ in range(20):
         batch = game.step(np.zeros((len(names), 1, 64, 7), np.int64))
     assert batch.obs.shape[0] == len(names)
+
+
+def test_a_missing_map_path_is_never_the_shipped_map_of_that_name(tmp_path: Path) -> None:
+    """Guards: ``--map /tmp/nope/basesWorkers8x8.xml`` trained on the shipped map of that
+    name (and the run recorded the missing path)."""
+    with pytest.raises(GameError, match="nope/basesWorkers8x8.xml' does not exist"):
+        maps.resolve_map(str(tmp_path / "nope" / "basesWorkers8x8.xml"))
+    assert maps.resolve_map("basesWorkers8x8.xml").name == "basesWorkers8x8"  # a bare name
+    other = tmp_path / "cfg.yaml"
+    other.write_text("x: 1")
+    with pytest.raises(GameError, match="is not an XML map file"):
+        maps.resolve_map(str(other))
+
+
+@pytest.mark.parametrize("option, message", [
+    ("reward_weights=[1e39,1,1,1,1,1]", "reward_weights must each be within"),
+    ("map_weights=[1e308,1e308]", "map_weights must each be in"),
+])
+def test_weights_that_overflow_float32_are_refused(option: str, message: str) -> None:
+    from games.microrts.options import MicroRTSOptions
+    from games.options import OptionError, from_mapping
+    from selfplay.config_files import parse_set
+
+    value = parse_set([option])
+    if "map_weights" in option:
+        value["maps"] = ["basesWorkers8x8A", "basesWorkers8x8B"]
+    with pytest.raises((OptionError, ValueError), match=message):
+        from_mapping(MicroRTSOptions, value, "game.options.")
