@@ -92,10 +92,10 @@ class LeagueHook:
 
     def __init__(self, trainer: TrainingContext, run_path: Path, config: LeagueConfig) -> None:
         if trainer.spec.num_seats != 2:
-            raise ConfigError(f"league.enabled needs two seats per env; {trainer.spec.name} "
-                              f"has {trainer.spec.num_seats} as configured (every env played "
-                              "against the game's own bots?): set league.enabled=false, or "
-                              "give the game self-play envs")
+            raise ConfigError(f"league.enabled needs a two-seat game; {trainer.spec.name} has "
+                              f"{trainer.spec.num_seats} seat(s) as configured: set "
+                              "league.enabled=false (or, in a game with engine bots, give it "
+                              "self-play envs)")
         self.trainer = trainer
         self.config = config
         self.ranks = ranks = trainer.ranks

@@ -84,9 +84,6 @@ class MicroRTSOptions:
             raise ValueError(f"reward_weights must each be within +-{MAX_REWARD_WEIGHT:g} (the "
                              f"rewards are float32; larger ones overflow the losses), got "
                              f"{list(self.reward_weights)}")
-        if self.map_weights and not all(0 <= w <= MAX_REWARD_WEIGHT for w in self.map_weights):
-            raise ValueError(f"map_weights must each be in 0..{MAX_REWARD_WEIGHT:g}, got "
-                             f"{list(self.map_weights)}")
         if self.num_selfplay_envs < 0:
             raise ValueError(f"num_selfplay_envs must be >= 0, got {self.num_selfplay_envs}")
         if self.workers < 1:
@@ -97,6 +94,9 @@ class MicroRTSOptions:
                                  f"{len(self.maps)}), got {len(self.map_weights)}")
             if min(self.map_weights) < 0 or sum(self.map_weights) <= 0:
                 raise ValueError(f"map_weights must be >= 0 with a positive sum, got "
+                                 f"{list(self.map_weights)}")
+            if max(self.map_weights) > MAX_REWARD_WEIGHT:
+                raise ValueError(f"map_weights must each be in 0..{MAX_REWARD_WEIGHT:g}, got "
                                  f"{list(self.map_weights)}")
         if not 4 <= self.render_cell <= 128:
             raise ValueError(f"render_cell must be in 4..128, got {self.render_cell}")

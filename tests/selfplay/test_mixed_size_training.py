@@ -125,7 +125,7 @@ def test_a_run_refused_at_its_start_leaves_no_folder_behind(tmp_path) -> None:
     common = ["game.num_envs=2", "game.options.map=basesWorkers8x8",
               "game.options.num_selfplay_envs=0", "log.progress=false",
               "log.tensorboard=false"]
-    with pytest.raises(ConfigError, match="league.enabled needs two seats per env"):
+    with pytest.raises(ConfigError, match="league.enabled needs a two-seat game"):
         run_training(build_config("microrts", overrides=common, total_steps=16),
                      run_dir=tmp_path / "a" / "b")
     with pytest.raises(GameError, match=r"game.options.workers \(3\) exceeds the 2 envs"):
