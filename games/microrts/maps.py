@@ -103,7 +103,16 @@ def _players_and_units_problem(root: ET.Element, width: int, height: int) -> str
     if ids != ["0", "1"]:
         return f"<players> must hold rts.Player ID=\"0\" and ID=\"1\", got IDs {ids}"
     units = root.find("units")
+    seen: set[str] = set()
     for unit in units if units is not None else []:
+        ident = unit.get("ID")
+        if ident in seen:
+            return f"two units have ID {ident!r}; unit IDs must differ"
+        seen.add(str(ident))
+        for key in ("resources", "hitpoints"):
+            value = unit.get(key)
+            if value is not None and not value.strip().lstrip("-").isdigit():
+                return f"unit {ident!r}: {key} must be an integer, got {value!r}"
         try:
             owner, x, y = (int(unit.get(key, "")) for key in ("player", "x", "y"))
         except ValueError:

@@ -125,6 +125,9 @@ def test_map_terrain_must_match_size(tmp_path: Path) -> None:
      "belongs to player 5"),
     (lambda t: t.replace('player="1" x="5" y="6"', 'player="1" x="9" y="6"'),
      r"at \(9, 6\) is outside the 8x8 board"),
+    (lambda t: t.replace('ID="7"', 'ID="6"'), "two units have ID '6'"),  # Java NPE mid-game
+    (lambda t: t.replace('resources="20"', 'resources="lots"', 1),
+     "resources must be an integer, got 'lots'"),
 ])
 def test_maps_the_engine_fails_on_mid_game_are_refused(engine_home: Path, tmp_path: Path,
                                                        edit, message: str) -> None:
