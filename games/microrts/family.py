@@ -5,6 +5,7 @@ games are staged as self-play envs, a bot thinking for its seat as a teacher
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -49,6 +50,7 @@ class MicroRTSFamily(Family):
     def check_run(self, game: str, options: Mapping[str, Any], num_envs: int) -> None:
         """Every map of ``maps`` must be played by some env: with fewer env pairs than maps
         the last maps were silently never played (and still sized the padded batch)."""
+        from games.microrts import bots as bots_mod
         from games.microrts.options import MicroRTSOptions, env_layout
         from games.options import from_mapping
 
@@ -56,6 +58,15 @@ class MicroRTSFamily(Family):
         if opts.workers > num_envs:
             raise GameError(f"game.options.workers ({opts.workers}) exceeds the {num_envs} "
                             "envs (each worker steps at least one): lower it")
+        if num_envs > opts.num_selfplay_envs and opts.bots:
+            layout = env_layout(opts, num_envs)
+            met = {bot.name for bot in layout.bots if bot is not None}
+            idle = [b for b in opts.bots if bots_mod.resolve_bot(b).name not in met]
+            if idle:  # a league with bot_env_pfsp draws every game's bot: then they play
+                print(f"warning: game.options.bots: {', '.join(idle)} start in none of the "
+                      f"{num_envs - opts.num_selfplay_envs} bot envs (one bot per pair of "
+                      "envs); they play only where league.bot_env_pfsp draws the bots",
+                      file=sys.stderr)
         if len(opts.maps) < 2:
             return
         sides = 2 if opts.alternate_sides else 1

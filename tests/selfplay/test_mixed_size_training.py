@@ -133,3 +133,18 @@ def test_a_run_refused_at_its_start_leaves_no_folder_behind(tmp_path) -> None:
             *common, "league.enabled=false", "game.options.workers=3"], total_steps=16),
             run_dir=tmp_path / "a" / "b")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bots_no_env_starts_with_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    """Guards: ``bots=[WorkerRush,LightRush]`` on one pair of bot envs never played LightRush,
+    silently (a league with bot_env_pfsp draws every game's bot: a warning, not an error)."""
+    from games.registry import family_of
+
+    family = family_of("microrts")
+    options = {"map": "basesWorkers8x8", "num_selfplay_envs": 0,
+               "bots": ["WorkerRush", "LightRush"]}
+    family.check_run("microrts", options, 2)
+    assert "game.options.bots: LightRush start in none of the 2 bot envs" in \
+        capsys.readouterr().err
+    family.check_run("microrts", options, 4)
+    assert capsys.readouterr().err == ""
