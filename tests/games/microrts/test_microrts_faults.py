@@ -210,7 +210,8 @@ def small_8x8_training(run_dir: Path) -> list[str]:
     return [sys.executable, "-m", "selfplay.cli", "train", "--game", "microrts", "--run-dir",
             str(run_dir), "--no-progress", "--total-steps", "100000000",
             "--set", "game.num_envs=4", "--set", "game.options.map=basesWorkers8x8",
-            "--set", "game.options.num_selfplay_envs=2", "--set", "game.options.workers=2"]
+            "--set", "game.options.num_selfplay_envs=2", "--set", "game.options.workers=2",
+            "--set", "game.options.bots=[WorkerRush]"]  # the one pair of bot envs' bot
 
 
 @pytest.mark.slow  # a microRTS run with workers and a rater, stopped: ~35 s (make bench)
