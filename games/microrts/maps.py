@@ -58,6 +58,10 @@ def shipped_maps(home: Path | None = None) -> dict[str, Path]:
     return {p.stem: p for p in sorted(root.rglob("*.xml"))}
 
 
+UNIT_TYPES = ("Resource", "Base", "Barracks", "Worker", "Light", "Heavy", "Ranged")
+"""The unit types of the engine's ``UnitTypeTable`` (any other name is a Java null pointer)."""
+
+
 def parse_map(path: Path, name: str | None = None) -> MapInfo:
     """Read a map's size and terrain; :class:`GameError` for anything the engine would reject."""
     try:
@@ -96,7 +100,7 @@ def parse_map(path: Path, name: str | None = None) -> MapInfo:
 def _players_and_units_problem(root: ET.Element, width: int, height: int) -> str | None:
     """What the engine would fail on mid-game (an index error naming neither the map nor the
     fix): a map must have players 0 and 1, and units owned by -1 (nobody), 0 or 1, on the
-    board."""
+    board, of the unit types the engine's table holds."""
     players = root.find("players")
     ids = sorted(p.get("ID", "") for p in (players if players is not None else [])
                  if p.tag == "rts.Player")
@@ -109,6 +113,9 @@ def _players_and_units_problem(root: ET.Element, width: int, height: int) -> str
         if ident in seen:
             return f"two units have ID {ident!r}; unit IDs must differ"
         seen.add(str(ident))
+        if unit.get("type") not in UNIT_TYPES:
+            return (f"unit {ident!r} has type {unit.get('type')!r}; the engine's types are "
+                    f"{', '.join(UNIT_TYPES)}")
         for key in ("resources", "hitpoints"):
             value = unit.get(key)
             if value is not None and not value.strip().lstrip("-").isdigit():

@@ -128,6 +128,8 @@ def test_map_terrain_must_match_size(tmp_path: Path) -> None:
     (lambda t: t.replace('ID="7"', 'ID="6"'), "two units have ID '6'"),  # Java NPE mid-game
     (lambda t: t.replace('resources="20"', 'resources="lots"', 1),
      "resources must be an integer, got 'lots'"),
+    (lambda t: t.replace('type="Worker"', 'type="Knight"', 1),
+     "has type 'Knight'; the engine's types are Resource, Base"),
 ])
 def test_maps_the_engine_fails_on_mid_game_are_refused(engine_home: Path, tmp_path: Path,
                                                        edit, message: str) -> None:
