@@ -202,6 +202,29 @@ def test_a_rank_that_cannot_rendezvous_is_one_line(monkeypatch: pytest.MonkeyPat
         join_ranks(build_config("CartPole-v1", overrides=["game.num_envs=2"]))
 
 
+def test_a_rank_whose_peers_never_start_stops_after_the_rendezvous_timeout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards: rank 0 of a hand-made 2-rank launch whose rank 1 never started waited torch's
+    30-minute collective timeout before saying anything."""
+    import socket
+    import time
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for name, value in (("WORLD_SIZE", "2"), ("RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
+                        ("MASTER_PORT", str(port)), ("SELFPLAY_RENDEZVOUS_TIMEOUT_S", "2")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match="rank 0 of 2 could not join the others .*all "
+                                          "WORLD_SIZE ranks start"):
+        join_ranks(build_config("CartPole-v1", overrides=["game.num_envs=2"]))
+    assert time.monotonic() - start < 30
+    monkeypatch.setenv("SELFPLAY_RENDEZVOUS_TIMEOUT_S", "soon")
+    with pytest.raises(ConfigError, match="SELFPLAY_RENDEZVOUS_TIMEOUT_S='soon'"):
+        join_ranks(build_config("CartPole-v1", overrides=["game.num_envs=2"]))
+
+
 def test_async_collection_is_named_among_the_settings_ranks_refuse() -> None:
     """Guards: an async run resumed under torchrun built its game, then advised a setting
     (collection: sync) that --resume cannot take."""
