@@ -152,9 +152,11 @@ class Family:
         ones cannot share one game. None by default."""
         return {}
 
-    def check_run(self, game: str, options: Mapping[str, Any], num_envs: int) -> None:
+    def check_run(self, game: str, options: Mapping[str, Any], num_envs: int,
+                  draws_bots: bool = False) -> None:
         """Refuse (:class:`GameError`) the settings of a training run that would not play
-        what they name, before its games are made (by default: nothing to check)."""
+        what they name, before its games are made (by default: nothing to check).
+        ``draws_bots``: the league draws each bot env's bot per game (``bot_env_pfsp``)."""
 
     def canonical(self, rest: str) -> str:
         """The canonical spelling of the part after :attr:`prefix` (prefix families)."""

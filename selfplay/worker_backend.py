@@ -18,7 +18,8 @@ def build_game(config: TrainConfig, num_envs: int | None = None,
     game, dist = config.game, config.distributed
     envs = game.num_envs if num_envs is None else num_envs
     seed = config.seed if seed is None else seed
-    family_of(game.name).check_run(game.name, game.options, envs)  # this rank's envs
+    family_of(game.name).check_run(game.name, game.options, envs,  # this rank's envs
+                                   config.league.enabled and config.league.bot_env_pfsp)
     if dist.backend == "local":
         return make_game(game.name, num_envs=envs, seed=seed, options=game.options)
     from games.workers.generic import FamilyWorkers

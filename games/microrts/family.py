@@ -47,9 +47,12 @@ class MicroRTSFamily(Family):
         opts = from_mapping(MicroRTSOptions, options, "game.options.")
         return {"partial_obs": opts.partial_obs, "rotate_player1": opts.rotate_player1}
 
-    def check_run(self, game: str, options: Mapping[str, Any], num_envs: int) -> None:
+    def check_run(self, game: str, options: Mapping[str, Any], num_envs: int,
+                  draws_bots: bool = False) -> None:
         """Every map of ``maps`` must be played by some env: with fewer env pairs than maps
-        the last maps were silently never played (and still sized the padded batch)."""
+        the last maps were silently never played (and still sized the padded batch). Bots no
+        bot env starts with are named in a warning, unless the league draws them
+        (``draws_bots``)."""
         from games.microrts import bots as bots_mod
         from games.microrts.options import MicroRTSOptions, env_layout
         from games.options import from_mapping
@@ -58,14 +61,14 @@ class MicroRTSFamily(Family):
         if opts.workers > num_envs:
             raise GameError(f"game.options.workers ({opts.workers}) exceeds the {num_envs} "
                             "envs (each worker steps at least one): lower it")
-        if num_envs > opts.num_selfplay_envs and opts.bots:
+        if num_envs > opts.num_selfplay_envs and opts.bots and not draws_bots:
             layout = env_layout(opts, num_envs)
             met = {bot.name for bot in layout.bots if bot is not None}
             idle = [b for b in opts.bots if bots_mod.resolve_bot(b).name not in met]
-            if idle:  # a league with bot_env_pfsp draws every game's bot: then they play
+            if idle:
                 print(f"warning: game.options.bots: {', '.join(idle)} start in none of the "
                       f"{num_envs - opts.num_selfplay_envs} bot envs (one bot per pair of "
-                      "envs); they play only where league.bot_env_pfsp draws the bots",
+                      "envs); league.bot_env_pfsp=true draws every game's bot",
                       file=sys.stderr)
         if len(opts.maps) < 2:
             return

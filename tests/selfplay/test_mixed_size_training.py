@@ -148,3 +148,5 @@ def test_bots_no_env_starts_with_are_named(capsys: pytest.CaptureFixture[str]) -
         capsys.readouterr().err
     family.check_run("microrts", options, 4)
     assert capsys.readouterr().err == ""
+    family.check_run("microrts", options, 2, draws_bots=True)  # the league draws them
+    assert capsys.readouterr().err == ""
