@@ -19,6 +19,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+MAX_ELO_K = 400.0
+"""The largest Elo K-factor accepted: beyond the rating scale itself (400) one game swings a
+rating by more than a class."""
+
 _SQRT2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 

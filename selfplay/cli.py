@@ -170,8 +170,6 @@ SIGMA_PRIOR = 25.0 / 3.0
 SIGMA_FLOOR = 0.8
 """below this no player's sigma goes: every game adds the drift tau (25/300) to it; even games
 between two players level off near 0.78, lopsided ones higher"""
-MAX_ELO_K = 400.0
-"""an Elo K beyond the rating scale itself (400) swings a rating by more than a class per game"""
 
 
 def cmd_league(args: argparse.Namespace) -> int:
@@ -192,6 +190,8 @@ def cmd_league(args: argparse.Namespace) -> int:
             raise UserError("--processes must be >= 1")
         if not 0.0 <= args.min_quality < 1.0:
             raise UserError("--min-quality must be in [0, 1)")
+        from league.ratings import MAX_ELO_K
+
         if args.elo_k is not None and not 0 < args.elo_k <= MAX_ELO_K:
             raise UserError(f"--elo-k must be in (0, {MAX_ELO_K:g}] (chess uses 10-40), got "
                             f"{args.elo_k}")

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from games.options import to_mapping
 from selfplay.bc_config import BCConfig, bc_checks
 from selfplay.distributed_config import DistributedConfig, distributed_checks
+from selfplay.league_config import LeagueConfig, league_checks
 
 
 class ConfigError(ValueError):
@@ -167,66 +168,6 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
-class LeagueConfig:
-    enabled: bool = False
-    """Train inside a league (two-seat games): snapshots, PFSP opponents, ratings."""
-    db: str | None = None
-    """League database file (default: league.db in the run directory); runs that share one
-    file play each other's snapshots."""
-    role: Literal["main", "main_exploiter", "league_exploiter"] = "main"
-    """main: self-play plus PFSP over every snapshot in the league. main_exploiter: plays the
-    main agent's newest snapshot (PFSP over its snapshots while it wins < exploiter_threshold);
-    needs league.db naming the main run's database. league_exploiter: PFSP over every
-    snapshot, no self-play. Every role's snapshots join the league."""
-    target: str | None = None
-    """main_exploiter: the run (directory name) whose snapshots are the main agent (default:
-    every snapshot of role main in league.db)."""
-    self_play: float = 0.5
-    """Share of games against the latest learner; the rest against past snapshots (PFSP).
-    Main role only: exploiters never play themselves."""
-    weighting: Literal["hard", "variance", "linear", "linear_capped"] | None = None
-    """PFSP weighting of this run's role over its candidate snapshots; default AlphaStar's
-    for the role: hard (main), variance (main_exploiter), linear_capped (league_exploiter)."""
-    exploiter_threshold: float = 0.1
-    """main_exploiter: below this win rate against the main agent's newest snapshot, play PFSP
-    over the main agent's earlier snapshots instead."""
-    max_active_opponents: int = 4
-    """Snapshot policies loaded at once (each costs one forward pass per step)."""
-    snapshot_every: int = 10
-    """Freeze the learner as a snapshot every this many updates."""
-    eval_every: int = 10
-    """Rate the newest snapshot every this many updates (matches beside training)."""
-    eval_games: int = 4
-    """Rating games per opponent of the pool (both sides)."""
-    eval_pool: int = 4
-    """Most recent earlier snapshots in the rating pool."""
-    eval_envs: int = 8
-    """Games played at once in rating matches."""
-    eval_process: bool = True
-    """Play the rating matches in a rater process beside training (spawned, its own engine),
-    so training does not wait for them; their rating is logged when they finish, with
-    league/rated_update. False plays them in the training process between updates."""
-    anchors: list[str] = field(default_factory=list)
-    """Scripted bots in every snapshot's rating pool (microRTS: engine bots)."""
-    bots: list[str] = field(default_factory=list)
-    """Scripted bots the learner trains against, picked by PFSP (games whose bots play a seat,
-    e.g. tic-tac-toe; microRTS engine bots play in the bot envs, see game.options.bots)."""
-    bot_share: float = 0.0
-    """Share of the contested envs' games against league.bots (taken from the PFSP share)."""
-    bot_env_pfsp: bool = False
-    """microRTS: at each episode end in a bot env, draw that env's next engine bot from
-    game.options.bots by PFSP (league.weighting, hard by default) over the learner's decayed
-    results against each bot, so it meets the bots it loses to more often. False: each bot
-    env keeps its bot of the env layout for the whole run."""
-    freeze_anchors: bool = True
-    """Anchors keep their starting rating (the TrueSkill prior) for good: a fixed yardstick
-    across the whole run. False lets the snapshots' games move them too."""
-    elo_k: float | None = None
-    """Elo K-factor of a league database this run creates (None: 32). A database keeps the K
-    it was created with; a run asking another K of an existing one is refused."""
-
-
-@dataclass(frozen=True)
 class TrainConfig:
     game: GameConfig = field(default_factory=GameConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
@@ -367,30 +308,11 @@ def validate(config: TrainConfig, on_this_machine: bool = True) -> None:
          "teacher: give --init-from CHECKPOINT, or set ppo.teacher_kl_coef=0"),
         (config.seed >= 0, "seed must be >= 0"),
         (config.log.return_window >= 1, "log.return_window must be >= 1"),
-        (0.0 <= config.league.self_play <= 1.0, "league.self_play must be in [0, 1]"),
-        (config.league.bot_share >= 0.0
-         and config.league.self_play + config.league.bot_share <= 1.0 + 1e-9,
-         "league.bot_share must be >= 0 with league.self_play + league.bot_share <= 1"),
-        (config.league.bot_share == 0.0 or bool(config.league.bots),
-         "league.bot_share > 0 needs league.bots (the scripted bots to play)"),
-        (config.league.max_active_opponents >= 1, "league.max_active_opponents must be >= 1"),
         (config.pipeline_groups >= 1, "pipeline_groups must be >= 1"),
         (config.collection == "sync" or not config.league.bot_env_pfsp,
          "collection: async and league.bot_env_pfsp are exclusive: the bot envs' next bots "
          "are drawn as their games end, which an async rollout reports one update late"),
-        (config.league.snapshot_every >= 1 and config.league.eval_every >= 1,
-         "league.snapshot_every and league.eval_every must be >= 1"),
-        (0.0 <= config.league.exploiter_threshold <= 1.0,
-         "league.exploiter_threshold must be in [0, 1]"),
-        (config.league.elo_k is None or config.league.elo_k > 0,
-         f"league.elo_k must be > 0 (or null: 32), got {config.league.elo_k}"),
-        (config.league.target is None or config.league.role == "main_exploiter",
-         f"league.target is only used with league.role=main_exploiter (league.role is "
-         f"{config.league.role}); remove league.target or set the role"),
-        (not config.league.enabled or config.league.role != "main_exploiter"
-         or config.league.db is not None,
-         "league.role=main_exploiter needs league.db: the main run's league database, e.g. "
-         "--set league.db=runs/main/league.db"),
+        *league_checks(config.league),
         *bc_checks(config.bc),
         (config.bc.snapshot_every == 0 or config.league.enabled,
          "bc.snapshot_every rates the clone's snapshots in the league: set "

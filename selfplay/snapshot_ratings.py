@@ -196,7 +196,7 @@ class SnapshotRatings:
         earlier = [p for p in self.db.players()
                    if p.kind == "snapshot" and p.broken is None and p.id < pid]
         snapshots = [p.name for p in earlier if self.fit.fits(p)]
-        pool = snapshots[-self.config.eval_pool:] + self.anchors
+        pool = snapshots[max(0, len(snapshots) - self.config.eval_pool):] + self.anchors
         if not pool:
             return None
         run = self.run

@@ -156,6 +156,20 @@ def test_league_exploiter_in_an_empty_league_plays_itself(tmp_path: Path) -> Non
     (["league.role=main_exploiter"], "league.role=main_exploiter needs league.db"),
     (["league.target=main"], "league.target is only used with league.role=main_exploiter"),
     (["league.exploiter_threshold=1.5"], "league.exploiter_threshold must be in [0, 1]"),
+    # guards below: each trained on, ignoring the setting, failing every rating with a warning
+    # or with a traceback
+    (["league.role=league_exploiter"], "league.role=league_exploiter needs league.db"),
+    (["league.enabled=false", "league.role=main_exploiter", "league.db=x.db"],
+     "league.enabled is false, yet league.role=main_exploiter and league.db=x.db ask"),
+    (["league.bots=[win_or_block]", "league.bot_share=0"],
+     "league.bots (win_or_block) are never played with league.bot_share=0"),
+    (["league.bots=[random,Random]", "league.bot_share=0.2"], "league.bots names a bot twice"),
+    (["league.anchors=[random,random]"], "league.anchors names a bot twice"),
+    (["league.eval_games=0"], "league.eval_games must be >= 1"),
+    (["league.eval_pool=-2"], "league.eval_pool must be >= 0"),
+    (["league.eval_pool=0", "league.anchors=[]"], "league.eval_pool=0 without league.anchors"),
+    (["league.eval_envs=0"], "league.eval_envs must be >= 1"),
+    (["league.elo_k=1000"], "league.elo_k must be in (0, 400]"),
 ])
 def test_bad_role_settings_name_the_key(sets: list[str], message: str) -> None:
     with pytest.raises(ConfigError) as info:
