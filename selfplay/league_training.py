@@ -108,6 +108,10 @@ class LeagueHook:
         rating = None if config.elo_k is None else RatingConfig(elo_k=config.elo_k)
         if not ranks.is_main:  # rank 0 creates the database and registers the players first
             ranks.barrier()
+        if config.role != "main" and not db_path.is_file():  # a typo made a new database
+            raise ConfigError(f"league.db: no league database at {db_path}; an exploiter "
+                              f"(league.role={config.role}) joins the main run's: start "
+                              "that run first, or fix the path")
         self.db = LeagueDB(db_path, game=trainer.spec.name, config=rating)
         seed = ranks.seed(trainer.config.seed)  # this rank's draws
         bot_share = config.bot_share if config.bots else 0.0

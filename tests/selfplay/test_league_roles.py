@@ -146,9 +146,21 @@ def test_league_exploiter_pfsp_over_the_whole_league(
 
 
 def test_league_exploiter_in_an_empty_league_plays_itself(tmp_path: Path) -> None:
+    LeagueDB(tmp_path / "empty.db", game="tictactoe").close()  # the main run's, no snapshot yet
     hook = hook_for(tmp_path, tmp_path / "empty.db", "league_exploiter")
     assert frequencies(hook, 100) == {LEARNER: 1.0}
     hook.close()
+
+
+@pytest.mark.parametrize("role", ["main_exploiter", "league_exploiter"])
+def test_an_exploiter_never_creates_the_database_it_joins(tmp_path: Path, role: str) -> None:
+    """Guards: a mistyped league.db made a new database (and its folders), left behind by the
+    refused run."""
+    typo = tmp_path / "nodir" / "sub" / "typo.db"
+    with pytest.raises(ConfigError, match=f"league.db: no league database at {typo}; an "
+                                          f"exploiter \\(league.role={role}\\) joins"):
+        hook_for(tmp_path, typo, role)
+    assert not (tmp_path / "nodir").exists()
 
 
 @pytest.mark.parametrize(("sets", "message"), [
