@@ -80,6 +80,7 @@ from selfplay.ppo import TrainingContext
 from selfplay.snapshot_ratings import (
     SnapshotFit,
     SnapshotRatings,
+    own_snapshots_problem,
     register_anchors,
     register_snapshot,
 )
@@ -189,6 +190,9 @@ class LeagueHook:
                            f"main agent{whose} (runs with main snapshots: "
                            f"{', '.join(runs) or 'none'}); point league.db at the main "
                            "run's league database, or fix league.target")
+            problem = problem or own_snapshots_problem(
+                players, db_path, self.run_name, self.snapshot_dir, trainer.config,
+                new_run=restored is None)
             if restored is None:
                 own = self._own_snapshots(players)
                 self.latest = own[-1].id if own else None  # newest at the checkpoint

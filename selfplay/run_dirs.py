@@ -71,6 +71,8 @@ def same_run(run_dir: Path, config: TrainConfig) -> Path | None:
     saved = saved_config_from_mapping(read_yaml(run.config_file))
     if names_checkpoint(config.init_from, saved.init_from):
         config = replace(config, init_from=saved.init_from)  # the file it named at the start
+    if same_file(config.league.db, saved.league.db):  # saved absolute, given relative
+        config = replace(config, league=replace(config.league, db=saved.league.db))
     differ = config_differences(saved, config)
     if differ:
         shown = ", ".join(differ[:6]) + (", ..." if len(differ) > 6 else "")
@@ -79,6 +81,11 @@ def same_run(run_dir: Path, config: TrainConfig) -> Path | None:
                               "saved config, or pick another --run-dir")
     print(f"{run.path} already holds this run (same settings): resuming it", file=sys.stderr)
     return run.path
+
+
+def same_file(a: str | None, b: str | None) -> bool:
+    """Whether two paths (relative to the working directory) name one file."""
+    return a is not None and b is not None and Path(a).resolve() == Path(b).resolve()
 
 
 def saved_config(run: RunDir, config: TrainConfig | None) -> TrainConfig:
@@ -222,6 +229,9 @@ def open_run(config: TrainConfig | None, run_dir: Path | None, resume: Path | No
         if config.init_from is not None:
             config = replace(config,
                              init_from=str(resolve_checkpoint(config.init_from).resolve()))
+        if config.league.db is not None:  # a resume from another folder finds the same file
+            config = replace(config, league=replace(config.league,
+                                                    db=str(Path(config.league.db).resolve())))
         return RunOpening(config)
     run = RunDir(resume)
     config = saved_config(run, config)

@@ -13,7 +13,7 @@ the tournaments the previous process did not finish.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +35,7 @@ from league.snapshots import (
 )
 from league.tournament import IncompatiblePlayer
 from selfplay.config import ConfigError, LeagueConfig, NetworkConfig, NormalizeConfig, TrainConfig
+from selfplay.config_files import saved_config_from_mapping
 from selfplay.distributed_config import DistributedConfig
 from selfplay.league_rating import (
     BackgroundRater,
@@ -104,6 +105,40 @@ def register_snapshot(db: LeagueDB, directory: Path, run_name: str, run: RatedRu
     if existing is not None and existing.broken is not None:
         db.mark_broken(pid, None)  # its file is written again
     return pid
+
+
+def own_snapshots_problem(players: Sequence[Player], db_path: Path, run_name: str,
+                          directory: Path, config: TrainConfig, new_run: bool) -> str:
+    """Why this run cannot take the snapshots named after it in the database (empty when it
+    can): snapshots ``<run_name>@…`` kept in another folder belong to another run of the same
+    folder name (it would play them as its own); those of an earlier start of a new run
+    (stopped before its first checkpoint) are its own only if that start had its settings."""
+    from selfplay.run_dirs import config_differences
+
+    own = [p for p in players if p.kind == "snapshot" and snapshot_run(p.name) == run_name
+           and p.path is not None]
+    here = directory.resolve()
+    foreign = sorted({str(Path(str(p.path)).parent) for p in own
+                      if Path(str(p.path)).is_absolute() and Path(str(p.path)).parent != here})
+    if foreign:
+        return (f"{db_path} holds snapshots {run_name}@… of another run ({foreign[0]}): runs "
+                f"sharing a league database need different run folder names (this one: "
+                f"{run_name}); pick another --run-dir or league.db")
+    if not new_run:
+        return ""
+    for player in own:
+        try:
+            earlier = saved_config_from_mapping(load_snapshot(str(player.path)).config)
+        except (CheckpointError, ConfigError):
+            continue  # unreadable: written again when this run reaches its update
+        differ = config_differences(earlier, config)
+        if differ:
+            return (f"{db_path} holds snapshots of an earlier start of this run ({player.name}, "
+                    f"...) with other settings ({', '.join(differ[:6])}); a run that stopped "
+                    "before its first checkpoint starts again only with its own settings: "
+                    "give them, or pick another --run-dir or league.db")
+        break  # one snapshot tells the settings of that start
+    return ""
 
 
 def readable_snapshot(path: Path) -> bool:

@@ -18,7 +18,7 @@ from games.options import to_mapping
 from games.registry import make_game
 from league.db import LeagueDB
 from league.snapshots import save_snapshot, snapshot_name
-from selfplay.config import ConfigError
+from selfplay.config import ConfigError, TrainConfig
 from selfplay.config_files import build_config
 from selfplay.league_training import LEARNER, MAIN, LeagueHook, attach
 from selfplay.networks import ActorCritic
@@ -28,26 +28,34 @@ ROOT = Path(__file__).resolve().parents[2]
 QUIET = ["log.progress=false", "log.tensorboard=false"]
 
 
-def add_snapshots(db_path: Path, players: list[tuple[str, int, str]]) -> dict[str, int]:
-    """Register untrained tic-tac-toe snapshots ``(run, update, role)``; ids by name."""
-    config = build_config("tictactoe")
+def add_snapshots(db_path: Path, players: list[tuple[str, int, str]],
+                  config: TrainConfig | None = None) -> dict[str, int]:
+    """Register untrained tic-tac-toe snapshots ``(run, update, role)``, each in its run's
+    folder beside the database, trained with ``config`` (default: the family's); ids by
+    name."""
+    config = config or build_config("tictactoe")
     game = make_game("tictactoe", 1, 0)
     agent = ActorCritic(game.spec, config.network, config.normalize)
     game.close()
     with LeagueDB(db_path, game="tictactoe") as db:
         return {snapshot_name(run, update): save_snapshot(
-            db, db_path.parent / "snaps", snapshot_name(run, update), agent.state_dict(),
-            to_mapping(config), 0, update=update, role=role) for run, update, role in players}
+            db, db_path.parent / run / "snapshots", snapshot_name(run, update),
+            agent.state_dict(), to_mapping(config), 0, update=update, role=role)
+            for run, update, role in players}
 
 
-def hook_for(tmp_path: Path, db_path: Path, role: str, *sets: str) -> LeagueHook:
-    """The league hook of a run named ``me`` playing ``role`` in ``db_path``, at update 2
-    (its own snapshot ``me@2`` is in the pool)."""
+def hook_for(tmp_path: Path, db_path: Path, role: str, *sets: str, run: str = "me",
+             own: bool = True) -> LeagueHook:
+    """The league hook of a run named ``run`` (in ``tmp_path``) playing ``role`` in
+    ``db_path``, at update 2; ``own``: its own snapshot ``<run>@2`` is in the database (saved
+    with its settings, as the run would have) and so in the pool."""
     config = build_config("tictactoe", overrides=[
         *QUIET, f"league.role={role}", f"league.db={db_path}", *sets], seed=0)
+    if own and db_path.is_file():
+        add_snapshots(db_path, [(run, 2, role)], config)
     trainer = Trainer(config, make_game("tictactoe", 4, 0))
     trainer.update = 2
-    hook = attach(trainer, tmp_path / "me")
+    hook = attach(trainer, tmp_path / run)
     assert hook is not None
     return hook
 
@@ -61,12 +69,11 @@ def frequencies(hook: LeagueHook, n: int = 20_000) -> dict[int, float]:
 
 @pytest.fixture
 def league(tmp_path: Path) -> tuple[Path, dict[str, int]]:
-    """Main run ``main`` (3 snapshots), another main run ``other``, a league exploiter ``lx``
-    and the run under test ``me`` (1 snapshot of role main)."""
+    """Main run ``main`` (3 snapshots), another main run ``other`` and a league exploiter
+    ``lx`` (the run under test, ``me``, adds its own: :func:`hook_for`)."""
     path = tmp_path / "league.db"
     ids = add_snapshots(path, [("main", 2, "main"), ("main", 4, "main"), ("main", 6, "main"),
-                               ("other", 2, "main"), ("lx", 2, "league_exploiter"),
-                               ("me", 2, "main")])
+                               ("other", 2, "main"), ("lx", 2, "league_exploiter")])
     return path, ids
 
 
@@ -74,6 +81,7 @@ def test_main_plays_itself_and_pfsp_over_every_snapshot(
         tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
     path, ids = league
     hook = hook_for(tmp_path, path, "main", "league.self_play=0.4")
+    ids = {**ids, "me@0000002": hook.db.player("me@0000002").id}
     for _ in range(30):
         hook.matchmaker.record(LEARNER, ids["main@0000002"], 1)  # p ~ 1: hard weight ~ 0
         hook.matchmaker.record(LEARNER, ids["lx@0000002"], -1)  # p ~ 0: hard weight ~ 1
@@ -127,6 +135,7 @@ def test_league_exploiter_pfsp_over_the_whole_league(
         tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
     path, ids = league
     hook = hook_for(tmp_path, path, "league_exploiter")
+    ids = {**ids, "me@0000002": hook.db.player("me@0000002").id}
     for _ in range(30):
         hook.matchmaker.record(LEARNER, ids["other@0000002"], 1)
         hook.matchmaker.record(LEARNER, ids["main@0000006"], -1)
@@ -140,14 +149,14 @@ def test_league_exploiter_pfsp_over_the_whole_league(
     for name in ("main@0000002", "main@0000004", "lx@0000002", "me@0000002"):
         assert freq[ids[name]] == pytest.approx(0.2, abs=0.015), name
     hook.close()
-    hard = hook_for(tmp_path / "hard", path, "league_exploiter", "league.weighting=hard")
+    hard = hook_for(tmp_path, path, "league_exploiter", "league.weighting=hard", run="hard")
     assert hard.matchmaker.config.league_exploiter_weighting == "hard"
     hard.close()
 
 
 def test_league_exploiter_in_an_empty_league_plays_itself(tmp_path: Path) -> None:
     LeagueDB(tmp_path / "empty.db", game="tictactoe").close()  # the main run's, no snapshot yet
-    hook = hook_for(tmp_path, tmp_path / "empty.db", "league_exploiter")
+    hook = hook_for(tmp_path, tmp_path / "empty.db", "league_exploiter", own=False)
     assert frequencies(hook, 100) == {LEARNER: 1.0}
     hook.close()
 
@@ -193,8 +202,31 @@ def test_main_exploiter_without_main_snapshots_is_a_clear_error(
         tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
     path, _ = league
     with pytest.raises(ConfigError, match=r"no snapshot of a main agent of run 'mian' \(runs "
-                                          r"with main snapshots: main, me, other\)"):
+                                          r"with main snapshots: main, other\)"):
         hook_for(tmp_path, path, "main_exploiter", "league.target=mian")
+
+
+def test_a_second_run_of_the_same_name_is_refused_before_it_trains(
+        tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
+    """Guards: a run folder named like the main run's, sharing its database, trained on with
+    the main run's snapshots as its own until its own first snapshot clashed, mid-run."""
+    path, _ = league
+    with pytest.raises(ConfigError, match=r"holds snapshots main@… of another run \(.*/main/"
+                                          r"snapshots\): runs sharing a league database"):
+        hook_for(tmp_path / "elsewhere", path, "main", run="main", own=False)
+
+
+def test_a_restart_with_other_settings_does_not_take_the_dead_starts_snapshots(
+        tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
+    """Guards: a run killed before its first checkpoint, started again with another seed,
+    adopted the first start's snapshots (other weights, their ratings) as its own."""
+    path, _ = league
+    first = build_config("tictactoe", overrides=[
+        *QUIET, "league.role=main", f"league.db={path}"], seed=7)
+    add_snapshots(path, [("me", 2, "main")], first)
+    with pytest.raises(ConfigError, match=r"snapshots of an earlier start of this run "
+                                          r"\(me@0000002, ...\) with other settings \(seed\)"):
+        hook_for(tmp_path, path, "main", own=False)
 
 
 def train(*args: str) -> dict[str, object]:

@@ -553,3 +553,27 @@ def test_snapshots_of_a_run_of_the_same_name_in_a_shared_database_are_refused(
             LeagueDB(folder, game="tictactoe")
     finally:
         trainer.game.close()
+
+
+def test_a_relative_league_db_is_the_same_file_when_resumed_from_elsewhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards: ``league.db=shared.db`` was read against the working directory of each start:
+    resumed from another folder, the run made an empty database there and failed on it."""
+    from selfplay.config_files import read_yaml
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    overrides = ["log.progress=false", "log.tensorboard=false", "league.snapshot_every=1",
+                 "league.eval_process=false", "league.eval_every=100", "game.num_envs=4",
+                 "ppo.num_steps=16", "league.db=shared.db"]
+    monkeypatch.chdir(tmp_path / "a")
+    config = build_config("tictactoe", overrides=overrides, seed=1, total_steps=4 * 16 * 2)
+    run_training(config, tmp_path / "run")
+    saved = read_yaml(tmp_path / "run" / "config.yaml")["league"]["db"]
+    assert saved == str(tmp_path / "a" / "shared.db")
+    run_training(config, tmp_path / "run")  # the same command again: the same run, resumed
+    monkeypatch.chdir(tmp_path / "b")
+    run_training(None, resume=tmp_path / "run", total_steps=4 * 16 * 4)
+    assert not (tmp_path / "b" / "shared.db").exists()
+    with LeagueDB(tmp_path / "a" / "shared.db") as db:
+        assert "run@0000004" in {p.name for p in db.players()}
