@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from functools import cache
+from pathlib import Path
 
 
 def rom_key(name: str) -> str:
@@ -26,3 +29,33 @@ def single_player_games() -> dict[str, str]:
         if f"ALE/{camel}-v5" in gym.registry:  # multi-player-only ROMs are not registered
             games[rom_key(camel)] = camel
     return games
+
+
+@cache
+def expected_rom_md5() -> dict[str, str]:
+    """ale-py's list of the ROMs it supports: file name (``pong.bin``) -> MD5 digest."""
+    import ale_py
+
+    return dict(json.loads((Path(ale_py.__file__).parent / "roms" / "md5.json").read_text()))
+
+
+def rom_folder_problem(folder: Path) -> str | None:
+    """Why a user's ROM folder cannot be played (None if it can): a ROM file there, under a
+    name ale-py supports (in the folder, ``roms/`` or ``ROM/<game>/``, where PettingZoo
+    looks), whose content is not that ROM. The emulator picks a game's settings by the file
+    name and then hangs for ever (deaf to signals) or exits the process on another file."""
+    expected = expected_rom_md5()
+    candidates = [*folder.glob("*.bin"), *folder.glob("roms/*.bin"), *folder.glob("ROM/*/*.bin")]
+    for path in sorted(candidates):
+        want = expected.get(path.name)
+        if want is None:
+            continue
+        try:
+            digest = hashlib.md5(path.read_bytes()).hexdigest()
+        except OSError as exc:
+            return f"cannot read ROM {path}: {exc.strerror or exc}"
+        if digest != want:
+            return (f"{path} is not the {path.stem} ROM ale-py supports (MD5 {digest}, "
+                    f"expected {want}): replace it with the original, or drop "
+                    "game.options.rom_dir to play the ROMs that ship with ale-py")
+    return None

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from games.ale_roms import rom_folder_problem
 from games.core import GameError
-from games.pettingzoo.catalog import ROM_PACKAGE, GameInfo
+from games.pettingzoo.catalog import ROM_PACKAGE, GameInfo, rom_directory
 
 NUM_SEATS = 2
 # raw_env arguments the adapter sets itself
@@ -49,6 +50,10 @@ def _probe(info: GameInfo, rom_dir: Path, game_kwargs: Mapping[str, Any],
     if bad:
         allowed = ", ".join(sorted(params)) or "none"
         raise GameError(f"{info.registry_name}: unknown game_kwargs {bad}; allowed: {allowed}")
+    if rom_dir.resolve() != rom_directory().resolve():  # a user's folder: check its ROMs
+        problem = rom_folder_problem(rom_dir)
+        if problem is not None:
+            raise GameError(f"{info.registry_name}: game.options.rom_dir: {problem}")
     kwargs = dict(game_kwargs)
     if "num_players" in inspect.signature(raw_env).parameters:
         kwargs["num_players"] = NUM_SEATS

@@ -73,6 +73,19 @@ def test_missing_roms_name_the_package(tmp_path: Path) -> None:
     assert "Please install roms" not in str(got.value)  # PettingZoo's AutoROM advice, dropped
 
 
+@pytest.mark.parametrize("content", [b"", bytes(range(256)) * 8], ids=["empty", "garbage"])
+def test_a_rom_that_is_not_the_game_is_refused_before_the_emulator_loads_it(
+        tmp_path: Path, content: bytes) -> None:
+    """Guards: a garbage pong.bin hung the emulator for ever inside loadROM (deaf to Ctrl-C
+    and SIGTERM); an empty one exited the process with ALE's own message."""
+    (tmp_path / "pong.bin").write_bytes(content)
+    with pytest.raises(GameError, match=r"pettingzoo/pong_v3: game.options.rom_dir: .*pong.bin "
+                                        r"is not the pong ROM ale-py supports \(MD5 "):
+        make("pettingzoo/pong_v3", num_envs=1, rom_dir=str(tmp_path))
+    (tmp_path / "pong.bin").write_bytes((rom_directory() / "pong.bin").read_bytes())
+    make("pettingzoo/pong_v3", num_envs=1, rom_dir=str(tmp_path)).close()  # the real one plays
+
+
 def test_bad_options_and_game_kwargs() -> None:
     with pytest.raises(OptionError, match="frame_skipp"):
         make("pettingzoo/pong_v3", frame_skipp=4)
