@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from games.core import Policy, VecGame
-from games.family import MatchConditions
+from games.family import Family, MatchConditions
 from games.matches import MatchRunner, RecordTo
 from games.registry import family_of, resolve
 from games.replays import folder_totals
@@ -29,6 +29,7 @@ from selfplay.checkpoint import (
     looks_like_path,
     resolve_checkpoint,
 )
+from selfplay.config import ConfigError
 from selfplay.config_files import family_defaults
 from selfplay.evaluate import load_agent, trained_config
 from selfplay.policy import FrozenPolicy
@@ -182,6 +183,8 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
                 raise LeagueError(f"--players {spec} and {other} are the same checkpoint "
                                   f"({path}); each player may appear only once")
     family = family_of(game)
+    if not family.two_player:  # refused before a database is made for it
+        raise LeagueError(f"{game} is single-agent: a tournament needs a two-player game")
     if map_name is not None:  # one tournament however the map is spelled (and known)
         map_name = family.canonical_map(game, map_name)
     if max_steps is not None:
@@ -242,6 +245,10 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
     family = family_of(game)
     base_options = dict(family_defaults(family.name, game)
                         .get("game", {}).get("options", {}) or {})
+    # the checkpoints play with the observation settings they were trained with (the first
+    # checkpoint's; one game shows one view): a checkpoint trained otherwise is skipped
+    view = first_view(family, game, [p for p in paths.values() if p is not None])
+    base_options.update(view)
     # players that can play: bots and checkpoints whose file exists (the others are
     # reported and skipped by the tournament)
     playable = [p for p in paths.values() if p is None or p.is_file()]
@@ -279,6 +286,13 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
         other = trained_config(state, path)[0].game.name
         if other != game:
             raise CheckpointError(f"{path} plays {other}, not {game}")
+        own = family.observation_settings(trained_config(state, path)[0].game.options)
+        for key, value in view.items():
+            if own.get(key) != value:
+                raise CheckpointError(
+                    f"{path} was trained with game.options.{key}={own.get(key)!r}, the "
+                    f"tournament's first checkpoint with {value!r}: one game cannot show "
+                    "both their observations; rate checkpoints trained alike together")
         _, agent, _ = load_agent(path, spec_cache["spec"], state)
         # sampled actions from --seed: the same command plays the same games
         generator = torch.Generator(next(agent.parameters()).device).manual_seed(
@@ -318,6 +332,22 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
         result["record"] = {"folder": str(record), "games": after[0] - before[0],
                             "shards": after[1] - before[1]}
     return result
+
+
+def first_view(family: Family, game: str, paths: Sequence[Path]) -> dict[str, Any]:
+    """The observation settings (:meth:`Family.observation_settings`) of the first of the
+    checkpoint ``paths`` that loads as a checkpoint of ``game`` (empty if none does: the
+    tournament reports those)."""
+    for path in paths:
+        if not path.is_file():
+            continue
+        try:
+            trained = trained_config(load_checkpoint(path), path)[0]
+        except (CheckpointError, ConfigError):
+            continue
+        if trained.game.name == game:
+            return family.observation_settings(trained.game.options)
+    return {}
 
 
 def tournament_settings(max_steps: int | None, default_steps: object) -> str:

@@ -3,9 +3,17 @@ own player inside the emulator (``builtin``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from games.core import GameError
 from games.family import Family
 from games.matches import MatchSetup
+
+OBSERVATION_SETTINGS = ("frame_skip", "frame_stack", "screen_size", "interpolation", "max_pool",
+                        "agent_indicator", "mirror_second_seat", "full_action_space",
+                        "game_kwargs")
+"""game.options that two checkpoints playing one game must share"""
 
 
 class PettingZooFamily(Family):
@@ -27,6 +35,16 @@ class PettingZooFamily(Family):
         from games.pettingzoo.catalog import builtin_opponent_games, resolve
 
         return ["builtin"] if resolve(game).name in builtin_opponent_games() else []
+
+    def observation_settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The preprocessing a seat's observations went through (frames, their size, filter
+        and pooling, the seat channels, the mirrored seat), the action set, and the game's
+        variant."""
+        from games.options import from_mapping
+        from games.pettingzoo.options import PettingZooAtariOptions
+
+        opts = from_mapping(PettingZooAtariOptions, options, "game.options.")
+        return {key: getattr(opts, key) for key in OBSERVATION_SETTINGS}
 
     def match_setup(self, game: str, bot: str | None, num_envs: int, seed: int,
                     map_name: str | None = None) -> MatchSetup:

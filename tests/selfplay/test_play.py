@@ -177,6 +177,26 @@ def test_a_folder_named_like_a_bot_does_not_hide_the_bot(
 # --------------------------------------------------------------------------- microRTS matches
 
 
+def _untrained(game_name: str, path: Path, seed: int, *overrides: str) -> Path:
+    """An untrained checkpoint of ``game_name`` (random weights from ``seed``) with the
+    config ``overrides``."""
+    import torch
+
+    from games.options import to_mapping
+    from games.registry import make_game
+    from selfplay.checkpoint import save_checkpoint
+    from selfplay.config_files import build_config
+    from selfplay.networks import ActorCritic
+
+    config = build_config(game_name, overrides=list(overrides))
+    game = make_game(game_name, num_envs=1, seed=0, options=config.game.options)
+    spec = game.spec
+    game.close()
+    torch.manual_seed(seed)
+    agent = ActorCritic(spec, config.network, config.normalize)
+    return save_checkpoint(path, {"config": to_mapping(config), "agent": agent.state_dict()})
+
+
 def _untrained_microrts(path: Path, seed: int, *options: str) -> Path:
     """An untrained 8x8 microRTS checkpoint (random weights from ``seed``) whose games stop
     after 100 cycles; ``options`` are extra ``game.options.KEY=VALUE`` overrides."""
@@ -389,3 +409,35 @@ def test_checkpoints_that_observe_differently_cannot_share_a_game(
     with pytest.raises(CheckpointError, match="rotate_player1=False and --vs .*rotated.pt with "
                                               "True: one game cannot show both"):
         play(plain, str(rotated), games=2)
+
+
+def test_a_tournament_plays_checkpoints_with_their_observation_settings(
+        microrts_checkpoints: dict[str, Path], tmp_path: Path, capsys) -> None:
+    """Guards: tournaments played every checkpoint with the family's default settings (a
+    rotate_player1 checkpoint unrotated; a PettingZoo one of another screen size was
+    skipped though play and eval took it); one trained otherwise than the first is skipped,
+    naming the setting."""
+    from selfplay.league_commands import tournament
+
+    rotated = [_untrained_microrts(tmp_path / f"rotated{i}.pt", 6 + i,
+                                   "game.options.rotate_player1=true") for i in range(2)]
+    result = tournament("microrts", [*map(str, rotated), str(microrts_checkpoints["plain"])],
+                        str(tmp_path / "league.db"), games_per_pair=1, until_sigma=None,
+                        map_name=None, num_envs=2, seed=1, quiet=True, max_steps=60)
+    assert result["played"] == 1 and len(result["skipped_players"]) == 1
+    assert ("plain.pt was trained with game.options.rotate_player1=False, the tournament's "
+            "first checkpoint with True: one game cannot show both") in capsys.readouterr().err
+
+
+def test_pettingzoo_checkpoints_that_observe_differently_cannot_share_a_game(
+        tmp_path: Path) -> None:
+    """Guards: ``--vs`` a checkpoint trained with another frame skip (or mirrored seat) played
+    it with the first checkpoint's preprocessing, silently."""
+    pong = "pettingzoo/pong_v3"
+    plain = _untrained(pong, tmp_path / "plain.pt", 0, "game.num_envs=1")
+    skipping = _untrained(pong, tmp_path / "skip2.pt", 1, "game.num_envs=1",
+                          "game.options.frame_skip=2")
+    with pytest.raises(CheckpointError, match=r"plain.pt was trained with "
+                                              r"game.options.frame_skip=4 and --vs .*skip2.pt "
+                                              r"with 2: one game cannot show both"):
+        play(plain, str(skipping), games=1)
