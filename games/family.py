@@ -152,6 +152,16 @@ class Family:
         ones cannot share one game. None by default."""
         return {}
 
+    def observation_difference(self, a: Mapping[str, Any], b: Mapping[str, Any]
+                               ) -> tuple[str, Any, Any] | None:
+        """The first of :meth:`observation_settings` in which game options ``a`` and ``b``
+        differ, as ``(key, value in a, value in b)``; None if they observe alike."""
+        theirs = self.observation_settings(b)
+        for key, value in self.observation_settings(a).items():
+            if theirs.get(key) != value:
+                return key, value, theirs.get(key)
+        return None
+
     def check_run(self, game: str, options: Mapping[str, Any], num_envs: int,
                   draws_bots: bool = False) -> None:
         """Refuse (:class:`GameError`) the settings of a training run that would not play

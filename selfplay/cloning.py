@@ -516,7 +516,7 @@ class Cloner:
         """Start from the network of checkpoint ``path`` (``init_from``: cloning on from an
         earlier clone or a PPO run, say with students playing): its weights and normalization
         statistics; the optimizer, counters and label counts stay fresh."""
-        start_weights(self.agent, self.spec, path)
+        start_weights(self.agent, self.spec, path, self.config.game.options)
         if self.average is not None:  # the average starts at the weights started from
             self.average = WeightAverage(self.optimizer, self.agent, self.bc.weight_average)
 

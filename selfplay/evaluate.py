@@ -67,16 +67,26 @@ def trained_spec(config: TrainConfig) -> GameSpec:
         game.close()
 
 
-def start_weights(agent: ActorCritic, spec: GameSpec, path: Path) -> None:
+def start_weights(agent: ActorCritic, spec: GameSpec, path: Path,
+                  options: Mapping[str, Any]) -> None:
     """Load the network of checkpoint ``path`` (a training, cloning or snapshot checkpoint)
-    into ``agent``, built for ``spec``: its weights and normalization statistics, bit for
-    bit (``init_from``). A one-line :class:`CheckpointError` for a checkpoint of another
-    game or of another network."""
+    into ``agent``, built for ``spec`` and the game ``options``: its weights and
+    normalization statistics, bit for bit (``init_from``). A one-line
+    :class:`CheckpointError` for a checkpoint of another game, of another network, or
+    trained on other observations (a rotated board, fog of war: the family's
+    ``observation_settings``)."""
     state = load_checkpoint(path)
     game = state.get("game")
     if game != spec.name:
         raise CheckpointError(f"{path} is for game {game}, this run trains {spec.name}")
     trained, weights = trained_config(state, path)
+    differ = family_of(spec.name).observation_difference(trained.game.options, options)
+    if differ is not None:
+        key, theirs, mine = differ
+        raise CheckpointError(
+            f"{path} was trained with game.options.{key}={theirs!r}, this run has {mine!r}: "
+            f"it would see observations unlike those it learned on; set "
+            f"game.options.{key}={theirs!r}")
     if tuple(sorted(set(trained.network.ignore_planes))) != agent.ignore_planes:
         raise CheckpointError(
             f"{path} was trained with network.ignore_planes={sorted(trained.network.ignore_planes)}"

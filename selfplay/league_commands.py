@@ -286,13 +286,14 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
         other = trained_config(state, path)[0].game.name
         if other != game:
             raise CheckpointError(f"{path} plays {other}, not {game}")
-        own = family.observation_settings(trained_config(state, path)[0].game.options)
-        for key, value in view.items():
-            if own.get(key) != value:
-                raise CheckpointError(
-                    f"{path} was trained with game.options.{key}={own.get(key)!r}, the "
-                    f"tournament's first checkpoint with {value!r}: one game cannot show "
-                    "both their observations; rate checkpoints trained alike together")
+        differ = family.observation_difference(trained_config(state, path)[0].game.options,
+                                               view)
+        if view and differ is not None:
+            key, own, first = differ
+            raise CheckpointError(
+                f"{path} was trained with game.options.{key}={own!r}, the tournament's first "
+                f"checkpoint with {first!r}: one game cannot show both their observations; "
+                "rate checkpoints trained alike together")
         _, agent, _ = load_agent(path, spec_cache["spec"], state)
         # sampled actions from --seed: the same command plays the same games
         generator = torch.Generator(next(agent.parameters()).device).manual_seed(

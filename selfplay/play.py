@@ -102,15 +102,14 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
             if other_game != config.game.name:
                 raise CheckpointError(f"{opponent_path} plays {other_game}, not "
                                       f"{config.game.name}")
-            mine_all = family.observation_settings(config.game.options)
-            theirs_all = family.observation_settings(other_config.game.options)
-            for key, mine in mine_all.items():  # the game shows one view to both
-                theirs = theirs_all.get(key)
-                if mine != theirs:
-                    raise CheckpointError(
-                        f"{checkpoint} was trained with game.options.{key}={mine!r} and "
-                        f"--vs {opponent_path} with {theirs!r}: one game cannot show both "
-                        "their observations; play checkpoints trained alike")
+            differ = family.observation_difference(config.game.options,
+                                                   other_config.game.options)
+            if differ is not None:  # the game shows one view to both
+                key, mine, theirs = differ
+                raise CheckpointError(
+                    f"{checkpoint} was trained with game.options.{key}={mine!r} and --vs "
+                    f"{opponent_path} with {theirs!r}: one game cannot show both their "
+                    "observations; play checkpoints trained alike")
             _, other, _ = load_agent(opponent_path, spec, other_state)
             policies.append(FrozenPolicy(other, deterministic, generator, temperature))
             opponent_name = str(opponent_path)

@@ -299,7 +299,7 @@ class Trainer:
         bit for bit; the optimizer and the counters stay fresh. The teacher (if any) becomes a
         frozen copy of it. A one-line :class:`CheckpointError` for a checkpoint of another game
         or of another network."""
-        start_weights(self.agent, self.spec, path)
+        start_weights(self.agent, self.spec, path, self.config.game.options)
         if self.teacher is not None:
             self.teacher.load_state_dict(self.agent.state_dict())
         if self.fast_policy is not None:

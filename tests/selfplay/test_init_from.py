@@ -293,9 +293,35 @@ def test_a_network_that_ignores_other_planes_is_a_one_line_error(tmp_path: Path)
     path = save_checkpoint(tmp_path / "bc.pt", {"game": "lux", "config": to_mapping(blind),
                                                 "agent": agent.state_dict()})
     same = ActorCritic(spec, blind.network, blind.normalize)
-    start_weights(same, spec, path)
+    start_weights(same, spec, path, blind.game.options)
     assert_same_weights(same.state_dict(), agent.state_dict())
     seeing = build_config("lux", overrides=["network.grid_cells=[8]", "network.channels=[4, 8]"])
     with pytest.raises(CheckpointError, match=r"bc.pt was trained with network.ignore_planes="
                        r"\['queued_dig', 'queued_move'\], this run has \[\]: set the same"):
-        start_weights(ActorCritic(spec, seeing.network, seeing.normalize), spec, path)
+        start_weights(ActorCritic(spec, seeing.network, seeing.normalize), spec, path,
+                      seeing.game.options)
+
+
+def test_a_network_trained_on_other_observations_is_a_one_line_error(tmp_path: Path) -> None:
+    """Guards: a clone trained with microRTS's rotated board for player 1 started PPO on the
+    unrotated board (same shapes), silently."""
+    from selfplay.evaluate import start_weights
+
+    rotated = build_config("microrts", overrides=[
+        "game.options.map=basesWorkers8x8", "game.options.rotate_player1=true"])
+    game = make_game("microrts", num_envs=1, seed=0,
+                     options={**rotated.game.options, "num_selfplay_envs": 0})
+    spec = game.spec
+    game.close()
+    agent = ActorCritic(spec, rotated.network, rotated.normalize)
+    path = save_checkpoint(tmp_path / "bc.pt", {"game": "microrts",
+                                                "config": to_mapping(rotated),
+                                                "agent": agent.state_dict()})
+    start_weights(ActorCritic(spec, rotated.network, rotated.normalize), spec, path,
+                  rotated.game.options)
+    plain = build_config("microrts", overrides=["game.options.map=basesWorkers8x8"])
+    with pytest.raises(CheckpointError, match=r"bc.pt was trained with "
+                                              r"game.options.rotate_player1=True, this run has "
+                                              r"False: .*set game.options.rotate_player1=True"):
+        start_weights(ActorCritic(spec, plain.network, plain.normalize), spec, path,
+                      plain.game.options)
