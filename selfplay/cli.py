@@ -246,9 +246,13 @@ def cmd_games(args: argparse.Namespace) -> int:
     return 0
 
 
-def _names(value: str | None) -> list[str]:
-    """``a,b`` -> ``["a", "b"]`` (blanks dropped)."""
-    return [name.strip() for name in (value or "").split(",") if name.strip()]
+def _names(value: str | None, flag: str) -> list[str]:
+    """``a,b`` -> ``["a", "b"]`` (blanks dropped); a :class:`UserError` when ``flag``'s
+    ``value`` names no one (``--imitate ,`` meant everyone)."""
+    names = [name.strip() for name in (value or "").split(",") if name.strip()]
+    if value is not None and not names:
+        raise UserError(f"{flag} {value!r} names no player: give comma-separated names")
+    return names
 
 
 def cmd_bc(args: argparse.Namespace) -> int:
@@ -289,12 +293,12 @@ def cmd_bc(args: argparse.Namespace) -> int:
         config = build_config(args.game, args.config, overrides, seed_flag(args.seed),
                               init_from=args.init_from)
         bc = config.bc
-        if args.teachers:
-            bc = replace(bc, teachers=_names(args.teachers))
+        if args.teachers is not None:
+            bc = replace(bc, teachers=_names(args.teachers, "--teachers"))
         if args.replays:
             bc = replace(bc, replays=str(Path(args.replays).expanduser().resolve()))
-        if args.imitate:
-            bc = replace(bc, imitate=_names(args.imitate))
+        if args.imitate is not None:
+            bc = replace(bc, imitate=_names(args.imitate, "--imitate"))
         if args.winners_only:
             bc = replace(bc, winners_only=True)
         if args.total_steps is not None:
@@ -499,6 +503,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except errors as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError as exc:  # a size no check foresaw (numpy's arrays of a huge game)
+        print(f"error: out of memory ({str(exc).strip() or 'an allocation failed'}): lower "
+              "the settings that size the run (numbers of envs, steps, image sizes)",
+              file=sys.stderr)
         return 2
     except Terminated as stop:
         print(f"interrupted by {signal.Signals(stop.signum).name}", file=sys.stderr)

@@ -55,7 +55,7 @@ from selfplay.game_state import check_game, restore_games, saved_games, weights_
 from selfplay.losses import bootstrap_truncated, explained_variance, gae
 from selfplay.networks import ActorCritic
 from selfplay.optim import FlatAdam, WeightAverage
-from selfplay.rollout import step_rows, torch_dtype
+from selfplay.rollout import check_fits, rollout_bytes, step_rows, torch_dtype
 from selfplay.run_loop import RunLoop, collect_and_learn
 from selfplay.run_metrics import EpisodeLog, Timer
 from selfplay.students import Students
@@ -183,9 +183,22 @@ class Cloner:
         t, e, a = self.bc.num_steps, spec.num_envs, spec.num_seats
         self.shape = (t, e, a)
         space = spec.action_space
-        # time-major buffers [T, E, A, ...] and NumPy views of them for the collection loop
-        self.obs = torch.zeros((t, e, a, *spec.obs_shape), dtype=torch_dtype(spec.obs_dtype))
         state_shape = spec.state_shape if self.agent.critic_reads_state else None
+        check_fits(rollout_bytes(spec, t, torch_dtype(spec.obs_dtype), state_shape,
+                                 torch_dtype(spec.state_dtype)), torch.device("cpu"),
+                   f"a collection of bc.num_steps={t} x bc.num_envs={e} x {a} seats",
+                   "lower bc.num_envs or bc.num_steps")
+        # time-major buffers [T, E, A, ...] and NumPy views of them for the collection loop
+        if validation is not None:  # the positions kept: refused now if they cannot be
+            v = validation.spec
+            row = (int(np.prod(v.obs_shape)) * np.dtype(v.obs_dtype).itemsize
+                   + int(np.prod(v.action_space.mask_shape)) * v.has_mask
+                   + int(np.prod(v.action_space.action_shape)) * 4)
+            check_fits(config.bc.validation_steps * v.num_envs * v.num_seats * row,
+                       torch.device("cpu"), f"validation on bc.validation_steps="
+                       f"{config.bc.validation_steps} steps of {v.num_envs} games",
+                       "lower bc.validation_steps or bc.num_envs")
+        self.obs = torch.zeros((t, e, a, *spec.obs_shape), dtype=torch_dtype(spec.obs_dtype))
         self.state = (torch.zeros((t, e, a, *state_shape), dtype=torch_dtype(spec.state_dtype))
                       if state_shape is not None else None)
         self.mask = torch.zeros((t, e, a, *space.mask_shape), dtype=torch.bool)

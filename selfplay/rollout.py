@@ -50,9 +50,10 @@ def rollout_bytes(spec: GameSpec, num_steps: int, obs_dtype: torch.dtype,
     return rows * (size + 4 * 4 + 1)
 
 
-def check_fits(nbytes: int, device: torch.device, shape: tuple[int, int, int]) -> None:
+def check_fits(nbytes: int, device: torch.device, what: str, fix: str) -> None:
     """A :class:`ConfigError` when ``nbytes`` exceed the memory of ``device`` (the host's
-    physical memory, or the accelerator's), naming the settings that size the rollout."""
+    physical memory, or the accelerator's): ``what`` needs them, ``fix`` says which
+    settings to lower."""
     if device.type == "cpu":
         total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     elif device.type == "cuda":
@@ -60,11 +61,8 @@ def check_fits(nbytes: int, device: torch.device, shape: tuple[int, int, int]) -
     else:
         return
     if nbytes > total:
-        t, e, a = shape
-        raise ConfigError(
-            f"a rollout of ppo.num_steps={t} x game.num_envs={e} x {a} seats needs "
-            f"{nbytes / 2**30:.1f} GiB, more than the {total / 2**30:.1f} GiB of {device}; "
-            f"lower game.num_envs or ppo.num_steps")
+        raise ConfigError(f"{what} needs {nbytes / 2**30:.1f} GiB, more than the "
+                          f"{total / 2**30:.1f} GiB of {device}; {fix}")
 
 
 class RolloutBuffer:
@@ -86,7 +84,8 @@ class RolloutBuffer:
         self.device = device or torch.device("cpu")
         big = self.device
         check_fits(rollout_bytes(spec, num_steps, obs_dtype, critic_shape, critic_dtype),
-                   self.device, self.shape)
+                   self.device, f"a rollout of ppo.num_steps={t} x game.num_envs={e} x {a} seats",
+                   "lower game.num_envs or ppo.num_steps")
         try:
             self._allocate(spec, obs_dtype, critic_shape, critic_dtype, big)
         except (MemoryError, RuntimeError) as exc:  # torch's out-of-memory is a RuntimeError

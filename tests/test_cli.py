@@ -117,6 +117,13 @@ def test_bc_ctrl_c_checkpoints_then_resumes(tmp_path: Path) -> None:
      "error: no such checkpoint: no/such/run"),
     (["--teachers", "random", "--set", "bc.student_share=2"],
      "error: bc.student_share must be between 0 and 1, got 2"),
+    # guards: --imitate , imitated everyone; a huge validation ate 18 GB and would not stop;
+    # a game too large for memory was numpy's traceback
+    (["--teachers", "random", "--imitate", ","], "error: --imitate ',' names no player"),
+    (["--teachers", "random", "--set", "bc.validation_steps=1000000000000"],
+     "error: validation on bc.validation_steps=1000000000000 steps of 16 games needs"),
+    (["--teachers", "random", "--set", "bc.num_envs=10000000000"],
+     "error: out of memory (Unable to allocate"),
 ])
 def test_bc_bad_input_errors(tmp_path: Path, args: list[str], message: str) -> None:
     assert_one_line_error(run_here("bc", "--game", "tictactoe", *args, "--run-dir",
