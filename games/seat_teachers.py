@@ -3,7 +3,7 @@
 Any family whose bots act through seats (:class:`~games.family.SeatBotsFamily`: NumPy bots
 ``fn(obs, mask, rng)``) gets live teachers from here. Every seat of every env is played by one
 of the named bots (all ordered pairs of them spread over the envs, so each bot plays both sides
-and every opponent); after each ``reset`` and ``step`` the bots' actions at the returned
+and every opponent; only the pairs with an imitated bot when some bots are not imitated); after each ``reset`` and ``step`` the bots' actions at the returned
 observations are ``teacher_actions``, and the live seats whose bot is imitated are
 ``imitate``. The bots choose once per bot per step over all their seats (arrays in, arrays
 out), with a generator of their own beside the game's, saved with the game's state.
@@ -11,6 +11,7 @@ out), with a generator of their own beside the game's, saved with the game's sta
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -42,12 +43,15 @@ class SeatTeacherGame:
         self.spec: GameSpec = game.spec
         num_envs, seats = self.spec.num_envs, self.spec.num_seats
         self.bots = bots
-        index = np.arange(num_envs * seats).reshape(num_envs, seats)
-        # seat s of env e: digit s of (e mod bots^seats) in base len(bots): every assignment
-        # of bots to seats, spread over the envs
-        self.bot_of = (index // seats % len(bots) ** seats
-                       // len(bots) ** np.arange(seats)[::-1]) % len(bots)  # [E, A]
-        self._learned = np.asarray(learned, bool)[self.bot_of]  # [E, A]
+        # every assignment of bots to seats (seat 0 the most significant digit), spread over
+        # the envs; only those with a learned bot when some are not (a game of bots nobody
+        # imitates teaches nothing)
+        learned_arr = np.asarray(learned, bool)
+        combos = np.array(list(itertools.product(range(len(bots)), repeat=seats)))
+        if learned_arr.any() and not learned_arr.all():
+            combos = combos[learned_arr[combos].any(1)]
+        self.bot_of = combos[np.arange(num_envs) % len(combos)]  # [E, A]
+        self._learned = learned_arr[self.bot_of]  # [E, A]
         if names is None:
             names = [f"bot{k}" for k in range(len(bots))]
         if len(names) != len(bots):

@@ -18,6 +18,11 @@ from games.workers.vec import Launcher
 BOT_MAX_STEPS = 5000  # game length of bot-only tournaments (MicroRTS-Py's league)
 
 
+VALIDATION_OPENING = 8
+"""Live teachers' validation games start with up to this many random cycles (never labelled),
+so that deterministic bots play games other than the training games."""
+
+
 class MicroRTSFamily(Family):
     name = "microrts"
     title = "microRTS"
@@ -238,7 +243,10 @@ class MicroRTSFamily(Family):
         from games.microrts.teacher_game import LiveBots, TeacherGame
 
         bots = LiveBots(list(teachers.bots), list(teachers.imitate), seed=seed)
-        return TeacherGame(opts, num_envs, bots, seed=seed, name=game)
+        # the engine bots are deterministic: validation games from the same start would be
+        # the training games again, so they open with a few random cycles
+        opening = VALIDATION_OPENING if teachers.held_out else 0
+        return TeacherGame(opts, num_envs, bots, seed=seed, name=game, opening=opening)
 
     def make_on_workers(self, game: str, num_envs: int, seed: int | None,
                         options: Mapping[str, Any], launcher: Launcher) -> VecGame:

@@ -220,7 +220,8 @@ class LiveBots:
 
     Env ``e`` plays the pair ``schedule(e, game)``: the names of the bots playing engine
     players 0 and 1 of that env's ``game``-th game (by default :func:`pair_schedule` cycled
-    over the envs: with ``imitate``, only the pairings with an imitated side). Each (env,
+    over the envs and on over their next games: with ``imitate``, only the pairings with an
+    imitated side). Each (env,
     player) keeps one Java bot per name, ``reset()`` and reseeded
     from ``(seed, env, game, player)`` at each game start. A side named ``""`` is not theirs:
     the caller of ``step`` plays it (:meth:`plays`). ``imitate`` (canonical names; empty: all)
@@ -241,13 +242,20 @@ class LiveBots:
                             f"the teachers ({', '.join(self.names)})")
         self.seed = seed
         self.full_view = full_view
-        pairs = pair_schedule(self.names, sorted(self.imitate, key=self.names.index))
-        self.schedule = schedule or (lambda e, game: pairs[e % len(pairs)])
+        self.pairs = pair_schedule(self.names, sorted(self.imitate, key=self.names.index))
+        self.schedule = schedule or self._rotation
         self.env_players: list[tuple[str, str]] = []
         """``[E]`` the names of the bots playing engine players 0 and 1 of each env's game"""
         self._bots: dict[tuple[int, int, str], Any] = {}
         self._games: np.ndarray = np.zeros(0, np.int64)
         self._game: TeacherGame | None = None
+
+    def _rotation(self, e: int, game: int) -> tuple[str, str]:
+        """The default schedule: the envs' first games take the pairs in order, each next
+        game the pairs after the last env's, so every pairing is played however few envs
+        there are (env ``e`` playing pair ``e`` for ever left pairs beyond the envs out)."""
+        num_envs = self._game.num_envs if self._game is not None else 1
+        return self.pairs[(e + game * num_envs) % len(self.pairs)]
 
     def begin(self, game: TeacherGame, envs: np.ndarray) -> None:
         fresh = self._game is not game

@@ -25,8 +25,10 @@ def test_teachers_label_the_mover_and_play_their_own_moves() -> None:
     game = teacher_game(bots=("win_or_block", "random"), imitate=("win_or_block",))
     assert isinstance(game, SupportsTeachers) and isinstance(game, SupportsState)
     batch = game.reset(seed=3)
-    # every ordered pair of bots, spread over the envs: env 1 is win_or_block vs random
-    wob_seats = np.array([[True, True], [True, False], [False, True], [False, False]] * 2)
+    # every ordered pair of bots with win_or_block in it, spread over the envs (env 1 is
+    # win_or_block vs random); random vs random, which teaches nothing, is never played
+    wob_seats = np.array([[True, True], [True, False], [False, True]] * 3)[:8]
+    assert (game.seat_players == "win_or_block").any(1).all()
     for _ in range(30):
         labels, imitate = game.teacher_actions.copy(), game.imitate.copy()
         mask = batch.action_mask

@@ -183,6 +183,38 @@ def test_live_teachers_play_only_pairings_with_an_imitated_side() -> None:
                                         ("LightRush", "CoacAI")}
 
 
+def test_live_teachers_play_every_pairing_and_validate_on_other_games() -> None:
+    """Guards: env ``e`` played pair ``e`` for ever, so with fewer envs than sides some
+    pairings were never played (16 envs, 4 bots: LightRush never met WorkerRush); the
+    deterministic bots played the validation games exactly as the training games (every
+    validation position was a training position)."""
+    from dataclasses import replace
+
+    bots = LiveBots(["CoacAI", "WorkerRush", "LightRush"], seed=1)
+    family = family_of("microrts")
+    teachers = Teachers(bots=("WorkerRush", "LightRush"))
+    options = {"map": MAP, "max_steps": 300}
+    train = family.teacher_game("microrts", teachers, 4, 0, options)
+    held_out = family.teacher_game("microrts", replace(teachers, held_out=True), 4, 10007,
+                                   options)
+    game = TeacherGame(MicroRTSOptions(map=MAP, bots=[], num_selfplay_envs=4, max_steps=300),
+                       4, bots, seed=1)
+    try:
+        game.reset()
+        assert len(bots.pairs) == 12
+        assert {bots.schedule(e, g) for e in range(4) for g in range(3)} == set(bots.pairs)
+        a, b = train.reset(seed=0), held_out.reset(seed=10007)
+        seen, repeated = set(), 0
+        for _ in range(60):
+            seen.update(a.obs[e].tobytes() for e in range(4))
+            repeated += sum(b.obs[e].tobytes() in seen for e in range(4))
+            a, b = train.step(train.teacher_actions), held_out.step(held_out.teacher_actions)
+        assert repeated < 60, repeated  # of 240 validation positions (was 240)
+    finally:
+        for g in (game, train, held_out):
+            g.close()
+
+
 def test_live_teachers_label_legal_actions_and_imitate_by_name(make_game) -> None:
     bots = LiveBots(["CoacAI", "WorkerRush"], imitate=["coacai"], seed=1)
     game = TeacherGame(MicroRTSOptions(map=MAP, bots=[], num_selfplay_envs=4, max_steps=300),
