@@ -3,10 +3,11 @@
 Any family whose bots act through seats (:class:`~games.family.SeatBotsFamily`: NumPy bots
 ``fn(obs, mask, rng)``) gets live teachers from here. Every seat of every env is played by one
 of the named bots (all ordered pairs of them spread over the envs, so each bot plays both sides
-and every opponent; only the pairs with an imitated bot when some bots are not imitated); after each ``reset`` and ``step`` the bots' actions at the returned
-observations are ``teacher_actions``, and the live seats whose bot is imitated are
-``imitate``. The bots choose once per bot per step over all their seats (arrays in, arrays
-out), with a generator of their own beside the game's, saved with the game's state.
+and every opponent; only the pairs with an imitated bot when some bots are not imitated);
+after each ``reset`` and ``step`` the bots' actions at the returned observations are
+``teacher_actions``, and the live seats whose bot is imitated are ``imitate``. The bots choose
+once per bot per step over all their seats (arrays in, arrays out), with a generator of their
+own beside the game's, saved with the game's state.
 """
 
 from __future__ import annotations
