@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import math
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -455,6 +456,11 @@ class Cloner:
                 labels = pick(game.teacher_actions).to(torch.int32)  # kept: half int64's
                 kept.append(_Positions(pick(batch.obs), mask, labels))
             batch = game.step(game.teacher_actions)
+        if not any(len(p.obs) for p in kept):  # openings (never labelled) longer than this
+            print(f"warning: validation found no imitated move in the first "
+                  f"{self.bc.validation_steps * stride} steps of its games "
+                  f"(bc.validation_steps x bc.validation_stride): its metrics stay empty; "
+                  "raise bc.validation_steps", file=sys.stderr)
         self._validation_positions = kept
         return kept
 

@@ -300,6 +300,13 @@ def select_games(folder: Path, imitate: list[str], winners_only: bool, held_out:
         fix = ("record more games, or set bc.validate_every=0 (no validation)" if held_out
                else "record more games")
         raise ReplayError(f"{folder} has no game in its {part} share: {fix}")
+    in_share = {name.lower() for ref in refs for name in ref.meta["players"]}
+    absent = sorted({n.lower() for n in imitate} - in_share)
+    if absent:  # in the folder, not in this share: nothing to learn from, or to validate on
+        fix = ("nothing to validate on: record more games, or set bc.validate_every=0"
+               if held_out else "nothing to learn from: record more games of them")
+        raise ReplayError(f"--imitate {', '.join(absent)}: no game of {folder}'s {part} share "
+                          f"({len(refs)} games) has them, so there is {fix}")
     if winners_only and not any(ref.meta["winner"] in (0, 1) for ref in refs):
         fix = ("nothing to imitate" if not held_out else "nothing to validate on: record "
                "more games, or set bc.validate_every=0")

@@ -279,6 +279,22 @@ def test_replayed_games_refuse_students(recorded: Path) -> None:
         game.close()
 
 
+def test_an_imitated_player_absent_from_a_share_is_one_line(recorded: Path) -> None:
+    """Guards: a player of the folder absent from the held-out share validated on nothing
+    (val/labelled_cells 0, no word); absent from the training share, trained on nothing."""
+    from games.microrts.replays import select_games
+
+    held = select_games(recorded, [], False, True, 0.05, (8, 8))
+    assert len(held) == 1
+    playing = {name.lower() for name in held[0].meta["players"]}
+    absent = next(p.lower() for p in PLAYERS if p.lower() not in playing)
+    with pytest.raises(ReplayError, match=f"--imitate {absent}: no game of .*'s held-out share "
+                                          r"\(1 games\) has them, so there is nothing to "
+                                          "validate on"):
+        replay_logs(recorded, [absent], False, True, 0.05, 0, (8, 8))
+    replay_logs(recorded, [absent], False, False, 0.05, 0, (8, 8))  # the training share has
+
+
 def test_bad_replay_input_is_one_line(recorded: Path, tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
