@@ -199,7 +199,9 @@ class ReplayLogs:
             st = saved[m]
             order = [by_name[n] for n in st["order"] if n in by_name]
             stream.epoch, stream.order = int(st["epoch"]), order
-            stream.cursor = min(int(st["cursor"]), len(order))
+            # the cursor counts the surviving shards read already: a shard read before the
+            # checkpoint and unreadable since must not move it past one never read
+            stream.cursor = sum(n in by_name for n in st["order"][:int(st["cursor"])])
             stream.queue = deque(loaded[tuple(x)] for x in st["queue"] if tuple(x) in loaded)
         self._restore = {e: loaded[tuple(x)] for e, x in enumerate(position["current"])
                          if x is not None and tuple(x) in loaded}

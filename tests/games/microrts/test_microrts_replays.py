@@ -295,6 +295,24 @@ def test_an_imitated_player_absent_from_a_share_is_one_line(recorded: Path) -> N
     replay_logs(recorded, [absent], False, False, 0.05, 0, (8, 8))  # the training share has
 
 
+def test_a_shard_damaged_since_the_checkpoint_loses_only_its_own_games(
+        engine_home: Path, tmp_path: Path) -> None:
+    """Guards: a shard read before the checkpoint and unreadable at the resume moved the
+    stream's cursor past the next shard, never read that epoch."""
+    folder = tmp_path / "three"
+    record(RecordPlan(PLAYERS, (MAP,), games=6, shard_games=2, max_steps=300, seed=5,
+                      parallel=6), folder)
+    logs = replay_logs(folder, [], False, False, 0.0, 0, (8, 8))[0]
+    first, _ = logs._next_game(MAP)  # one game of the first shard read, one queued
+    position = logs.position(np.zeros(0, np.int64))
+    order = position["maps"][MAP]["order"]  # type: ignore[index]
+    assert len(order) == 3 and first.shard.name == order[0]
+    (folder / order[0]).write_bytes(b"damaged")
+    resumed = replay_logs(folder, [], False, False, 0.0, 0, (8, 8))[0]
+    resumed.restore(position)
+    assert resumed._next_game(MAP)[0].shard.name == order[1]
+
+
 def test_bad_replay_input_is_one_line(recorded: Path, tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
