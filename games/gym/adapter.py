@@ -327,6 +327,24 @@ class GymVecGame:
             env.close()
 
 
+_MAKE_KEYWORDS = frozenset({"max_episode_steps", "autoreset", "apply_api_compatibility",
+                            "disable_env_checker", "render_mode"})
+"""keyword arguments of ``gymnasium.make`` itself (not of the env)"""
+
+
+def _probe(env_id: str, env: gym.Env, env_kwargs: Mapping[str, Any], seed: int | None) -> None:
+    """Reset ``env`` and play one random action: a :class:`GameError` naming ``env_kwargs``
+    if that fails (``g: abc`` for Pendulum failed at the first step, mid-training)."""
+    try:
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+        env.step(env.action_space.sample())
+        env.reset(seed=seed)
+    except Exception as exc:  # noqa: BLE001 - any failure here comes from the kwargs
+        raise GameError(f"{env_id}: env_kwargs {dict(env_kwargs)} break the env "
+                        f"({type(exc).__name__}: {exc})") from exc
+
+
 def make_registered(env_id: str, num_envs: int, seed: int | None, *,
                     max_episode_steps: int | None, render: bool,
                     env_kwargs: Mapping[str, Any], codec: EnvStateCodec) -> GymVecGame:
@@ -342,10 +360,17 @@ def make_registered(env_id: str, num_envs: int, seed: int | None, *,
     limit = max_episode_steps if max_episode_steps is not None else \
         gym.spec(env_id).max_episode_steps
     render_mode = "rgb_array" if render else None
+    wrapping = sorted(set(env_kwargs) & _MAKE_KEYWORDS)
+    if wrapping:  # gymnasium.make's own: they set wrappers, which the adapter drops
+        raise GameError(f"{env_id}: env_kwargs {wrapping} set gymnasium.make's wrappers, which "
+                        "this adapter replaces; use game.options.max_episode_steps for the "
+                        "time limit")
     try:
         envs = [gym.make(env_id, render_mode=render_mode, disable_env_checker=True,
                          **env_kwargs).unwrapped for _ in range(num_envs)]
     except TypeError as exc:
         raise GameError(f"{env_id}: bad env_kwargs {dict(env_kwargs)}: {exc}") from exc
+    if env_kwargs:  # a value of the wrong kind fails only once the env steps: now, not mid-run
+        _probe(env_id, envs[0], env_kwargs, seed)
     return GymVecGame(env_id, envs, seed=seed, max_episode_steps=limit, codec=codec,
                       render=render)

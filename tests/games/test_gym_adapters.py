@@ -206,6 +206,21 @@ def test_option_typo_names_the_key(name: str, key: str) -> None:
         make_game(name, options={key: True})
 
 
+@pytest.mark.parametrize(("game", "kwargs", "message"), [
+    ("Pendulum-v1", {"g": "abc"}, r"env_kwargs \{'g': 'abc'\} break the env \(TypeError"),
+    ("CartPole-v1", {"max_episode_steps": 5},
+     r"env_kwargs \['max_episode_steps'\] set gymnasium.make's wrappers.*"
+     "game.options.max_episode_steps"),
+])
+def test_env_kwargs_that_break_or_bypass_the_env_are_refused(game: str, kwargs: dict[str, Any],
+                                                              message: str) -> None:
+    """Guards: ``g: abc`` was a TypeError traceback at the first training step;
+    ``max_episode_steps`` went to gymnasium's time limit, which the adapter drops: ignored."""
+    with pytest.raises(GameError, match=message):
+        make_game(game, num_envs=2, seed=0, options={"env_kwargs": kwargs})
+    make_game("Pendulum-v1", num_envs=2, seed=0, options={"env_kwargs": {"g": 9.0}}).close()
+
+
 def test_atari_bad_option_value() -> None:
     with pytest.raises(OptionError, match="frame_skip must be >= 1"):
         make_game("atari/Pong", options={"frame_skip": 0})
