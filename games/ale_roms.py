@@ -9,6 +9,12 @@ import re
 from functools import cache
 from pathlib import Path
 
+MAX_SCREEN_SIZE = 512
+"""the largest observation side an Atari option may ask for (the screen is 210x160: more only
+costs memory, and a mistyped 4000 asked for 32 GB)"""
+MAX_FRAME_STACK = 64
+"""the most frames an Atari observation may stack"""
+
 
 def rom_key(name: str) -> str:
     """A game name without case or separators: ``"Space_Invaders"`` -> ``"spaceinvaders"``."""

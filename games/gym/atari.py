@@ -29,7 +29,7 @@ import cv2
 import gymnasium as gym
 import numpy as np
 
-from games.ale_roms import rom_key, single_player_games
+from games.ale_roms import MAX_FRAME_STACK, MAX_SCREEN_SIZE, rom_key, single_player_games
 from games.core import GameError
 from games.gym.adapter import GymVecGame
 from games.options import from_mapping
@@ -73,6 +73,10 @@ class AtariOptions:
         for key in ("frame_skip", "frame_stack", "screen_size"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.screen_size > MAX_SCREEN_SIZE or self.frame_stack > MAX_FRAME_STACK:
+            raise ValueError(f"screen_size must be <= {MAX_SCREEN_SIZE} (the screen is "
+                             f"210x160) and frame_stack <= {MAX_FRAME_STACK}, got "
+                             f"{self.screen_size} and {self.frame_stack}")
         if self.noop_max < 0:
             raise ValueError(f"noop_max must be >= 0, got {self.noop_max}")
         if self.max_episode_steps is not None and self.max_episode_steps < 1:

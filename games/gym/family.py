@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from games.family import Family
 
 
@@ -29,6 +32,16 @@ class AtariFamily(Family):
     summary = "single-agent Atari through ale-py, e.g. atari/Pong, atari/Breakout"
     factory = "games.gym.atari:make"
     prefix = "atari"
+
+    def observation_settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The preprocessing of the observations (frames per step, frames stacked, their size)
+        and the action set."""
+        from games.gym.atari import AtariOptions
+        from games.options import from_mapping
+
+        opts = from_mapping(AtariOptions, options, "game.options.")
+        return {key: getattr(opts, key)
+                for key in ("frame_skip", "frame_stack", "screen_size", "full_action_space")}
 
 
 FAMILIES = (ClassicFamily(), MujocoFamily(), AtariFamily())

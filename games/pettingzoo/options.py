@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from games.ale_roms import MAX_FRAME_STACK, MAX_SCREEN_SIZE
+
 
 @dataclass
 class PettingZooAtariOptions:
@@ -66,6 +68,10 @@ class PettingZooAtariOptions:
         for key in ("frame_skip", "frame_stack", "screen_size", "num_threads"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.screen_size > MAX_SCREEN_SIZE or self.frame_stack > MAX_FRAME_STACK:
+            raise ValueError(f"screen_size must be <= {MAX_SCREEN_SIZE} (the screen is "
+                             f"210x160) and frame_stack <= {MAX_FRAME_STACK}, got "
+                             f"{self.screen_size} and {self.frame_stack}")
         if self.max_cycles is not None and self.max_cycles < 1:
             raise ValueError(f"max_cycles must be >= 1 or null, got {self.max_cycles}")
         if not 0.0 <= self.builtin_opponent_share <= 1.0:

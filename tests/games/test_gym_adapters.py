@@ -221,6 +221,17 @@ def test_env_kwargs_that_break_or_bypass_the_env_are_refused(game: str, kwargs: 
     make_game("Pendulum-v1", num_envs=2, seed=0, options={"env_kwargs": {"g": 9.0}}).close()
 
 
+def test_atari_sizes_beyond_the_screen_and_other_observations_are_refused() -> None:
+    """Guards: screen_size=4000 was an allocation traceback; a network trained on 4 stacked
+    frames started on 2 blamed a change of selfplay's version, not frame_stack."""
+    from games.registry import family_of
+
+    with pytest.raises(OptionError, match="screen_size must be <= 512"):
+        make_game("atari/Pong", options={"screen_size": 4000})
+    assert family_of("atari/Pong").observation_difference(
+        {"frame_stack": 4}, {"frame_stack": 2}) == ("frame_stack", 4, 2)
+
+
 def test_atari_bad_option_value() -> None:
     with pytest.raises(OptionError, match="frame_skip must be >= 1"):
         make_game("atari/Pong", options={"frame_skip": 0})

@@ -91,6 +91,8 @@ def test_bad_options_and_game_kwargs() -> None:
         make("pettingzoo/pong_v3", frame_skipp=4)
     with pytest.raises(OptionError, match="frame_stack must be >= 1"):
         make("pettingzoo/pong_v3", frame_stack=0)
+    with pytest.raises(OptionError, match="screen_size must be <= 512"):  # was 32 GB asked
+        make("pettingzoo/pong_v3", screen_size=4000)
     with pytest.raises(GameError, match=r"unknown game_kwargs \['colour'\]; allowed: "
                                         r"game_version"):
         make("pettingzoo/pong_v3", game_kwargs={"colour": 1})
