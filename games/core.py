@@ -144,6 +144,10 @@ class GameSpec:
     padding cells, outside an env's board in the batch's grid. Padding cells have all-False
     masks; size-agnostic networks pool only over the cells where this plane is 0"""
     zero_sum: bool = False
+    decided: bool = True
+    """the games end with a winner (win / draw / loss outcomes); False for cooperative and
+    mixed games, whose episodes have returns but no winner: results, ratings and a league
+    need one"""
     render_fps: int = 30
     obs_scale: float = 1.0
     """the features are ``obs * obs_scale`` (and ``state * obs_scale``): games that quantize

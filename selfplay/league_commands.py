@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from games.core import Policy, VecGame
+from games.core import GameError, Policy, VecGame
 from games.family import Family, MatchConditions
 from games.matches import MatchRunner, RecordTo
 from games.registry import family_of, resolve
@@ -269,6 +269,10 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
 
     def game_factory(envs: int, game_seed: int) -> VecGame:
         made = match_games(envs, game_seed)
+        if not made.spec.decided:
+            made.close()
+            raise GameError(f"{game}'s games have no winner (cooperative or mixed): there is "
+                            "nothing to rate")
         spec_cache.setdefault("spec", made.spec)
         return made
 

@@ -92,6 +92,9 @@ class LeagueHook:
     """Opponent assignment, snapshots and ratings for one training run."""
 
     def __init__(self, trainer: TrainingContext, run_path: Path, config: LeagueConfig) -> None:
+        if not trainer.spec.decided:
+            raise ConfigError(f"league.enabled needs games with a winner; {trainer.spec.name}'s "
+                              "have none (cooperative or mixed): set league.enabled=false")
         if trainer.spec.num_seats != 2:
             raise ConfigError(f"league.enabled needs a two-seat game; {trainer.spec.name} has "
                               f"{trainer.spec.num_seats} seat(s) as configured: set "

@@ -90,6 +90,9 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
     recorded: Mapping[str, Any] | None = None
     try:
         spec = game.spec
+        if not spec.decided:
+            raise GameError(f"{spec.name}'s games have no winner (cooperative or mixed): "
+                            "there are no wins and losses to count")
         _, agent, _ = load_agent(checkpoint, spec, state)
         generator = torch.Generator().manual_seed(seed)
         policies: list[Policy] = [FrozenPolicy(agent, deterministic, generator,

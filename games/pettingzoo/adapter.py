@@ -113,7 +113,8 @@ class PettingZooAtari:
             obs_dtype=np.dtype(np.uint8), action_space=Discrete(len(self._action_map)),
             state_shape=(channels, s, s) if opts.global_state else None,
             state_dtype=np.dtype(np.uint8), obs_kind="image",
-            zero_sum=info.kind == "competitive", render_fps=max(1, 60 // opts.frame_skip))
+            zero_sum=info.kind == "competitive",
+            decided=info.kind == "competitive", render_fps=max(1, 60 // opts.frame_skip))
         self._indicator = np.zeros((a, a, s, s), np.uint8)  # [A seat, A channel, S, S]
         for i in range(a):
             self._indicator[i, i] = 255

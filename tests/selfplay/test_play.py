@@ -441,3 +441,30 @@ def test_pettingzoo_checkpoints_that_observe_differently_cannot_share_a_game(
                                               r"game.options.frame_skip=4 and --vs .*skip2.pt "
                                               r"with 2: one game cannot show both"):
         play(plain, str(skipping), games=1)
+
+
+def test_games_without_a_winner_are_neither_counted_nor_rated(tmp_path: Path) -> None:
+    """Guards: a cooperative PettingZoo game reported every game as a draw (win rate 0 with an
+    interval), in play, tournaments and a training league."""
+    from games.registry import make_game
+    from selfplay.config import ConfigError
+    from selfplay.config_files import build_config
+    from selfplay.league_commands import tournament
+    from selfplay.league_training import attach
+    from selfplay.ppo import Trainer
+
+    coop = "pettingzoo/entombed_cooperative_v3"
+    a = _untrained(coop, tmp_path / "a.pt", 0, "game.num_envs=1", "league.enabled=false")
+    b = _untrained(coop, tmp_path / "b.pt", 1, "game.num_envs=1", "league.enabled=false")
+    with pytest.raises(GameError, match="games have no winner .*no wins and losses to count"):
+        play(a, str(b), games=1)
+    with pytest.raises(GameError, match="games have no winner .*nothing to rate"):
+        tournament(coop, [str(a), str(b)], str(tmp_path / "l.db"), games_per_pair=1,
+                   until_sigma=None, map_name=None, num_envs=1, seed=0, quiet=True)
+    config = build_config(coop, overrides=["game.num_envs=1", "log.progress=false"])
+    trainer = Trainer(config, make_game(coop, 1, 0))
+    try:
+        with pytest.raises(ConfigError, match="league.enabled needs games with a winner"):
+            attach(trainer, tmp_path / "run")
+    finally:
+        trainer.game.close()
