@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from games.core import Batch, Box, GameError, SupportsRender, VecGame
-from games.gym_spaces import gym_action_space
+from games.gym_spaces import action_array, gym_action_space
 
 
 def observation_space_of(game: VecGame) -> gym.spaces.Box:
@@ -63,7 +63,7 @@ class GymEnvFacade(gym.Env[np.ndarray, Any]):
         return batch.obs[0, 0].copy(), self._info(batch)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        actions = np.asarray(action, self._action_dtype).reshape(self._action_shape)
+        actions = action_array(action, self._action_dtype, self._action_shape)
         batch = self.game.step(actions)
         terminated = bool(batch.terminated[0])
         truncated = bool(batch.truncated[0])

@@ -25,7 +25,7 @@ import numpy as np
 from pettingzoo import ParallelEnv
 
 from games.core import Batch, GameError, SupportsFinalFrame, SupportsRender, VecGame
-from games.gym_spaces import gym_action_space
+from games.gym_spaces import action_array, gym_action_space
 
 
 def _array_box(shape: tuple[int, ...], dtype: np.dtype) -> gymnasium.spaces.Box:
@@ -127,7 +127,7 @@ class ParallelEnvFacade(ParallelEnv[str, Any, Any]):
         for i, agent in enumerate(self.possible_agents):
             action = actions.get(agent)
             if action is not None:
-                acts[0, i] = np.asarray(action, self._action_dtype)
+                acts[0, i] = action_array(action, self._action_dtype, self._action_shape)
             elif self._alive[i]:
                 raise GameError(f"{agent} is to act this step but got no action")
         batch = self.game.step(acts)

@@ -53,3 +53,18 @@ def gym_action_space(space: ActionSpace) -> gymnasium.spaces.Space[Any]:
         return gymnasium.spaces.Box(np.asarray(space.low, np.float32),
                                     np.asarray(space.high, np.float32), dtype=np.float32)
     raise GameError(f"unsupported action space {space!r}")
+
+
+def action_array(action: Any, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``action`` as an array of ``dtype`` and ``shape`` (a facade's ``step``): a
+    :class:`GameError` for a fractional value where the actions are integers (``1.7`` was
+    played as 1) or for the wrong number of values."""
+    raw = np.asarray(action)
+    if np.issubdtype(dtype, np.integer) and raw.dtype.kind not in "biu":
+        if raw.dtype.kind != "f" or not np.all(np.isfinite(raw)) or \
+                not np.all(raw == np.round(raw)):
+            raise GameError(f"actions must be integers, got {raw.tolist()}")
+    if raw.size != int(np.prod(shape)):
+        raise GameError(f"an action has {int(np.prod(shape))} value(s) of shape {shape}, got "
+                        f"{raw.size}")
+    return raw.astype(dtype).reshape(shape)

@@ -59,3 +59,16 @@ def test_facade_box_actions_and_render() -> None:
 def test_facade_needs_one_env() -> None:
     with pytest.raises(GameError, match="one env and one seat"):
         GymEnvFacade(make_game("CartPole-v1", 2, seed=0))
+
+
+def test_facade_refuses_fractional_and_misshapen_actions() -> None:
+    """Guards: ``step(1.7)`` played action 1 (the games refuse non-integer actions)."""
+    env = GymEnvFacade(make_game("CartPole-v1", 1, seed=0))
+    env.reset(seed=0)
+    with pytest.raises(GameError, match=r"actions must be integers, got 1.7"):
+        env.step(1.7)
+    with pytest.raises(GameError, match=r"an action has 1 value"):
+        env.step([0, 1])
+    env.step(np.float64(1.0))  # a whole number is an integer action
+    env.step(np.int32(0))
+    env.close()

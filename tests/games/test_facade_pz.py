@@ -76,3 +76,11 @@ def test_episode_end_holds_final_obs_and_requires_reset() -> None:
 def test_needs_a_single_env() -> None:
     with pytest.raises(GameError, match="num_envs=1"):
         ParallelEnvFacade(make("tictactoe", num_envs=2))
+
+
+def test_fractional_actions_are_refused() -> None:
+    """Guards: ``{seat: 4.9}`` played cell 4."""
+    env = make_parallel_env("tictactoe", seed=0, first_player="seat0")
+    env.reset(seed=1)
+    with pytest.raises(GameError, match=r"actions must be integers, got 4.9"):
+        env.step({"seat_0": 4.9, "seat_1": 0})
