@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from games.core import GameError
-from games.family import Family
+from games.family import Family, MatchDefaults
 from games.matches import MatchSetup
+from games.options import from_mapping
+from games.pettingzoo.options import PettingZooAtariOptions
 
 OBSERVATION_SETTINGS = ("frame_skip", "frame_stack", "screen_size", "interpolation", "max_pool",
                         "agent_indicator", "mirror_second_seat", "full_action_space",
@@ -36,14 +38,27 @@ class PettingZooFamily(Family):
 
         return ["builtin"] if resolve(game).name in builtin_opponent_games() else []
 
+    def with_game_length(self, game: str, options: Mapping[str, Any],
+                         steps: int) -> dict[str, Any]:
+        """Games cut after ``steps`` agent steps: ``max_cycles`` counts emulator frames,
+        ``frame_skip`` of them per step."""
+        return {**options, "max_cycles": steps * self._options(options).frame_skip}
+
+    def match_defaults(self, options: Mapping[str, Any], bots_only: bool) -> MatchDefaults:
+        """No maps; the game length in agent steps (``max_cycles / frame_skip``)."""
+        opts = self._options(options)
+        steps = None if opts.max_cycles is None else opts.max_cycles // opts.frame_skip
+        return MatchDefaults(None, steps)
+
+    @staticmethod
+    def _options(options: Mapping[str, Any]) -> PettingZooAtariOptions:
+        return from_mapping(PettingZooAtariOptions, options, "game.options.")
+
     def observation_settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """The preprocessing a seat's observations went through (frames, their size, filter
         and pooling, the seat channels, the mirrored seat), the action set, and the game's
         variant."""
-        from games.options import from_mapping
-        from games.pettingzoo.options import PettingZooAtariOptions
-
-        opts = from_mapping(PettingZooAtariOptions, options, "game.options.")
+        opts = self._options(options)
         return {key: getattr(opts, key) for key in OBSERVATION_SETTINGS}
 
     def match_setup(self, game: str, bot: str | None, num_envs: int, seed: int,

@@ -468,3 +468,21 @@ def test_games_without_a_winner_are_neither_counted_nor_rated(tmp_path: Path) ->
             attach(trainer, tmp_path / "run")
     finally:
         trainer.game.close()
+
+
+def test_pettingzoo_tournaments_take_a_game_length_in_steps(tmp_path: Path) -> None:
+    """Guards: ``--max-steps`` was refused for PettingZoo ("no game length to set"), whose
+    ``max_cycles`` counts emulator frames (frame_skip per step)."""
+    from games.registry import family_of
+    from selfplay.league_commands import tournament
+
+    pong = "pettingzoo/pong_v3"
+    family = family_of(pong)
+    assert family.with_game_length(pong, {"frame_skip": 2}, 100)["max_cycles"] == 200
+    assert family.match_defaults({}, False).max_steps == 100_000 // 4
+    a = _untrained(pong, tmp_path / "a.pt", 0, "game.num_envs=1")
+    b = _untrained(pong, tmp_path / "b.pt", 1, "game.num_envs=1")
+    result = tournament(pong, [str(a), str(b)], str(tmp_path / "l.db"), games_per_pair=2,
+                        until_sigma=None, map_name=None, num_envs=2, seed=0, quiet=True,
+                        max_steps=30)
+    assert result["played"] == 2
