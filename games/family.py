@@ -152,6 +152,11 @@ class Family:
         ones cannot share one game. None by default."""
         return {}
 
+    def decided(self, game: str) -> bool:
+        """Whether ``game``'s games end with a winner (:attr:`GameSpec.decided`, known
+        without making one: a tournament asks before it opens its database)."""
+        return True
+
     def observation_difference(self, a: Mapping[str, Any], b: Mapping[str, Any]
                                ) -> tuple[str, Any, Any] | None:
         """The first of :meth:`observation_settings` in which game options ``a`` and ``b``

@@ -347,6 +347,14 @@ class LeagueDB:
         with self._write() as conn:
             conn.execute("UPDATE players SET broken = ? WHERE id = ?", (reason, pid))
 
+    def move_file(self, ref: int | str, path: str | Path) -> None:
+        """Point player ``ref`` at its file's new place (a run folder that was moved); the
+        broken flag of the old place is cleared."""
+        pid = self.player(ref).id
+        with self._write() as conn:
+            conn.execute("UPDATE players SET path = ?, broken = NULL WHERE id = ?",
+                         (str(path), pid))
+
     # ----------------------------------------------------------------- matches
 
     def record_match(self, a: int, b: int, outcome: int, *, key: str, side_a: int = 0,

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from games.options import to_mapping
 from selfplay.bc_config import BCConfig, bc_checks
 from selfplay.distributed_config import DistributedConfig, distributed_checks
-from selfplay.league_config import LeagueConfig, league_checks
+from selfplay.league_config import LeagueConfig, league_checks, new_league_checks
 
 
 class ConfigError(ValueError):
@@ -357,6 +357,9 @@ def check_new_settings(config: TrainConfig) -> None:
     also reads saved runs: settings older versions accepted, so saved runs holding them still
     load, play and resume. :class:`ConfigError` naming the key."""
     check_finite(to_mapping(config))
+    for ok, message in new_league_checks(config.league):
+        if not ok:
+            raise ConfigError(message)
     if not 0 <= config.seed < 2**63:  # torch's generators take no more
         raise ConfigError(f"seed must be in 0..2**63-1, got {config.seed}")
     address, backend = config.distributed.address, config.distributed.backend

@@ -42,11 +42,6 @@ COLLECTIVE_TIMEOUT_S = 1800
 """how long a rank waits for the others, in the rendezvous and in every collective (torch's
 default): rank 0 may work alone for minutes (a rating tournament with
 ``league.eval_process: false``, a slow checkpoint write) while the others wait"""
-RENDEZVOUS_TIMEOUT_S = 600
-"""how long the ranks wait for every other rank to start (``SELFPLAY_RENDEZVOUS_TIMEOUT_S``
-overrides it): a rank started by hand whose peers never come fails after this, not after
-the half hour of :data:`COLLECTIVE_TIMEOUT_S`; ``torchrun`` starts ranks only once its
-nodes have met, so this bounds a hand-made launch"""
 RANK_SEED_STRIDE = 1_000_003
 """Rank ``r`` seeds its games and acting draws with ``seed + r * RANK_SEED_STRIDE``."""
 
@@ -344,24 +339,11 @@ class Ranks:
             dist.destroy_process_group()
 
 
-def rendezvous_timeout_s() -> float:
-    """:data:`RENDEZVOUS_TIMEOUT_S`, or ``SELFPLAY_RENDEZVOUS_TIMEOUT_S`` when set."""
-    text = os.environ.get("SELFPLAY_RENDEZVOUS_TIMEOUT_S")
-    if text is None:
-        return float(RENDEZVOUS_TIMEOUT_S)
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < 1e7:
-        raise ConfigError(f"SELFPLAY_RENDEZVOUS_TIMEOUT_S={text!r}: a number of seconds > 0")
-    return value
-
-
-def rendezvous_store(rank: int, world: int) -> dist.TCPStore | None:
+def rendezvous_store(rank: int, world: int, timeout_s: float) -> dist.TCPStore | None:
     """The store the ranks meet at (``MASTER_ADDR``/``MASTER_PORT``, rank 0 hosting it, as
-    torch's ``env://`` makes it), waiting :func:`rendezvous_timeout_s` for every rank to
-    connect and then the collectives' timeout. ``None`` (torch's own rendezvous) under a
+    torch's ``env://`` makes it), waiting ``timeout_s`` for every rank to connect
+    (``distributed.rendezvous_timeout_s``) and then the collectives' timeout. ``None``
+    (torch's own rendezvous) under a
     ``torchrun`` agent, which hosts the store itself, or without those variables (torch names
     what is missing)."""
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
@@ -376,7 +358,7 @@ def rendezvous_store(rank: int, world: int) -> dist.TCPStore | None:
     if not 0 < number < 2 ** 16:
         raise ConfigError(f"MASTER_PORT={port!r} is not a port number (1-65535)")
     store = dist.TCPStore(host, number, world, is_master=rank == 0, wait_for_workers=True,
-                          timeout=timedelta(seconds=rendezvous_timeout_s()))
+                          timeout=timedelta(seconds=timeout_s))
     store.set_timeout(timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     return store
 
@@ -399,9 +381,12 @@ def join_ranks(config: TrainConfig) -> Ranks:
         else:
             pin_gloo_to_loopback()
         try:
+            store = rendezvous_store(rank, world, config.distributed.rendezvous_timeout_s)
             dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world,
                                     timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S),
-                                    store=rendezvous_store(rank, world))
+                                    store=store)
+        except ConfigError:  # a setting of ours: its own line
+            raise
         except (RuntimeError, ValueError) as exc:  # DistNetworkError, DistStoreError too
             first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
             raise ConfigError(

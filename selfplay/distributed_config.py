@@ -40,6 +40,10 @@ class DistributedConfig:
     workers: int = 2
     """``ray``, games without worker processes of their own (Lux, Atari, tic-tac-toe): the
     actors their envs are split over (microRTS: ``game.options.workers``)."""
+    rendezvous_timeout_s: float = 600.0
+    """data-parallel ranks started by hand (``WORLD_SIZE``, ``RANK``, ``MASTER_ADDR``,
+    ``MASTER_PORT`` without torchrun): seconds they wait for every rank to connect before
+    the run stops with one line (a collective then waits 30 minutes for a rank at work)."""
 
 
 def distributed_checks(cfg: DistributedConfig) -> list[tuple[bool, str]]:
@@ -55,6 +59,7 @@ def distributed_checks(cfg: DistributedConfig) -> list[tuple[bool, str]]:
         (cfg.max_restarts >= 0, "distributed.max_restarts must be >= 0"),
         (cfg.worker_cpus > 0, "distributed.worker_cpus must be > 0"),
         (cfg.workers >= 1, "distributed.workers must be >= 1"),
+        (cfg.rendezvous_timeout_s > 0, "distributed.rendezvous_timeout_s must be > 0"),
     ]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from games.core import GameError, Policy, VecGame
+from games.core import Policy, VecGame
 from games.family import Family, MatchConditions
 from games.matches import MatchRunner, RecordTo
 from games.registry import family_of, resolve
@@ -185,6 +185,9 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
     family = family_of(game)
     if not family.two_player:  # refused before a database is made for it
         raise LeagueError(f"{game} is single-agent: a tournament needs a two-player game")
+    if not family.decided(game):
+        raise LeagueError(f"{game}'s games have no winner (cooperative or mixed): there is "
+                          "nothing to rate")
     if map_name is not None:  # one tournament however the map is spelled (and known)
         map_name = family.canonical_map(game, map_name)
     if max_steps is not None:
@@ -269,10 +272,6 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
 
     def game_factory(envs: int, game_seed: int) -> VecGame:
         made = match_games(envs, game_seed)
-        if not made.spec.decided:
-            made.close()
-            raise GameError(f"{game}'s games have no winner (cooperative or mixed): there is "
-                            "nothing to rate")
         spec_cache.setdefault("spec", made.spec)
         return made
 

@@ -70,30 +70,41 @@ class LeagueConfig:
 
 
 def league_checks(league: LeagueConfig) -> list[tuple[bool, str]]:
-    """``(ok, message)`` for every rule of ``league`` alone (:func:`selfplay.config.validate`
-    raises the first failing one)."""
-    roles = ("main_exploiter", "league_exploiter")
+    """``(ok, message)`` for every rule of ``league`` alone that saved runs keep too
+    (:func:`selfplay.config.validate` raises the first failing one)."""
     return [
-        (league.enabled or (league.role == "main" and league.db is None),
-         f"league.enabled is false, yet league.role={league.role}"
-         + (f" and league.db={league.db}" if league.db else "")
-         + " ask for a league: set league.enabled=true, or drop them"),
         (0.0 <= league.self_play <= 1.0, "league.self_play must be in [0, 1]"),
         (league.bot_share >= 0.0 and league.self_play + league.bot_share <= 1.0 + 1e-9,
          "league.bot_share must be >= 0 with league.self_play + league.bot_share <= 1"),
         (league.bot_share == 0.0 or bool(league.bots),
          "league.bot_share > 0 needs league.bots (the scripted bots to play)"),
-        (league.role != "main" or not league.bots or league.bot_share > 0.0,
-         f"league.bots ({', '.join(league.bots)}) are never played with league.bot_share=0: "
-         "set the share of games against them, e.g. league.bot_share=0.2"),
-        (league.role != "main_exploiter" or not league.bots,
-         "league.bots: a main_exploiter plays only the main agent's snapshots; drop "
-         "league.bots (a league_exploiter plays them by PFSP)"),
-        (_distinct(league.bots), f"league.bots names a bot twice: {league.bots}"),
-        (_distinct(league.anchors), f"league.anchors names a bot twice: {league.anchors}"),
         (league.max_active_opponents >= 1, "league.max_active_opponents must be >= 1"),
         (league.snapshot_every >= 1 and league.eval_every >= 1,
          "league.snapshot_every and league.eval_every must be >= 1"),
+        (0.0 <= league.exploiter_threshold <= 1.0,
+         "league.exploiter_threshold must be in [0, 1]"),
+        (league.elo_k is None or league.elo_k > 0,
+         f"league.elo_k must be > 0 (or null: 32), got {league.elo_k}"),
+        (league.target is None or league.role == "main_exploiter",
+         f"league.target is only used with league.role=main_exploiter (league.role is "
+         f"{league.role}); remove league.target or set the role"),
+        (not league.enabled or league.role != "main_exploiter" or league.db is not None,
+         "league.role=main_exploiter needs league.db: the main run's league database, e.g. "
+         "--set league.db=runs/main/league.db"),
+    ]
+
+
+def new_league_checks(league: LeagueConfig) -> list[tuple[bool, str]]:
+    """The rules of a league config being made, beyond :func:`league_checks`: settings older
+    versions accepted, so that runs saved with them still load, play and resume."""
+    asked = [f"league.role={league.role}"] if league.role != "main" else []
+    asked += [f"league.db={league.db}"] if league.db is not None else []
+    return [
+        (league.enabled or not asked,
+         f"league.enabled is false, yet {' and '.join(asked)} ask for a league: set "
+         "league.enabled=true, or drop them"),
+        (_distinct(league.bots), f"league.bots names a bot twice: {league.bots}"),
+        (_distinct(league.anchors), f"league.anchors names a bot twice: {league.anchors}"),
         (league.eval_games >= 1, f"league.eval_games must be >= 1 (rating games per opponent, "
                                  f"both sides), got {league.eval_games}"),
         (league.eval_pool >= 0, f"league.eval_pool must be >= 0 (earlier snapshots in the "
@@ -102,16 +113,11 @@ def league_checks(league: LeagueConfig) -> list[tuple[bool, str]]:
          "league.eval_pool=0 without league.anchors rates the snapshots against no one: "
          "raise league.eval_pool or name anchors"),
         (league.eval_envs >= 1, f"league.eval_envs must be >= 1, got {league.eval_envs}"),
-        (0.0 <= league.exploiter_threshold <= 1.0,
-         "league.exploiter_threshold must be in [0, 1]"),
-        (league.elo_k is None or 0 < league.elo_k <= MAX_ELO_K,
+        (league.elo_k is None or league.elo_k <= MAX_ELO_K,
          f"league.elo_k must be in (0, {MAX_ELO_K:g}] (or null: 32; chess uses 10-40), got "
          f"{league.elo_k}"),
-        (league.target is None or league.role == "main_exploiter",
-         f"league.target is only used with league.role=main_exploiter (league.role is "
-         f"{league.role}); remove league.target or set the role"),
-        (not league.enabled or league.role not in roles or league.db is not None,
-         f"league.role={league.role} needs league.db: the main run's league database (an "
+        (not league.enabled or league.role != "league_exploiter" or league.db is not None,
+         "league.role=league_exploiter needs league.db: the main run's league database (an "
          "exploiter of its own database has no one to exploit), e.g. "
          "--set league.db=runs/main/league.db"),
     ]

@@ -49,6 +49,7 @@ number of ranks keeps the pool and payoff table and draws its envs' opponents af
 from __future__ import annotations
 
 import os
+import sys
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -80,6 +81,7 @@ from selfplay.ppo import TrainingContext
 from selfplay.snapshot_ratings import (
     SnapshotFit,
     SnapshotRatings,
+    follow_moved_run,
     own_snapshots_problem,
     register_anchors,
     register_snapshot,
@@ -151,6 +153,12 @@ class LeagueHook:
         # scripted training opponents: player id -> (owner slot, policy); each has its own
         # slot after the snapshots' (a bot needs no network, so it never takes theirs)
         self.bots: dict[int, tuple[int, ScriptedPolicy]] = {}
+        unplayed = ("a main_exploiter plays only the main agent's snapshots"
+                    if config.role == "main_exploiter" else "league.bot_share is 0"
+                    if config.role == "main" and config.bot_share == 0 else "")
+        if config.bots and unplayed and ranks.is_main:
+            print(f"warning: league.bots ({', '.join(config.bots)}) are not played: {unplayed}",
+                  file=sys.stderr)
         for k, name in enumerate(config.bots):
             try:
                 setup = family.match_setup(trainer.spec.name, name, 1, seed + 31 * k)
@@ -184,6 +192,7 @@ class LeagueHook:
             # a restored pool already holds the checkpoint's snapshots; snapshots registered
             # since (by runs sharing the database) join at the next update, as they did the
             # first time
+            follow_moved_run(self.db, self.db.players(), self.run_name, self.snapshot_dir)
             players = self.db.players() if restored is not None else self.sync_pool()
             if config.role == "main_exploiter" and not self.targets:
                 whose = f" of run {config.target!r}" if config.target else ""

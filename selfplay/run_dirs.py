@@ -31,7 +31,7 @@ from selfplay.tracking import RunDir
 _COSMETIC = frozenset({"log.progress", "log.tensorboard"})
 # settings a resumed run may change: ``--total-steps`` (its config.yaml is rewritten with
 # them), and files the user may move and name again in config.yaml
-_RESUMABLE_CHANGES = frozenset({"total_steps", "bc.total_steps", "bc.replays", "league.db"})
+RESUMABLE_CHANGES = frozenset({"total_steps", "bc.total_steps", "bc.replays", "league.db"})
 
 
 def config_differences(saved: TrainConfig, new: TrainConfig) -> list[str]:
@@ -128,7 +128,7 @@ def check_checkpoint_config(run: RunDir, config: TrainConfig, state: dict[str, A
         theirs = saved_config_from_mapping(dict(stored))
     except ConfigError as exc:
         raise ConfigError(f"{path} holds settings this version cannot read ({exc})") from exc
-    differ = [key for key in config_differences(theirs, config) if key not in _RESUMABLE_CHANGES]
+    differ = [key for key in config_differences(theirs, config) if key not in RESUMABLE_CHANGES]
     if differ:
         shown = ", ".join(differ[:6]) + (", ..." if len(differ) > 6 else "")
         raise ConfigError(f"{run.config_file} differs from the settings {path.name} was saved "

@@ -90,13 +90,12 @@ def register_snapshot(db: LeagueDB, directory: Path, run_name: str, run: RatedRu
         existing: Player | None = db.player(name)
     except LeagueError:
         existing = None
-    if existing is not None and existing.path is not None:
-        owner = Path(existing.path)
-        if owner.is_absolute() and owner.parent != directory.resolve():
-            raise LeagueError(
-                f"snapshot {name} in {db.path} belongs to another run ({owner.parent}): runs "
-                f"sharing a league database need different run folder names (this one: "
-                f"{run_name}); pick another --run-dir or league.db")
+    other = None if existing is None else other_runs_folder(existing, directory)
+    if other is not None:
+        raise LeagueError(
+            f"snapshot {name} in {db.path} belongs to another run ({other}): runs sharing a "
+            f"league database need different run folder names (this one: {run_name}); pick "
+            "another --run-dir or league.db")
     if (existing is not None and existing.broken is None and existing.path is not None
             and readable_snapshot(Path(existing.path))):
         return existing.id
@@ -107,19 +106,44 @@ def register_snapshot(db: LeagueDB, directory: Path, run_name: str, run: RatedRu
     return pid
 
 
+def other_runs_folder(player: Player, directory: Path) -> Path | None:
+    """The folder of another run that holds snapshot ``player`` (named like this run's,
+    whose snapshots go to ``directory``), None if it is this run's: kept in ``directory``,
+    or its file gone (this run's folder moved since it was registered)."""
+    if player.path is None:
+        return None
+    path = Path(player.path)
+    if not path.is_absolute() or path.parent == directory.resolve() or not path.is_file():
+        return None
+    return path.parent
+
+
+def follow_moved_run(db: LeagueDB, players: Sequence[Player], run_name: str,
+                     directory: Path) -> None:
+    """Point this run's snapshots whose files are gone from where they were registered, and
+    are in ``directory`` (its folder was moved, or mounted elsewhere), at their files there."""
+    for player in players:
+        if (player.kind != "snapshot" or snapshot_run(player.name) != run_name
+                or player.path is None):
+            continue
+        old = Path(player.path)
+        here = directory.resolve() / old.name
+        if old.parent != directory.resolve() and not old.is_file() and here.is_file():
+            db.move_file(player.id, here)
+
+
 def own_snapshots_problem(players: Sequence[Player], db_path: Path, run_name: str,
                           directory: Path, config: TrainConfig, new_run: bool) -> str:
     """Why this run cannot take the snapshots named after it in the database (empty when it
     can): snapshots ``<run_name>@…`` kept in another folder belong to another run of the same
     folder name (it would play them as its own); those of an earlier start of a new run
     (stopped before its first checkpoint) are its own only if that start had its settings."""
-    from selfplay.run_dirs import config_differences
+    from selfplay.run_dirs import RESUMABLE_CHANGES, config_differences
 
     own = [p for p in players if p.kind == "snapshot" and snapshot_run(p.name) == run_name
            and p.path is not None]
-    here = directory.resolve()
-    foreign = sorted({str(Path(str(p.path)).parent) for p in own
-                      if Path(str(p.path)).is_absolute() and Path(str(p.path)).parent != here})
+    foreign = sorted({str(folder) for p in own
+                      if (folder := other_runs_folder(p, directory)) is not None})
     if foreign:
         return (f"{db_path} holds snapshots {run_name}@… of another run ({foreign[0]}): runs "
                 f"sharing a league database need different run folder names (this one: "
@@ -131,7 +155,8 @@ def own_snapshots_problem(players: Sequence[Player], db_path: Path, run_name: st
             earlier = saved_config_from_mapping(load_snapshot(str(player.path)).config)
         except (CheckpointError, ConfigError):
             continue  # unreadable: written again when this run reaches its update
-        differ = config_differences(earlier, config)
+        differ = [key for key in config_differences(earlier, config)
+                  if key not in RESUMABLE_CHANGES]  # a longer run, say: the same course
         if differ:
             return (f"{db_path} holds snapshots of an earlier start of this run ({player.name}, "
                     f"...) with other settings ({', '.join(differ[:6])}); a run that stopped "

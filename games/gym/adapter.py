@@ -362,9 +362,11 @@ def make_registered(env_id: str, num_envs: int, seed: int | None, *,
     render_mode = "rgb_array" if render else None
     wrapping = sorted(set(env_kwargs) & _MAKE_KEYWORDS)
     if wrapping:  # gymnasium.make's own: they set wrappers, which the adapter drops
-        raise GameError(f"{env_id}: env_kwargs {wrapping} set gymnasium.make's wrappers, which "
-                        "this adapter replaces; use game.options.max_episode_steps for the "
-                        "time limit")
+        fix = ("use game.options.max_episode_steps for the time limit"
+               if "max_episode_steps" in wrapping else
+               "the adapter sets them itself (rendering: game.options.render)")
+        raise GameError(f"{env_id}: env_kwargs {wrapping} are gymnasium.make's own, not the "
+                        f"env's; {fix}")
     try:
         envs = [gym.make(env_id, render_mode=render_mode, disable_env_checker=True,
                          **env_kwargs).unwrapped for _ in range(num_envs)]

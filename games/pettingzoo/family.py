@@ -38,6 +38,12 @@ class PettingZooFamily(Family):
 
         return ["builtin"] if resolve(game).name in builtin_opponent_games() else []
 
+    def decided(self, game: str) -> bool:
+        """Competitive games have a winner; cooperative and mixed ones only returns."""
+        from games.pettingzoo.catalog import resolve
+
+        return resolve(game).kind == "competitive"
+
     def with_game_length(self, game: str, options: Mapping[str, Any],
                          steps: int) -> dict[str, Any]:
         """Games cut after ``steps`` agent steps: ``max_cycles`` counts emulator frames,

@@ -209,8 +209,10 @@ def test_option_typo_names_the_key(name: str, key: str) -> None:
 @pytest.mark.parametrize(("game", "kwargs", "message"), [
     ("Pendulum-v1", {"g": "abc"}, r"env_kwargs \{'g': 'abc'\} break the env \(TypeError"),
     ("CartPole-v1", {"max_episode_steps": 5},
-     r"env_kwargs \['max_episode_steps'\] set gymnasium.make's wrappers.*"
+     r"env_kwargs \['max_episode_steps'\] are gymnasium.make's own.*"
      "game.options.max_episode_steps"),
+    ("CartPole-v1", {"render_mode": "human"},
+     r"\['render_mode'\] are gymnasium.make's own, not the env's; the adapter sets them"),
 ])
 def test_env_kwargs_that_break_or_bypass_the_env_are_refused(game: str, kwargs: dict[str, Any],
                                                               message: str) -> None:

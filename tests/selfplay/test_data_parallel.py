@@ -212,16 +212,17 @@ def test_a_rank_whose_peers_never_start_stops_after_the_rendezvous_timeout(
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     for name, value in (("WORLD_SIZE", "2"), ("RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
-                        ("MASTER_PORT", str(port)), ("SELFPLAY_RENDEZVOUS_TIMEOUT_S", "2")):
+                        ("MASTER_PORT", str(port))):
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
     start = time.monotonic()
     with pytest.raises(ConfigError, match="rank 0 of 2 could not join the others .*all "
                                           "WORLD_SIZE ranks start"):
-        join_ranks(build_config("CartPole-v1", overrides=["game.num_envs=2"]))
+        join_ranks(build_config("CartPole-v1", overrides=[
+            "game.num_envs=2", "distributed.rendezvous_timeout_s=2"]))
     assert time.monotonic() - start < 30
-    monkeypatch.setenv("SELFPLAY_RENDEZVOUS_TIMEOUT_S", "soon")
-    with pytest.raises(ConfigError, match="SELFPLAY_RENDEZVOUS_TIMEOUT_S='soon'"):
+    monkeypatch.setenv("MASTER_PORT", "70000")
+    with pytest.raises(ConfigError, match="^MASTER_PORT='70000' is not a port number"):
         join_ranks(build_config("CartPole-v1", overrides=["game.num_envs=2"]))
 
 

@@ -182,8 +182,6 @@ def test_an_exploiter_never_creates_the_database_it_joins(tmp_path: Path, role: 
     (["league.role=league_exploiter"], "league.role=league_exploiter needs league.db"),
     (["league.enabled=false", "league.role=main_exploiter", "league.db=x.db"],
      "league.enabled is false, yet league.role=main_exploiter and league.db=x.db ask"),
-    (["league.bots=[win_or_block]", "league.bot_share=0"],
-     "league.bots (win_or_block) are never played with league.bot_share=0"),
     (["league.bots=[random,Random]", "league.bot_share=0.2"], "league.bots names a bot twice"),
     (["league.anchors=[random,random]"], "league.anchors names a bot twice"),
     (["league.eval_games=0"], "league.eval_games must be >= 1"),
@@ -204,6 +202,21 @@ def test_main_exploiter_without_main_snapshots_is_a_clear_error(
     with pytest.raises(ConfigError, match=r"no snapshot of a main agent of run 'mian' \(runs "
                                           r"with main snapshots: main, other\)"):
         hook_for(tmp_path, path, "main_exploiter", "league.target=mian")
+
+
+@pytest.mark.parametrize(("role", "sets", "reason"), [
+    ("main_exploiter", ["league.bot_share=0.2"], "a main_exploiter plays only the main"),
+    ("main", ["league.bot_share=0"], "league.bot_share is 0"),
+])
+def test_league_bots_a_run_never_plays_are_named(
+        tmp_path: Path, league: tuple[Path, dict[str, int]], capsys, role: str,
+        sets: list[str], reason: str) -> None:
+    """Guards: league.bots a main exploiter (or a share of 0) never plays were silently
+    ignored (a warning: saved runs and family configs hold such settings)."""
+    path, _ = league
+    hook_for(tmp_path, path, role, "league.bots=[win_or_block]", *sets).close()
+    assert f"warning: league.bots (win_or_block) are not played: {reason}" in \
+        capsys.readouterr().err
 
 
 def test_a_second_run_of_the_same_name_is_refused_before_it_trains(

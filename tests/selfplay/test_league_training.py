@@ -577,3 +577,25 @@ def test_a_relative_league_db_is_the_same_file_when_resumed_from_elsewhere(
     assert not (tmp_path / "b" / "shared.db").exists()
     with LeagueDB(tmp_path / "a" / "shared.db") as db:
         assert "run@0000004" in {p.name for p in db.players()}
+
+
+def test_a_moved_run_folder_resumes_with_its_snapshots(tmp_path: Path, capsys) -> None:
+    """Guards: the league held the snapshots' old absolute paths: a moved run marked every
+    snapshot broken, and one registered after its last checkpoint stopped the resume."""
+    import shutil
+
+    overrides = ["log.progress=false", "log.tensorboard=false", "league.snapshot_every=2",
+                 "league.eval_process=false", "game.num_envs=4", "ppo.num_steps=16",
+                 "checkpoint.every_updates=5"]
+    config = build_config("tictactoe", overrides=overrides, seed=2, total_steps=4 * 16 * 8)
+    run_training(config, tmp_path / "a" / "run")
+    (tmp_path / "a" / "run" / "checkpoints" / "update_0000008.pt").unlink()  # lost in a crash
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    capsys.readouterr()
+    run_training(None, resume=tmp_path / "b" / "run", total_steps=4 * 16 * 10)
+    assert "warning" not in capsys.readouterr().err
+    with LeagueDB(tmp_path / "b" / "run" / "league.db") as db:
+        snapshots = [p for p in db.players() if p.kind == "snapshot"]
+        assert len(snapshots) == 5 and all(p.broken is None for p in snapshots)
+        assert all(Path(str(p.path)).parent == tmp_path / "b" / "run" / "snapshots"
+                   for p in snapshots)

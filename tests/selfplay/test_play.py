@@ -447,6 +447,7 @@ def test_games_without_a_winner_are_neither_counted_nor_rated(tmp_path: Path) ->
     """Guards: a cooperative PettingZoo game reported every game as a draw (win rate 0 with an
     interval), in play, tournaments and a training league."""
     from games.registry import make_game
+    from league.db import LeagueError
     from selfplay.config import ConfigError
     from selfplay.config_files import build_config
     from selfplay.league_commands import tournament
@@ -458,9 +459,10 @@ def test_games_without_a_winner_are_neither_counted_nor_rated(tmp_path: Path) ->
     b = _untrained(coop, tmp_path / "b.pt", 1, "game.num_envs=1", "league.enabled=false")
     with pytest.raises(GameError, match="games have no winner .*no wins and losses to count"):
         play(a, str(b), games=1)
-    with pytest.raises(GameError, match="games have no winner .*nothing to rate"):
+    with pytest.raises(LeagueError, match="games have no winner .*nothing to rate"):
         tournament(coop, [str(a), str(b)], str(tmp_path / "l.db"), games_per_pair=1,
                    until_sigma=None, map_name=None, num_envs=1, seed=0, quiet=True)
+    assert not (tmp_path / "l.db").exists()  # refused before its database was made
     config = build_config(coop, overrides=["game.num_envs=1", "log.progress=false"])
     trainer = Trainer(config, make_game(coop, 1, 0))
     try:
