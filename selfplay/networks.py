@@ -145,6 +145,11 @@ class ActorCritic(nn.Module):
         n_out = self._num_outputs()
         self.shared = net.shared_torso and not use_state
         if kind == "mlp":
+            if spec.obs_dtype == np.uint8:  # image or board planes: a conv torso reads them
+                raise ConfigError(
+                    f"network.kind 'mlp' reads float features; {spec.name}'s observations are "
+                    f"uint8 {spec.obs_kind} planes {tuple(spec.obs_shape)}: use auto, "
+                    f"{'gridnet' if spec.obs_kind == 'grid' else 'nature_cnn or impala_cnn'}")
             self.actor_torso, a_dim = self._mlp_torso(spec.obs_shape, net)
             self.actor_head = layer_init(nn.Linear(a_dim, n_out), gain=0.01)
             if not self.shared:

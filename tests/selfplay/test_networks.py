@@ -564,3 +564,18 @@ def test_the_legal_cells_gradients_repeat_bit_for_bit_on_two_threads(
                 assert torch.equal(a, b)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_an_mlp_on_uint8_planes_is_a_one_line_error() -> None:
+    """Guards: ``network.kind=mlp`` on Lux (uint8 board planes) failed at the first forward
+    pass, after the engine compiled, with torch's dtype error."""
+    from games.registry import make_game
+
+    game = make_game("pettingzoo/pong_v3", 1, 0)
+    spec = game.spec
+    game.close()
+    config = build_config("pettingzoo/pong_v3", overrides=["network.kind=mlp"])
+    with pytest.raises(ConfigError, match=r"network.kind 'mlp' reads float features; "
+                                          r"pettingzoo/pong_v3's observations are uint8 image "
+                                          r"planes .*use auto, nature_cnn or impala_cnn"):
+        ActorCritic(spec, config.network, config.normalize)
