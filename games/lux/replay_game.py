@@ -40,6 +40,7 @@ import numpy as np
 from games.batches import EpisodeTracker
 from games.core import Batch, EpisodeStats, GameError, GameSpec
 from games.lux.adapter import LuxOptions, lux_spec
+from games.lux.kaggle import KaggleError
 from games.lux.kaggle_replay import GAME, SHARD_ARRAYS, SOURCE, LuxStep, replay_game
 from games.lux.layout import MASK_WIDTH, NVEC
 from games.replays import ReplayError, held_out_split, iter_shards, read_manifest, scan
@@ -58,20 +59,50 @@ class LuxReplayRef:
         return [self.shard.name, self.index]
 
 
+def game_meta_problem(meta: object) -> str | None:
+    """What is wrong with one converted game's metadata (None if nothing): the keys a replay
+    reads, of the types :func:`~games.lux.kaggle_replay.convert_episode` writes."""
+    if not isinstance(meta, dict):
+        return f"its metadata is {type(meta).__name__}, not a mapping"
+    kinds: dict[str, tuple[type, ...]] = {"rules": (str,), "seed": (int,), "env_cfg": (dict,),
+                                          "final_hash": (str,), "length": (int,)}
+    for key, types in kinds.items():
+        value = meta.get(key)
+        if not isinstance(value, types) or isinstance(value, bool):
+            return f"{key} is {value!r}"
+    teams, outcome = meta.get("team_names"), meta.get("outcome")
+    if not (isinstance(teams, list) and len(teams) == 2
+            and all(isinstance(t, str) for t in teams)):
+        return f"team_names is {teams!r}, not two names"
+    if not (isinstance(outcome, list) and len(outcome) == 2 and all(
+            isinstance(x, int | float) and not isinstance(x, bool) and np.isfinite(x)
+            for x in outcome)):
+        return f"outcome is {outcome!r}, not two numbers"
+    if meta.get("winner") not in (None, 0, 1):
+        return f"winner is {meta.get('winner')!r}, not 0, 1 or null"
+    return None
+
+
 def select_lux_games(folder: Path, rules: str, imitate: list[str], winners_only: bool,
                      held_out: bool, share: float) -> list[LuxReplayRef]:
     """The folder's games of the training share (or the ``held_out`` one), checked: converted
     Lux replays of the run's ``rules``, holding every player ``imitate`` names, some of them
-    with a winner when ``winners_only``."""
+    with a winner when ``winners_only``, some reaching the main phase (the games that ended
+    in their bidding or placement phase are left out: nothing to learn from)."""
     every: list[LuxReplayRef] = []
     names: set[str] = set()
     for shard in scan(folder, warn=not held_out):  # the training share warned
-        if shard.meta.get("game") != GAME or shard.meta.get("engine", {}).get(
+        engine = shard.meta.get("engine")
+        if shard.meta.get("game") != GAME or not isinstance(engine, dict) or engine.get(
                 "source") != SOURCE:
             raise ReplayError(f"{shard.path} holds no converted Lux replays (game "
                               f"{shard.meta.get('game')!r}); convert Kaggle episodes with "
                               "`selfplay import-replays --game lux FILES --out DIR`")
         for index, meta in enumerate(shard.games):
+            problem = game_meta_problem(meta)
+            if problem is not None:
+                raise ReplayError(f"{shard.path} game {index} is damaged ({problem}): move "
+                                  "the shard out of the folder, or convert its episodes again")
             if meta.get("rules") != rules:
                 raise ReplayError(f"{shard.path} game {index} plays the {meta.get('rules')!r} "
                                   f"rules; this run plays {rules!r} (game.options.rules)")
@@ -86,10 +117,15 @@ def select_lux_games(folder: Path, rules: str, imitate: list[str], winners_only:
     if winners_only and not any(ref.meta.get("winner") is not None for ref in refs):
         raise ReplayError(f"--winners-only: no game of {folder}'s "
                           f"{'held-out' if held_out else 'training'} share has a winner")
+    part = "held-out" if held_out else "training"
     if not refs:
-        raise ReplayError(f"{folder} has no game in its "
-                          f"{'held-out' if held_out else 'training'} share")
-    return refs
+        raise ReplayError(f"{folder} has no game in its {part} share")
+    played = [ref for ref in refs if ref.meta["length"] > 0]
+    if not played:
+        raise ReplayError(f"no game of {folder}'s {part} share reaches the main phase (each "
+                          f"of its {len(refs)} ended in the bidding or factory placement): "
+                          "nothing to learn from; convert episodes that were played")
+    return played
 
 
 class LuxReplayGame:
@@ -158,8 +194,10 @@ class LuxReplayGame:
             self._cursor = min(self._cursor - 1, len(self._order))
 
     def _begin(self, e: int) -> LuxStep:
-        """Start env ``e``'s next game (a restored one first); its first main-phase step."""
-        while True:
+        """Start env ``e``'s next game (a restored one first); its first main-phase step. A
+        game that cannot be replayed (its orders damaged since it was selected) is skipped
+        with a warning; when a whole pass over the games finds none, a :class:`ReplayError`."""
+        for _ in range(len(self.refs) + 1):
             entry = self._restored.pop(e, None)
             if entry is None:
                 self._skip[e] = 0
@@ -168,13 +206,20 @@ class LuxReplayGame:
                 entry = self._queue.popleft()
             ref, actions = entry
             label = f"{ref.shard.name} game {ref.index} ({ref.meta.get('source')})"
-            game = replay_game(ref.meta, json.loads(actions), label)
-            first = next(game, None)
             self._current[e], self._steps[e] = ref, 0
+            try:
+                game = replay_game(ref.meta, json.loads(actions), label)
+                first = next(game, None)
+            except (ValueError, TypeError, KeyError, IndexError, KaggleError) as exc:
+                print(f"warning: skipping {label}: its orders are damaged ({exc})",
+                      file=sys.stderr)
+                first = None
             if first is not None:
                 self._games[e] = game
                 return first
             self._skip[e] = 0  # a game without a main phase: the next one
+        raise ReplayError(f"no game of {self.folder} could be replayed: convert the episodes "
+                          "again")
 
     def _show(self, e: int, step: LuxStep) -> None:
         """Env ``e`` now stands at ``step``: its observation, masks, labels, imitated seats."""
@@ -232,6 +277,10 @@ class LuxReplayGame:
             except ReplayError as exc:  # the game ended in another state than recorded
                 self._diverged(exc)
                 step = None
+            except (ValueError, TypeError, KeyError, IndexError) as exc:
+                print(f"warning: a replayed game stopped early: its orders are damaged "
+                      f"({exc})", file=sys.stderr)  # its steps so far were learned
+                step = None
             if step is not None:
                 shown.append((env, step))
                 continue
@@ -284,9 +333,12 @@ class LuxReplayGame:
                     if key[0] == name:
                         loaded[key] = (refs[key], _game_bytes(shard.arrays, int(key[1])))
         self._epoch = int(position.get("epoch", 0))  # type: ignore[call-overload]
-        self._order = [by_name[n] for n in _listed(position, "order") if n in by_name]
-        self._cursor = min(int(position.get("cursor", 0)),  # type: ignore[call-overload]
-                           len(self._order))
+        saved_order = _listed(position, "order")
+        self._order = [by_name[n] for n in saved_order if n in by_name]
+        # the cursor counts the surviving shards read already (one unreadable since must not
+        # move it past one never read)
+        cursor = int(position.get("cursor", 0))  # type: ignore[call-overload]
+        self._cursor = sum(n in by_name for n in saved_order[:cursor])
         self._queue = deque(loaded[k] for k in queue if k in loaded)
         steps = np.asarray(_listed(position, "steps"), np.int64)
         self._restored = {e: loaded[k] for e, k in enumerate(current)

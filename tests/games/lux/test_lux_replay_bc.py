@@ -178,6 +178,45 @@ def test_bad_replay_input_is_one_line(replays: Path, tmp_path: Path) -> None:
         _game(other)
 
 
+def _edited(replays: Path, folder: Path, edit: Any) -> Path:
+    """``replays``' shards written to ``folder`` with ``edit(meta)`` applied to every
+    game's metadata (no manifest: a damaged shard as a reader meets it)."""
+    from games.replays import encode_shard, iter_shards, read_manifest, shard_files, write_shard
+
+    folder.mkdir()
+    for k, shard in enumerate(iter_shards(shard_files(replays), read_manifest(replays))):
+        games = [dict(meta) for meta in shard.games]
+        for meta in games:
+            edit(meta)
+        write_shard(folder, k, encode_shard(shard.meta["game"], shard.meta["engine"], games,
+                                            shard.arrays))
+    return folder
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("seed", "abc", "seed is 'abc'"), ("team_names", 5, "team_names is 5, not two names"),
+    ("outcome", "win", "outcome is 'win', not two numbers"),
+    ("winner", "x", "winner is 'x', not 0, 1 or null"), ("final_hash", None, "final_hash is None"),
+])
+def test_damaged_game_metadata_is_one_line_naming_the_shard(
+        replays: Path, tmp_path: Path, key: str, value: Any, message: str) -> None:
+    """Guards: such values were AttributeError, TypeError or KeyError tracebacks, the last
+    after a whole game was replayed (and ``winner: x`` was silently never learned)."""
+    folder = _edited(replays, tmp_path / "bad", lambda meta: meta.update({key: value}))
+    with pytest.raises(ReplayError, match=rf"shard-000000.npz game 0 is damaged \({message}"):
+        _game(folder)
+
+
+def test_games_that_never_reach_the_main_phase_are_one_line(replays: Path,
+                                                            tmp_path: Path) -> None:
+    """Guards: a share whose games all ended in the bidding (a forfeit) made the stream look
+    for a main-phase step for ever, deaf to the first SIGTERM."""
+    folder = _edited(replays, tmp_path / "forfeits", lambda meta: meta.update(length=0))
+    with pytest.raises(ReplayError, match="no game of .*'s training share reaches the main "
+                                          "phase"):
+        _game(folder)
+
+
 def test_selfplay_bc_clones_lux_replays_and_validates_on_held_out_games(
         replays: Path, tmp_path: Path) -> None:
     from selfplay.bc import run_cloning
