@@ -275,6 +275,9 @@ def cmd_bc(args: argparse.Namespace) -> int:
                         "one of them")
     if args.total_steps is not None and args.total_steps < 1:
         raise UserError(f"--total-steps must be >= 1, got {args.total_steps}")
+    if any(item.split("=", 1)[0].strip() == "game.num_envs" for item in args.set or []):
+        raise UserError("selfplay bc plays bc.num_envs games at once (game.num_envs is "
+                        "selfplay train's): --set bc.num_envs=N")
     config = None
     if args.resume is not None:
         if args.init_from is not None:

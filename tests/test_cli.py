@@ -120,6 +120,8 @@ def test_bc_ctrl_c_checkpoints_then_resumes(tmp_path: Path) -> None:
     # guards: --imitate , imitated everyone; a huge validation ate 18 GB and would not stop;
     # a game too large for memory was numpy's traceback
     (["--teachers", "random", "--imitate", ","], "error: --imitate ',' names no player"),
+    (["--teachers", "random", "--set", "game.num_envs=2"],
+     "error: selfplay bc plays bc.num_envs games at once"),
     (["--teachers", "random", "--set", "bc.validation_steps=1000000000000"],
      "error: validation on bc.validation_steps=1000000000000 steps of 16 games needs"),
     (["--teachers", "random", "--set", "bc.num_envs=10000000000"],

@@ -30,6 +30,14 @@ class LuxFamily(SeatBotsFamily):
     needs_setup = True
     length_option = "max_steps"
 
+    def with_game_length(self, game: str, options: Mapping[str, Any],
+                         steps: int) -> dict[str, Any]:
+        """Games cut after ``steps`` main-phase steps (the rules' 1000 at most)."""
+        if not 1 <= steps <= 1000:
+            raise GameError(f"--max-steps {steps}: Lux games last 1 to 1000 main-phase steps "
+                            "(the rules' length)")
+        return super().with_game_length(game, options, steps)
+
     def seat_bots(self) -> Mapping[str, Callable[..., np.ndarray]]:
         return _bots()
 

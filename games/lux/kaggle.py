@@ -211,8 +211,8 @@ def read_kaggle_episode(path: Path | str) -> KaggleEpisode:
         raise KaggleError(f"cannot read Kaggle replay {path}: {exc.strerror or exc}") from None
     try:
         doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        first = str(exc).splitlines()[0][:100]
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:100]
         raise KaggleError(f"{path} is not JSON (truncated or corrupt?): {first}") from None
     return parse_episode(doc, str(path), hashlib.sha256(data).hexdigest())
 

@@ -262,6 +262,24 @@ class KaggleReplayWriter(ShardAppender[ConvertedGame]):
             self.known_ids.add(episode.episode_id)
 
 
+def outermost_new_folder(folder: Path) -> Path | None:
+    """The outermost of ``folder`` and its parents that does not exist yet (None if it
+    exists): what making ``folder`` creates."""
+    made = None
+    for path in (folder.absolute(), *folder.absolute().parents):
+        if path.exists():
+            break
+        made = path
+    return made
+
+
+def _remove_if_empty(made: Path | None, out_dir: Path) -> None:
+    """Remove the folders an import made (``made``, the outermost) when ``out_dir`` holds
+    nothing but the writer's lock."""
+    if made is not None and not any(p.name != WRITER_LOCK for p in out_dir.iterdir()):
+        shutil.rmtree(made, ignore_errors=True)
+
+
 def convert_kaggle(paths: Iterable[Path | str], out_dir: Path | str, shard_games: int = 100,
                    check_labels: bool = True, skip_bad: bool = False) -> dict[str, Any]:
     """Convert Kaggle replays into the replay folder ``out_dir``; a summary: ``folder``,
@@ -269,7 +287,7 @@ def convert_kaggle(paths: Iterable[Path | str], out_dir: Path | str, shard_games
     ``duplicates``, ``skipped`` (one line per bad file; with ``skip_bad`` only, else the first
     bad file raises) and ``seconds``."""
     started = time.perf_counter()
-    created = not Path(out_dir).exists()  # removed again if the import writes nothing
+    made = outermost_new_folder(Path(out_dir))  # removed again if the import writes nothing
     writer = KaggleReplayWriter(Path(out_dir), shard_games)
     totals = {name: [0, 0] for name in COUNTS}
     skipped: list[str] = []
@@ -293,16 +311,19 @@ def convert_kaggle(paths: Iterable[Path | str], out_dir: Path | str, shard_games
                 skipped.append(str(error))
                 print(f"warning: {error}; skipped", file=sys.stderr)
                 continue
+            if game.meta["length"] <= 0:
+                print(f"warning: {path}: the game ended before its main phase (bidding or "
+                      "factory placement): no step to learn from", file=sys.stderr)
             writer.remember(episode)
             writer.add(game)
             for name, value in (game.meta["labels"] or {}).items():
                 totals[name] = [a + b for a, b in zip(totals[name], value, strict=True)]
     except BaseException:  # a bad file, a signal, a crash: the games converted are written
         writer.close()
-        if created and not any(p.name != WRITER_LOCK for p in Path(out_dir).iterdir()):
-            shutil.rmtree(out_dir, ignore_errors=True)
+        _remove_if_empty(made, Path(out_dir))
         raise
     summary = writer.close()
+    _remove_if_empty(made, Path(out_dir))  # every file skipped: no folder left behind
     summary.update(steps=totals["steps"][0], labels=totals, duplicates=duplicates,
                    skipped=skipped, seconds=round(time.perf_counter() - started, 2))
     return summary

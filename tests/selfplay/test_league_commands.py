@@ -210,3 +210,16 @@ def test_a_folder_named_like_a_bot_is_the_bot_and_paths_must_be_utf8(
     assert resolve_player("./random", "tictactoe")[1] == "checkpoint"
     with pytest.raises(LeagueError, match=r"'bad\\\\xff': the path is not valid UTF-8"):
         resolve_player("bad\udcff", "tictactoe")
+
+
+def test_a_lux_game_length_beyond_the_rules_names_the_flag(tmp_path: Path) -> None:
+    """Guards: ``--max-steps 5000`` said ``game.options: max_steps must be between 1 and
+    1000``, a key the user never set."""
+    from games.core import GameError
+    from selfplay.league_commands import tournament
+
+    with pytest.raises(GameError, match="--max-steps 5000: Lux games last 1 to 1000"):
+        tournament("lux", ["heuristic", "random"], str(tmp_path / "l.db"), games_per_pair=1,
+                   until_sigma=None, map_name=None, num_envs=1, seed=0, quiet=True,
+                   max_steps=5000)
+    assert not (tmp_path / "l.db").exists()

@@ -238,3 +238,23 @@ def test_selfplay_bc_clones_lux_replays_and_validates_on_held_out_games(
     # resumed where the replays were: more steps, no error
     more = run_cloning(None, resume=tmp_path / "run", total_steps=64)
     assert more["global_step"] == 64
+
+
+def test_import_of_nested_or_skipped_files_is_one_line_and_leaves_no_folder(
+        tmp_path: Path) -> None:
+    """Guards: JSON nested beyond Python's recursion limit was a RecursionError traceback
+    (with --skip-bad too); an import that skipped every file left its new folders (and
+    their parents) behind."""
+    from games.lux.kaggle import KaggleError, read_kaggle_episode
+    from games.lux.kaggle_replay import convert_kaggle
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(KaggleError, match="deep.json is not JSON"):
+        read_kaggle_episode(deep)
+    summary = convert_kaggle([deep], tmp_path / "new" / "deeper" / "out", skip_bad=True)
+    assert summary["games"] == 0 and len(summary["skipped"]) == 1
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(KaggleError):
+        convert_kaggle([deep], tmp_path / "new2" / "out")
+    assert not (tmp_path / "new2").exists()
