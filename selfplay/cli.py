@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from selfplay.cli_common import UserError, emit, seed_flag, user_errors
 from selfplay.import_command import add_import_command
@@ -330,8 +330,16 @@ def cmd_bc(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """argparse with bad flags as one ``error:`` line (its default prints the whole usage
+    first), exit status 2; ``--help`` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="selfplay", description="Train game-playing agents by self-play.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -730,3 +730,15 @@ def test_a_missing_optional_package_names_the_extra(tmp_path: Path, hidden: str,
                           timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [message], proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["play", "--checkpoint", "x", "--vs", "random", "--games", "abc"],
+     "error: selfplay play: argument --games: invalid int value: 'abc' (see selfplay play "
+     "--help)"),
+    (["eval", "--episodes", "1e3", "--checkpoint", "x"],
+     "error: selfplay eval: argument --episodes: invalid"),
+])
+def test_bad_flag_values_are_one_line(args: list[str], message: str) -> None:
+    """Guards: argparse printed its whole usage (five lines) before the error."""
+    assert_one_line_error(run_here(*args), message)
