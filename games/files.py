@@ -10,6 +10,7 @@ this module only knows the container.
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import stat
@@ -138,8 +139,25 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
     """Atomically save ``payload`` (tensors, arrays, plain values) to ``path``."""
     path = Path(path)
     data = {"format": FORMAT, "version": VERSION, **to_safe(payload)}
-    atomic_write_bytes(path, lambda handle: torch.save(data, handle))
+
+    def write(handle: Any) -> None:
+        try:
+            torch.save(data, handle)
+        except RuntimeError as exc:  # torch reports a failed write (a full disk) this way
+            raise OSError(errno.EIO, f"the write failed ({str(exc).splitlines()[0][:120]}; "
+                          "is the disk full?)") from exc
+
+    atomic_write_bytes(path, write)
     return path
+
+
+def remove_stale_temp_files(folder: Path) -> list[Path]:
+    """Remove the temp files (``.NAME.*.tmp``) that writers killed mid-write left in
+    ``folder`` (only when no other process writes there); the paths removed."""
+    stale = sorted(folder.glob(".*.tmp")) if folder.is_dir() else []
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from selfplay.bc_config import BCConfig
 from selfplay.clone_league import CloneLeague
 from selfplay.cloning import Cloner
 from selfplay.config import ConfigError, TrainConfig
-from selfplay.run_dirs import making_run, open_run
+from selfplay.run_dirs import making_run, open_run, release_run
 from selfplay.run_loop import load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
 
@@ -106,6 +106,7 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
         sink = MetricSink(run, config, resume_step=cloner.global_step)
     except BaseException:
         cloner.close()
+        release_run(run.path)
         raise
     progress = Progress(cloner.num_updates * cloner.steps_per_update, cloner.global_step,
                         config.log.progress, f"bc {config.game.name}")
@@ -119,6 +120,7 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
         progress.close()
         sink.close()
         cloner.close()
+        release_run(run.path)
     summary: dict[str, Any] = {"run_dir": str(run.path), "global_step": cloner.global_step,
                                "updates": cloner.update, **league_info}
     summary.update({key: value for key, value in cloner.last_metrics.items()

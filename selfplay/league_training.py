@@ -114,6 +114,11 @@ class LeagueHook:
         rating = None if config.elo_k is None else RatingConfig(elo_k=config.elo_k)
         if not ranks.is_main:  # rank 0 creates the database and registers the players first
             ranks.barrier()
+        resuming = trainer.restored_extra.get("league") is not None
+        if resuming and (not db_path.is_file() or db_path.stat().st_size == 0):
+            raise ConfigError(f"league.db {db_path} is missing or empty: the league this run "
+                              "resumes (its players, matches and ratings) was there; restore "
+                              "the file, or point league.db at it in config.yaml")
         if config.role != "main" and not db_path.is_file():  # a typo made a new database
             raise ConfigError(f"league.db: no league database at {db_path}; an exploiter "
                               f"(league.role={config.role}) joins the main run's: start "

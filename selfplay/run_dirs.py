@@ -7,6 +7,8 @@ other settings refused (naming them), and ``--resume`` reads the run's saved con
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -15,7 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from games.options import to_mapping
+from games.files import remove_stale_temp_files
+from games.options import OptionError, to_mapping
 from selfplay.checkpoint import (
     CheckpointError,
     list_checkpoints,
@@ -24,6 +27,7 @@ from selfplay.checkpoint import (
 )
 from selfplay.config import ConfigError, TrainConfig, validate
 from selfplay.config_files import read_yaml, saved_config_from_mapping
+from selfplay.data_parallel import world_from_environment
 from selfplay.device import resolve_device
 from selfplay.tracking import RunDir
 
@@ -68,7 +72,7 @@ def same_run(run_dir: Path, config: TrainConfig) -> Path | None:
         raise FileExistsError(f"{run.path} holds checkpoints but no config.yaml, so it "
                               "cannot be resumed; pick another --run-dir")
     assert config is not None, "a new run needs its config"
-    saved = saved_config_from_mapping(read_yaml(run.config_file))
+    saved = read_saved_config(run)
     if names_checkpoint(config.init_from, saved.init_from):
         config = replace(config, init_from=saved.init_from)  # the file it named at the start
     if same_file(config.league.db, saved.league.db):  # saved absolute, given relative
@@ -88,17 +92,32 @@ def same_file(a: str | None, b: str | None) -> bool:
     return a is not None and b is not None and Path(a).resolve() == Path(b).resolve()
 
 
+def read_saved_config(run: RunDir) -> TrainConfig:
+    """``run``'s config.yaml; a :class:`ConfigError` naming the file when it is empty, cut
+    short (a top-level key every saved config holds is missing: the rest would silently be
+    the defaults) or unreadable."""
+    data = read_yaml(run.config_file)
+    if not data:
+        raise ConfigError(f"{run.config_file} is empty: the run's settings are lost; start a "
+                          f"new run from its weights (--init-from {run.path})")
+    missing = sorted(_SAVED_SECTIONS - data.keys())
+    if missing:
+        raise ConfigError(f"{run.config_file} is damaged (cut short?): it lacks "
+                          f"{', '.join(missing)}; restore it from a copy")
+    try:
+        return saved_config_from_mapping(data)
+    except (ConfigError, OptionError) as exc:
+        raise ConfigError(f"{run.config_file} is damaged ({exc}); restore it from a copy"
+                          ) from exc
+
+
 def saved_config(run: RunDir, config: TrainConfig | None) -> TrainConfig:
     """The config ``run`` was started with, to resume it; ``config`` (the same settings, run
     again) lends its cosmetic ones. :class:`CheckpointError` if ``run`` is no run directory."""
     if not run.config_file.is_file():
         raise CheckpointError(f"{run.path} is not a selfplay run directory (no config.yaml, "
                               "no checkpoint); nothing to resume")
-    data = read_yaml(run.config_file)
-    if not data:
-        raise ConfigError(f"{run.config_file} is empty: the run's settings are lost; start a "
-                          f"new run from its weights (--init-from {run.path})")
-    saved = saved_config_from_mapping(data)
+    saved = read_saved_config(run)
     try:
         resolve_device(saved.device)
     except ValueError as exc:
@@ -132,8 +151,9 @@ def check_checkpoint_config(run: RunDir, config: TrainConfig, state: dict[str, A
     if differ:
         shown = ", ".join(differ[:6]) + (", ..." if len(differ) > 6 else "")
         raise ConfigError(f"{run.config_file} differs from the settings {path.name} was saved "
-                          f"with ({shown}); put them back to resume the run, or start a new "
-                          f"run from its weights (--init-from {path})")
+                          f"with ({shown}): if config.yaml was edited, put them back to "
+                          f"resume the run; if {path.name} came from another run, move it out "
+                          "of the checkpoints folder")
 
 
 def check_run_kind(run: RunDir, state: dict[str, Any], cloning: bool) -> None:
@@ -176,6 +196,45 @@ def check_new_run_folder(run: RunDir) -> None:
                               "--run-dir")
 
 
+LOCK_FILE = ".lock"
+"""held (``flock``) by the process that writes a run, holding its pid"""
+_HELD: dict[Path, int] = {}  # run folder -> the locked file's descriptor
+
+
+def lock_run(path: Path) -> None:
+    """Make this process the one that writes the run in ``path`` (rank 0 of several): a
+    :class:`ConfigError` naming the process that already does (two processes writing one
+    run lost metrics and overwrote each other's checkpoints). Writers' temp files left by a
+    killed process are removed then. Held until :func:`release_run` or the process ends."""
+    key = path.resolve()
+    if key in _HELD or world_from_environment()[0] != 0:
+        return
+    try:
+        fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise CheckpointError(f"cannot lock run folder {path}: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise ConfigError(f"{path} is in use by another selfplay process"
+                          f"{f' (pid {holder})' if holder else ''}: wait for it to end, or stop "
+                          "it; two processes would write one run") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _HELD[key] = fd
+    remove_stale_temp_files(key / "checkpoints")
+
+
+def release_run(path: Path) -> None:
+    """Let other processes write the run in ``path`` (:func:`lock_run`)."""
+    fd = _HELD.pop(path.resolve(), None)
+    if fd is not None:
+        (path / LOCK_FILE).unlink(missing_ok=True)
+        os.close(fd)
+
+
 def new_run(config: TrainConfig, run_dir: Path | None) -> tuple[RunDir, Path | None]:
     """The directory of a new run (``run_dir``, or a time-stamped one under ``runs/``), made;
     the outermost folder created for it here, None if it existed (a run that fails to start
@@ -193,6 +252,7 @@ def new_run(config: TrainConfig, run_dir: Path | None) -> tuple[RunDir, Path | N
         while not created.parent.exists():
             created = created.parent
     run.path.mkdir(parents=True, exist_ok=True)
+    lock_run(run.path)
     return run, created
 
 
@@ -235,11 +295,18 @@ def open_run(config: TrainConfig | None, run_dir: Path | None, resume: Path | No
         return RunOpening(config)
     run = RunDir(resume)
     config = saved_config(run, config)
+    lock_run(run.path)  # before a file of the run is read for writing
     state, path = load(run)
     check_run_kind(run, state, cloning)
     check_checkpoint_config(run, config, state, path)
     steps = config.bc.total_steps if cloning else config.total_steps
-    rewrite = total_steps is not None and total_steps != steps
+    done = int(state.get("counters", {}).get("global_step", 0))
+    no_more = total_steps is not None and total_steps <= done
+    if no_more:  # nothing to train, and the run's config.yaml keeps its total
+        print(f"{run.path} has done {done} steps (checkpoint {path.name}); --total-steps "
+              f"{total_steps} asks for no more: nothing to train (config.yaml keeps "
+              f"{steps})", file=sys.stderr)
+    rewrite = total_steps is not None and total_steps != steps and not no_more
     if total_steps is not None:
         config = (replace(config, bc=replace(config.bc, total_steps=total_steps)) if cloning
                   else replace(config, total_steps=total_steps))

@@ -21,7 +21,7 @@ from selfplay.data_parallel import RankLost, Ranks, join_ranks, lost_peer
 from selfplay.league_training import attach, describe
 from selfplay.opponent_stats import OpponentWinRates
 from selfplay.ppo import Trainer
-from selfplay.run_dirs import making_run, open_run
+from selfplay.run_dirs import making_run, open_run, release_run
 from selfplay.run_loop import load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
 from selfplay.worker_backend import build_game
@@ -93,6 +93,7 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
         return summary
     finally:
         ranks.close(failed)
+        release_run(run.path)
 
 
 def resume_note(state: dict[str, Any], world: int, exact: bool) -> str:
