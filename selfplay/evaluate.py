@@ -240,13 +240,42 @@ def add_final_frame(game: VecGame, frames: list[np.ndarray]) -> None:
         frames.append(game.render_final(0))
 
 
+def even_frame(frame: np.ndarray) -> np.ndarray:
+    """``frame`` padded (edge pixels repeated) to an even height and width: H.264 refuses odd
+    sides (ffmpeg then wrote nothing, and an empty file replaced the video)."""
+    h, w = frame.shape[:2]
+    if h % 2 == 0 and w % 2 == 0:
+        return frame
+    pad = [(0, h % 2), (0, w % 2)] + [(0, 0)] * (frame.ndim - 2)
+    return np.pad(frame, pad, mode="edge")
+
+
 def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
+    """``frames`` as a video (the format by ``path``'s suffix), atomically: a failed encoder
+    leaves an existing file as it was, as a one-line :class:`GameError`."""
     if not frames:
         raise GameError("no frame was rendered, so no video was written")
     import imageio.v2 as imageio
 
-    atomic_write_path(path, lambda tmp: imageio.mimwrite(
-        str(tmp), list(frames), fps=fps, macro_block_size=1))  # type: ignore[arg-type]
+    even = path.suffix.lower() in (".mp4", ".mkv", ".mov", ".avi", ".webm")
+
+    if len({frame.shape for frame in frames}) > 1:  # checked before an encoder starts
+        raise GameError(f"writing video {path} failed: its frames differ in size "
+                        f"({sorted({frame.shape for frame in frames})[:3]})")
+
+    def write(tmp: Path) -> None:
+        shown = [even_frame(f) for f in frames] if even else list(frames)
+        try:
+            imageio.mimwrite(str(tmp), shown, fps=fps,  # type: ignore[arg-type]
+                             macro_block_size=1)
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise GameError(f"writing video {path} failed: "
+                            f"{(str(exc).splitlines() or [type(exc).__name__])[0][:200]}"
+                            ) from exc
+        if tmp.stat().st_size == 0:
+            raise GameError(f"writing video {path} failed: the encoder wrote nothing")
+
+    atomic_write_path(path, write)
 
 
 def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = None,

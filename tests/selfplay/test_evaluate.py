@@ -181,3 +181,25 @@ def test_league_snapshot_of_another_shape_is_incompatible(tmp_path: Path) -> Non
     pole = make_game("CartPole-v1", num_envs=1, seed=0)
     pole.close()
     assert snapshot_agent(pole.spec, config.network, config.normalize, snapshot) is not None
+
+
+def test_videos_of_odd_sizes_are_written_and_a_failed_one_keeps_the_old_file(
+        tmp_path: Path) -> None:
+    """Guards: frames of an odd side (microRTS with an odd render_cell on a map with an odd
+    side) made ffmpeg write nothing, and the empty file replaced an existing video (exit 0)."""
+    import imageio.v3 as iio
+
+    from games.core import GameError
+    from selfplay.evaluate import write_video
+
+    frames = [np.full((201, 225, 3), k * 20, np.uint8) for k in range(5)]
+    video = tmp_path / "game.mp4"
+    write_video(video, frames, fps=5)
+    assert iio.imread(video, index=0).shape[:2] == (202, 226)
+    before = video.read_bytes()
+    with pytest.raises(GameError, match="writing video .*game.mp4 failed: its frames differ"):
+        write_video(video, [np.zeros((4, 4, 3), np.uint8), np.zeros((6, 6, 3), np.uint8)], 5)
+    with pytest.raises(GameError, match="writing video .*game.mp4 failed"):  # ffmpeg refuses
+        write_video(video, [np.zeros((2, 2, 5), np.uint8)] * 2, 5)
+    assert video.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["game.mp4"]
