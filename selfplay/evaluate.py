@@ -9,7 +9,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from games.core import GameError, GameSpec, SupportsFinalFrame, SupportsRender, VecGame
+from games.core import (
+    GameError,
+    GameSpec,
+    HasMaps,
+    SupportsFinalFrame,
+    SupportsRender,
+    VecGame,
+)
+from games.family import Family
 from games.files import atomic_write_path
 from games.registry import family_of, make_game
 from selfplay.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
@@ -278,6 +286,25 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
     atomic_write_path(path, write)
 
 
+def envs_for_every_map(family: Family, game: str, options: dict[str, Any], envs: int,
+                       episodes: int) -> int:
+    """``envs``, raised (up to ``episodes``) until the training's maps are all played from
+    both sides (:meth:`Family.check_run`): 8 envs played 4 of a 5-map checkpoint's maps;
+    ``options``' ``num_selfplay_envs`` follows."""
+    for n in range(envs, max(envs, episodes) + 1):
+        sized = dict(options)
+        if "num_selfplay_envs" in options:  # staged as matches: every env self-play
+            sized["num_selfplay_envs"] = n
+        try:
+            family.check_run(game, sized, n, draws_bots=True)
+        except GameError:
+            continue
+        if "num_selfplay_envs" in options:
+            options["num_selfplay_envs"] = n
+        return n
+    return envs
+
+
 def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = None,
              deterministic: bool = False, seed: int | None = None,
              num_envs: int | None = None, map_name: str | None = None) -> dict[str, Any]:
@@ -296,6 +323,8 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = No
                                           map_name).options)
     elif map_name is not None:
         options.update(family.map_options(config.game.name, map_name))
+    if num_envs is None and video is None:  # every map it trained on, from both sides
+        envs = envs_for_every_map(family, config.game.name, options, envs, episodes)
     if video is not None:
         options["render"] = True
     game = make_game(config.game.name, num_envs=envs, seed=eval_seed, options=options)
@@ -304,6 +333,9 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = No
         policy = FrozenPolicy(agent, deterministic=deterministic,
                               generator=torch.Generator().manual_seed(eval_seed))
         returns = run_episodes(game, policy, episodes, eval_seed, video)
+        played = min(episodes, envs)  # the envs that played an episode
+        maps = (list(dict.fromkeys(m.name for m in game.env_map[:played]))
+                if isinstance(game, HasMaps) else None)
     finally:
         game.close()
     arr = np.asarray(returns, dtype=np.float64)
@@ -311,4 +343,5 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = No
             "mean_return": float(arr.mean()) if len(arr) else float("nan"),
             "std_return": float(arr.std()) if len(arr) else float("nan"),
             "returns": [float(r) for r in returns],
-            "video": str(video) if video is not None else None}
+            "video": str(video) if video is not None else None,
+            **({"maps": maps} if maps is not None else {})}

@@ -488,3 +488,14 @@ def test_pettingzoo_tournaments_take_a_game_length_in_steps(tmp_path: Path) -> N
                         until_sigma=None, map_name=None, num_envs=2, seed=0, quiet=True,
                         max_steps=30)
     assert result["played"] == 2
+
+
+def test_eval_plays_every_map_a_checkpoint_trained_on(tmp_path: Path) -> None:
+    """Guards: eval played at most 8 envs, so 4 of a 5-map checkpoint's maps, and said not
+    which."""
+    from selfplay.evaluate import evaluate
+
+    five = [f"basesWorkers8x8{x}" for x in "ABCDE"]
+    path = _untrained_microrts(tmp_path / "five.pt", 5, f"game.options.maps=[{','.join(five)}]")
+    result = evaluate(path, episodes=10)
+    assert result["episodes"] == 10 and sorted(result["maps"]) == five
