@@ -151,10 +151,13 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
     return path
 
 
-def remove_stale_temp_files(folder: Path) -> list[Path]:
-    """Remove the temp files (``.NAME.*.tmp``) that writers killed mid-write left in
-    ``folder`` (only when no other process writes there); the paths removed."""
-    stale = sorted(folder.glob(".*.tmp")) if folder.is_dir() else []
+def remove_stale_temp_files(folder: Path, patterns: tuple[str, ...] = (".*.tmp",)
+                            ) -> list[Path]:
+    """Remove the temp files of :func:`atomic_write_bytes` (``.NAME.*.tmp``; ``patterns``
+    narrows them to a writer's own) that writers killed mid-write left in ``folder`` (call
+    only when no other process writes there); the paths removed."""
+    stale = sorted({p for pattern in patterns for p in folder.glob(pattern)}
+                   if folder.is_dir() else [])
     for path in stale:
         path.unlink(missing_ok=True)
     return stale

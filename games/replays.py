@@ -44,7 +44,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from games.core import GameError
-from games.files import atomic_write_bytes
+from games.files import atomic_write_bytes, remove_stale_temp_files
 
 FORMAT = "selfplay-replays"
 VERSION = 1
@@ -247,9 +247,7 @@ def remove_stale_temps(folder: Path) -> None:
     """Remove the temp files of atomic writes a killed writer left in ``folder`` (``.NAME.*.tmp``
     of a shard, the manifest or the plan: never renamed into place, so never part of the
     folder; other files are not ours). Call before writing to it."""
-    for pattern in (".shard-*.tmp", f".{MANIFEST}.*.tmp", f".{PLAN}.*.tmp"):
-        for path in folder.glob(pattern):
-            path.unlink(missing_ok=True)
+    remove_stale_temp_files(folder, (".shard-*.tmp", f".{MANIFEST}.*.tmp", f".{PLAN}.*.tmp"))
 
 
 def next_shard_index(folder: Path) -> int:

@@ -128,6 +128,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
+    from games.replays import folder_totals
     from selfplay.play import play
 
     if args.games < 1:
@@ -141,8 +142,11 @@ def cmd_play(args: argparse.Namespace) -> int:
 
     if args.shard_games < 1:
         raise UserError("--shard-games must be >= 1")
+    seed = seed_flag(args.seed)
+    if seed is None:  # a rerun recording into the same folder: other games, not copies
+        seed = folder_totals(Path(args.record))[0] if args.record else 0
     result = play(args.checkpoint, args.vs, args.games, args.map,
-                  _video_path(args.video), seed=seed_flag(args.seed) or 0,
+                  _video_path(args.video), seed=seed,
                   deterministic=args.deterministic, temperature=args.temperature,
                   progress=progress, record=Path(args.record) if args.record else None,
                   shard_games=args.shard_games)
@@ -381,7 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--games", type=int, default=100)
     pl.add_argument("--map", help="map name or file (microRTS)")
     pl.add_argument("--video", help="write the first game of env 0 to this .mp4/.gif")
-    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--seed", type=int,
+                    help="seed of the games (default 0; with --record, the games the folder "
+                    "holds already, so that a rerun appends new games)")
     pl.add_argument("--deterministic", action="store_true", help="take the most likely action")
     pl.add_argument("--temperature", type=float, default=1.0,
                     help="sample from the policy sharpened (< 1) or flattened (> 1)")

@@ -171,10 +171,14 @@ def _opponent_checkpoint(vs: str, bots: list[str]) -> Path | None:
         # (a folder ``CoacAI/`` beside the user's runs must not hide the bot)
         if not Path(vs).exists():
             return None
+        is_bot = vs.lower() in {bot.lower() for bot in bots}
         try:
-            return resolve_checkpoint(vs)
+            path = resolve_checkpoint(vs)
+            if is_bot:  # a file of the bot's name that is no checkpoint must not hide it
+                load_checkpoint(path)
+            return path
         except CheckpointError as exc:
-            if vs.lower() in {bot.lower() for bot in bots}:
+            if is_bot:
                 return None
             raise CheckpointError(f"--vs: {exc}") from exc
     try:

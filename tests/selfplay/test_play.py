@@ -165,6 +165,8 @@ def test_a_folder_named_like_a_bot_does_not_hide_the_bot(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "random").mkdir()
     assert play(tictactoe_checkpoint, "random", games=2)["opponent"] == "random"
+    (tmp_path / "win_or_block").write_text("notes")  # a file that is no checkpoint: the bot
+    assert play(tictactoe_checkpoint, "win_or_block", games=2)["opponent"] == "win_or_block"
     (tmp_path / "emptyrun").mkdir()  # not a bot either: the folder's error, not "unknown bot"
     with pytest.raises(CheckpointError, match="--vs: .*emptyrun holds no checkpoint"):
         play(tictactoe_checkpoint, "emptyrun", games=2)

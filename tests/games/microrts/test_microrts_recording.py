@@ -240,3 +240,18 @@ def test_recording_game_logs_only_cells_that_can_act(checkpoints: dict[str, Path
     for meta in json.loads(data["meta"].tobytes())["games"]:  # env e's seat 0: player e % 2
         assert meta["players"] == (["x", "y"] if meta["seed"][1] % 2 == 0 else ["y", "x"])
     assert replay_all(folder) == 0
+
+
+def test_a_rerun_of_play_record_appends_other_games(checkpoints: dict[str, Path],
+                                                    tmp_path: Path) -> None:
+    """Guards: ``--seed`` defaulted to 0, so running ``play --record`` again appended exact
+    copies of the games the folder held (deterministic bots), which cloning then learned
+    twice; without ``--seed`` a rerun seeds its games by the games already recorded."""
+    out = tmp_path / "rec"
+    for _ in range(2):
+        proc = subprocess.run([*SELFPLAY, "play", "--checkpoint", str(checkpoints["a"]), "--vs",
+                               "workerrush", "--games", "2", "--record", str(out), "--json"],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+    first, second = (np.load(out / shard_name(k)) for k in range(2))
+    assert not np.array_equal(first["orders"], second["orders"])
