@@ -140,8 +140,12 @@ def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf,
 def snapshot_agent(spec: GameSpec, network: NetworkConfig, normalize: NormalizeConfig,
                snapshot: Snapshot) -> ActorCritic:
     """The run's network with ``snapshot``'s weights; :class:`IncompatiblePlayer` if they do
-    not fit it (a snapshot of another network in a shared database)."""
-    agent = ActorCritic(spec, network, normalize)
+    not fit it (a snapshot of another network in a shared database). Built without drawing
+    from torch's global generator (its initial weights are replaced): a run resumed loads
+    its opponents at other moments than the run that wrote the checkpoint, and the global
+    state it saves would differ."""
+    with torch.random.fork_rng(devices=[]):
+        agent = ActorCritic(spec, network, normalize)
     try:
         trained: TrainConfig | None = saved_config_from_mapping(snapshot.config)
     except (ConfigError, TypeError):  # another version's config: shapes from the weights only

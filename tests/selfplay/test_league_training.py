@@ -258,6 +258,7 @@ def test_resumed_league_run_continues_exactly(tmp_path: Path) -> None:
     assert np.array_equal(payoff_got["games"], payoff_want["games"])
     assert payoff_want["games"].sum() > 0, "no training game against a snapshot was recorded"
     assert league_got["rng"] == league_want["rng"]
+    assert torch.equal(got["rng"]["torch"], want["rng"]["torch"])  # torch's global state too
 
 
 def test_a_dead_rater_is_replaced_and_its_job_played(tmp_path: Path, capsys) -> None:
