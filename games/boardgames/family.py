@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 
 import numpy as np
 
 from games.family import SeatBotsFamily
-from games.matches import MatchSetup
 
 
 def _bots() -> dict[str, Callable[..., np.ndarray]]:
@@ -27,14 +25,6 @@ class BoardGamesFamily(SeatBotsFamily):
 
     def seat_bots(self) -> Mapping[str, Callable[..., np.ndarray]]:
         return _bots()
-
-    def match_setup(self, game: str, bot: str | None, num_envs: int, seed: int,
-                    map_name: str | None = None) -> MatchSetup:
-        """Matches let seat 0 move first: a player's side (its seat) is then whether it moves
-        first, which the matches balance (with the training's alternation, who moved first
-        was a per-env coin flip: 11 first moves of 16 in one measured ``play``)."""
-        setup = super().match_setup(game, bot, num_envs, seed, map_name)
-        return replace(setup, options={**setup.options, "first_player": "seat0"})
 
 
 FAMILIES = (BoardGamesFamily(),)

@@ -501,17 +501,3 @@ def test_eval_plays_every_map_a_checkpoint_trained_on(tmp_path: Path) -> None:
     path = _untrained_microrts(tmp_path / "five.pt", 5, f"game.options.maps=[{','.join(five)}]")
     result = evaluate(path, episodes=10)
     assert result["episodes"] == 10 and sorted(result["maps"]) == five
-
-
-def test_tictactoe_matches_let_each_side_move_first_equally(tmp_path: Path) -> None:
-    """Guards: in play and tournaments who moved first was a per-env coin flip (the
-    training's alternation from a seeded draw): 11 first moves of 16 for one checkpoint."""
-    from games.registry import family_of
-
-    family = family_of("tictactoe")
-    game = family.match_games("tictactoe", {})(4, 0)
-    batch = game.reset(seed=0)
-    assert batch.alive[:, 0].all() and not batch.alive[:, 1].any()  # seat 0 moves first
-    game.close()
-    bot = family.match_setup("tictactoe", "random", 4, 0)
-    assert bot.options["first_player"] == "seat0"
