@@ -151,6 +151,17 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
     return path
 
 
+def outermost_new_folder(folder: Path) -> Path | None:
+    """The outermost of ``folder`` and its parents that does not exist yet (None if it
+    exists): what making ``folder`` creates, and what to remove to leave nothing behind."""
+    made = None
+    for path in (folder.absolute(), *folder.absolute().parents):
+        if path.exists():
+            break
+        made = path
+    return made
+
+
 def remove_stale_temp_files(folder: Path, patterns: tuple[str, ...] = (".*.tmp",)
                             ) -> list[Path]:
     """Remove the temp files of :func:`atomic_write_bytes` (``.NAME.*.tmp``; ``patterns``

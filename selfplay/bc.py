@@ -80,11 +80,16 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
     if opening.run is not None:
         assert opening.state is not None and opening.checkpoint is not None
         run = opening.run
-        cloner = build_cloner(config, run)
+        try:
+            cloner = build_cloner(config, run)
+        except BaseException:  # a resumed run that cannot start: its folder is free again
+            release_run(run.path)
+            raise
         try:
             exact = cloner.load_state_dict(opening.state)
         except BaseException:
             cloner.close()
+            release_run(run.path)
             raise
         note = ("" if exact else
                 " (the replays go on where they were: the games in progress start again, "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -286,21 +286,16 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
     atomic_write_path(path, write)
 
 
-def envs_for_every_map(family: Family, game: str, options: dict[str, Any], envs: int,
-                       episodes: int) -> int:
+def envs_for_every_map(family: Family, game: str, staged: Callable[[int], dict[str, Any]],
+                       envs: int, episodes: int) -> int:
     """``envs``, raised (up to ``episodes``) until the training's maps are all played from
-    both sides (:meth:`Family.check_run`): 8 envs played 4 of a 5-map checkpoint's maps;
-    ``options``' ``num_selfplay_envs`` follows."""
+    both sides (:meth:`Family.check_run` of the options ``staged(n)`` gives ``n`` envs): 8
+    envs played 4 of a 5-map checkpoint's maps."""
     for n in range(envs, max(envs, episodes) + 1):
-        sized = dict(options)
-        if "num_selfplay_envs" in options:  # staged as matches: every env self-play
-            sized["num_selfplay_envs"] = n
         try:
-            family.check_run(game, sized, n, draws_bots=True)
+            family.check_run(game, staged(n), n, draws_bots=True)
         except GameError:
             continue
-        if "num_selfplay_envs" in options:
-            options["num_selfplay_envs"] = n
         return n
     return envs
 
@@ -314,17 +309,23 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = No
     checkpoint = resolve_checkpoint(checkpoint)
     state = load_checkpoint(checkpoint)
     config = trained_config(state, checkpoint)[0]
-    options = dict(config.game.options)
     family = family_of(config.game.name)
     envs = num_envs or (1 if video is not None else min(episodes, 8))
     eval_seed = seed if seed is not None else config.seed + 10_000
-    if family.two_player:  # the policy plays every seat of every env
-        options.update(family.match_setup(config.game.name, None, envs, eval_seed,
-                                          map_name).options)
-    elif map_name is not None:
-        options.update(family.map_options(config.game.name, map_name))
+
+    def staged(n: int) -> dict[str, Any]:
+        """The game options of ``n`` envs: the policy plays every seat of every env."""
+        options = dict(config.game.options)
+        if family.two_player:
+            options.update(family.match_setup(config.game.name, None, n, eval_seed,
+                                              map_name).options)
+        elif map_name is not None:
+            options.update(family.map_options(config.game.name, map_name))
+        return options
+
     if num_envs is None and video is None:  # every map it trained on, from both sides
-        envs = envs_for_every_map(family, config.game.name, options, envs, episodes)
+        envs = envs_for_every_map(family, config.game.name, staged, envs, episodes)
+    options = staged(envs)
     if video is not None:
         options["render"] = True
     game = make_game(config.game.name, num_envs=envs, seed=eval_seed, options=options)

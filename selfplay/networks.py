@@ -145,7 +145,7 @@ class ActorCritic(nn.Module):
         n_out = self._num_outputs()
         self.shared = net.shared_torso and not use_state
         if kind == "mlp":
-            if spec.obs_dtype == np.uint8:  # image or board planes: a conv torso reads them
+            if spec.obs_dtype == np.uint8 and not norm.obs:  # raw planes (normalized: floats)
                 raise ConfigError(
                     f"network.kind 'mlp' reads float features; {spec.name}'s observations are "
                     f"uint8 {spec.obs_kind} planes {tuple(spec.obs_shape)}: use auto, "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from games.files import remove_stale_temp_files
+from games.files import outermost_new_folder, remove_stale_temp_files
 from games.options import OptionError, to_mapping
 from selfplay.checkpoint import (
     CheckpointError,
@@ -209,18 +209,27 @@ def lock_run(path: Path) -> None:
     key = path.resolve()
     if key in _HELD or world_from_environment()[0] != 0:
         return
-    try:
-        fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise CheckpointError(f"cannot lock run folder {path}: {exc.strerror or exc}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    while True:
+        try:
+            fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise CheckpointError(f"cannot lock run folder {path}: {exc.strerror or exc}"
+                                  ) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise ConfigError(f"{path} is in use by another selfplay process"
+                              f"{f' (pid {holder})' if holder else ''}: wait for it to end, or "
+                              "stop it; two processes would write one run") from None
+        try:  # the file its holder removed on release as this process opened it: again
+            same = os.fstat(fd).st_ino == os.stat(key / LOCK_FILE).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
         os.close(fd)
-        raise ConfigError(f"{path} is in use by another selfplay process"
-                          f"{f' (pid {holder})' if holder else ''}: wait for it to end, or stop "
-                          "it; two processes would write one run") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     _HELD[key] = fd
@@ -246,11 +255,7 @@ def new_run(config: TrainConfig, run_dir: Path | None) -> tuple[RunDir, Path | N
     if run.path.exists() and not run.path.is_dir():
         raise FileExistsError(f"--run-dir {run.path} is a file, not a folder")
     check_new_run_folder(run)
-    created = None
-    if not run.path.exists():
-        created = run.path.absolute()
-        while not created.parent.exists():
-            created = created.parent
+    created = outermost_new_folder(run.path)
     run.path.mkdir(parents=True, exist_ok=True)
     lock_run(run.path)
     return run, created
@@ -296,6 +301,17 @@ def open_run(config: TrainConfig | None, run_dir: Path | None, resume: Path | No
     run = RunDir(resume)
     config = saved_config(run, config)
     lock_run(run.path)  # before a file of the run is read for writing
+    try:
+        return _opened(run, config, total_steps, progress_bar, cloning, load)
+    except BaseException:
+        release_run(run.path)
+        raise
+
+
+def _opened(run: RunDir, config: TrainConfig, total_steps: int | None,
+            progress_bar: bool | None, cloning: bool,
+            load: Callable[[RunDir], tuple[dict[str, Any], Path]]) -> RunOpening:
+    """:func:`open_run` of a run to resume, once it holds the run's lock."""
     state, path = load(run)
     check_run_kind(run, state, cloning)
     check_checkpoint_config(run, config, state, path)
@@ -326,6 +342,7 @@ def making_run(config: TrainConfig, run_dir: Path | None
     try:
         yield run, created
     except BaseException:
+        release_run(run.path)  # its lock file too: nothing of the run stays
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
         raise

@@ -70,22 +70,27 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
                        load=load_resumable)
     config, rewrite = opening.config, opening.rewrite_config
     created: Path | None = None  # the folders a new run made
-    ranks = join_ranks(config)
-    if opening.run is not None:
-        assert opening.state is not None and opening.checkpoint is not None
-        run = opening.run
-        trainer = build_trainer(config, run, ranks=ranks)
-        exact = trainer.load_state_dict(opening.state)
-        if ranks.is_main:
-            print(f"resuming {run.path} from {opening.checkpoint.name} at step "
-                  f"{trainer.global_step}{resume_note(opening.state, ranks.world, exact)}",
-                  file=sys.stderr)
-    else:
-        if run_dir is None and ranks.world > 1:  # one time-stamped directory for every rank
-            run_dir = Path(ranks.all_gather(str(RunDir.default_for(config).path))[0])
-        with making_run(config, run_dir) as (run, created):
-            trainer = build_trainer(config, run, None if config.init_from is None
-                                    else Path(config.init_from), ranks)
+    try:
+        ranks = join_ranks(config)
+        if opening.run is not None:
+            assert opening.state is not None and opening.checkpoint is not None
+            run = opening.run
+            trainer = build_trainer(config, run, ranks=ranks)
+            exact = trainer.load_state_dict(opening.state)
+            if ranks.is_main:
+                print(f"resuming {run.path} from {opening.checkpoint.name} at step "
+                      f"{trainer.global_step}{resume_note(opening.state, ranks.world, exact)}",
+                      file=sys.stderr)
+        else:
+            if run_dir is None and ranks.world > 1:  # one time-stamped directory for all
+                run_dir = Path(ranks.all_gather(str(RunDir.default_for(config).path))[0])
+            with making_run(config, run_dir) as (run, created):
+                trainer = build_trainer(config, run, None if config.init_from is None
+                                        else Path(config.init_from), ranks)
+    except BaseException:  # a resumed run that cannot start: its folder is free again
+        if opening.run is not None:
+            release_run(opening.run.path)
+        raise
     failed = True
     try:
         summary = _train(trainer, config, run, rewrite, created)

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from games.files import outermost_new_folder
 from games.lux import engine
 from games.lux.kaggle import BOARD_KEYS, PLAYERS, KaggleEpisode, KaggleError, read_kaggle_episode
 from games.lux.kaggle_labels import COUNTS, StepEncoder
@@ -260,17 +261,6 @@ class KaggleReplayWriter(ShardAppender[ConvertedGame]):
         self.known.add(episode.sha256)
         if episode.episode_id:
             self.known_ids.add(episode.episode_id)
-
-
-def outermost_new_folder(folder: Path) -> Path | None:
-    """The outermost of ``folder`` and its parents that does not exist yet (None if it
-    exists): what making ``folder`` creates."""
-    made = None
-    for path in (folder.absolute(), *folder.absolute().parents):
-        if path.exists():
-            break
-        made = path
-    return made
 
 
 def _remove_if_empty(made: Path | None, out_dir: Path) -> None:

@@ -579,3 +579,6 @@ def test_an_mlp_on_uint8_planes_is_a_one_line_error() -> None:
                                           r"pettingzoo/pong_v3's observations are uint8 image "
                                           r"planes .*use auto, nature_cnn or impala_cnn"):
         ActorCritic(spec, config.network, config.normalize)
+    normalized = build_config("pettingzoo/pong_v3", overrides=["network.kind=mlp",
+                                                               "normalize.obs=true"])
+    ActorCritic(spec, normalized.network, normalized.normalize)  # floats reach the torso

@@ -96,3 +96,28 @@ def test_a_config_cut_short_or_a_lost_league_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"league.db .*league.db is missing or empty"):
         run_training(None, resume=run, total_steps=10_000)
     assert not (run / "league.db").exists()
+
+
+def test_a_run_that_cannot_start_frees_its_folder(tmp_path: Path) -> None:
+    """Guards: the lock stayed held (for the rest of the process) by a resume that failed
+    before training, and a new run refused at its start left its lock file in a folder
+    that existed before."""
+    from games.options import OptionError
+    from selfplay.bc import run_cloning
+    from selfplay.checkpoint import CheckpointError
+
+    run = tmp_path / "run"
+    run_training(cartpole(1), run)
+    with pytest.raises(CheckpointError, match="selfplay train run, not a cloning run"):
+        run_cloning(None, resume=run)
+    assert not (run / ".lock").exists()
+    locker = subprocess.run([sys.executable, "-c", (
+        "import sys; from pathlib import Path; from selfplay.run_dirs import lock_run; "
+        "lock_run(Path(sys.argv[1]))"), str(run)], capture_output=True, text=True, timeout=60)
+    assert locker.returncode == 0, locker.stderr  # another process may write it now
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(OptionError, match="bogus"):
+        run_training(build_config("CartPole-v1", overrides=[*QUIET, "game.options.bogus=1"],
+                                  total_steps=STEPS), empty)
+    assert list(empty.iterdir()) == []
