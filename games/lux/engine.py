@@ -343,6 +343,8 @@ def use_compilation_cache() -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
         return
+    if not os.access(folder, os.W_OK | os.X_OK):  # read-only: jax would warn at every entry
+        return
     jax = _import_jax()
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
@@ -369,6 +371,16 @@ def load_jux() -> types.ModuleType:
         raise _missing((exc.name or "jux").split(".")[0]) from None
     except Exception as exc:  # e.g. a jax API the layer does not cover
         jax = sys.modules["jax"]
+        platforms = os.environ.get("JAX_PLATFORMS")
+        if platforms:  # a backend jax cannot start fails Jux's import (jax.devices())
+            try:
+                jax.devices()
+            except Exception as cause:  # noqa: BLE001 - whatever the backend raises
+                raise GameError(f"jax {jax.__version__} cannot start the backend "
+                                f"JAX_PLATFORMS={platforms} asks for ({type(cause).__name__}"
+                                f"{': ' + str(cause).splitlines()[0] if str(cause) else ''}); "
+                                "unset JAX_PLATFORMS, or install jax for it (e.g. "
+                                "pip install 'jax[cuda12]')") from None
         first = (str(exc).splitlines() or [""])[0]
         raise GameError(f"Jux does not import on jax {jax.__version__} ({type(exc).__name__}: "
                         f"{first}); Lux is tested on jax {TESTED_JAX}") from None

@@ -282,3 +282,14 @@ def test_without_vec_noise_jux_works_and_the_official_map_generator_says_why() -
     assert out["vec_noise"] is False
     assert out["official"] == engine.VEC_NOISE_HINT
     assert "missing" in out["report"]
+
+
+def test_a_jax_backend_that_cannot_start_is_named() -> None:
+    """Guards: ``JAX_PLATFORMS`` naming a backend this jax cannot start blamed Jux and the jax
+    version ("Jux does not import on jax ...")."""
+    done = subprocess.run([sys.executable, "-m", "selfplay.cli", "setup", "lux"], cwd=REPO,
+                          env={**os.environ, "JAX_PLATFORMS": "tpu"}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot start the backend JAX_PLATFORMS=tpu asks for" in lines[0]
