@@ -9,6 +9,7 @@ seat-episodes in ``Batch.episodes``. They are logged as ``reward/<component>``.
 from __future__ import annotations
 
 import collections
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,17 @@ class ComponentReturns:
     def __init__(self, names: list[str], window: int = 100) -> None:
         self.names = names
         self.rows: collections.deque[np.ndarray] = collections.deque(maxlen=window)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The window (saved with each checkpoint: a resumed run logs what the run that wrote
+        it would have)."""
+        return {"rows": (np.stack(self.rows) if self.rows
+                         else np.zeros((0, len(self.names)), np.float64))}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rows.clear()
+        for row in np.asarray(state["rows"], np.float64):
+            self.rows.append(row)
 
     def add(self, stats: EpisodeStats, components: np.ndarray) -> None:
         for row in components[stats.seat == 0]:

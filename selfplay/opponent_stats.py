@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,15 @@ class OpponentWinRates:
         self.names = names
         self.outcomes: dict[str, collections.deque[int]] = collections.defaultdict(
             lambda: collections.deque(maxlen=window))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The windows (saved with each checkpoint, as :class:`ComponentReturns`')."""
+        return {"outcomes": {name: list(results) for name, results in self.outcomes.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.outcomes.clear()
+        for name, results in dict(state["outcomes"]).items():
+            self.outcomes[str(name)].extend(int(x) for x in results)
 
     def add(self, stats: EpisodeStats) -> None:
         seat0 = stats.seat == 0

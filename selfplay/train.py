@@ -101,6 +101,15 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
         release_run(run.path)
 
 
+def keep_state(trainer: Trainer, name: str, part: ComponentReturns | OpponentWinRates) -> None:
+    """Save ``part``'s windows with each checkpoint under ``name``, restored from the one the
+    run resumed from (the logged ``reward/*``, ``win_rate/*`` of a resumed run differed)."""
+    saved = trainer.restored_extra.get(name)
+    if saved is not None:
+        part.load_state_dict(saved)
+    trainer.add_state(name, part.state_dict)
+
+
 def resume_note(state: dict[str, Any], world: int, exact: bool) -> str:
     """What a resumed run could not take back from its checkpoint, for the "resuming" line."""
     saved = int(state.get("world", 1))
@@ -127,11 +136,13 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
             # games mixing opponents: win rate per opponent in the logs, each game credited
             # to the opponent it was played against (read live: envs change opponents)
             per_opponent = OpponentWinRates(lambda: game.ended_opponent_names)
+            keep_state(trainer, "opponent_win_rates", per_opponent)
             trainer.add_episode_listener(per_opponent.add)
             trainer.add_update_hook(per_opponent.metrics)
         if isinstance(game, HasRewardComponents):  # reward terms logged one by one
             components = ComponentReturns(list(game.reward_component_names),
                                           config.log.return_window)
+            keep_state(trainer, "component_returns", components)
             trainer.add_episode_listener(
                 lambda stats: components.add(stats, game.episode_reward_components()))
             trainer.add_update_hook(components.metrics)

@@ -43,3 +43,15 @@ def test_microrts_run_logs_components_and_win_rates(tmp_path: Path) -> None:
     assert -1.0 <= last["reward/win_loss"] <= 1.0  # unweighted: +1 win, -1 loss, 0 otherwise
     assert last["reward/resource_gather"] >= 0.0
     assert {"win_rate/WorkerRush", "win_rate/selfplay"} <= set(last)
+    # guards: the windows were not in checkpoints, so a resumed run logged other reward/* and
+    # win_rate/* than the run that wrote the checkpoint
+    from selfplay.checkpoint import list_checkpoints, load_checkpoint
+    from selfplay.opponent_stats import OpponentWinRates
+
+    extra = load_checkpoint(list_checkpoints(tmp_path / "run" / "checkpoints")[-1])["extra"]
+    restored = ComponentReturns(list(names))
+    restored.load_state_dict(extra["component_returns"])
+    assert restored.metrics() == {k: v for k, v in last.items() if k.startswith("reward/")}
+    rates = OpponentWinRates([])
+    rates.load_state_dict(extra["opponent_win_rates"])
+    assert rates.metrics() == {k: v for k, v in last.items() if k.startswith("win_rate/")}
