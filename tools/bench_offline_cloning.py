@@ -178,7 +178,8 @@ def fit(args: argparse.Namespace) -> None:
     everyone = torch.ones(args.batch, dtype=torch.bool)
     while True:
         minutes = (time.perf_counter() - start) / 60
-        if minutes >= next_report or minutes >= args.minutes:
+        done = minutes >= args.minutes or (args.steps > 0 and steps >= args.steps)
+        if minutes >= next_report or done:
             report = {"minutes": round(minutes, 2), "steps": steps,
                       **held_out(agent, val, names, sizes)}
             if val_progress is not None:
@@ -186,7 +187,7 @@ def fit(args: argparse.Namespace) -> None:
             reports.append(report)
             print(json.dumps(report), flush=True)
             next_report += args.eval_every
-            if minutes >= args.minutes:
+            if done:
                 break
         rows = torch.randint(0, len(train[0]), (args.batch,), generator=draw)
         terms = clone_terms(agent.dist(train[0][rows], train[1][rows]), train[2][rows], everyone)
@@ -254,6 +255,8 @@ def main(argv: list[str] | None = None) -> None:
     fitting.add_argument("--train", type=Path, required=True)
     fitting.add_argument("--val", type=Path, required=True)
     fitting.add_argument("--minutes", type=float, default=6.0)
+    fitting.add_argument("--steps", type=int, default=0,
+                         help="stop after this many updates too (0: the minutes only)")
     fitting.add_argument("--eval-every", type=float, default=2.0, help="minutes")
     fitting.add_argument("--batch", type=int, default=64)
     fitting.add_argument("--lr", type=float, default=5e-4)

@@ -30,11 +30,12 @@ def test_collect_then_fit_learns_the_teacher(tmp_path: Path) -> None:
         assert set(np.unique(data["step"])) <= set(range(128))
     out = tmp_path / "fit.json"
     main(["fit", *TEACHER, "--train", str(tmp_path / "train.npz"), "--val",
-          str(tmp_path / "val.npz"), "--minutes", "0.05", "--eval-every", "0.05",
-          "--batch", "64", "--lr", "1e-3", "--json-out", str(out)])
+          str(tmp_path / "val.npz"), "--minutes", "5", "--steps", "600", "--eval-every", "5",
+          "--batch", "64", "--lr", "1e-3", "--json-out", str(out)])  # 600 updates, however
+    # busy the machine (3 s of them learned too little beside another test process)
     reports = json.loads(out.read_text())["reports"]
     first, last = reports[0], reports[-1]
-    assert last["steps"] > 50
+    assert last["steps"] == 600
     assert last["loss"] < 0.9 * first["loss"]
     assert last["accuracy"]["action"] > first["accuracy"]["action"] + 0.15
 
