@@ -103,7 +103,10 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
 
 def keep_state(trainer: Trainer, name: str, part: ComponentReturns | OpponentWinRates) -> None:
     """Save ``part``'s windows with each checkpoint under ``name``, restored from the one the
-    run resumed from (the logged ``reward/*``, ``win_rate/*`` of a resumed run differed)."""
+    run resumed from (the logged ``reward/*``, ``win_rate/*`` of a resumed run differed). One
+    process only: each rank keeps windows of its own envs, and a checkpoint holds rank 0's."""
+    if trainer.ranks.world > 1:
+        return
     saved = trainer.restored_extra.get(name)
     if saved is not None:
         part.load_state_dict(saved)

@@ -187,6 +187,17 @@ def _engine_files_problem(home: Path, verify: bool) -> str:
     return ""
 
 
+def _unlisted_files(home: Path) -> list[str]:
+    """Files in ``home`` its marker does not list (the user's own maps, say); none where the
+    marker lists no files (an earlier version's)."""
+    lines = (home / _MARKER).read_text().splitlines()[1:]
+    listed = {line.rsplit("\t", 2)[0] for line in lines}
+    if not listed:
+        return []
+    return sorted(str(p.relative_to(home)) for p in home.rglob("*")
+                  if p.is_file() and p.name != _MARKER and str(p.relative_to(home)) not in listed)
+
+
 def _file_list(folder: Path) -> str:
     """The marker's list of ``folder``'s files: ``name TAB size TAB sha256`` lines."""
     rows = []
@@ -232,6 +243,11 @@ def _fetch_engine(home: Path, verify: bool = False) -> None:
                             "a new or empty folder")
         if ours:
             problem = _engine_files_problem(home, True) or "a file is missing"
+            theirs = _unlisted_files(home)
+            if theirs:  # the folder is replaced whole: never with the user's files in it
+                raise GameError(f"the microRTS engine in {home} is damaged ({problem}) and "
+                                f"holds files it did not ship ({', '.join(theirs[:3])}): move "
+                                "them out, then run again to fetch the engine")
             print(f"selfplay: the microRTS engine in {home} is damaged ({problem}): fetching "
                   "it again", file=sys.stderr, flush=True)
         local = os.environ.get(ENV_SDIST)
@@ -347,10 +363,9 @@ def _launch_problem(home: Path) -> str:
         proc = subprocess.run([str(java), "-version"], capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{java} -version failed ({exc})"
-    if proc.returncode != 0:
-        how = (f"killed by signal {-proc.returncode}" if proc.returncode < 0
-               else f"exit status {proc.returncode}")
-        return f"{java} -version failed ({how}): a damaged runtime?"
+    if proc.returncode < 0:  # an exit status can be the options or limits (ulimit -v): the
+        # launcher reports those, and SELFPLAY_JAVA_OPTIONS may be the fix
+        return f"{java} -version failed (killed by signal {-proc.returncode}): a damaged runtime?"
     return ""
 
 

@@ -109,6 +109,12 @@ def test_a_damaged_engine_of_ours_is_fetched_again(tmp_path: Path, monkeypatch, 
     assert (home / "microrts.jar").read_bytes() == b"jar"
     assert (home / "maps/8x8/m.xml").read_bytes() == b"<m/>"
     assert engine.engine_ready(home, verify=True)
+    (home / "maps/mine").mkdir()  # a map of the user's in a damaged folder: never deleted
+    (home / "maps/mine/my.xml").write_text("<mine/>")
+    (home / "microrts.jar").write_bytes(b"j")
+    with pytest.raises(GameError, match=r"holds files it did not ship \(maps/mine/my.xml\)"):
+        engine.ensure_engine()
+    assert (home / "maps/mine/my.xml").read_text() == "<mine/>"
     other = tmp_path / "theirs"  # a folder not ours: refused before any download
     other.mkdir()
     (other / "notes.txt").write_text("mine")
@@ -376,6 +382,10 @@ def test_a_runtime_that_cannot_start_is_skipped_or_named(tmp_path: Path, monkeyp
     with pytest.raises(GameError, match=r"SELFPLAY_JAVA_HOME=.* is not a usable Java >= 11 "
                                         r"\(.*java -version failed \(killed by signal 7\)"):
         engine.find_java()
+    # an exit status is the launcher refusing its defaults (a memory limit, say), not damage:
+    # SELFPLAY_JAVA_OPTIONS may fix it, so the runtime is kept
+    (broken / "bin/java").write_text("#!/bin/sh\nexit 1\n")
+    assert engine.find_java().source == engine.ENV_JAVA
 
 
 def test_java_below_11_everywhere_is_reported(tmp_path: Path) -> None:
