@@ -109,6 +109,8 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
             cloner.league = CloneLeague(cloner, run.path, config.league,
                                         config.bc.snapshot_every)
         sink = MetricSink(run, config, resume_step=cloner.global_step)
+        if cloner.league is not None:
+            cloner.league.log_ratings_to(sink)
     except BaseException:
         cloner.close()
         release_run(run.path)

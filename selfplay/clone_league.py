@@ -34,6 +34,7 @@ from selfplay.snapshot_ratings import (
     register_anchors,
     register_snapshot,
 )
+from selfplay.tracking import MetricSink
 
 
 class ClonedRun(RatedRun, Protocol):
@@ -79,7 +80,8 @@ class CloneLeague:
                 and int(p.metadata.get("update", 0)) <= self.run.update]
 
     def after_update(self) -> dict[str, float]:
-        """Snapshot and rate when due; the ratings finished since (``league/mu``, ...)."""
+        """Snapshot and rate when due (each rating is logged at its snapshot's step once
+        finished: :meth:`log_ratings_to`); no metrics of the update itself."""
         run = self.run
         metrics: dict[str, float] = {}
         if run.update % self.every == 0:
@@ -88,13 +90,21 @@ class CloneLeague:
             self.latest = register_snapshot(self.db, self.snapshot_dir, self.run_name, run,
                                             run.learner_weights(), run.global_step, parent,
                                             "main")
-            metrics.update(self.ratings.rate(self.latest))
-        metrics.update(self.ratings.collect())
+            self.ratings.rate(self.latest)
+        self.ratings.collect()  # logged at the snapshots' steps (log_ratings_to)
         return metrics
 
+    def log_ratings_to(self, sink: MetricSink) -> None:
+        """Log each snapshot's rating, once its tournament is finished, to ``sink`` at the
+        snapshot's step."""
+        self.ratings.log_to(sink)
+
     def finish(self) -> dict[str, float]:
-        """At the end of cloning: wait for the rater's tournaments; the newest rating."""
-        return self.ratings.finish()
+        """At the end of cloning: wait for the rater's tournaments (each logged); the newest
+        rating finished in this process."""
+        self.ratings.finish()
+        newest = self.ratings.newest
+        return newest.metrics if newest is not None else {}
 
     def describe(self) -> dict[str, Any]:
         """The database, this run's snapshot count and its newest snapshot's rating."""

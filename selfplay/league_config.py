@@ -47,8 +47,8 @@ class LeagueConfig:
     """Games played at once in rating matches."""
     eval_process: bool = True
     """Play the rating matches in a rater process beside training (spawned, its own engine),
-    so training does not wait for them; their rating is logged when they finish, with
-    league/rated_update. False plays them in the training process between updates."""
+    so training does not wait for them; each rating is logged when its games are done, at its
+    snapshot's step. False plays them in the training process between updates."""
     anchors: list[str] = field(default_factory=list)
     """Scripted bots in every snapshot's rating pool (microRTS: engine bots)."""
     bots: list[str] = field(default_factory=list)

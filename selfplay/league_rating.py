@@ -3,12 +3,12 @@
 A :class:`RatingJob` says everything a snapshot's rating tournament needs (the league database,
 the game and its options, the network config, the snapshot and its reference pool, the seed),
 so it runs the same wherever it runs: :func:`rate_snapshot` plays it and returns the snapshot's
-rating as metrics. :class:`BackgroundRater` plays the jobs one after another in one spawned
-process (its own engine, e.g. its own JVM for microRTS) while training goes on, so training no
-longer waits for rating games (``league.eval_process``). Each match is stored in one transaction
-under the tournament's key, so a rater killed with its trainer loses at most the games in
-flight; the resumed run submits the unfinished tournaments again and they play only what is
-missing.
+rating as metrics, :class:`Rated` (logged at the snapshot's own step). :class:`BackgroundRater`
+plays the jobs one after another in one spawned process (its own engine, e.g. its own JVM for
+microRTS) while training goes on, so training no longer waits for rating games
+(``league.eval_process``). Each match is stored in one transaction under the tournament's key,
+so a rater killed with its trainer loses at most the games in flight; the resumed run submits
+the unfinished tournaments again and they play only what is missing.
 """
 
 from __future__ import annotations
@@ -65,6 +65,24 @@ class RatingJob:
     device: str = "cpu"
     snapshots: int = 1
     """snapshots in the league up to this one (logged as league/snapshots)"""
+    step: int = 0
+    """the snapshot's environment steps: where its rating is logged"""
+
+
+@dataclass(frozen=True)
+class Rated:
+    """A finished rating tournament: the snapshot, its environment steps and its rating as
+    metrics (``league/*``, ``eval/*``), logged at that step
+    (:meth:`~selfplay.tracking.MetricSink.log_rating`)."""
+
+    snapshot: str
+    step: int
+    metrics: dict[str, float]
+
+
+def rated(job: RatingJob, metrics: Mapping[str, float]) -> Rated:
+    """``job``'s finished rating, with ``league/rated_update`` (the snapshot's update)."""
+    return Rated(job.latest, job.step, {**metrics, "league/rated_update": float(job.seed)})
 
 
 def rating_metrics(db: LeagueDB, name: str, snapshots: int) -> dict[str, float]:
@@ -170,14 +188,13 @@ def _rater_init() -> None:
     torch.set_num_threads(1)
 
 
-def _rate_in_rater(job: RatingJob) -> dict[str, float]:
+def _rate_in_rater(job: RatingJob) -> Rated:
     """Rater-process entry point: one job, with its own connection to the database."""
     def agent_of(_pid: int, snapshot: Snapshot) -> ActorCritic:
         return snapshot_agent(job.spec, job.network, job.normalize, snapshot)
 
     with LeagueDB(job.db_path, game=job.spec.name, create=False) as db:
-        metrics = rate_snapshot(job, db, agent_of)
-    return {**metrics, "league/rated_update": float(job.seed)}
+        return rated(job, rate_snapshot(job, db, agent_of))
 
 
 class Rater(Protocol):
@@ -191,7 +208,11 @@ class Rater(Protocol):
 
     def submit(self, job: RatingJob, tries: int = 0) -> None: ...
 
-    def collect(self, wait: bool = False) -> dict[str, float]: ...
+    def collect(self, wait: bool = False) -> list[Rated]:
+        """Every job finished since the last call, in the order they were submitted; a failed
+        job is reported on stderr and never stops training. ``wait``: finish every job
+        first."""
+        ...
 
     def close(self) -> None: ...
 
@@ -204,7 +225,7 @@ class BackgroundRater:
 
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
-        self._pending: list[tuple[RatingJob, Future[dict[str, float]], int]] = []
+        self._pending: list[tuple[RatingJob, Future[Rated], int]] = []
 
     @property
     def pending(self) -> int:
@@ -224,19 +245,20 @@ class BackgroundRater:
                     raise
                 self._replace_dead_rater()
 
-    def collect(self, wait: bool = False) -> dict[str, float]:
-        """Metrics of the newest finished job (``{}`` if none finished); a failed job is
-        reported on stderr and never stops training. ``wait``: finish every job first."""
-        metrics: dict[str, float] = {}
+    def collect(self, wait: bool = False) -> list[Rated]:
+        """Every job finished since the last call, in the order they were submitted (a job
+        after one still playing waits for it); a failed job is reported on stderr and never
+        stops training. ``wait``: finish every job first."""
+        finished: list[Rated] = []
         while True:
             retry: list[tuple[RatingJob, int]] = []
-            still: list[tuple[RatingJob, Future[dict[str, float]], int]] = []
+            still: list[tuple[RatingJob, Future[Rated], int]] = []
             for job, future, tries in self._pending:
-                if not (wait or future.done()):
+                if still or not (wait or future.done()):
                     still.append((job, future, tries))
                     continue
                 try:
-                    metrics = future.result()
+                    finished.append(future.result())
                 except BrokenProcessPool:
                     if tries == 0:
                         retry.append((job, tries + 1))
@@ -248,12 +270,12 @@ class BackgroundRater:
                           file=sys.stderr)
             self._pending = still
             if not retry:
-                return metrics
+                return finished
             self._replace_dead_rater()
             for job, tries in retry:
                 self.submit(job, tries)
             if not wait:
-                return metrics
+                return finished
 
     def _replace_dead_rater(self) -> None:
         print("warning: the rater process died; starting another", file=sys.stderr)

@@ -86,6 +86,7 @@ from selfplay.snapshot_ratings import (
     register_anchors,
     register_snapshot,
 )
+from selfplay.tracking import MetricSink
 
 MAIN = -2  # a main exploiter's stand-in for the main agent, played as its newest snapshot
 
@@ -230,14 +231,13 @@ class LeagueHook:
         if restored is None and trainer.update == 0 and trainer.config.init_from is not None:
             first = self.latest = self.snapshot(trainer) if ranks.is_main else None
             self._share_pool()
-        self.pending: dict[str, float] = {}  # rating metrics of the first snapshot, played here
         self.ratings = (SnapshotRatings(self.db, trainer, config, self.anchors, self.fit)
                         if ranks.is_main else None)
         if self.ratings is not None and self.ratings.rater is not None:
             # the first snapshot's tournament among them
             self.ratings.resubmit_unfinished(self._own_snapshots(self.db.players()))
         elif self.ratings is not None and first is not None:
-            self.pending = self.ratings.rate(first)
+            self.ratings.rate(first)  # logged once a sink is attached (log_ratings_to)
         trainer.add_episode_listener(self.on_episodes)
         trainer.add_update_hook(self.after_update)
         trainer.add_state("league", self.state_dict)
@@ -470,7 +470,7 @@ class LeagueHook:
 
     def after_update(self) -> dict[str, float]:
         trainer = self.trainer
-        metrics, self.pending = self.pending, {}
+        metrics: dict[str, float] = {}
         if self.ranks.world > 1:
             self._merge_games()
         if self.ratings is not None:  # rank 0: the pool, snapshots and ratings
@@ -478,8 +478,8 @@ class LeagueHook:
             if trainer.update % self.config.snapshot_every == 0:
                 self.latest = self.snapshot(trainer)
             if self.latest is not None and trainer.update % self.config.eval_every == 0:
-                metrics.update(self.ratings.rate(self.latest))
-            metrics.update(self.ratings.collect())
+                self.ratings.rate(self.latest)
+            self.ratings.collect()  # logged at the snapshots' steps (log_ratings_to)
         self._share_pool()
         metrics["league/opponent_share_selfplay"] = float((trainer.seats.of_seat(1) == 0).mean())
         if self.bot_draws is not None:  # which bots the bot envs play now
@@ -502,10 +502,20 @@ class LeagueHook:
             self.matchmaker.add_snapshot(pid, LEARNER)
         return pid
 
+    def log_ratings_to(self, sink: MetricSink) -> None:
+        """Log each snapshot's rating, once its tournament is finished, to ``sink`` at the
+        snapshot's step (rank 0; the other ranks rate nothing)."""
+        if self.ratings is not None:
+            self.ratings.log_to(sink)
+
     def finish(self) -> dict[str, float]:
-        """At the end of training: wait for the rater's tournaments; the newest rating (rank
-        0; the other ranks have none)."""
-        return self.ratings.finish() if self.ratings is not None else {}
+        """At the end of training: wait for the rater's tournaments (each logged); the newest
+        rating finished in this process (rank 0; the other ranks have none)."""
+        if self.ratings is None:
+            return {}
+        self.ratings.finish()
+        newest = self.ratings.newest
+        return newest.metrics if newest is not None else {}
 
     def close(self) -> None:
         if self.ratings is not None:

@@ -32,7 +32,14 @@ from games.matches import MatchResult, MatchRunner, MatchSpec
 from games.registry import family_of
 from league.db import LeagueDB
 from league.snapshots import Snapshot
-from selfplay.league_rating import RatingJob, match_games, rate_snapshot, snapshot_agent
+from selfplay.league_rating import (
+    Rated,
+    RatingJob,
+    match_games,
+    rate_snapshot,
+    rated,
+    snapshot_agent,
+)
 from selfplay.networks import ActorCritic
 
 _END = object()
@@ -125,7 +132,7 @@ class RayRater:
         self._jobs: queue.Queue[tuple[RatingJob, int] | None] = queue.Queue()
         self._lock = threading.Lock()
         self._queued = 0
-        self._results: list[dict[str, float]] = []
+        self._results: list[Rated] = []
         self._closed = False
         self._thread = threading.Thread(target=self._serve, daemon=True, name="ray-rater")
         self._thread.start()
@@ -141,14 +148,15 @@ class RayRater:
             self._queued += 1
         self._jobs.put((replace(job, device="cpu"), tries))
 
-    def collect(self, wait: bool = False) -> dict[str, float]:
-        """Metrics of the newest finished job (``{}`` if none finished); a failed job is
-        reported on stderr and never stops training. ``wait``: finish every job first."""
+    def collect(self, wait: bool = False) -> list[Rated]:
+        """Every job finished since the last call, in the order they were played; a failed
+        job is reported on stderr and never stops training. ``wait``: finish every job
+        first."""
         if wait:
             self._jobs.join()
         with self._lock:
             done, self._results = self._results, []
-        return done[-1] if done else {}
+        return done
 
     def _serve(self) -> None:
         while (item := self._jobs.get()) is not None:
@@ -188,7 +196,7 @@ class RayRater:
                 print(f"warning: rating {job.latest} failed: {line}", file=sys.stderr)
             return
         with self._lock:
-            self._results.append({**metrics, "league/rated_update": float(job.seed)})
+            self._results.append(rated(job, metrics))
 
     def close(self) -> None:
         """Stop at once: queued jobs are dropped and the actor is killed (the matches stored

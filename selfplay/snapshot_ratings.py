@@ -39,12 +39,15 @@ from selfplay.config_files import saved_config_from_mapping
 from selfplay.distributed_config import DistributedConfig
 from selfplay.league_rating import (
     BackgroundRater,
+    Rated,
     Rater,
     RatingJob,
     rate_snapshot,
+    rated,
     snapshot_agent,
 )
 from selfplay.networks import ActorCritic
+from selfplay.tracking import MetricSink
 
 
 class RatedRun(Protocol):
@@ -248,6 +251,25 @@ class SnapshotRatings:
         self.fit = fit
         self.rater = (make_rater(run.config.distributed) if config.eval_process
                       else None)
+        self._sink: MetricSink | None = None
+        self._unlogged: list[Rated] = []
+        self.newest: Rated | None = None
+        """the rating finished last"""
+
+    def log_to(self, sink: MetricSink) -> None:
+        """Log every finished rating to ``sink`` at its snapshot's step (those finished
+        before, such as an ``init_from`` snapshot's, first)."""
+        self._sink = sink
+        self._log([])
+
+    def _log(self, finished: list[Rated]) -> list[Rated]:
+        self._unlogged += finished
+        self.newest = finished[-1] if finished else self.newest
+        if self._sink is not None:
+            for rating in self._unlogged:
+                self._sink.log_rating(rating.step, rating.snapshot, rating.metrics)
+            self._unlogged = []
+        return finished
 
     def job(self, pid: int) -> RatingJob | None:
         """The rating tournament of snapshot ``pid``: against the last ``eval_pool`` snapshots
@@ -268,23 +290,24 @@ class SnapshotRatings:
                          games_per_pair=self.config.eval_games, num_envs=self.config.eval_envs,
                          seed=int(player.metadata.get("update", run.update)),
                          run_seed=run.config.seed, device=str(run.device),
-                         snapshots=len(snapshots) + 1)
+                         snapshots=len(snapshots) + 1,
+                         step=int(player.metadata.get("env_steps", 0)))
 
-    def rate(self, pid: int) -> dict[str, float]:
+    def rate(self, pid: int) -> list[Rated]:
         """Rating matches of snapshot ``pid`` against earlier ones and the anchors: played
-        now, or handed to the rater process (``league.eval_process``; its result is logged at
-        a later update, with ``league/rated_update``)."""
+        now (its rating returned), or handed to the rater process (``league.eval_process``;
+        :meth:`collect` returns it once finished)."""
         job = self.job(pid)
         if job is None:
-            return {}
+            return []
         if self.rater is not None:
             self.rater.submit(job)
-            return {}
+            return []
         try:
-            return rate_snapshot(job, self.db, self.fit.agent_of)
+            return self._log([rated(job, rate_snapshot(job, self.db, self.fit.agent_of))])
         except Exception as exc:  # noqa: BLE001 - rating must never stop training
             print(f"warning: rating {job.latest} failed: {exc}", file=sys.stderr)
-            return {}
+            return []
 
     def resubmit_unfinished(self, own: list[Player], every: int | None = None) -> None:
         """Hand the rater the tournaments of this run's snapshots ``own`` (up to the
@@ -307,17 +330,19 @@ class SnapshotRatings:
             if stored < len(job.pool) * job.games_per_pair:
                 self.rater.submit(job)
 
-    def collect(self) -> dict[str, float]:
-        """The rater's finished tournaments' metrics (none without a rater)."""
-        return self.rater.collect() if self.rater is not None else {}
+    def collect(self) -> list[Rated]:
+        """The rater's tournaments finished since the last call (none without a rater)."""
+        return self._log(self.rater.collect()) if self.rater is not None else []
 
-    def finish(self) -> dict[str, float]:
-        """At the end of training: wait for the rater's tournaments; the newest rating."""
-        if self.rater is None or not self.rater.pending:
-            return {}
-        print(f"waiting for {self.rater.pending} snapshot rating tournament(s)",
-              file=sys.stderr, flush=True)
-        return self.rater.collect(wait=True)
+    def finish(self) -> list[Rated]:
+        """At the end of training: wait for the rater's tournaments; those finished since the
+        last :meth:`collect`."""
+        if self.rater is None:
+            return []
+        if self.rater.pending:
+            print(f"waiting for {self.rater.pending} snapshot rating tournament(s)",
+                  file=sys.stderr, flush=True)
+        return self._log(self.rater.collect(wait=True))
 
     def close(self) -> None:
         """Stop the rater process (its tournament in flight resumes with the run)."""

@@ -49,6 +49,10 @@ class RunDir:
         atomic_write_bytes(self.config_file, lambda handle: handle.write(text))
 
 
+RATED_STEP = "league/rated_step"
+"""W&B's x-axis of snapshot ratings: the rated snapshot's environment steps"""
+
+
 class MetricSink:
     """Writes scalars to metrics.jsonl, TensorBoard and (optionally) W&B.
 
@@ -77,6 +81,7 @@ class MetricSink:
             purge = resume_step + 1 if resume_step is not None else None
             self._tb = SummaryWriter(str(run.tensorboard), purge_step=purge)
         self._wandb = None
+        self._wandb_rating_keys: set[str] = set()
         if config.log.wandb:
             os.environ.setdefault("WANDB_SILENT", "true")
             import wandb
@@ -95,6 +100,26 @@ class MetricSink:
                 self._tb.add_scalar(key, value, step)
         if self._wandb is not None:
             self._wandb.log(scalars, step=step)
+
+    def log_rating(self, step: int, snapshot: str, scalars: dict[str, float]) -> None:
+        """Snapshot ``snapshot``'s rating, logged at the snapshot's own ``step``: rating
+        tournaments finish later, beside training, so ``step`` may lie below steps already
+        logged. metrics.jsonl takes a record of its own (``"snapshot"`` names it), and
+        TensorBoard the scalars at ``step``: a resumed run forgets those past its checkpoint
+        with the rest and logs them again when it rates those snapshots again. W&B, whose
+        steps only grow, adds them to the current step's row, charted against
+        ``league/rated_step`` (a row keeps the newest of the ratings finished during one
+        update)."""
+        record = {"step": step, "time": time.time(), "snapshot": snapshot, **scalars}
+        self._jsonl.write(json.dumps(record) + "\n")
+        if self._tb is not None:
+            for key, value in scalars.items():
+                self._tb.add_scalar(key, value, step)
+        if self._wandb is not None:
+            for key in scalars.keys() - self._wandb_rating_keys:
+                self._wandb.define_metric(key, step_metric=RATED_STEP)
+            self._wandb_rating_keys |= scalars.keys()
+            self._wandb.log({**scalars, RATED_STEP: step}, commit=False)
 
     def close(self) -> None:
         self._jsonl.close()

@@ -150,6 +150,8 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
                 lambda stats: components.add(stats, game.episode_reward_components()))
             trainer.add_update_hook(components.metrics)
         sink = MetricSink(run, config, resume_step=trainer.global_step) if main else None
+        if league is not None and sink is not None:
+            league.log_ratings_to(sink)
         progress = Progress(trainer.num_updates * trainer.steps_per_update, trainer.global_step,
                             config.log.progress and main, config.game.name)
     except BaseException:  # the rater process (resubmitted tournaments) stops with us

@@ -59,7 +59,8 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
             if number == len(lines):
                 continue
             raise ValueError(f"{path}:{number}: not a JSON record ({exc.msg})") from exc
-    records = [r for r in records if "step" in r]
+    # the updates' records ("snapshot": a snapshot's rating, logged at the snapshot's step)
+    records = [r for r in records if "step" in r and "snapshot" not in r]
     # a resumed run rewrites the updates after its last checkpoint: keep the latest of each step
     by_step = {int(r["step"]): r for r in records}
     return [by_step[s] for s in sorted(by_step)]

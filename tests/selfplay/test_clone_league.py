@@ -3,6 +3,7 @@ the clone going on in the same league (real tic-tac-toe games and rating tournam
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,10 @@ def test_a_rater_process_rates_every_snapshot_by_the_end(tmp_path: Path) -> None
         assert sorted(rating_opponents(db, second)) == sorted(
             4 * [first, "random", "win_or_block"])
         assert summary["league/mu"] == db.rating(second).mu
+    records = [json.loads(line) for line in (tmp_path / "clone" / "metrics.jsonl").open()]
+    # each snapshot's rating once, at its step, the last one finished after cloning
+    assert [(r["step"], r["snapshot"]) for r in records if "league/mu" in r] == [
+        (2 * PER_UPDATE, first), (4 * PER_UPDATE, second)]
 
 
 def test_a_run_from_the_clone_goes_on_in_its_league(tmp_path: Path) -> None:

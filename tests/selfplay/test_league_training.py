@@ -111,17 +111,25 @@ def test_rater_process_plays_the_same_tournaments_and_leaves_training_alone(
         runs[False], runs[True]
     for key, value in inline_ckpt["agent"].items():
         assert torch.equal(value, ckpt["agent"][key]), key
-    assert [r["loss/policy_loss"] for r in rows] == [r["loss/policy_loss"] for r in inline_rows]
+    updates, inline_updates = ([r for r in x if "snapshot" not in r] for x in (rows, inline_rows))
+    assert [r["loss/policy_loss"] for r in updates] == [
+        r["loss/policy_loss"] for r in inline_updates]
     assert len(names) == 5 and matches == inline_matches
     assert len(matches) == sum(4 * (min(2, i) + 2) for i in range(5))
-    assert all("league/mu" in row for row in inline_rows[1::2])
-    for row in inline_rows[1::2]:  # the anchors' results: the periodic evaluation vs bots
-        assert {"eval/win_rate/random", "eval/win_rate/win_or_block"} <= set(row)
-    rated = [int(r["league/rated_update"]) for r in rows if "league/rated_update" in r]
-    rated += [int(summary["league/rated_update"])] if "league/rated_update" in summary else []
-    assert rated and rated == sorted(set(rated)) and set(rated) <= {2, 4, 6, 8, 10}
-    assert all(int(r["league/rated_update"]) * 8 * 16 <= r["step"] for r in rows
-               if "league/rated_update" in r)
+    assert not any("league/mu" in row for row in updates + inline_updates)
+
+    def ratings(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        """Each rating record: at its snapshot's step, the anchors' results with it."""
+        return [(r["step"], r["snapshot"], r["league/rated_update"], r["league/mu"],
+                 r["eval/win_rate/random"], r["eval/win_rate/win_or_block"])
+                for r in rows if "snapshot" in r]
+
+    # every snapshot's rating logged once, at its own step, in the rater's run too (those
+    # finished after the last update included), equal to the ratings played between updates
+    assert ratings(rows) == ratings(inline_rows)
+    assert [(step, name, update) for step, name, update, *_ in ratings(rows)] == [
+        (u * 8 * 16, f"run@{u:07d}", float(u)) for u in (2, 4, 6, 8, 10)]
+    assert summary["league/mu"] == ratings(rows)[-1][3]
 
 
 def test_scripted_bots_in_the_training_mix(tmp_path: Path) -> None:
@@ -292,8 +300,8 @@ def test_a_dead_rater_is_replaced_and_its_job_played(tmp_path: Path, capsys) -> 
         os.kill(pids[0], signal.SIGKILL)
         partial = len(hook.db.match_keys(f"eval@{job.latest}/"))
         assert 0 < partial < total
-        metrics = hook.ratings.rater.collect(wait=True)
-        assert "league/mu" in metrics
+        (finished,) = hook.ratings.rater.collect(wait=True)
+        assert "league/mu" in finished.metrics
         assert len(hook.db.match_keys(f"eval@{job.latest}/")) == total  # finished, none twice
         assert hook.db.replay_ratings() == hook.db.ratings()
         assert "the rater process died; starting another" in capsys.readouterr().err
@@ -462,7 +470,7 @@ def test_microrts_bot_env_draws_with_worker_processes(tmp_path: Path) -> None:
     assert config.pipeline
     run_training(config, run_dir=tmp_path / "run")
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
-    last = rows[-1]
+    last = [row for row in rows if "snapshot" not in row][-1]  # the last update's
     shares = {k: v for k, v in last.items() if k.startswith("league/bot_env_share/")}
     assert set(shares) == {f"league/bot_env_share/{n}" for n in ("Passive", "WorkerRush",
                                                                  "LightRush")}

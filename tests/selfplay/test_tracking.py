@@ -76,6 +76,37 @@ def test_tensorboard_holds_no_step_twice_after_a_resume(tmp_path: Path) -> None:
     assert [s.value for s in scalars] == [1.0, 2.0, 3.0, *(-float(s) for s in range(4, 9))]
 
 
+def test_ratings_are_logged_at_their_snapshots_steps_and_resumed_once(tmp_path: Path) -> None:
+    """Ratings finish after training moved on: each is logged at its snapshot's step (below
+    steps already logged), as a record of its own. A resume from step 30 forgets the dead
+    attempt's rating of the snapshot at step 40 (the resumed run rates it again) and keeps
+    the one of step 20, finished after the checkpoint (the resumed run does not rate it
+    again): in metrics.jsonl and in TensorBoard, each snapshot once."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = RunDir(tmp_path / "run")
+    dead = MetricSink(run, _config(tensorboard=True))
+    finished = {30: 10, 40: 20, 50: 40}  # step logged -> the snapshot whose rating finished
+    for step in (10, 20, 30, 40, 50):
+        dead.log(step, {"loss": float(step)})
+        if step in finished:
+            rated = finished[step]
+            dead.log_rating(rated, f"r@{rated}", {"league/mu": float(rated)})
+    dead.close()
+    resumed = MetricSink(run, _config(tensorboard=True), resume_step=30)
+    resumed.log(40, {"loss": -40.0})
+    resumed.log_rating(40, "r@40", {"league/mu": -40.0})
+    resumed.close()
+    records = [json.loads(line) for line in run.metrics_file.read_text().splitlines()]
+    rated = [(r["step"], r["snapshot"], r["league/mu"]) for r in records if "snapshot" in r]
+    assert rated == [(10, "r@10", 10.0), (20, "r@20", 20.0), (40, "r@40", -40.0)]
+    assert [r["step"] for r in records if "snapshot" not in r] == [10, 20, 30, 40]
+    events = EventAccumulator(str(run.tensorboard))
+    events.Reload()
+    assert [(s.step, s.value) for s in events.Scalars("league/mu")] == [
+        (10, 10.0), (20, 20.0), (40, -40.0)]
+
+
 def test_wandb_resumes_the_run_of_the_first_attempt(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Every attempt of a run logs to one W&B run: its id is kept in the run directory."""

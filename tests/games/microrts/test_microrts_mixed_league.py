@@ -59,9 +59,9 @@ def test_checkpoint_against_engine_bots_both_sides(tmp_path: Path, checkpoint_ru
 def test_league_training_rates_snapshots_against_engine_bots(tmp_path: Path, engine_home: Path,
                                                             rater: bool) -> None:
     """A short league run with engine-bot anchors: every snapshot plays rated games against
-    WorkerRush, stored in the run's league database, and league/* reaches the metrics (every
-    update's when rated between updates; with a rater process, when its tournaments finish,
-    the last ones in the run's summary)."""
+    WorkerRush, stored in the run's league database, and league/* reaches the metrics: each
+    snapshot's rating once, at the snapshot's step (with a rater process too, whose last
+    tournaments finish after training), the newest in the run's summary."""
     import json
 
     config = build_config("microrts", overrides=[f"league.eval_process={rater}",
@@ -81,12 +81,10 @@ def test_league_training_rates_snapshots_against_engine_bots(tmp_path: Path, eng
         frozen = db.player("WorkerRush")
         assert frozen.frozen and db.rating("WorkerRush").mu == 25.0  # the anchor never moves
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
-    if not rater:
-        assert all("league/mu" in row for row in rows)
-    else:
-        rated = [row["league/rated_update"] for row in rows if "league/mu" in row]
-        rated += [summary["league/rated_update"]] if "league/mu" in summary else []
-        assert rated and set(rated) <= {1.0, 2.0}
+    rated = [(row["step"], row["snapshot"], row["league/rated_update"]) for row in rows
+             if "league/mu" in row]
+    assert rated == [(128, "run@0000001", 1.0), (256, "run@0000002", 2.0)]
+    assert summary["league/rated_update"] == 2.0
 
 
 def test_missing_checkpoint_beside_engine_bots_is_reported_as_missing(tmp_path: Path,

@@ -259,10 +259,10 @@ def test_a_ray_rater_lost_mid_tournament_plays_the_rest(two_nodes: TwoNodes, tmp
             stored_before = len(db.matches(f"eval@{latest}/"))
         assert 0 < stored_before < 3 * 4, stored_before
         ray.kill(rater.actor, no_restart=False)  # type: ignore[attr-defined]
-        metrics = rater.collect(wait=True)
+        (finished,) = rater.collect(wait=True)
     finally:
         rater.close()
-    assert "league/mu" in metrics
+    assert "league/mu" in finished.metrics and finished.snapshot == latest
     assert "the Ray rater was lost during rating" in capfd.readouterr().err
     with LeagueDB(tmp_path / "run" / "league.db") as db:
         keys = [m.key for m in db.matches(f"eval@{latest}/")]
@@ -293,7 +293,8 @@ def test_the_ray_rater_plays_the_local_raters_games(two_nodes: TwoNodes, tmp_pat
                  make_rater(DistributedConfig(backend="ray", address="auto")))
         try:
             rater.submit(job)
-            metrics = rater.collect(wait=True)
+            (finished,) = rater.collect(wait=True)
+            metrics = finished.metrics
             assert rater.pending == 0
         finally:
             rater.close()
@@ -311,7 +312,7 @@ def test_the_ray_rater_plays_the_local_raters_games(two_nodes: TwoNodes, tmp_pat
     try:
         capfd.readouterr()
         rater.submit(bad)
-        assert rater.collect(wait=True) == {}
+        assert rater.collect(wait=True) == []
     finally:
         rater.close()
     lines = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]

@@ -158,7 +158,7 @@ def test_league_leaves_the_builtin_envs_alone(tmp_path: Path) -> None:
         "ppo.num_minibatches=2", "ppo.update_epochs=1", "log.progress=false",
         "log.tensorboard=false", "league.snapshot_every=1", "league.eval_every=2",
         "league.eval_games=1", "league.eval_pool=1", "league.eval_envs=2",
-        "league.eval_process=false",  # rated between updates: league/* in update 2's row
+        "league.eval_process=false",  # rated between updates: logged at updates 2 and 4
         "league.self_play=0.0"], total_steps=4 * 16 * 4)
     game = make(config.game.name, config.game.num_envs, config.seed, **config.game.options)
     assert game.opponent_names == ["selfplay", "selfplay", "selfplay", "builtin"]
@@ -174,6 +174,7 @@ def test_league_leaves_the_builtin_envs_alone(tmp_path: Path) -> None:
     trainer.add_update_hook(record)
     run = RunDir(tmp_path)
     sink = MetricSink(run, config)
+    hook.log_ratings_to(sink)
     trainer.train(sink)
     sink.close()
     hook.close()
@@ -182,4 +183,6 @@ def test_league_leaves_the_builtin_envs_alone(tmp_path: Path) -> None:
     assert any((o[:3] > 0).any() for o in owners), "no self-play env played a snapshot"
     assert len(list((tmp_path / "snapshots").glob("*.pt"))) == 4
     records = [json.loads(line) for line in run.metrics_file.read_text().splitlines()]
-    assert len(records) == 4 and {"league/mu", "league/elo"} <= set(records[1])
+    ratings = [r for r in records if "snapshot" in r]
+    assert len(records) - len(ratings) == 4 and [r["step"] for r in ratings] == [128, 256]
+    assert all({"league/mu", "league/elo"} <= set(r) for r in ratings)
