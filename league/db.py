@@ -118,7 +118,14 @@ class LeagueDB:
             if game is None:
                 raise LeagueError(f"{self.path} does not exist; creating a league database "
                                   f"needs a game name")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            above = next((p for p in self.path.parents if p.exists()), None)
+            if above is not None and not above.is_dir():
+                raise LeagueError(f"{self.path}: {above} is a file, not a folder")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LeagueError(f"cannot create the folder of league database {self.path}: "
+                                  f"{exc.strerror or exc}") from exc
         elif self.path.is_dir():
             raise LeagueError(f"{self.path} is a folder, not a league database file")
         elif ((not create or read_only) and self.path.is_file()

@@ -70,3 +70,12 @@ class Standing:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def visible(text: str) -> str:
+    """``text`` on one terminal line: control characters escaped (a newline or a terminal
+    escape sequence in a file's name must not break a line or reach the terminal) and a
+    path's undecodable bytes (``\\udcff``, from a file name that is not UTF-8) shown as
+    ``\\xff``."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

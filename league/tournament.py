@@ -36,6 +36,7 @@ from games.matches import GameFactory, MatchResult, MatchRunner, MatchSpec, VecG
 from games.registry import family_of, resolve
 from league.db import LeagueDB, LeagueError
 from league.ratings import quality_matrix
+from league.records import visible
 
 PolicyFactory = Callable[[str], Policy]  # player name -> policy
 RunnerFactory = Callable[[Mapping[int, Policy]], MatchRunner]  # policies by player id
@@ -264,8 +265,8 @@ def build_policies(db: LeagueDB, names: Sequence[str], factory: PolicyFactory
         except Exception as exc:  # noqa: BLE001 - any load failure skips the player
             if player.kind == "bot":  # no file to be broken: the input is wrong
                 raise
-            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else \
-                type(exc).__name__
+            # one line, whole (a newline in a file's name, escaped, does not cut it short)
+            reason = visible(str(exc).strip())[:300] or type(exc).__name__
             print(f"warning: skipping player {name!r}: {reason}", file=sys.stderr)
             if not isinstance(exc, IncompatiblePlayer):
                 db.mark_broken(player.id, reason)

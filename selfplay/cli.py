@@ -218,7 +218,10 @@ def cmd_league(args: argparse.Namespace) -> int:
             human += (f"\nsigma target {args.until_sigma} not reached: the tournament stopped "
                       "at its match limit or found no pairing above --min-quality")
         if result["skipped_players"]:
-            human += f"\nskipped (missing or corrupt): {', '.join(result['skipped_players'])}"
+            from league.records import visible
+
+            skipped = ", ".join(map(visible, result["skipped_players"]))
+            human += f"\nskipped (missing or corrupt): {skipped}"
         if "record" in result:
             human += "\n" + _recorded(result["record"])
     elif args.league_command == "leaderboard":

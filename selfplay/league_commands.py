@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import sys
 import unicodedata
@@ -21,6 +22,7 @@ from games.registry import family_of, resolve
 from games.replays import folder_totals
 from league.db import LEAGUE_DIR, LeagueDB, LeagueError, PlayerKind, default_path
 from league.ratings import RatingConfig
+from league.records import visible
 from league.report import printable, write_report
 from league.tournament import TournamentConfig, match_seed, run_tournament
 from selfplay.checkpoint import (
@@ -34,14 +36,19 @@ from selfplay.config_files import family_defaults
 from selfplay.evaluate import load_agent, trained_config
 from selfplay.policy import FrozenPolicy
 
+MAX_SCHEDULED_MATCHES = 1_000_000
+"""the most matches one round robin plans"""
+
 
 def league_db_path(db: str | None, game: str | None) -> Path:
-    """The file :func:`open_db` opens."""
+    """The file :func:`open_db` opens: a folder (one that exists, or a name ending in ``/``)
+    means its ``league.db``."""
     if db is None and game is None:
         path = only_league_db()
     else:
         path = Path(db) if db is not None else default_path(resolve(str(game)).name)
-    return path / "league.db" if path.is_dir() else path
+    folder = path.is_dir() or (db is not None and db.endswith(("/", os.sep)))
+    return path / "league.db" if folder else path
 
 
 def open_db(db: str | None, game: str | None, create: bool = True,
@@ -95,10 +102,12 @@ def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
                 return bots[spec.lower()], "bot", None  # a folder named like a bot: the bot
             return f"{path.name}/no-checkpoint", "checkpoint", path.resolve() / "checkpoints"
         return f"{path.name}/{found.stem}", "checkpoint", found.resolve()
+    if spec.lower() in bots and not looks_like_path(spec):
+        return bots[spec.lower()], "bot", None  # a file named like a bot: ./NAME plays it
     if path.is_file() or looks_like_path(spec):
-        return str(path), "checkpoint", path.resolve()
-    if spec.lower() in bots:
-        return bots[spec.lower()], "bot", None
+        # a checkpoint never takes a bot's name in the league (./random is "random" to Path)
+        name = str(path.resolve()) if str(path).lower() in bots else str(path)
+        return name, "checkpoint", path.resolve()
     raise LeagueError(f"player {spec!r} is neither a checkpoint, a run directory nor a bot of "
                       f"{game} (bots: {', '.join(sorted(bots.values())) or 'none'})")
 
@@ -168,10 +177,22 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
         raise LeagueError("a tournament needs at least two --players")
     if num_envs < 1:
         raise LeagueError(f"--num-envs must be >= 1, got {num_envs}")
+    pairs = len(players) * (len(players) - 1) // 2
+    planned = pairs * max(games_per_pair, opening_games_per_pair)
+    if planned > MAX_SCHEDULED_MATCHES:  # the schedule is built whole before the first match
+        raise LeagueError(f"--games-per-pair {max(games_per_pair, opening_games_per_pair)} over "
+                          f"{pairs} pairs plans {planned:,} matches; at most "
+                          f"{MAX_SCHEDULED_MATCHES:,} at once (a tournament run again with "
+                          "more games per pair plays only the new ones)")
     # every player named before the database is opened (or made): a typo changes nothing
     resolved = [resolve_player(spec, game) for spec in players]
-    twice = sorted({name for name, _, _ in resolved
-                    if [n for n, _, _ in resolved].count(name) > 1})
+    # one short name for two files (expA/run1 and expB/run1) is fine: the league tells them
+    # apart by path (register_player); a bot named twice is not
+    entries: dict[str, list[Path | None]] = {}
+    for name, _, path in resolved:
+        entries.setdefault(name, []).append(path)
+    twice = sorted(name for name, paths in entries.items()
+                   if len(paths) > 1 and any(path is None for path in paths))
     if twice:
         raise LeagueError(f"--players names {', '.join(twice)} more than once; each player "
                           "may appear only once in a tournament")
@@ -237,7 +258,7 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
         missing = _missing(path) if kind == "checkpoint" else None
         if missing is not None and not any(
                 path is not None and _same_file(path, known) for known in known_files):
-            print(f"warning: skipping player {name!r}: {missing}", file=sys.stderr)
+            print(f"warning: skipping player {name!r}: {visible(missing)}", file=sys.stderr)
             unfound.append(name)
             continue
         name, new = register_player(db, name, kind, path)
@@ -327,7 +348,8 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
     loaded = len(names) + len(unfound) - len(summary.skipped_players)
     if loaded < 2:
         raise LeagueError(f"only {loaded} of the players "
-                          f"load (skipped: {', '.join(summary.skipped_players)}): no match "
+                          f"load (skipped: {', '.join(map(visible, summary.skipped_players))}):"
+                          " no match "
                           "played")
     board = [s.to_json() for s in db.leaderboard() if s.name in set(names)]
     result = {**summary.to_json(), "db": str(db.path), "players": board}
@@ -379,8 +401,8 @@ def format_leaderboard(rows: list[dict[str, Any]]) -> str:
              f"{'games':>6} {'win%':>6}  status"
     lines = [header, "-" * len(header)]
     for r in rows:
-        name = _fit(_visible(r["name"]), 40)
-        status = (f"broken: {_visible(r['broken'])}" if r.get("broken")
+        name = _fit(visible(r["name"]), 40)
+        status = (f"broken: {visible(r['broken'])}" if r.get("broken")
                   else "anchor" if r.get("frozen") else "")
         lines.append(f"{r['rank']:>4}  {name} {r['mu']:6.2f} {r['sigma']:6.2f} "
                      f"{r['conservative']:6.2f} {r['elo']:7.1f} {r['games']:6d} "
@@ -389,12 +411,6 @@ def format_leaderboard(rows: list[dict[str, Any]]) -> str:
         lines.append("(no players yet: `selfplay league tournament` or a training run adds "
                      "them)")
     return "\n".join(lines)
-
-
-def _visible(text: str) -> str:
-    """``text`` with control characters escaped (a newline or a terminal escape sequence in a
-    run folder's name must not break the table or reach the terminal)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _width(text: str) -> int:

@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -589,6 +590,54 @@ def test_league_bad_input_loses_nothing(tmp_path: Path) -> None:
             assert "malformed" in proc.stderr
             failed += 1
     assert failed
+
+
+def test_league_players_named_alike_and_oddly(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two experiments' run folders of one name play each other (the second under its full
+    path); a file named like a bot does not take the bot's name; a --db ending in / is a
+    folder; names with a newline or a terminal escape reach the terminal escaped, and a
+    broken file's stored reason is whole; a schedule too big to build is refused."""
+    monkeypatch.chdir(tmp_path)
+    proc = run_here("train", "--game", "tictactoe", "--total-steps", "256", "--run-dir",
+                    "expA/run1", "--set", "league.enabled=false", *QUIET)
+    assert proc.returncode == 0, proc.stderr
+    shutil.copytree("expA", "expB")
+    tour = ["league", "tournament", "--game", "tictactoe", "--games-per-pair", "2", "--json"]
+    proc = run_here(*tour, "--players", "expA/run1", "expB/run1", "random", "--db", "new/")
+    assert proc.returncode == 0, proc.stderr
+    names = [p["name"] for p in json.loads(proc.stdout)["players"]]
+    b_file = str((tmp_path / "expB/run1/checkpoints/update_0000001.pt").resolve())
+    assert sorted(names) == sorted(["run1/update_0000001", b_file, "random"])
+    assert (tmp_path / "new" / "league.db").is_file()
+    shutil.copy("expA/run1/checkpoints/update_0000001.pt", "random")  # a file named "random"
+    for players in (["random", "win_or_block"], ["./random", "win_or_block"]):
+        proc = run_here(*tour, "--players", *players, "--db", "new")
+        assert proc.returncode == 0, proc.stderr
+    from league.db import LeagueDB
+
+    with LeagueDB("new/league.db") as db:
+        assert db.player("random").kind == "bot"
+        assert db.player(str(tmp_path / "random")).kind == "checkpoint"
+    Path("bad").mkdir()
+    for odd in ("nl\nname.pt", "esc\x1b[31mRED.pt"):
+        (tmp_path / "bad" / odd).write_bytes(b"garbage")
+    proc = run_here(*tour[:-1], "--players", "bad/nl\nname.pt", "bad/esc\x1b[31mRED.pt",
+                    "random", "win_or_block", "--db", "odd.db")
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout + proc.stderr
+    assert "skipped (missing or corrupt): bad/nl\\nname.pt, bad/esc\\x1b[31mRED.pt" in proc.stdout
+    with LeagueDB("odd.db") as db:
+        reason = db.player("bad/nl\nname.pt").broken
+        assert reason == (f"{tmp_path}/bad/nl\\nname.pt is not a selfplay checkpoint (not a "
+                          "file torch.save writes)")
+    assert_one_line_error(run_here(*tour, "--players", "random", "win_or_block", "--db",
+                                   "expA/run1/config.yaml/x.db"),
+                          "expA/run1/config.yaml is a file, not a folder")
+    assert_one_line_error(run_here(*tour[:-3], "--games-per-pair", "100000000", "--players",
+                                   "random", "win_or_block", "--db", "big.db"),
+                          "plans 100,000,000 matches; at most 1,000,000")
+    assert not Path("big.db").exists()
 
 
 def current_umask() -> int:
