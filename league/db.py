@@ -11,6 +11,7 @@ or nothing. :meth:`LeagueDB.replay_ratings` recomputes every rating from the sto
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -72,6 +73,15 @@ CREATE TABLE rating_history (
 LEAGUE_DIR = Path("runs") / "league"  # the games' default databases, relative to the cwd
 # how the errors about a database file say to use another
 ANOTHER_DB = "pick another file (--db; league.db when training)"
+
+
+def database_file(name: str) -> Path:
+    """The league database file ``name`` means (``--db``, ``league.db``): a folder (one that
+    exists, or a name ending in ``/``) means its ``league.db``, so one name opens one file
+    in every command."""
+    path = Path(name)
+    folder = path.is_dir() or name.endswith(("/", os.sep))
+    return path / "league.db" if folder else path
 
 
 def default_path(game: str) -> Path:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from torch import Tensor
 
-from league.db import LeagueDB
+from league.db import LeagueDB, database_file
 from league.ratings import RatingConfig
 from league.records import Player
 from league.snapshots import snapshot_run
@@ -34,7 +34,7 @@ from selfplay.snapshot_ratings import (
     register_anchors,
     register_snapshot,
 )
-from selfplay.tracking import MetricSink
+from selfplay.tracking import MetricSink, RunDir, logged_ratings
 
 
 class ClonedRun(RatedRun, Protocol):
@@ -58,7 +58,7 @@ class CloneLeague:
         self.snapshot_dir = run_path / "snapshots"
         # league.elo_k: the K of a database made here (an existing one keeps its own)
         rating = None if config.elo_k is None else RatingConfig(elo_k=config.elo_k)
-        self.db = LeagueDB(Path(config.db) if config.db else run_path / "league.db",
+        self.db = LeagueDB(database_file(config.db) if config.db else run_path / "league.db",
                            game=run.spec.name, config=rating)
         try:
             anchors = register_anchors(self.db, run.spec, config, run.config.seed)
@@ -68,7 +68,8 @@ class CloneLeague:
             own = self._own_snapshots()
             self.latest: int | None = own[-1].id if own else None
             if self.ratings.rater is not None:  # a resumed run: what the last one left
-                self.ratings.resubmit_unfinished(own, every)
+                self.ratings.resubmit_unfinished(
+                    own, logged_ratings(RunDir(run_path).metrics_file, run.global_step), every)
         except BaseException:
             self.db.close()
             raise

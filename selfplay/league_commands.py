@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
 import sys
 import unicodedata
@@ -20,7 +19,14 @@ from games.family import Family, MatchConditions
 from games.matches import MatchRunner, RecordTo
 from games.registry import family_of, resolve
 from games.replays import folder_totals
-from league.db import LEAGUE_DIR, LeagueDB, LeagueError, PlayerKind, default_path
+from league.db import (
+    LEAGUE_DIR,
+    LeagueDB,
+    LeagueError,
+    PlayerKind,
+    database_file,
+    default_path,
+)
 from league.ratings import RatingConfig
 from league.records import visible
 from league.report import printable, write_report
@@ -43,12 +49,10 @@ MAX_SCHEDULED_MATCHES = 1_000_000
 def league_db_path(db: str | None, game: str | None) -> Path:
     """The file :func:`open_db` opens: a folder (one that exists, or a name ending in ``/``)
     means its ``league.db``."""
-    if db is None and game is None:
-        path = only_league_db()
-    else:
-        path = Path(db) if db is not None else default_path(resolve(str(game)).name)
-    folder = path.is_dir() or (db is not None and db.endswith(("/", os.sep)))
-    return path / "league.db" if folder else path
+    if db is not None:
+        return database_file(db)
+    return database_file(str(only_league_db() if game is None
+                             else default_path(resolve(game).name)))
 
 
 def open_db(db: str | None, game: str | None, create: bool = True,
@@ -102,12 +106,13 @@ def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
                 return bots[spec.lower()], "bot", None  # a folder named like a bot: the bot
             return f"{path.name}/no-checkpoint", "checkpoint", path.resolve() / "checkpoints"
         return f"{path.name}/{found.stem}", "checkpoint", found.resolve()
-    if spec.lower() in bots and not looks_like_path(spec):
-        return bots[spec.lower()], "bot", None  # a file named like a bot: ./NAME plays it
     if path.is_file() or looks_like_path(spec):
-        # a checkpoint never takes a bot's name in the league (./random is "random" to Path)
+        # a checkpoint never takes a bot's name in the league (nor does ./random, "random" to
+        # Path): it would lock the bot out of the database
         name = str(path.resolve()) if str(path).lower() in bots else str(path)
         return name, "checkpoint", path.resolve()
+    if spec.lower() in bots:
+        return bots[spec.lower()], "bot", None
     raise LeagueError(f"player {spec!r} is neither a checkpoint, a run directory nor a bot of "
                       f"{game} (bots: {', '.join(sorted(bots.values())) or 'none'})")
 
@@ -178,9 +183,10 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
     if num_envs < 1:
         raise LeagueError(f"--num-envs must be >= 1, got {num_envs}")
     pairs = len(players) * (len(players) - 1) // 2
-    planned = pairs * max(games_per_pair, opening_games_per_pair)
+    per_pair = opening_games_per_pair if until_sigma is not None else games_per_pair
+    planned = pairs * per_pair  # adaptive: only its opening round robin is planned
     if planned > MAX_SCHEDULED_MATCHES:  # the schedule is built whole before the first match
-        raise LeagueError(f"--games-per-pair {max(games_per_pair, opening_games_per_pair)} over "
+        raise LeagueError(f"--games-per-pair {per_pair} over "
                           f"{pairs} pairs plans {planned:,} matches; at most "
                           f"{MAX_SCHEDULED_MATCHES:,} at once (a tournament run again with "
                           "more games per pair plays only the new ones)")

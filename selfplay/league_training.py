@@ -65,7 +65,7 @@ from games.core import (
     ScriptedPolicy,
 )
 from games.registry import family_of
-from league.db import LeagueDB
+from league.db import LeagueDB, database_file
 from league.matchmaking import Matchmaker, MatchmakingConfig
 from league.ratings import RatingConfig
 from league.records import Player
@@ -86,7 +86,7 @@ from selfplay.snapshot_ratings import (
     register_anchors,
     register_snapshot,
 )
-from selfplay.tracking import MetricSink
+from selfplay.tracking import MetricSink, RunDir, logged_ratings
 
 MAIN = -2  # a main exploiter's stand-in for the main agent, played as its newest snapshot
 
@@ -109,7 +109,7 @@ class LeagueHook:
         self.role = config.role
         self.run_name = run_path.name
         self.snapshot_dir = run_path / "snapshots"
-        db_path = Path(config.db) if config.db else run_path / "league.db"
+        db_path = database_file(config.db) if config.db else run_path / "league.db"
         # league.elo_k: the K of a database made here; an existing one keeps its own (another
         # K is refused, naming both)
         rating = None if config.elo_k is None else RatingConfig(elo_k=config.elo_k)
@@ -235,7 +235,9 @@ class LeagueHook:
                         if ranks.is_main else None)
         if self.ratings is not None and self.ratings.rater is not None:
             # the first snapshot's tournament among them
-            self.ratings.resubmit_unfinished(self._own_snapshots(self.db.players()))
+            self.ratings.resubmit_unfinished(
+                self._own_snapshots(self.db.players()),
+                logged_ratings(RunDir(run_path).metrics_file, trainer.global_step))
         elif self.ratings is not None and first is not None:
             self.ratings.rate(first)  # logged once a sink is attached (log_ratings_to)
         trainer.add_episode_listener(self.on_episodes)

@@ -19,6 +19,7 @@ from typing import Any
 
 from games.files import outermost_new_folder, remove_stale_temp_files
 from games.options import OptionError, to_mapping
+from league.db import database_file
 from selfplay.checkpoint import (
     CheckpointError,
     list_checkpoints,
@@ -75,7 +76,7 @@ def same_run(run_dir: Path, config: TrainConfig) -> Path | None:
     saved = read_saved_config(run)
     if names_checkpoint(config.init_from, saved.init_from):
         config = replace(config, init_from=saved.init_from)  # the file it named at the start
-    if same_file(config.league.db, saved.league.db):  # saved absolute, given relative
+    if same_database(config.league.db, saved.league.db):  # saved absolute, given relative
         config = replace(config, league=replace(config.league, db=saved.league.db))
     differ = config_differences(saved, config)
     if differ:
@@ -87,9 +88,10 @@ def same_run(run_dir: Path, config: TrainConfig) -> Path | None:
     return run.path
 
 
-def same_file(a: str | None, b: str | None) -> bool:
-    """Whether two paths (relative to the working directory) name one file."""
-    return a is not None and b is not None and Path(a).resolve() == Path(b).resolve()
+def same_database(a: str | None, b: str | None) -> bool:
+    """Whether two ``league.db`` settings name one league database file."""
+    return (a is not None and b is not None
+            and database_file(a).resolve() == database_file(b).resolve())
 
 
 def read_saved_config(run: RunDir) -> TrainConfig:
@@ -296,7 +298,8 @@ def open_run(config: TrainConfig | None, run_dir: Path | None, resume: Path | No
                              init_from=str(resolve_checkpoint(config.init_from).resolve()))
         if config.league.db is not None:  # a resume from another folder finds the same file
             config = replace(config, league=replace(config.league,
-                                                    db=str(Path(config.league.db).resolve())))
+                                                    db=str(database_file(config.league.db)
+                                                           .resolve())))
         return RunOpening(config)
     run = RunDir(resume)
     config = saved_config(run, config)

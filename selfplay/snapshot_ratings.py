@@ -309,10 +309,13 @@ class SnapshotRatings:
             print(f"warning: rating {job.latest} failed: {exc}", file=sys.stderr)
             return []
 
-    def resubmit_unfinished(self, own: list[Player], every: int | None = None) -> None:
+    def resubmit_unfinished(self, own: list[Player], logged: set[str],
+                            every: int | None = None) -> None:
         """Hand the rater the tournaments of this run's snapshots ``own`` (up to the
-        checkpoint resumed from) that the previous process's rater did not finish; each plays
-        only its matches not yet stored."""
+        checkpoint resumed from) that the previous process's rater did not finish, or
+        finished without its rating reaching the run's metrics (``logged``: the snapshots
+        whose rating they hold; the trainer was killed first); each plays only its matches
+        not yet stored."""
         assert self.rater is not None
         every = every or self.config.eval_every
         rated: set[int] = set()  # the snapshot that was the newest at each rating update
@@ -327,7 +330,7 @@ class SnapshotRatings:
             if job is None:
                 continue
             stored = len(self.db.match_keys(f"eval@{player.name}/"))
-            if stored < len(job.pool) * job.games_per_pair:
+            if stored < len(job.pool) * job.games_per_pair or player.name not in logged:
                 self.rater.submit(job)
 
     def collect(self) -> list[Rated]:

@@ -82,6 +82,8 @@ class MetricSink:
             self._tb = SummaryWriter(str(run.tensorboard), purge_step=purge)
         self._wandb = None
         self._wandb_rating_keys: set[str] = set()
+        self._wandb_ratings: list[dict[str, float]] = []  # waiting for rows of their own
+        self._wandb_step = -1  # the last W&B step written
         if config.log.wandb:
             os.environ.setdefault("WANDB_SILENT", "true")
             import wandb
@@ -99,7 +101,9 @@ class MetricSink:
             for key, value in scalars.items():
                 self._tb.add_scalar(key, value, step)
         if self._wandb is not None:
+            self._wandb_ratings_before(step)
             self._wandb.log(scalars, step=step)
+            self._wandb_step = max(self._wandb_step, step)
 
     def log_rating(self, step: int, snapshot: str, scalars: dict[str, float]) -> None:
         """Snapshot ``snapshot``'s rating, logged at the snapshot's own ``step``: rating
@@ -107,9 +111,8 @@ class MetricSink:
         logged. metrics.jsonl takes a record of its own (``"snapshot"`` names it), and
         TensorBoard the scalars at ``step``: a resumed run forgets those past its checkpoint
         with the rest and logs them again when it rates those snapshots again. W&B, whose
-        steps only grow, adds them to the current step's row, charted against
-        ``league/rated_step`` (a row keeps the newest of the ratings finished during one
-        update)."""
+        steps only grow, writes each in a row of its own after the last step logged, charted
+        against ``league/rated_step``."""
         record = {"step": step, "time": time.time(), "snapshot": snapshot, **scalars}
         self._jsonl.write(json.dumps(record) + "\n")
         if self._tb is not None:
@@ -119,10 +122,29 @@ class MetricSink:
             for key in scalars.keys() - self._wandb_rating_keys:
                 self._wandb.define_metric(key, step_metric=RATED_STEP)
             self._wandb_rating_keys |= scalars.keys()
-            self._wandb.log({**scalars, RATED_STEP: step}, commit=False)
+            self._wandb_ratings.append({**scalars, RATED_STEP: float(step)})
+
+    def _wandb_ratings_before(self, step: int | None) -> None:
+        """Write the ratings waiting for W&B, each in a row of its own at the steps just
+        after the last one logged and below ``step`` (the next update's; ``None``: none
+        follows). Where no step is left below it, the rest go into the last row (W&B keeps
+        the newest)."""
+        assert self._wandb is not None
+        while self._wandb_ratings:
+            row = self._wandb_step + 1
+            if step is not None and row >= step:
+                for rating in self._wandb_ratings:
+                    self._wandb.log(rating, commit=False)
+                break
+            self._wandb.log(self._wandb_ratings[0], step=row)
+            self._wandb_step = row
+            self._wandb_ratings.pop(0)
+        self._wandb_ratings = []
 
     def close(self) -> None:
         self._jsonl.close()
+        if self._wandb is not None:
+            self._wandb_ratings_before(None)
         if self._tb is not None:
             self._tb.close()
         if self._wandb is not None:
@@ -149,6 +171,23 @@ def drop_metrics_after(path: Path, step: int) -> int:
     if kept != lines:
         atomic_write_bytes(path, lambda handle: handle.writelines(kept))
     return len(lines) - len(kept)
+
+
+def logged_ratings(path: Path, step: int) -> set[str]:
+    """The snapshots whose rating the metrics file ``path`` holds at or before ``step``: those
+    a run resumed from ``step`` keeps (:func:`drop_metrics_after`)."""
+    if not path.is_file():
+        return set()
+    names = set()
+    for line in path.read_bytes().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:  # a torn line
+            continue
+        if (isinstance(record, dict) and isinstance(record.get("snapshot"), str)
+                and isinstance(record.get("step"), int) and record["step"] <= step):
+            names.add(record["snapshot"])
+    return names
 
 
 def wandb_run_id(run: RunDir) -> str:

@@ -612,13 +612,14 @@ def test_league_players_named_alike_and_oddly(tmp_path: Path,
     assert (tmp_path / "new" / "league.db").is_file()
     shutil.copy("expA/run1/checkpoints/update_0000001.pt", "random")  # a file named "random"
     for players in (["random", "win_or_block"], ["./random", "win_or_block"]):
-        proc = run_here(*tour, "--players", *players, "--db", "new")
+        proc = run_here(*tour, "--players", *players, "--db", "new")  # the file, as play --vs
         assert proc.returncode == 0, proc.stderr
+        names = [p["name"] for p in json.loads(proc.stdout)["players"]]
+        assert sorted(names) == [str(tmp_path / "random"), "win_or_block"]
     from league.db import LeagueDB
 
-    with LeagueDB("new/league.db") as db:
-        assert db.player("random").kind == "bot"
-        assert db.player(str(tmp_path / "random")).kind == "checkpoint"
+    with LeagueDB("new/league.db") as db:  # the bot keeps its name
+        assert db.player("random").kind == "bot" and db.player("random").path is None
     Path("bad").mkdir()
     for odd in ("nl\nname.pt", "esc\x1b[31mRED.pt"):
         (tmp_path / "bad" / odd).write_bytes(b"garbage")
@@ -638,6 +639,18 @@ def test_league_players_named_alike_and_oddly(tmp_path: Path,
                                    "random", "win_or_block", "--db", "big.db"),
                           "plans 100,000,000 matches; at most 1,000,000")
     assert not Path("big.db").exists()
+    many = [f"p{k}.pt" for k in range(1500)]  # 1,124,250 pairs (missing files: skipped)
+    for extra in (["--games-per-pair", "1"], ["--until-sigma", "2", "--games-per-pair", "1"]):
+        assert_one_line_error(run_here(*tour[:-3], *extra, "--players", *many, "--db", "b.db"),
+                              "plans 1,124,250 matches; at most 1,000,000")
+    adaptive = run_here(*tour[:-3], "--until-sigma", "2", "--players", *many, "--db", "b.db")
+    assert "only 0 of the players load" in adaptive.stderr  # not refused: no round robin
+    proc = run_here("train", "--game", "tictactoe", "--total-steps", "256", "--run-dir", "r2",
+                    "--set", "league.db=shared/", "--set", "league.snapshot_every=1", *QUIET)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "shared" / "league.db").is_file()  # the folder's, as --db shared/
+    board = run_here("league", "leaderboard", "--db", "shared/", "--json")
+    assert board.returncode == 0 and "r2@0000001" in board.stdout, board.stderr
 
 
 def current_umask() -> int:

@@ -76,6 +76,8 @@ def clone_for(minutes: float, teachers: list[str], overrides: list[str], seed: i
     if config.bc.snapshot_every > 0:  # the clone's snapshots rated as it learns
         cloner.league = CloneLeague(cloner, run.path, config.league, config.bc.snapshot_every)
     sink = MetricSink(run, config)
+    if cloner.league is not None:  # each snapshot's rating at its step, as `selfplay bc` does
+        cloner.league.log_ratings_to(sink)
     seconds = minutes * 60
     deadline = start + seconds
     last, base_lr, metrics, ended = 0.0, config.bc.learning_rate, {}, "time"

@@ -74,6 +74,8 @@ def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | No
         trainer.add_update_hook(components.metrics)
     league_info: dict[str, Any] = {}
     sink = MetricSink(run, config)
+    if league is not None:  # each snapshot's rating at its step, as `selfplay train` logs it
+        league.log_ratings_to(sink)
     curve: list[tuple[int, float, float | None]] = []
     split = {"env": 0.0, "inference": 0.0, "learn": 0.0}
     deadline = start + minutes * 60

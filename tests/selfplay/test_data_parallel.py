@@ -4,6 +4,7 @@ save (rank 0) and resume their run exactly; ``torchrun`` end to end, resumed by 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -148,7 +149,11 @@ def test_torchrun_trains_saves_on_rank_0_and_one_process_resumes(tmp_path: Path)
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [p.name for p in saved]
     state = load_checkpoint(saved[-1])
     assert state["world"] == 2 and state["counters"]["global_step"] == 128
-    assert len((run / "metrics.jsonl").read_text().splitlines()) == 2  # rank 0 logs
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    # rank 0 logs: its two updates, and its snapshot's rating at the snapshot's step (rated
+    # between updates: before the update's record)
+    assert [(r["step"], "snapshot" in r) for r in records] == [(64, False), (128, True),
+                                                               (128, False)]
 
     resumed = _selfplay("train", "--resume", str(run), "--total-steps", "256",
                         "--no-progress")

@@ -483,6 +483,33 @@ def test_microrts_bot_env_draws_with_worker_processes(tmp_path: Path) -> None:
     assert payoff["games"][learner, bots].sum() >= 8  # 4 bot envs, 3 x 40 steps each
 
 
+def test_a_rating_finished_but_never_logged_is_logged_when_the_run_resumes(
+        tmp_path: Path) -> None:
+    """A trainer killed after its rater finished a tournament, before it collected the
+    result, leaves a complete tournament in the database and no rating in metrics.jsonl; the
+    resumed run logs it (its rater plays nothing), each snapshot once."""
+    import json
+
+    config = build_config("tictactoe", overrides=[
+        "log.progress=false", "log.tensorboard=false", "league.snapshot_every=2",
+        "league.eval_every=2", "league.eval_games=2", "league.eval_pool=1",
+        "league.anchors=[random]", "league.eval_process=true", "game.num_envs=8",
+        "ppo.num_steps=16"], seed=4, total_steps=8 * 16 * 4)
+    run_dir = tmp_path / "run"
+    run_training(config, run_dir=run_dir)
+    metrics = run_dir / "metrics.jsonl"
+    lines = metrics.read_text().splitlines(keepends=True)
+    metrics.write_text("".join(line for line in lines if '"snapshot"' not in line))
+    with LeagueDB(run_dir / "league.db") as db:
+        stored = db.match_count()
+    run_training(config, resume=run_dir, total_steps=8 * 16 * 6)
+    rows = [json.loads(line) for line in metrics.open()]
+    assert sorted((r["step"], r["snapshot"]) for r in rows if "snapshot" in r) == [
+        (u * 8 * 16, f"run@{u:07d}") for u in (2, 4, 6)]
+    with LeagueDB(run_dir / "league.db") as db:  # only the new snapshot's games were played
+        assert db.match_count() == stored + 2 * 2
+
+
 def test_tensorboard_shows_the_learners_rating_over_time(tmp_path: Path) -> None:
     """The league's ratings reach the TensorBoard event files (what a user opens), one point
     per rated snapshot, at increasing steps, equal to the values in metrics.jsonl."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import sys
 import types
 from pathlib import Path
@@ -105,6 +106,60 @@ def test_ratings_are_logged_at_their_snapshots_steps_and_resumed_once(tmp_path: 
     events.Reload()
     assert [(s.step, s.value) for s in events.Scalars("league/mu")] == [
         (10, 10.0), (20, 20.0), (40, -40.0)]
+
+
+def wandb_rows(run: RunDir) -> list[dict[str, Any]]:
+    """The history rows of the offline W&B run in ``run`` (its ``.wandb`` file: LevelDB's
+    log format, 32 KiB blocks of checksummed records, holding W&B's protobuf records)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    (path,) = run.path.glob("wandb/offline-run-*/run-*.wandb")
+    data, pos, block, pending = path.read_bytes(), 7, 32768, b""
+    rows = []
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if length == 0 and kind == 0:  # the block's zero padding
+            pos += left
+            continue
+        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        pending = chunk if kind in (1, 2) else pending + chunk  # full/first, middle/last
+        if kind not in (1, 4):
+            continue
+        record = pb.Record()
+        record.ParseFromString(pending)
+        if record.WhichOneof("record_type") == "history":
+            items = ((item.key or "/".join(item.nested_key), item.value_json)
+                     for item in record.history.item)
+            rows.append({key: json.loads(value) for key, value in items
+                         if key in ("_step", "loss") or key.startswith("league/")})
+    return rows
+
+
+def test_wandb_gets_every_rating_in_a_row_of_its_own(tmp_path: Path) -> None:
+    """W&B's steps only grow: two ratings finished during one update, and two in the final
+    wait, each take a row of their own after the last step logged, with the snapshot's
+    step in league/rated_step (the real library, offline)."""
+    run = RunDir(tmp_path / "run")
+    sink = MetricSink(run, _config(wandb=True))
+    sink.log(100, {"loss": 1.0})
+    for snapshot in (50, 100):
+        sink.log_rating(snapshot, f"r@{snapshot}", {"league/mu": float(snapshot)})
+    sink.log(200, {"loss": 2.0})
+    for snapshot in (150, 200):
+        sink.log_rating(snapshot, f"r@{snapshot}", {"league/mu": float(snapshot)})
+    sink.close()
+    import wandb
+
+    wandb.teardown()  # the offline run's file is whole once W&B's service has stopped
+    rows = [(row["_step"], row.get("loss"), row.get("league/mu"), row.get("league/rated_step"))
+            for row in wandb_rows(run)]
+    assert rows == [(100, 1.0, None, None), (101, None, 50.0, 50.0), (102, None, 100.0, 100.0),
+                    (200, 2.0, None, None), (201, None, 150.0, 150.0),
+                    (202, None, 200.0, 200.0)]
 
 
 def test_wandb_resumes_the_run_of_the_first_attempt(tmp_path: Path,
