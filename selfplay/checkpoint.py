@@ -31,6 +31,9 @@ def resolve_checkpoint(spec: str | Path) -> Path:
 
     :class:`CheckpointError` (one line) for a missing path or a directory without checkpoints.
     """
+    if not str(spec).strip():  # Path("") is the working directory
+        raise CheckpointError("the checkpoint is empty: give a checkpoint file or a run "
+                              "directory")
     path = Path(spec)
     if path.is_dir():
         found = run_checkpoints(path)

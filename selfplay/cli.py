@@ -282,7 +282,9 @@ def cmd_bc(args: argparse.Namespace) -> int:
                         "one of them")
     if args.total_steps is not None and args.total_steps < 1:
         raise UserError(f"--total-steps must be >= 1, got {args.total_steps}")
-    if any(item.split("=", 1)[0].strip() == "game.num_envs" for item in args.set or []):
+    from selfplay.config_files import parse_set
+
+    if "num_envs" in (parse_set(args.set or []).get("game") or {}):  # game.num_envs=, game={}
         raise UserError("selfplay bc plays bc.num_envs games at once (game.num_envs is "
                         "selfplay train's): --set bc.num_envs=N")
     config = None
@@ -510,6 +512,15 @@ def _raise_on_termination() -> dict[int, Any]:
     return replaced
 
 
+def out_of_memory(exc: RuntimeError) -> bool:
+    """Whether ``exc`` is torch's failed allocation (the CPU allocator's, or CUDA's)."""
+    import torch
+
+    text = str(exc)
+    return (isinstance(exc, torch.OutOfMemoryError) or "can't allocate memory" in text
+            or "out of memory" in text.lower())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -527,6 +538,13 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError as exc:  # a size no check foresaw (numpy's arrays of a huge game)
         print(f"error: out of memory ({str(exc).strip() or 'an allocation failed'}): lower "
               "the settings that size the run (numbers of envs, steps, image sizes)",
+              file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        if not out_of_memory(exc):
+            raise
+        print(f"error: out of memory ({str(exc).strip().splitlines()[0][:200]}): lower the "
+              "settings that size the run (numbers of envs, steps, network widths)",
               file=sys.stderr)
         return 2
     except Terminated as stop:

@@ -6,6 +6,7 @@ files and overrides: :mod:`selfplay.config_files`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -352,14 +353,57 @@ def check_finite(mapping: dict[str, Any], prefix: str = "") -> None:
             raise ConfigError(f"{name} must hold finite numbers, got {list(value)}")
 
 
+CEILINGS = {
+    "game.num_envs": 2**20, "bc.num_envs": 2**20, "torch_threads": 1024,
+    "acting_threads": 1024, "log.return_window": 10**6, "league.eval_games": 10**5,
+    "league.eval_envs": 2**16, "league.eval_pool": 10**4, "bc.validation_stride": 10**5,
+    "network.hidden": 2**16, "network.channels": 2**16,
+}
+"""the largest value of settings with no natural bound: a typo such as 1e30 (an int to
+YAML) is one line here, not an overflow, a hang or an allocation deep in training"""
+
+
+def check_ceilings(settings: Mapping[str, Any]) -> None:
+    """:class:`ConfigError` naming the first setting of :data:`CEILINGS` above its ceiling
+    (every item of a list setting)."""
+    for key, ceiling in CEILINGS.items():
+        value: Any = settings
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, (int, float)) and v > ceiling for v in values):
+            raise ConfigError(f"{key} must be <= {ceiling:,}, got {value}")
+
+
 def check_new_settings(config: TrainConfig) -> None:
     """Checks of a config being made (:func:`build_config`), beyond :func:`validate`, which
     also reads saved runs: settings older versions accepted, so saved runs holding them still
     load, play and resume. :class:`ConfigError` naming the key."""
-    check_finite(to_mapping(config))
-    for ok, message in new_league_checks(config.league):
+    settings = to_mapping(config)
+    check_finite(settings)
+    ppo, normalize = config.ppo, config.normalize
+    checks = [
+        *new_league_checks(config.league),
+        (normalize.clip_obs > 0, f"normalize.clip_obs must be > 0 (.inf: no clipping), got "
+                                 f"{normalize.clip_obs}"),
+        (normalize.clip_reward > 0, f"normalize.clip_reward must be > 0 (.inf: no clipping), "
+                                    f"got {normalize.clip_reward}"),
+        (ppo.target_kl is None or ppo.target_kl > 0,
+         f"ppo.target_kl must be > 0 (or null: no early stop), got {ppo.target_kl}"),
+        (ppo.vf_coef >= 0, f"ppo.vf_coef must be >= 0, got {ppo.vf_coef}"),
+        (ppo.ent_coef >= 0, f"ppo.ent_coef must be >= 0, got {ppo.ent_coef}"),
+        (ppo.adam_eps > 0, f"ppo.adam_eps must be > 0, got {ppo.adam_eps}"),
+        (config.bc.adam_eps > 0, f"bc.adam_eps must be > 0, got {config.bc.adam_eps}"),
+        (config.checkpoint.every_minutes >= 0,
+         f"checkpoint.every_minutes must be >= 0 (0: off), got "
+         f"{config.checkpoint.every_minutes}"),
+        (all(c >= 1 for c in config.network.channels),
+         f"network.channels must be >= 1, got {config.network.channels}"),
+    ]
+    for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    check_ceilings(settings)
     if not 0 <= config.seed < 2**63:  # torch's generators take no more
         raise ConfigError(f"seed must be in 0..2**63-1, got {config.seed}")
     address, backend = config.distributed.address, config.distributed.backend

@@ -39,11 +39,14 @@ HYPERPARAMS_DIR = _hyperparams_dir()
 
 class _Loader(yaml.SafeLoader):
     """SafeLoader that also reads ``1e-3`` as a float (YAML 1.2), as users write it, and
-    refuses a key given twice in one mapping (YAML keeps the last one, silently)."""
+    refuses a key given twice in one mapping (YAML keeps the last one, silently); merge keys
+    (``<<: *defaults``) merge as in YAML, the mapping's own keys winning."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *defaults``: merged below
+                continue
             key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
             if isinstance(key, str) and key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -68,8 +71,12 @@ def yaml_load(text: str) -> object:
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """A YAML mapping from ``path``; clear errors for a missing, non-UTF-8 or malformed file."""
-    if not path.is_file():
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a folder; name a .yaml file")
+    if not path.exists():
         raise ConfigError(f"config file not found: {path}")
+    if not path.is_file():
+        raise ConfigError(f"config file {path} is not a regular file; name a .yaml file")
     try:
         data = yaml_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
@@ -105,16 +112,16 @@ def check_sections(layer: dict[str, Any]) -> None:
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any],
                path: str = "") -> dict[str, Any]:
-    """``base`` updated recursively by ``override`` (mappings merge, other values replace);
-    a section replaced by anything but a mapping is a :class:`ConfigError`."""
+    """``base`` updated recursively by ``override`` (mappings merge at every depth, game
+    options included: ``game.options.reward_weights.win=2`` keeps the other weights; other
+    values replace); a section replaced by anything but a mapping is a
+    :class:`ConfigError`."""
     if not path:
         check_sections(override)
     out = copy.deepcopy(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "options":
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = deep_merge(out[key], value, f"{path}{key}.")
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = {**out[key], **copy.deepcopy(value)}
         else:
             out[key] = copy.deepcopy(value)
     return out
@@ -158,7 +165,13 @@ def parse_set(items: list[str]) -> dict[str, Any]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {key}: {part!r} is set both as a value and a section")
-        node[parts[-1]] = value
+        last = parts[-1]
+        if isinstance(node.get(last), dict) and isinstance(value, dict):
+            node[last] = deep_merge(node[last], value, f"{key}.")  # --set a.b=1 --set a={c: 2}
+        elif isinstance(node.get(last), dict):
+            raise ConfigError(f"--set {key}: {key!r} is set both as a section and a value")
+        else:
+            node[last] = value
     return out
 
 

@@ -133,17 +133,21 @@ class PPOLearner:
         lr = cfg.learning_rate * frac if cfg.anneal_lr else cfg.learning_rate
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        minibatch = max(1, size // cfg.num_minibatches)
+        # ppo.num_minibatches minibatches of (nearly) equal size, every row in one of them
+        # (turn-based seats train a varying number of rows per update)
+        bounds = [size * k // cfg.num_minibatches for k in range(cfg.num_minibatches + 1)]
         names = [*PPO_STATS, *(["teacher_kl"] if teacher_coef > 0.0 else [])]
         stats: dict[str, list[float]] = collections.defaultdict(list)
         stop = False
         for _epoch in range(cfg.update_epochs):
             perm = torch.randperm(size, generator=self.sample_gen).to(self.device)
             epoch: list[Tensor] = []  # [len(names)] per minibatch, weighted by this rank's share
-            for start in range(0, size - minibatch + 1, minibatch):
-                mb = shard.select(perm[start:start + minibatch])  # this rank's rows of it
+            for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+                if end == start:  # fewer rows than minibatches this update
+                    continue
+                mb = shard.select(perm[start:end])  # this rank's rows of it
                 self.optimizer.zero_grad()
-                epoch.append(self._backward(rows, mb, len(mb) / minibatch, teacher_coef,
+                epoch.append(self._backward(rows, mb, len(mb) / (end - start), teacher_coef,
                                             len(names)))
                 ranks.sum_(self.optimizer.grad)
                 grad_norm = self.optimizer.clip_grad_norm(cfg.max_grad_norm)

@@ -294,8 +294,11 @@ def open_run(config: TrainConfig | None, run_dir: Path | None, resume: Path | No
     if resume is None:
         assert config is not None, "a new run needs its config"
         if config.init_from is not None:
-            config = replace(config,
-                             init_from=str(resolve_checkpoint(config.init_from).resolve()))
+            try:
+                found = resolve_checkpoint(config.init_from)
+            except CheckpointError as exc:
+                raise CheckpointError(f"init_from: {exc}") from exc
+            config = replace(config, init_from=str(found.resolve()))
         if config.league.db is not None:  # a resume from another folder finds the same file
             config = replace(config, league=replace(config.league,
                                                     db=str(database_file(config.league.db)

@@ -115,7 +115,7 @@ def test_bc_ctrl_c_checkpoints_then_resumes(tmp_path: Path) -> None:
     (["--teachers", "random", "--replays", "x"], "error: --teachers (live scripted players) "
                                                  "and --replays"),
     (["--teachers", "random", "--init-from", "no/such/run"],
-     "error: no such checkpoint: no/such/run"),
+     "error: init_from: no such checkpoint: no/such/run"),
     (["--teachers", "random", "--set", "bc.student_share=2"],
      "error: bc.student_share must be between 0 and 1, got 2"),
     # guards: --imitate , imitated everyone; a huge validation ate 18 GB and would not stop;
@@ -126,7 +126,7 @@ def test_bc_ctrl_c_checkpoints_then_resumes(tmp_path: Path) -> None:
     (["--teachers", "random", "--set", "bc.validation_steps=1000000000000"],
      "error: validation on bc.validation_steps=1000000000000 steps of 16 games needs"),
     (["--teachers", "random", "--set", "bc.num_envs=10000000000"],
-     "error: out of memory (Unable to allocate"),
+     "error: bc.num_envs must be <= 1,048,576, got 10000000000"),
 ])
 def test_bc_bad_input_errors(tmp_path: Path, args: list[str], message: str) -> None:
     assert_one_line_error(run_here("bc", "--game", "tictactoe", *args, "--run-dir",
@@ -804,3 +804,16 @@ def test_a_missing_optional_package_names_the_extra(tmp_path: Path, hidden: str,
 def test_bad_flag_values_are_one_line(args: list[str], message: str) -> None:
     """Guards: argparse printed its whole usage (five lines) before the error."""
     assert_one_line_error(run_here(*args), message)
+
+
+def test_torch_allocation_failures_are_told_apart_from_other_runtime_errors() -> None:
+    """torch's failed allocation is a RuntimeError (not a MemoryError): main reports it as
+    out of memory in one line; any other RuntimeError stays a bug with its traceback."""
+    import torch
+
+    from selfplay.cli import out_of_memory
+
+    with pytest.raises(RuntimeError) as failed:
+        torch.empty(2**50, dtype=torch.uint8)  # a PiB
+    assert out_of_memory(failed.value)
+    assert not out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))

@@ -133,6 +133,26 @@ def test_base_of_the_games_own_family_keeps_its_tuning(tmp_path: Path) -> None:
     (["normalize.clip_obs=-.inf"], "normalize.clip_obs must be a finite number, got -inf"),
     (["seed=99999999999999999999"], "seed must be in 0..2**63-1, got 99999999999999999999"),
     (["game.name="], "the game name is empty"),
+    # settings that trained on nonsense without a word (constant observations or rewards, one
+    # epoch, a critic pushed away from the returns) or failed deep in training
+    (["normalize.clip_obs=-1"], "normalize.clip_obs must be > 0 (.inf: no clipping), got -1"),
+    (["normalize.clip_reward=0"], "normalize.clip_reward must be > 0"),
+    (["ppo.target_kl=0"], "ppo.target_kl must be > 0 (or null: no early stop), got 0"),
+    (["ppo.vf_coef=-1"], "ppo.vf_coef must be >= 0, got -1"),
+    (["ppo.ent_coef=-0.01"], "ppo.ent_coef must be >= 0, got -0.01"),
+    (["ppo.adam_eps=-1"], "ppo.adam_eps must be > 0, got -1"),
+    (["bc.adam_eps=0"], "bc.adam_eps must be > 0, got 0"),
+    (["checkpoint.every_minutes=-1"], "checkpoint.every_minutes must be >= 0 (0: off)"),
+    (["network.channels=[16, 0]"], "network.channels must be >= 1, got [16, 0]"),
+    # a typo such as 1e30 (an int to YAML): an overflow, a hang or an allocation in training
+    (["torch_threads=1e30"], "torch_threads must be <= 1,024, got 1"),
+    (["acting_threads=5000"], "acting_threads must be <= 1,024, got 5000"),
+    (["log.return_window=1e30"], "log.return_window must be <= 1,000,000"),
+    (["game.num_envs=1e30"], "game.num_envs must be <= 1,048,576"),
+    (["network.hidden=[64, 100000000000]"], "network.hidden must be <= 65,536"),
+    (["bc.validation_stride=1e30"], "bc.validation_stride must be <= 100,000"),
+    (["league.eval_games=1e30"], "league.eval_games must be <= 100,000"),
+    (["league.eval_envs=1e30"], "league.eval_envs must be <= 65,536"),
     (["distributed.address=10.0.0.1:6379"],
      "distributed.address=10.0.0.1:6379 names a Ray cluster, but distributed.backend is "
      "'local': add distributed.backend=ray"),
@@ -171,6 +191,32 @@ def test_parse_set_errors() -> None:
     with pytest.raises(ConfigError, match="key=value"):
         parse_set(["ppo.learning_rate"])
     assert parse_set(["a.b=1", "a.c=[1, 2]"]) == {"a": {"b": 1, "c": [1, 2]}}
+
+
+def test_nested_overrides_merge_at_every_depth(tmp_path: Path) -> None:
+    """``game.options.reward_weights.win=2`` changes one weight (the others were dropped: Lux
+    trained on the win alone); ``--set ppo={...}`` after ``--set ppo.x=`` merges (it
+    dropped x); a section then a value is refused either way; YAML merge keys work."""
+    lux = build_config("lux", overrides=["game.options.reward_weights.win=2"])
+    weights = lux.game.options["reward_weights"]
+    assert weights["win"] == 2 and weights == {
+        **build_config("lux").game.options["reward_weights"], "win": 2}
+    config = build_config("CartPole-v1", overrides=["ppo.update_epochs=1", "ppo={gamma: 0.6}"])
+    assert (config.ppo.update_epochs, config.ppo.gamma) == (1, 0.6)
+    with pytest.raises(ConfigError, match="'ppo' is set both as a section and a value"):
+        parse_set(["ppo.gamma=0.6", "ppo=1"])
+    user = tmp_path / "merge.yaml"
+    user.write_text("defaults: &tuned {gamma: 0.9, update_epochs: 2}\n"
+                    "ppo:\n  <<: *tuned\n  gamma: 0.8\n".replace("defaults", "x_defaults"))
+    with pytest.raises(ConfigError, match="x_defaults"):  # an unknown key, as any other
+        build_config("CartPole-v1", config_file=user)
+    user.write_text("ppo:\n  <<: {gamma: 0.9, update_epochs: 2}\n  gamma: 0.8\n")
+    config = build_config("CartPole-v1", config_file=user)
+    assert (config.ppo.gamma, config.ppo.update_epochs) == (0.8, 2)
+    for path, message in ((tmp_path, "is a folder; name a .yaml file"),
+                          (Path("/dev/null"), "is not a regular file")):
+        with pytest.raises(ConfigError, match=message):
+            build_config("CartPole-v1", config_file=path)
 
 
 def test_defaults_are_valid() -> None:

@@ -227,3 +227,26 @@ def test_a_rollout_beyond_memory_is_a_config_error_naming_its_settings() -> None
         buffer = RolloutBuffer(small, 8, torch.float32, None, torch.float32)
         stored = sum(x.numel() * x.element_size() for x in buffer.tensors())
         assert rollout_bytes(small, 8, torch.float32, None, torch.float32) == stored, name
+
+
+@pytest.mark.parametrize(("minibatches", "sizes"), [(100, {1, 2}), (3, {42, 43}), (4, {32})])
+def test_minibatches_cover_every_row_once_however_they_divide(
+        monkeypatch: pytest.MonkeyPatch, minibatches: int, sizes: set[int]) -> None:
+    """ppo.num_minibatches minibatches per epoch, of nearly equal size, every row in one: 100
+    of 128 rows took 128 optimizer steps of one row each, and 3 dropped 2 rows per epoch."""
+    from selfplay.learning import PPOLearner
+
+    trainer = make_trainer("CartPole-v1", ["game.num_envs=2", "ppo.num_steps=64",
+                                           f"ppo.num_minibatches={minibatches}",
+                                           "ppo.update_epochs=2"])
+    seen: list[int] = []
+    backward = PPOLearner._backward
+
+    def counting(self: PPOLearner, rows: object, mb: torch.Tensor, *rest: object) -> object:
+        seen.append(len(mb))
+        return backward(self, rows, mb, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PPOLearner, "_backward", counting)
+    trainer.collect()
+    trainer.learn()
+    assert len(seen) == 2 * minibatches and sum(seen) == 2 * 128 and set(seen) == sizes
