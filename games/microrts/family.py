@@ -77,6 +77,9 @@ class MicroRTSFamily(Family):
                       file=sys.stderr)
         if len(opts.maps) < 2:
             return
+        from games.microrts.maps import resolve_maps
+
+        resolve_maps(list(opts.maps), same_size=False)  # an unknown map named first
         sides = 2 if opts.alternate_sides else 1
 
         def short(n: int) -> list[int]:  # the maps with fewer envs than sides to play

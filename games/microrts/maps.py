@@ -98,28 +98,39 @@ def parse_map(path: Path, name: str | None = None) -> MapInfo:
 
 
 def _players_and_units_problem(root: ET.Element, width: int, height: int) -> str | None:
-    """What the engine would fail on mid-game (an index error naming neither the map nor the
-    fix): a map must have players 0 and 1, and units owned by -1 (nobody), 0 or 1, on the
-    board, of the unit types the engine's table holds."""
+    """What the engine would fail on (an index error naming neither the map nor the fix, a
+    Java NullPointerException), or what would make every game end at once: a map must have
+    players 0 and 1 with whole resources, each owning a unit, and units with distinct whole
+    IDs, owned by -1 (nobody), 0 or 1, on distinct cells of the board, of the unit types the
+    engine's table holds."""
     players = root.find("players")
     ids = sorted(p.get("ID", "") for p in (players if players is not None else [])
                  if p.tag == "rts.Player")
     if ids != ["0", "1"]:
         return f"<players> must hold rts.Player ID=\"0\" and ID=\"1\", got IDs {ids}"
+    for player in players if players is not None else []:
+        value = player.get("resources", "0")
+        if not value.strip().isdigit():
+            return (f"player {player.get('ID')}: resources must be a whole number, got "
+                    f"{value!r}")
     units = root.find("units")
     seen: set[str] = set()
+    cells: dict[tuple[int, int], str] = {}
+    owners: set[int] = set()
     for unit in units if units is not None else []:
         ident = unit.get("ID")
+        if ident is None or not ident.strip().isdigit():
+            return f"a unit's ID must be a whole number, got {ident!r}"
         if ident in seen:
             return f"two units have ID {ident!r}; unit IDs must differ"
-        seen.add(str(ident))
+        seen.add(ident)
         if unit.get("type") not in UNIT_TYPES:
             return (f"unit {ident!r} has type {unit.get('type')!r}; the engine's types are "
                     f"{', '.join(UNIT_TYPES)}")
         for key in ("resources", "hitpoints"):
-            value = unit.get(key)
-            if value is not None and not value.strip().lstrip("-").isdigit():
-                return f"unit {ident!r}: {key} must be an integer, got {value!r}"
+            amount = unit.get(key)
+            if amount is not None and not amount.strip().lstrip("-").isdigit():
+                return f"unit {ident!r}: {key} must be an integer, got {amount!r}"
         try:
             owner, x, y = (int(unit.get(key, "")) for key in ("player", "x", "y"))
         except ValueError:
@@ -128,6 +139,13 @@ def _players_and_units_problem(root: ET.Element, width: int, height: int) -> str
             return f"unit {unit.get('ID')!r} belongs to player {owner}; owners are -1, 0 and 1"
         if not (0 <= x < width and 0 <= y < height):
             return f"unit {unit.get('ID')!r} at ({x}, {y}) is outside the {width}x{height} board"
+        if (x, y) in cells:
+            return f"units {cells[x, y]!r} and {ident!r} are both at ({x}, {y})"
+        cells[x, y] = ident
+        owners.add(owner)
+    for side in (0, 1):
+        if side not in owners:  # every game would end at its first step
+            return f"player {side} has no units"
     return None
 
 

@@ -130,6 +130,14 @@ def test_map_terrain_must_match_size(tmp_path: Path) -> None:
      "resources must be an integer, got 'lots'"),
     (lambda t: t.replace('type="Worker"', 'type="Knight"', 1),
      "has type 'Knight'; the engine's types are Resource, Base"),
+    # a Java NullPointerException naming nothing in the map, or games decided at their
+    # first step (the review played 2 "draws" scored as losses on a map without units)
+    (lambda t: t.replace('x="1" y="1"', 'x="2" y="1"'), r"units '6' and '8' are both at \(2, 1\)"),
+    (lambda t: t.replace(' ID="9"', ""), "a unit's ID must be a whole number, got None"),
+    (lambda t: t.replace('<rts.Player ID="1" resources="5">', '<rts.Player ID="1" '
+                         'resources="abc">'), "player 1: resources must be a whole number"),
+    (lambda t: t.replace('player="1" x="5"', 'player="-1" x="5"').replace(
+        'player="1" x="6"', 'player="-1" x="6"'), "player 1 has no units"),
 ])
 def test_maps_the_engine_fails_on_mid_game_are_refused(engine_home: Path, tmp_path: Path,
                                                        edit, message: str) -> None:
@@ -400,3 +408,16 @@ def test_weights_that_overflow_float32_are_refused(option: str, message: str) ->
         value["maps"] = ["basesWorkers8x8A", "basesWorkers8x8B"]
     with pytest.raises((OptionError, ValueError), match=message):
         from_mapping(MicroRTSOptions, value, "game.options.")
+
+
+def test_a_java_class_name_means_that_class_wherever_it_is_passed() -> None:
+    """``play --vs no.such.pkg.WorkerRush`` played the shipped WorkerRush (the class's last
+    name was looked up again); a shipped bot's class is that bot."""
+    from games.microrts.family import MicroRTSFamily
+
+    custom = bots.resolve_bot(" no.such.pkg.WorkerRush ")
+    assert (custom.name, custom.java_class) == ("no.such.pkg.WorkerRush",) * 2
+    assert bots.resolve_bot(custom.name) == custom
+    assert bots.resolve_bot("AI.abstraction.LightRush") == bots.resolve_bot("lightrush")
+    setup = MicroRTSFamily().match_setup("microrts", "no.such.pkg.WorkerRush", 2, 0)
+    assert setup.options["bots"] == ["no.such.pkg.WorkerRush"]
