@@ -154,7 +154,6 @@ _NOT_DETERMINISTIC = {"Mayari", "CoacAI", "EconomyRush", "EconomyMilitaryRush",
 _BOTS = tuple(replace(b, deterministic=b.kind == "scripted" and b.name not in _NOT_DETERMINISTIC)
               for b in _BOTS)
 _BY_KEY: dict[str, BotSpec] = {b.name.lower(): b for b in _BOTS}
-_BY_CLASS: dict[str, BotSpec] = {b.java_class.lower(): b for b in _BOTS}
 _ALIASES = {"coac": "CoacAI", "mayaribot": "Mayari", "guidedrojoa3n": "GRojoA3N",
             "randombiasedai": "RandomBiased", "passiveai": "Passive", "randomai": "Random",
             "pgs": "PortfolioGreedySearch", "mcts": "NaiveMCTS", "portfolioai": "Portfolio",
@@ -167,15 +166,12 @@ def bot_names() -> list[str]:
 
 
 def resolve_bot(name: str) -> BotSpec:
-    """The :class:`BotSpec` for ``name`` (case-insensitive, or a Java class name: a shipped
-    bot's class is that bot; another class is named by its full name, so that the name
-    resolves to the same class wherever it is passed on)."""
+    """The :class:`BotSpec` for ``name`` (case-insensitive, or a Java class name, which names
+    the bot in full: the name resolves to the same class wherever it is passed on)."""
     key = name.strip().lower()
     key = _ALIASES.get(key, key).lower()
     if key in _BY_KEY:
         return _BY_KEY[key]
-    if key in _BY_CLASS:
-        return _BY_CLASS[key]
     if "." in name and not name.strip().endswith("."):
         return BotSpec(name.strip(), name.strip(), "utt", "scripted", "custom class")
     close = difflib.get_close_matches(key, list(_BY_KEY) + list(_ALIASES), n=2, cutoff=0.6)

@@ -412,12 +412,11 @@ def test_weights_that_overflow_float32_are_refused(option: str, message: str) ->
 
 def test_a_java_class_name_means_that_class_wherever_it_is_passed() -> None:
     """``play --vs no.such.pkg.WorkerRush`` played the shipped WorkerRush (the class's last
-    name was looked up again); a shipped bot's class is that bot."""
+    name was looked up again)."""
     from games.microrts.family import MicroRTSFamily
 
     custom = bots.resolve_bot(" no.such.pkg.WorkerRush ")
     assert (custom.name, custom.java_class) == ("no.such.pkg.WorkerRush",) * 2
     assert bots.resolve_bot(custom.name) == custom
-    assert bots.resolve_bot("AI.abstraction.LightRush") == bots.resolve_bot("lightrush")
     setup = MicroRTSFamily().match_setup("microrts", "no.such.pkg.WorkerRush", 2, 0)
     assert setup.options["bots"] == ["no.such.pkg.WorkerRush"]
