@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -35,8 +35,12 @@ def _video_path(value: str | None) -> Path | None:
     existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
     if not existing.is_dir():
         raise UserError(f"--video {value}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK):
-        raise UserError(f"--video {value}: cannot write to {existing}")
+    try:  # a file made and removed: permissions alone miss /proc, read-only mounts, root
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".video-probe-"):
+            pass
+    except OSError as exc:
+        raise UserError(f"--video {value}: cannot write to {existing} "
+                        f"({exc.strerror or exc})") from None
     return path
 
 

@@ -384,6 +384,8 @@ def test_more_bad_input_errors(tmp_path: Path) -> None:
                           "is a directory")
     assert_one_line_error(run_here("eval", "--checkpoint", str(ckpt), "--video",
                                    str(ckpt / "sub" / "v.gif")), f"{ckpt} is a file, not a folder")
+    assert_one_line_error(run_here("eval", "--checkpoint", str(ckpt), "--video", "/proc/v.gif"),
+                          "--video /proc/v.gif: cannot write to /proc")  # root may, /proc not
     bad_option = tmp_path / "bad-option-run"
     assert_one_line_error(run_here("train", "--game", "tictactoe", "--set",
                               "game.options.no_such_option=1", "--run-dir", str(bad_option)),
