@@ -389,7 +389,9 @@ class Cloner:
                                   else 1.0)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        minibatch = max(1, size // cfg.minibatches)
+        # bc.minibatches minibatches of (nearly) equal size, every row in one of them (the rows
+        # where a seat acted vary in number in turn-based games)
+        bounds = [size * k // cfg.minibatches for k in range(cfg.minibatches + 1)]
         sums = _Sums(self.sizes, device)
         losses: dict[str, list[Tensor]] = collections.defaultdict(list)
         seen: list[tuple[Tensor, Tensor]] = []  # first pass: (value before the step, target)
@@ -398,8 +400,10 @@ class Cloner:
         counted = torch.zeros(sum(self.sizes), device=device)  # this update's labels, once
         for epoch in range(cfg.epochs):
             perm = torch.randperm(size, generator=self.sample_gen).to(device)
-            for start in range(0, size - minibatch + 1, minibatch):
-                mb = perm[start:start + minibatch]
+            for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+                if end == start:  # fewer rows than minibatches this update
+                    continue
+                mb = perm[start:end]
                 mb_obs = b_obs[mb]
                 with learner_autocast(device, self.config.precision):
                     dist, value = agent.forward_all(

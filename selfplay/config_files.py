@@ -44,8 +44,14 @@ class _Loader(yaml.SafeLoader):
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
+        merges = 0
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *defaults``: merged below
+                merges += 1
+                if merges > 1:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, "duplicate key '<<'; merge several with <<: [*a, *b]",
+                        key_node.start_mark)
                 continue
             key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
             if isinstance(key, str) and key in seen:
@@ -110,21 +116,40 @@ def check_sections(layer: dict[str, Any]) -> None:
                               f"{shown}; remove the empty section or fill it in")
 
 
+class DottedKeys(dict[str, Any]):
+    """A mapping made from dotted ``--set`` keys (``game.options.reward_weights.win=2``): it
+    merges into the value below it at any depth; a mapping given whole replaces a game
+    option's mapping."""
+
+
+OPTIONS_PATH = "game.options."
+
+
 def deep_merge(base: dict[str, Any], override: dict[str, Any],
                path: str = "") -> dict[str, Any]:
-    """``base`` updated recursively by ``override`` (mappings merge at every depth, game
-    options included: ``game.options.reward_weights.win=2`` keeps the other weights; other
-    values replace); a section replaced by anything but a mapping is a
+    """``base`` updated recursively by ``override``: sections and ``game.options`` merge key by
+    key; a game option's own mapping (Lux's ``reward_weights``, ``env_kwargs``) is replaced by
+    a mapping given whole (its left-out keys mean none) and merged with one made of dotted
+    ``--set`` keys (:class:`DottedKeys`: ``reward_weights.win=2`` keeps the other weights);
+    other values replace. A section replaced by anything but a mapping is a
     :class:`ConfigError`."""
     if not path:
         check_sections(override)
     out = copy.deepcopy(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        whole_option = path.startswith(OPTIONS_PATH) and not isinstance(value, DottedKeys)
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and not whole_option:
             out[key] = deep_merge(out[key], value, f"{path}{key}.")
         else:
-            out[key] = copy.deepcopy(value)
-    return out
+            out[key] = plain(value)
+    return plain(out)
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every :class:`DottedKeys` a plain ``dict`` (a copy)."""
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    return copy.deepcopy(value)
 
 
 def family_file(family: str) -> Path:
@@ -159,18 +184,20 @@ def parse_set(items: list[str]) -> dict[str, Any]:
             value = yaml_load(raw) if raw.strip() else ""
         except yaml.YAMLError as exc:
             raise ConfigError(f"--set {key}: cannot parse value {raw!r}") from exc
-        node = out
+        node: dict[str, Any] = out
         parts = key.strip().split(".")
         for part in parts[:-1]:
-            node = node.setdefault(part, {})
+            node = node.setdefault(part, DottedKeys())
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {key}: {part!r} is set both as a value and a section")
-        last = parts[-1]
-        if isinstance(node.get(last), dict) and isinstance(value, dict):
-            node[last] = deep_merge(node[last], value, f"{key}.")  # --set a.b=1 --set a={c: 2}
-        elif isinstance(node.get(last), dict):
+        last, dotted = parts[-1], f"{key.strip()}.".startswith(OPTIONS_PATH)
+        below = node.get(last)
+        if isinstance(below, dict) and isinstance(value, dict) and not (
+                dotted and len(parts) >= 3):  # --set ppo.x=1 --set ppo={y: 2}: both
+            node[last] = DottedKeys(deep_merge(below, value, f"{key.strip()}."))
+        elif isinstance(below, dict) and not isinstance(value, dict):
             raise ConfigError(f"--set {key}: {key!r} is set both as a section and a value")
-        else:
+        else:  # a game option's mapping given whole replaces it (and what came before)
             node[last] = value
     return out
 

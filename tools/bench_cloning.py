@@ -49,7 +49,7 @@ def bound_update(cloner: Cloner) -> float:
     masks = cloner.mask.reshape(-1, *cloner.mask.shape[3:])
     rows = torch.nonzero(cloner.alive.reshape(-1)).squeeze(1)
     size = len(rows)
-    minibatch = max(1, size // cfg.minibatches)
+    bounds = [size * k // cfg.minibatches for k in range(cfg.minibatches + 1)]  # as the update
     gen = torch.Generator().manual_seed(0)
     start = time.perf_counter()
     b_obs = agent.normalize_obs(obs[rows])
@@ -59,8 +59,10 @@ def bound_update(cloner: Cloner) -> float:
     grid = GridMaskIndex(masks[rows], space.cells)  # the masks' legal cells, as the update
     for _ in range(cfg.epochs):
         perm = torch.randperm(size, generator=gen)
-        for first in range(0, size - minibatch + 1, minibatch):
-            pick = perm[first:first + minibatch]
+        for first, end in zip(bounds[:-1], bounds[1:], strict=True):
+            if end == first:
+                continue
+            pick = perm[first:end]
             mb = b_obs[pick]
             dist, value = agent.forward_all(mb, grid.select(pick), mb)
             logits = cast(MaskedMultiCategorical, dist).logits

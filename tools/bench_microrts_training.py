@@ -72,7 +72,8 @@ class ComputeBound:
         self.critic = buf.flat(buf.critic_in).clone() if buf.critic_in is not None else self.obs
         self.trained = torch.nonzero(buf.trained.reshape(-1)).squeeze(1)
         self.learner_rows = len(self.trained)
-        self.minibatch = max(1, self.learner_rows // cfg.num_minibatches)
+        self.bounds = [self.learner_rows * k // cfg.num_minibatches  # as the update splits
+                       for k in range(cfg.num_minibatches + 1)]
         # the rows the learner acted for at each rollout step
         self.acting = [torch.nonzero(buf.trained[t].reshape(-1)).squeeze(1) + t * self.rows
                        for t in range(t_steps)]
@@ -93,8 +94,10 @@ class ComputeBound:
         gen = torch.Generator().manual_seed(0)
         for _ in range(cfg.update_epochs):
             perm = self.trained[torch.randperm(self.learner_rows, generator=gen)]
-            for start in range(0, self.learner_rows - self.minibatch + 1, self.minibatch):
-                mb = perm[start:start + self.minibatch]
+            for start, end in zip(self.bounds[:-1], self.bounds[1:], strict=True):
+                if end == start:
+                    continue
+                mb = perm[start:end]
                 obs = self.obs[mb]
                 features = agent.actor_torso(obs)
                 logits = agent.params_from_features(obs, features)
@@ -188,7 +191,8 @@ def measure(trainer: Trainer, rounds: int, warmup_collects: int) -> dict[str, An
                                                                for r in bound_rounds),
                           "update_seconds": statistics.median(r["update"] for r in bound_rounds),
                           "rows_per_forward": bound.rows, "learner_rows": bound.learner_rows,
-                          "minibatch": bound.minibatch, "rounds": bound_rounds},
+                          "minibatch": bound.bounds[1] - bound.bounds[0],
+                          "rounds": bound_rounds},
         "ratio": statistics.median(ratios),
         "ratios": ratios,
         "jit_cpu_seconds_during_rounds": (None if jit_before is None or jit_after is None

@@ -641,3 +641,28 @@ def test_students_need_a_game_that_lets_them_play() -> None:
     config = tictactoe_config("bc.student_share=0.5")
     with pytest.raises(GameError, match="unitgrid's teacher games cannot let the learner play"):
         Cloner(config, UnitGrid(4, 0))
+
+
+def test_cloning_minibatches_cover_every_row_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bc.minibatches minibatches per epoch, of nearly equal size, every row where a seat
+    acted in one (their number varies in tic-tac-toe: the remainder was never learned)."""
+    import selfplay.cloning as cloning
+
+    seen: list[int] = []
+
+    def counting(dist, labels, *rest):  # type: ignore[no-untyped-def]
+        seen.append(len(labels))
+        return clone_terms(dist, labels, *rest)
+
+    monkeypatch.setattr(cloning, "clone_terms", counting)
+    cloner = build_cloner(tictactoe_config("bc.minibatches=7"), None)
+    try:
+        for _ in range(3):
+            cloner.collect()
+            rows = int(cloner.alive.sum())
+            seen.clear()
+            cloner.learn()
+            assert len(seen) == 2 * 7 and sum(seen) == 2 * rows, (rows, seen)
+            assert max(seen) - min(seen) <= 1
+    finally:
+        cloner.close()

@@ -195,12 +195,21 @@ def test_parse_set_errors() -> None:
 
 def test_nested_overrides_merge_at_every_depth(tmp_path: Path) -> None:
     """``game.options.reward_weights.win=2`` changes one weight (the others were dropped: Lux
-    trained on the win alone); ``--set ppo={...}`` after ``--set ppo.x=`` merges (it
-    dropped x); a section then a value is refused either way; YAML merge keys work."""
+    trained on the win alone), a mapping given whole replaces; ``--set ppo={...}`` after
+    ``--set ppo.x=`` merges (it dropped x); a section then a value is refused either way;
+    YAML merge keys work."""
     lux = build_config("lux", overrides=["game.options.reward_weights.win=2"])
     weights = lux.game.options["reward_weights"]
     assert weights["win"] == 2 and weights == {
         **build_config("lux").game.options["reward_weights"], "win": 2}
+    # a game option's mapping given whole replaces (BENCHMARKS' "win and lichen lead" runs)
+    for given in (["game.options.reward_weights={win: 1.0, lichen_lead: 0.0005}"],
+                  ["game.options.reward_weights.ice=1",
+                   "game.options.reward_weights={win: 1.0, lichen_lead: 0.0005}"]):
+        assert build_config("lux", overrides=given).game.options["reward_weights"] == {
+            "win": 1.0, "lichen_lead": 0.0005}
+    assert build_config("lux", overrides=["game.options={max_steps: 500}"]).game.options[
+        "reward_weights"] == build_config("lux").game.options["reward_weights"]
     config = build_config("CartPole-v1", overrides=["ppo.update_epochs=1", "ppo={gamma: 0.6}"])
     assert (config.ppo.update_epochs, config.ppo.gamma) == (1, 0.6)
     with pytest.raises(ConfigError, match="'ppo' is set both as a section and a value"):
@@ -213,6 +222,9 @@ def test_nested_overrides_merge_at_every_depth(tmp_path: Path) -> None:
     user.write_text("ppo:\n  <<: {gamma: 0.9, update_epochs: 2}\n  gamma: 0.8\n")
     config = build_config("CartPole-v1", config_file=user)
     assert (config.ppo.gamma, config.ppo.update_epochs) == (0.8, 2)
+    user.write_text("ppo:\n  <<: {gamma: 0.9}\n  <<: {update_epochs: 2}\n")
+    with pytest.raises(ConfigError, match="duplicate key '<<'"):
+        build_config("CartPole-v1", config_file=user)
     for path, message in ((tmp_path, "is a folder; name a .yaml file"),
                           (Path("/dev/null"), "is not a regular file")):
         with pytest.raises(ConfigError, match=message):
