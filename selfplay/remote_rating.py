@@ -123,12 +123,16 @@ class RayRater:
 
     ``session`` is the run's Ray connection (:func:`games.workers.ray_cluster.connect`). The
     actor asks for no CPU of its own (rating games run beside training, as the local rater
-    process does) and is restarted by Ray up to ``max_restarts`` times."""
+    process does) and is restarted by Ray up to ``max_restarts`` times; lost once more, it is
+    replaced by a new actor (with as many restarts), as a dead local rater process is."""
 
     def __init__(self, session: Any, max_restarts: int = 3) -> None:
         self.ray = session.ray
-        remote = self.ray.remote(MatchPlayer).options(num_cpus=0, max_restarts=max_restarts)
-        self.actor = remote.remote()
+        self._remote = self.ray.remote(MatchPlayer).options(num_cpus=0,
+                                                             max_restarts=max_restarts)
+        self.max_restarts = max_restarts
+        self._losses = 0  # of the current actor
+        self.actor = self._remote.remote()
         self._jobs: queue.Queue[tuple[RatingJob, int] | None] = queue.Queue()
         self._lock = threading.Lock()
         self._queued = 0
@@ -181,9 +185,14 @@ class RayRater:
         except self.ray.exceptions.RayActorError:
             if self._closed:
                 return
+            self._losses += 1
+            renewed = self._losses > self.max_restarts  # Ray restarts it no more
+            if renewed:
+                self.actor, self._losses = self._remote.remote(), 0
             if tries == 0:
+                who = "a new one" if renewed else "Ray restarts it and it"
                 print(f"warning: the Ray rater was lost during rating {job.latest}; "
-                      "Ray restarts it and it plays the rest", file=sys.stderr)
+                      f"{who} plays the rest", file=sys.stderr)
                 self._play(job, 1)
             else:
                 print(f"warning: rating {job.latest} failed: the Ray rater was lost twice "

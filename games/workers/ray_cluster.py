@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -55,37 +56,80 @@ class RaySession:
     temp_dir: Path | None = None
 
     def close(self) -> None:
-        if self.owned and self.ray.is_initialized():
-            self.ray.shutdown()
-        if self.temp_dir is not None:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
+        """Shut down what this session started, deaf to SIGINT and SIGTERM meanwhile: a
+        second Ctrl-C ("stop at once") cut the shutdown short and left Ray's agents running."""
+        with signals_held():
+            if self.owned and self.ray.is_initialized():
+                self.ray.shutdown()
+            if self.temp_dir is not None:
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored inside (in the main thread; elsewhere nothing changes),
+    their handlers restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def handlers_kept() -> Iterator[None]:
+    """SIGINT's and SIGTERM's handlers as they were before the block: ``ray.init`` installs
+    its own (SIGTERM: exit at once), which would bypass selfplay's checkpoint-then-stop."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def connect(address: str = "local", num_cpus: int | None = None, object_store_mb: int = 256,
             timeout_s: float = 20.0) -> RaySession:
     """Join Ray at ``address`` (``local``, ``auto`` or ``HOST:PORT``); an instance already
     joined by this process is reused (and left running)."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray's crash handler would take SIGSEGV from a JVM in this process (microRTS: the JVM of
+    # in-process games or rating games), which uses it for its own ends: the JVM then crashed.
+    # Read when Ray's core is loaded: set before the import
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     ray = import_ray()
     if ray.is_initialized():
         return RaySession(ray, address, owned=False)
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    # Ray's crash handler would take SIGSEGV from a JVM in this process (microRTS: the JVM of
-    # in-process games or rating games), which uses it for its own ends: the JVM then crashed
-    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     quiet: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address == "local":
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         temp = Path(tempfile.mkdtemp(prefix="selfplay-ray-"))
         os.environ.setdefault("RAY_TMPDIR", str(temp))
         cpus = num_cpus or os.cpu_count() or 1
+        session = RaySession(ray, address, owned=True, temp_dir=temp)
         try:
-            ray.init(num_cpus=cpus, num_gpus=0, object_store_memory=object_store_mb * 2**20,
-                     include_dashboard=False, _temp_dir=str(temp),
-                     object_spilling_directory=str(temp / "spill"),
-                     _system_config=INLINE_REPLIES, **quiet)
-        except Exception as exc:  # noqa: BLE001 - Ray raises many kinds
-            raise GameError(f"could not start a local Ray instance: {exc}") from exc
-        return RaySession(ray, address, owned=True, temp_dir=temp)
+            with handlers_kept():
+                ray.init(num_cpus=cpus, num_gpus=0,
+                         object_store_memory=object_store_mb * 2**20, include_dashboard=False,
+                         _temp_dir=str(temp), object_spilling_directory=str(temp / "spill"),
+                         _system_config=INLINE_REPLIES, **quiet)
+        except BaseException as exc:  # a half-started instance (Ctrl-C, SIGTERM) goes too
+            session.close()
+            if isinstance(exc, Exception):  # Ray raises many kinds
+                raise GameError(f"could not start a local Ray instance: {exc}") from exc
+            raise
+        return session
     if address != "auto":
         host, _, port = address.rpartition(":")
         try:
@@ -97,7 +141,9 @@ def connect(address: str = "local", num_cpus: int | None = None, object_store_mb
     where = ("no Ray cluster runs on this machine (start one with `ray start --head`; a single "
              "process may use distributed.address=local instead)" if address == "auto" else
              f"cannot join the Ray cluster at {address}")
-    error = _probe(address, timeout_s) or _init_within(ray, timeout_s, address=address, **quiet)
+    with handlers_kept():
+        error = (_probe(address, timeout_s)
+                 or _init_within(ray, timeout_s, address=address, **quiet))
     if error is not None:
         raise GameError(f"{where}: {error}")
     return RaySession(ray, address, owned=True)

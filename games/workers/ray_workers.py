@@ -117,6 +117,7 @@ class RayWorkers:
                             f"CPU{ranks} (distributed.workers x distributed.worker_cpus) need "
                             f"{need:g} CPUs; the Ray cluster has {have:g}: lower them, or raise "
                             "distributed.num_cpus (a local instance) or the cluster's CPUs")
+        free = float(ray.available_resources().get("CPU", 0.0))  # before ours take theirs
         remote = ray.remote(ActorHost).options(num_cpus=cpus_per_worker, max_restarts=max_restarts,
                                                scheduling_strategy="SPREAD")
         self.actors = [remote.remote(recipe) for recipe in recipes]
@@ -124,11 +125,35 @@ class RayWorkers:
         try:
             for w in range(len(recipes)):
                 self.send(w, "spec")
+            self._wait_started(have, free, need / sharing_runs, cpus_per_worker)
             specs: list[GameSpec] = [self.receive(w) for w in range(len(recipes))]
         except BaseException:
             self.close()
             raise
         self.spec = replace(specs[0], num_envs=num_envs)
+
+    def _wait_started(self, have: float, free: float, need: float, cpus_per_worker: float,
+                      patience_s: float = 30.0, limit_s: float = 600.0) -> None:
+        """Wait for every actor's first answer. Ray queues an actor until a CPU is free, for
+        ever: when the cluster had fewer CPUs ``free`` than these actors ``need`` (other runs
+        hold them), a :class:`GameError` once some have not started after ``patience_s`` and
+        no CPU has come free; in any case after ``limit_s``."""
+        ray = self.session.ray
+        start = time.monotonic()
+        while True:
+            _, waiting = ray.wait(list(self._pending), num_returns=len(self._pending),
+                                  timeout=5.0)
+            if not waiting:
+                return
+            waited = time.monotonic() - start
+            now = float(ray.available_resources().get("CPU", 0.0))
+            queued = need > free + 1e-6 and now + 1e-6 < cpus_per_worker
+            if (queued and waited >= patience_s) or waited >= limit_s:
+                raise GameError(
+                    f"{self.family}: {len(waiting)} of {len(self._pending)} Ray workers have "
+                    f"not started after {waited:.0f} s; they need {need:g} CPUs and the "
+                    f"cluster had {free:g} of its {have:g} free (other runs or actors hold "
+                    "the rest): wait for them, or lower distributed.workers")
 
     def send(self, w: int, command: str, arg: Any = None) -> None:
         """Call worker ``w``'s actor (``step``: with its actions) without waiting."""

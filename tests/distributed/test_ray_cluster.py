@@ -82,3 +82,30 @@ def test_workers_needing_more_cpus_than_ray_has_are_one_line(tmp_path) -> None:
     assert_one_line(proc, "2 Ray workers x 1 CPU (distributed.workers x "
                           "distributed.worker_cpus) need 2 CPUs; the Ray cluster has 1")
     assert not run.exists()
+
+
+def test_a_local_instance_leaves_selfplays_signal_handlers_in_place() -> None:
+    """``ray.init`` installed its own SIGTERM handler (exit at once: no checkpoint, Ray's
+    agents left running after a SIGTERM during start-up); the handlers in place before are
+    restored, and shutting down ignores a second Ctrl-C instead of being cut short."""
+    import signal
+
+    def mine(signum: int, frame: object) -> None: ...
+
+    before = {sig: signal.signal(sig, mine) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        session = connect("local", num_cpus=1)
+        try:
+            assert signal.getsignal(signal.SIGTERM) is mine
+            assert signal.getsignal(signal.SIGINT) is mine
+        finally:
+            from games.workers import ray_cluster
+
+            with ray_cluster.signals_held():
+                assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            session.close()
+        assert signal.getsignal(signal.SIGTERM) is mine and not session.ray.is_initialized()
+        assert session.temp_dir is not None and not session.temp_dir.exists()
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
