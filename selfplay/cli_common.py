@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 
@@ -56,6 +59,28 @@ def run_tool(main: Callable[[], object]) -> NoReturn:
     sys.exit(code if isinstance(code, int) else 0)
 
 
+def nonnegative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An argparse type: an integer >= 1."""
     try:
@@ -65,3 +90,24 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def check_output(flag: str, path: Path, inputs: Sequence[Path] = ()) -> None:
+    """:class:`UserError` before any work when output file ``path`` (given as ``flag``) is
+    a folder, lies under a file, cannot be written, or is one of the command's ``inputs``
+    (it would be replaced by the output)."""
+    target = path.resolve()
+    if any(target == Path(f"{p.resolve()}{end}") for p in inputs for end in ("", "-wal", "-shm")):
+        raise UserError(f"{flag} {path} is one of the command's inputs; name another file")
+    if path.is_dir():
+        raise UserError(f"{flag} {path} is a folder; name a file")
+    above = next((p for p in target.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise UserError(f"{flag} {path}: {above} is a file, not a folder")
+    if above is not None and above == target.parent:
+        try:  # a file made and removed: permissions alone miss /proc and read-only mounts
+            with tempfile.NamedTemporaryFile(dir=above, prefix=".probe-"):
+                pass
+        except OSError as exc:
+            raise UserError(f"{flag} {path}: cannot write to {above} "
+                            f"({exc.strerror or exc})") from None

@@ -19,7 +19,7 @@ import platform
 import time
 
 from selfplay.bc import build_cloner
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import positive_int, run_tool
 from selfplay.config_files import build_config
 
 PRECISIONS = ("float32", "bfloat16")
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="lux")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=positive_int, default=2)
     args = parser.parse_args(argv)
     result = measure(args.game, args.set, args.repeats)
     print(json.dumps(result))

@@ -31,7 +31,7 @@ import torch
 
 from games.core import MultiDiscrete
 from selfplay.bc import build_cloner
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import positive_int, run_tool
 from selfplay.cloning import Cloner
 from selfplay.config_files import build_config
 from selfplay.distributions import GridMaskIndex, MaskedMultiCategorical
@@ -107,7 +107,7 @@ def main() -> None:
     teachers = parser.add_mutually_exclusive_group(required=True)
     teachers.add_argument("--replays", help="a replay folder")
     teachers.add_argument("--teachers", help="live teachers: the game's scripted players, A,B")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=positive_int, default=5)
     parser.add_argument("--set", action="append", default=[])
     args = parser.parse_args()
     who = (f"bc.replays={args.replays}" if args.replays is not None

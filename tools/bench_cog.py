@@ -55,7 +55,7 @@ from games.options import OptionError
 from games.pools import detached_worker_init, stop_process_pool
 from games.registry import family_of
 from selfplay.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import positive_int, run_tool
 from selfplay.config import ConfigError
 from selfplay.evaluate import trained_config
 from selfplay.play import play, wilson_interval
@@ -336,9 +336,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated shipped maps or XML paths (default: %(default)s)")
     parser.add_argument("--bots", default=",".join(BOTS),
                         help="comma-separated engine bots (default: %(default)s)")
-    parser.add_argument("--games", type=int, default=20,
+    parser.add_argument("--games", type=positive_int, default=20,
                         help="games per (map, bot), half on each side (default: %(default)s)")
-    parser.add_argument("--max-steps", type=int, default=None,
+    parser.add_argument("--max-steps", type=positive_int, default=None,
                         help="cycles before a game is a draw (default: the benchmark's, by "
                         "map size: 3000 on 8x8 ... 8000 on 64x64)")
     parser.add_argument("--deterministic", action="store_true",

@@ -78,8 +78,10 @@ def main() -> None:
         result = train_seed(args.game, args.steps, seed, args.window, args.threshold, args.set,
                             args.root)
         results.append(result)
+        final = result["final_mean_return"]  # None: no episode finished
+        shown = "none (no episode finished)" if final is None else f"{final:.1f}"
         print(f"{args.game} seed {seed}: mean return (last {args.window}) "
-              f"{result['final_mean_return']:.1f} at {result['steps']} steps; threshold "
+              f"{shown} at {result['steps']} steps; threshold "
               f"{args.threshold} first reached at {result['first_step_reaching_threshold']}; "
               f"{result['seconds']} s, {result['steps_per_second']:.0f} steps/s", flush=True)
     summary = {"game": args.game, "steps": args.steps, "window": args.window,

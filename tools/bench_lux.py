@@ -160,7 +160,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=positive_int, nargs="+", default=[64, 256])
     parser.add_argument("--repeats", type=positive_int, default=5)
-    parser.add_argument("--calls", type=int, default=10)
+    parser.add_argument("--calls", type=positive_int, default=10)
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
     import jax

@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--steps", type=positive_int, default=1000,
                         help="main-phase steps per seed")
-    parser.add_argument("--encode-every", type=int, default=25)
+    parser.add_argument("--encode-every", type=positive_int, default=25)
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))

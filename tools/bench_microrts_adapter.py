@@ -46,7 +46,7 @@ from games.microrts.adapter import (  # noqa: E402
     random_legal_actions,
 )
 from games.microrts.maps import resolve_map  # noqa: E402
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import nonnegative_int, positive_int, run_tool
 
 MAX_STEPS = 2000
 _VEC_RFS = ("WinLoss", "ResourceGather", "ProduceWorker", "ProduceBuilding", "Attack",
@@ -300,8 +300,9 @@ def run(steps: int, warmup: int, block: int, cases: list[str] | None = None,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=positive_int, default=3000, help="timed steps per mode")
-    parser.add_argument("--warmup", type=int, default=1000, help="untimed steps per mode first")
-    parser.add_argument("--block", type=int, default=100,
+    parser.add_argument("--warmup", type=nonnegative_int, default=1000,
+                        help="untimed steps per mode first")
+    parser.add_argument("--block", type=positive_int, default=100,
                         help="steps per mode before switching to the next mode")
     parser.add_argument("--case", action="append", choices=["0", "1"],
                         help="only this case (0: 16x16 vs WorkerRush, 1: 8x8 self-play)")

@@ -28,7 +28,7 @@ from typing import Any
 from games.core import HasRewardComponents
 from games.files import atomic_write_text
 from selfplay.checkpoint import resolve_checkpoint
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import positive_int, run_tool
 from selfplay.component_returns import ComponentReturns
 from selfplay.config_files import build_config
 from selfplay.league_training import attach, describe
@@ -141,8 +141,8 @@ def main() -> None:
     parser.add_argument("--map", default="basesWorkers10x10")
     parser.add_argument("--bot", default="RandomBiased")
     parser.add_argument("--minutes", type=float, default=15.0)
-    parser.add_argument("--games", type=int, default=100, help="evaluation games")
-    parser.add_argument("--num-envs", type=int, default=24)
+    parser.add_argument("--games", type=positive_int, default=100, help="evaluation games")
+    parser.add_argument("--num-envs", type=positive_int, default=24)
     parser.add_argument("--horizon", type=int, default=None,
                         help="steps the learning-rate annealing is planned for (default: "
                              "re-planned after every update to reach zero when the budget "

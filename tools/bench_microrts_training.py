@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from games.files import atomic_write_text
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import nonnegative_int, positive_int, run_tool
 from selfplay.config_files import build_config
 from selfplay.networks import count_parameters
 from selfplay.ppo import Trainer
@@ -206,9 +206,9 @@ def _seconds(value: float | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5,
+    parser.add_argument("--rounds", type=positive_int, default=5,
                         help="alternations of one end-to-end update and one bound measurement")
-    parser.add_argument("--warmup-collects", type=int, default=16,
+    parser.add_argument("--warmup-collects", type=nonnegative_int, default=16,
                         help="rollouts without learning before measuring (JVM JIT warm-up)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json-out", type=Path)

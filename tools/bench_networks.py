@@ -30,7 +30,7 @@ import torch
 from games.core import GameSpec
 from games.registry import make_game
 from selfplay.allocator import keep_freed_memory
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import UserError, positive_int, run_tool
 from selfplay.config import TrainConfig
 from selfplay.config_files import build_config
 from selfplay.distributions import make_dist
@@ -91,9 +91,9 @@ def legal_mask(spec: GameSpec, rows: int, cells: int, gen: torch.Generator) -> t
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="lux")
-    parser.add_argument("--rows", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=6)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rows", type=positive_int, default=256)
+    parser.add_argument("--repeats", type=positive_int, default=6)
+    parser.add_argument("--threads", type=positive_int, default=2)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE,...")
     parser.add_argument("--legal-cells", type=int, default=0,
@@ -106,11 +106,17 @@ def main() -> None:
         for v in variants]
     if configs[0].keep_freed_memory:
         keep_freed_memory()  # as training and cloning run on CPU
-    game = make_game(args.game, 1, 0, options=dict(configs[0].game.options))
+    # as many envs as the config's (its options may need them: microRTS's self-play pairs)
+    game = make_game(args.game, configs[0].game.num_envs, 0,
+                     options=dict(configs[0].game.options))
     spec = game.spec
     game.close()
     obs = torch.randint(0, 256, (args.rows, *spec.obs_shape)).to(torch_dtype(spec.obs_dtype))
     agents = [ActorCritic(spec, c.network, c.normalize) for c in configs]
+    if any(agent.critic_reads_state for agent in agents):
+        raise UserError(f"{args.game}'s critic reads the game's global state, which this "
+                        "bench does not feed: time a game whose critic reads the observations "
+                        "(microRTS, Lux, Atari), or --set network.critic_input=obs")
     optimizers = [torch.optim.Adam(a.parameters(), lr=1e-4) for a in agents]
     mask = (legal_mask(spec, args.rows, args.legal_cells, torch.Generator().manual_seed(0))
             if args.legal_cells else None)

@@ -38,6 +38,7 @@ import argparse
 import json
 import platform
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, cast
 
@@ -45,11 +46,11 @@ import numpy as np
 import torch
 
 from games.core import Discrete, MultiDiscrete
-from games.files import atomic_write_text
+from games.files import atomic_write_bytes, atomic_write_text
 from selfplay.bc import build_cloner
 from selfplay.bc_loss import clone_confusion, clone_terms
 from selfplay.checkpoint import resolve_checkpoint
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import UserError, positive_int, run_tool
 from selfplay.cloning import component_names, component_sizes
 from selfplay.config_files import build_config
 from selfplay.evaluate import load_agent
@@ -86,25 +87,36 @@ def collect(args: argparse.Namespace) -> None:
         cloner.close()
     arrays = {k: np.concatenate(v) for k, v in parts.items()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(args.out, mask_width=np.array(cloner.mask.shape[-1]), **arrays)
+    width = np.array(cloner.mask.shape[-1])  # written whole under the exact name --out gives
+    atomic_write_bytes(args.out, lambda handle: np.savez(handle, mask_width=width, **arrays))
     print(json.dumps({"positions": len(arrays["obs"]), "env_steps": cloner.global_step,
                       "seconds": round(time.perf_counter() - start, 1), "out": str(args.out)}))
 
 
 def load(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(obs, mask, labels)`` of a ``collect`` file."""
-    with np.load(path) as data:
-        width = int(data["mask_width"])
-        mask = np.unpackbits(data["mask"], axis=-1)[..., :width].astype(bool)
-        return (torch.from_numpy(data["obs"]), torch.from_numpy(mask),
-                torch.from_numpy(data["labels"].astype(np.int64)))
+    """``(obs, mask, labels)`` of a ``collect`` file; a :class:`UserError` for another file."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            width = int(data["mask_width"])
+            mask = np.unpackbits(data["mask"], axis=-1)[..., :width].astype(bool)
+            return (torch.from_numpy(data["obs"]), torch.from_numpy(mask),
+                    torch.from_numpy(data["labels"].astype(np.int64)))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        raise UserError(f"--val {path} is not a file of `collect` ({unreadable(exc)})") from exc
+
+
+def unreadable(exc: BaseException) -> str:
+    """Why an .npz file could not be read, in one line."""
+    if isinstance(exc, KeyError):
+        return f"no array {exc}"
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
 
 
 def load_progress(path: Path) -> np.ndarray:
     """``float [N]``: where in its game each position of a ``collect`` file lies."""
-    with np.load(path) as data:
+    with np.load(path, allow_pickle=False) as data:
         if "progress" not in data:
-            raise SystemExit(f"{path}: its game did not tell its progress; --phases needs it")
+            raise UserError(f"{path}: its game did not tell its progress; --phases needs it")
         return np.asarray(data["progress"], np.float64)
 
 
@@ -216,7 +228,12 @@ def score(args: argparse.Namespace) -> None:
                     if isinstance(space, MultiDiscrete)
                     else (["action"], [int(cast(Discrete, space).n)]))
     val = load(args.val)
-    report = {"checkpoint": str(path), **held_out(agent, val, names, sizes, args.confusion)}
+    try:
+        report = {"checkpoint": str(path), **held_out(agent, val, names, sizes,
+                                                       args.confusion)}
+    except (RuntimeError, IndexError) as exc:  # positions the network cannot take
+        raise UserError(f"{path} cannot score the positions of --val {args.val} (another "
+                        f"game's or settings'?): {unreadable(exc)}") from exc
     if args.phases:
         report["phases"] = by_phase(agent, val, load_progress(args.val), args.phases, names,
                                     sizes, args.confusion)
@@ -238,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
     scoring = sub.add_parser("score")
     scoring.add_argument("--checkpoint", required=True, help="a checkpoint or run directory")
     scoring.add_argument("--val", type=Path, required=True)
-    scoring.add_argument("--threads", type=int, default=1)
+    scoring.add_argument("--threads", type=positive_int, default=1)
     for p in (scoring, sub.choices["fit"]):
         p.add_argument("--phases", type=int, default=0,
                        help="also report each of N equal parts of the held-out games")
@@ -247,8 +264,8 @@ def main(argv: list[str] | None = None) -> None:
     scoring.add_argument("--json-out", type=Path)
     collecting, fitting = sub.choices["collect"], sub.choices["fit"]
     collecting.add_argument("--imitate", required=True, help="comma-separated, as bc.imitate")
-    collecting.add_argument("--envs", type=int, default=32)
-    collecting.add_argument("--every", type=int, default=4, help="keep every n-th step")
+    collecting.add_argument("--envs", type=positive_int, default=32)
+    collecting.add_argument("--every", type=positive_int, default=4, help="keep every n-th step")
     collecting.add_argument("--steps", type=int, default=0,
                             help="steps per env to play (0: the game's max_steps, else 1,000)")
     collecting.add_argument("--out", type=Path, required=True)
@@ -258,9 +275,9 @@ def main(argv: list[str] | None = None) -> None:
     fitting.add_argument("--steps", type=int, default=0,
                          help="stop after this many updates too (0: the minutes only)")
     fitting.add_argument("--eval-every", type=float, default=2.0, help="minutes")
-    fitting.add_argument("--batch", type=int, default=64)
+    fitting.add_argument("--batch", type=positive_int, default=64)
     fitting.add_argument("--lr", type=float, default=5e-4)
-    fitting.add_argument("--threads", type=int, default=1)
+    fitting.add_argument("--threads", type=positive_int, default=1)
     fitting.add_argument("--json-out", type=Path)
     args = parser.parse_args(argv)
     {"collect": collect, "fit": fit, "score": score}[args.command](args)

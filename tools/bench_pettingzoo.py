@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from games.pettingzoo.catalog import resolve, rom_directory  # noqa: E402
 from games.registry import make_game  # noqa: E402
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import nonnegative_int, positive_float, positive_int, run_tool
 
 # one loop iteration; returns the number of agent steps it made
 Step = Callable[[], int]
@@ -137,10 +137,12 @@ def run(game: str, games: int, seconds: float, repeats: int, warmup: int,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", default="pong_v3", help="PettingZoo Atari game")
-    parser.add_argument("--games", type=int, default=8, help="games stepped together")
-    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=20, help="untimed steps per measurement")
+    parser.add_argument("--games", type=positive_int, default=8, help="games stepped together")
+    parser.add_argument("--seconds", type=positive_float, default=5.0,
+                        help="seconds per measurement")
+    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser.add_argument("--warmup", type=nonnegative_int, default=20,
+                        help="untimed steps per measurement")
     parser.add_argument("--threads", type=int, nargs="*", default=[],
                         help="also measure the adapter with these num_threads")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")

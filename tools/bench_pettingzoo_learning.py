@@ -28,7 +28,7 @@ from typing import Any
 
 from games.files import atomic_write_text
 from league.db import LeagueDB
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import positive_int, run_tool
 
 SEATS = 2  # agent steps per game step
 
@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--league-mix", action="store_true",
                         help="keep the league's opponent mix (past snapshots by PFSP, the "
                              "console's opponent) instead of pure latest-vs-latest self-play")
-    parser.add_argument("--points", type=int, default=12, help="rows of the printed curve")
+    parser.add_argument("--points", type=positive_int, default=12, help="rows of the printed curve")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json-out", type=Path)
     parser.add_argument("--root", type=Path, default=Path("runs/bench"))

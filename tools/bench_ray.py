@@ -40,7 +40,7 @@ import numpy as np
 
 from games.files import atomic_write_text
 from games.microrts.adapter import random_legal_actions
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import positive_int, run_tool
 from selfplay.config import TrainConfig
 from selfplay.config_files import build_config
 from selfplay.train import build_trainer
@@ -130,17 +130,17 @@ def scaling(counts: list[int], envs_per_worker: int, steps: int, updates: int,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=positive_int, default=2)
     parser.add_argument("--scaling", help="comma-separated worker counts (e.g. 1,2,4,8): "
                         "each backend at each count, --envs-per-worker envs per worker, "
                         "against linear scaling from the first count")
-    parser.add_argument("--envs-per-worker", type=int, default=16)
+    parser.add_argument("--envs-per-worker", type=positive_int, default=16)
     parser.add_argument("--collection", action="store_true",
                         help="training with collection: async against sync")
     parser.add_argument("--backend", default="local", help="--collection: the backend")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=300, help="stepping: lockstep steps")
-    parser.add_argument("--updates", type=int, default=4, help="training: timed updates")
+    parser.add_argument("--rounds", type=positive_int, default=3)
+    parser.add_argument("--steps", type=positive_int, default=300, help="stepping: lockstep steps")
+    parser.add_argument("--updates", type=positive_int, default=4, help="training: timed updates")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()

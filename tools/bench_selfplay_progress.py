@@ -42,7 +42,7 @@ from league.db import LeagueDB
 from league.ratings import PlayerRating
 from league.snapshots import load_player_snapshot
 from league.tournament import TournamentConfig, bot_tournament, run_tournament
-from selfplay.cli_common import UserError, positive_int, run_tool
+from selfplay.cli_common import UserError, check_output, positive_int, run_tool
 from selfplay.config_files import read_yaml, saved_config_from_mapping
 from selfplay.league_rating import snapshot_agent
 from selfplay.policy import FrozenPolicy
@@ -107,6 +107,16 @@ def main() -> None:
     bots = [family.match_setup(game, b, 1, 0).opponent_name or b for b in bots]
     if len(set(bots)) < 2:
         raise UserError("--bots: name at least two different bots")
+    source_path = args.run / "league.db"  # checked before any game is played
+    if not source_path.is_file():
+        raise UserError(f"no league database at {source_path}: the run kept no league")
+    inputs = [source_path, args.run / "config.yaml"]
+    if args.db is not None:  # the rating pool must stay frozen: never the run's own league
+        check_output("--db", args.db, inputs)
+    if args.json_out:
+        check_output("--json-out", args.json_out,
+                     [*inputs, args.db or args.run / "progress.db",
+                      args.run / "progress-calibration.db"])
     start = time.perf_counter()
 
     # 1. calibrate the bots in a database of their own, 2. freeze them in the progress one
@@ -117,7 +127,7 @@ def main() -> None:
     finally:
         calib_db.close()
     db = LeagueDB(args.db or args.run / "progress.db", game=game)
-    source = LeagueDB(args.run / "league.db", game=game, create=False)
+    source = LeagueDB(source_path, game=game, create=False)
     try:
         for name, standing in calibrated.items():
             db.add_player(name, "bot", frozen=True, rating=PlayerRating(

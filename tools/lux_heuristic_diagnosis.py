@@ -46,7 +46,7 @@ from games.lux import bots
 from games.lux.adapter import LuxOptions, LuxVecGame
 from games.lux.layout import FACTORY_ACTIONS, MOVES, NVEC, OBS_SCALE, PLANE, UNIT_TYPES
 from selfplay.checkpoint import load_checkpoint, resolve_checkpoint
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import positive_int, run_tool
 from selfplay.play import FrozenPolicy, load_agent, wilson_interval
 
 Player = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
                           "or the planes' goal moves (goals: home and to ice)")
     who.add_argument("--checkpoint", help="a checkpoint or run directory")
     who.add_argument("--bot", choices=sorted(bots.BOTS), help="a scripted player")
-    parser.add_argument("--games", type=int, default=8)
+    parser.add_argument("--games", type=positive_int, default=8)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--most-likely", action="store_true", help="the policy's modes")
     parser.add_argument("--trace", action="store_true")
@@ -262,9 +262,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--takeover", type=_window, metavar="START:END",
                         help="the labeller plays the player's seat while the game's progress "
                              "lies in [START, END) (e.g. 0.7:1: the last 30 %%)")
-    parser.add_argument("--max-steps", type=int, default=1000,
+    parser.add_argument("--max-steps", type=positive_int, default=1000,
                         help="main-phase steps of a game (the rules: 1000)")
     args = parser.parse_args(argv)
+    if args.max_steps > 1000:
+        parser.error(f"--max-steps must be at most 1000 (the rules' main phase), got "
+                     f"{args.max_steps}")
     rng = np.random.default_rng(args.seed + 1)
     player: Player
     if args.checkpoint is not None:

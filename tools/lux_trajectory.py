@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from games.batches import random_actions
+from games.files import atomic_write_bytes
 from games.lux.adapter import LuxOptions, LuxVecGame
 from games.lux.layout import OBS_PLANES
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import UserError, run_tool
 
 PARTS = ("obs", "action_mask", "reward", "terminated")
 
@@ -40,12 +42,24 @@ def dump(path: Path, *, seed: int = 21, steps: int = 30, num_envs: int = 4) -> N
             rows[name].append(np.asarray(getattr(batch, name)))
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, Any] = {name: np.stack(rows[name]) for name in PARTS}
-    np.savez_compressed(path, **arrays)
+    # written whole, under the exact name given (np.savez would add .npz to a name)
+    atomic_write_bytes(path, lambda handle: np.savez_compressed(handle, **arrays))
+
+
+def read_dump(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a :func:`dump` file; a :class:`UserError` for another file."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: np.asarray(data[name]) for name in PARTS}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        why = f"no array {exc}" if isinstance(exc, KeyError) else \
+            (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise UserError(f"{path} is not a trajectory dump ({why})") from exc
 
 
 def compare(a_path: Path, b_path: Path) -> int:
     """Print what differs between two dumps; the number of differing values."""
-    a, b = np.load(a_path), np.load(b_path)
+    a, b = (read_dump(p) for p in (a_path, b_path))
     total = 0
     for name in PARTS:
         x, y = a[name].astype(np.float64), b[name].astype(np.float64)

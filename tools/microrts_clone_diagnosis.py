@@ -25,8 +25,9 @@ import torch
 from games.microrts import bots as bots_mod
 from games.microrts.options import ACTION_NAMES, OBS_PLANES, MicroRTSOptions
 from games.microrts.teacher_game import LiveBots, TeacherGame
+from games.registry import resolve
 from selfplay.checkpoint import resolve_checkpoint
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import UserError, positive_int, run_tool
 from selfplay.play import FrozenPolicy, load_agent, wilson_interval
 
 UNIT_TYPES = ("base", "barracks", "worker", "light", "heavy", "ranged")
@@ -132,6 +133,8 @@ def checkpoint_player(path: str, deterministic: bool, seed: int
                       ) -> tuple[Player, MicroRTSOptions]:
     """A checkpoint as a :data:`Player`, and the game options it was trained with."""
     config, agent, _ = load_agent(resolve_checkpoint(path))
+    if resolve(config.game.name).name != "microrts":
+        raise UserError(f"{path} plays {config.game.name}, not microrts")
     generator = torch.Generator().manual_seed(seed)
     policy = FrozenPolicy(agent, deterministic=deterministic, generator=generator)
     known = set(vars(MicroRTSOptions()))
@@ -149,10 +152,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint", required=True, help="a run directory or a checkpoint")
     parser.add_argument("--teacher", default="CoacAI")
     parser.add_argument("--vs", default="LightRush")
-    parser.add_argument("--games", type=int, default=8)
-    parser.add_argument("--envs", type=int, default=8)
+    parser.add_argument("--games", type=positive_int, default=8)
+    parser.add_argument("--envs", type=positive_int, default=8)
     parser.add_argument("--map", default=None, help="default: the checkpoint's")
-    parser.add_argument("--max-steps", type=int, default=None)
+    parser.add_argument("--max-steps", type=positive_int, default=None)
     parser.add_argument("--clone-units", default=",".join(UNIT_TYPES),
                         help=f"unit types the checkpoint orders, of {','.join(UNIT_TYPES)}")
     parser.add_argument("--most-likely", action="store_true")

@@ -29,7 +29,7 @@ from typing import Any
 
 from games.files import atomic_write_text
 from league.db import LeagueDB
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import check_output, positive_float, run_tool
 
 DEFAULT_OPPONENTS = ("WorkerRush", "LightRush", "CoacAI", "RandomBiased", "selfplay")
 
@@ -54,13 +54,20 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError as exc:
             if number == len(lines):
                 continue
             raise ValueError(f"{path}:{number}: not a JSON record ({exc.msg})") from exc
-    # the updates' records ("snapshot": a snapshot's rating, logged at the snapshot's step)
-    records = [r for r in records if "step" in r and "snapshot" not in r]
+        if not (isinstance(record, dict) and type(record.get("step")) is int
+                and isinstance(record.get("time"), (int, float))):
+            raise ValueError(f"{path}:{number}: not a metrics record (an object with an "
+                             "integer step and a time)")
+        # the updates' records ("snapshot": a snapshot's rating, at the snapshot's step)
+        if "snapshot" not in record:
+            records.append(record)
+    if not records:
+        raise ValueError(f"{path} holds no update record")
     # a resumed run rewrites the updates after its last checkpoint: keep the latest of each step
     by_step = {int(r["step"]): r for r in records}
     return [by_step[s] for s in sorted(by_step)]
@@ -188,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated opponent names (the win_rate/<name> metrics)")
     parser.add_argument("--run-name", default=None,
                         help="the snapshots' name prefix in league.db (default: all main ones)")
-    parser.add_argument("--max-gap", type=float, default=600.0,
+    parser.add_argument("--max-gap", type=positive_float, default=600.0,
                         help="seconds between updates beyond which the run counts as paused")
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -197,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {metrics} not found: is {args.run} a training run directory?",
               file=sys.stderr)
         return 2
+    if args.json_out is not None:  # before the work, never over an input
+        check_output("--json-out", args.json_out, [metrics, args.run / "league.db"])
     opponents = [name.strip() for name in args.opponents.split(",") if name.strip()]
     try:
         records = read_metrics(metrics)

@@ -97,5 +97,7 @@ def test_scores_by_part_of_the_game(tmp_path: Path) -> None:
     ticktack = tmp_path / "ttt.npz"
     main(["collect", *TEACHER, "--imitate", "win_or_block", "--envs", "2", "--steps", "8",
           "--out", str(ticktack)])
-    with pytest.raises(SystemExit, match=r"ttt.npz: its game did not tell its progress"):
+    from selfplay.cli_common import UserError
+
+    with pytest.raises(UserError, match=r"ttt.npz: its game did not tell its progress"):
         load_progress(ticktack)

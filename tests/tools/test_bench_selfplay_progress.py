@@ -40,3 +40,16 @@ def test_a_tictactoe_runs_snapshots_rated_against_frozen_bots(tmp_path: Path) ->
                            timeout=120, cwd=REPO)
     assert again.returncode == 2 and again.stderr.strip() == (
         "error: --bots: name at least two different bots")
+    # the run's own league (its training games would be counted) or an input as an output:
+    # refused before any game (the calibration made two databases in the run first)
+    league = run / "league.db"
+    kept = league.read_bytes()
+    for extra, message in ((["--db", str(league)], f"--db {league} is one of the command's"),
+                           (["--json-out", str(league)], "--json-out"),
+                           (["--json-out", str(run / "config.yaml")], "--json-out")):
+        refused = subprocess.run([sys.executable, "tools/bench_selfplay_progress.py", "--run",
+                                  str(run), "--bots", "random,win_or_block", *extra],
+                                 capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+        assert "is one of the command's inputs" in refused.stderr
+    assert league.read_bytes() == kept
