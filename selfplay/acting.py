@@ -13,6 +13,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -44,6 +45,22 @@ from selfplay.run_metrics import EpisodeLog, Timer
 # (NumPy; a tensor on the buffer's device when the game hands over device arrays)
 ActFn = Callable[[int, Batch, np.ndarray, int], Any]
 EpisodeListener = Callable[[EpisodeStats], None]  # the seat-episodes that ended on a step
+
+
+@dataclass(frozen=True)
+class StepListener:
+    """An episode listener that needs what the step the episodes ended on showed (the game's
+    reward components or opponent names of those episodes, the opponent an env played):
+    ``read(episodes)`` at that step, ``deliver(episodes, read)`` with the episode log. A
+    detached rollout (``collection: async``) reads at the step, in its thread, and delivers
+    when the rollout is joined: reading then saw a later step (an IndexError, or games
+    credited to the wrong opponent)."""
+
+    read: Callable[[EpisodeStats], Any]
+    deliver: Callable[[EpisodeStats, Any], None]
+
+    def __call__(self, episodes: EpisodeStats) -> None:
+        self.deliver(episodes, self.read(episodes))
 
 
 def group_parts(num_parts: int, groups: int) -> list[list[int]]:
@@ -131,7 +148,7 @@ class Actor:
         """set from another thread: the rollout in progress stops before its next step
         (:class:`CollectionAborted`)"""
         self._frozen: tuple[np.ndarray, dict[int, Policy]] | None = None
-        self._deferred: list[tuple[EpisodeStats, np.ndarray]] = []
+        self._deferred: list[tuple[EpisodeStats, np.ndarray, list[Any]]] = []
         self.bootstrap: tuple[Tensor, np.ndarray] | None = None
         self.fast_policy: NumpyActorCritic | None = None
         self.episodes = EpisodeLog(config.log.return_window)
@@ -192,10 +209,13 @@ class Actor:
         """Add the episodes a detached rollout finished to the episode log and hand them to
         the listeners, in order."""
         deferred, self._deferred = self._deferred, []
-        for episodes, learner in deferred:
+        for episodes, learner, reads in deferred:
             self.episodes.add(episodes, learner)
-            for listener in self.listeners:
-                listener(episodes)
+            for listener, read in zip(self.listeners, reads, strict=True):
+                if isinstance(listener, StepListener):
+                    listener.deliver(episodes, read)
+                else:
+                    listener(episodes)
 
     def _critic_input(self, obs_n: Tensor, state: Any, update: bool) -> Tensor:
         """Critic input for flattened rows ``[N, ...]`` (global state or the actor's obs)."""
@@ -382,7 +402,9 @@ class Actor:
             if start:
                 episodes = episodes._replace(env=episodes.env + start)
             if self.detached:  # the episode log and listeners are the main thread's
-                self._deferred.append((episodes, self.owner == 0))
+                reads = [listener.read(episodes) if isinstance(listener, StepListener)
+                         else None for listener in self.listeners]
+                self._deferred.append((episodes, self.owner == 0, reads))
                 return
             self.episodes.add(episodes, self.owner == 0)
             for listener in self.listeners:

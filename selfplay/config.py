@@ -399,6 +399,10 @@ def check_new_settings(config: TrainConfig) -> None:
          f"{config.checkpoint.every_minutes}"),
         (all(c >= 1 for c in config.network.channels),
          f"network.channels must be >= 1, got {config.network.channels}"),
+        (config.collection == "sync" or config.acting_threads is None,
+         "acting_threads sets the acting passes' threads of collection: sync; with "
+         "collection: async acting runs in a thread of its own under torch_threads (torch's "
+         "count is the process's): drop acting_threads"),
     ]
     for ok, message in checks:
         if not ok:

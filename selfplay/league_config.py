@@ -99,6 +99,7 @@ def new_league_checks(league: LeagueConfig) -> list[tuple[bool, str]]:
     versions accepted, so that runs saved with them still load, play and resume."""
     asked = [f"league.role={league.role}"] if league.role != "main" else []
     asked += [f"league.db={league.db}"] if league.db is not None else []
+    asked += ["league.bot_env_pfsp=true"] if league.bot_env_pfsp else []
     return [
         (league.enabled or not asked,
          f"league.enabled is false, yet {' and '.join(asked)} ask for a league: set "

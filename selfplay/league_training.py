@@ -74,6 +74,7 @@ from league.snapshots import (
     snapshot_run,
 )
 from league.tournament import IncompatiblePlayer
+from selfplay.acting import StepListener
 from selfplay.config import ConfigError, LeagueConfig
 from selfplay.league_bot_envs import LEARNER, BotEnvDraws
 from selfplay.policy import FrozenPolicy
@@ -237,10 +238,13 @@ class LeagueHook:
             # the first snapshot's tournament among them
             self.ratings.resubmit_unfinished(
                 self._own_snapshots(self.db.players()),
-                logged_ratings(RunDir(run_path).metrics_file, trainer.global_step))
+                logged_ratings(RunDir(run_path).metrics_file, trainer.learned_step))
         elif self.ratings is not None and first is not None:
             self.ratings.rate(first)  # logged once a sink is attached (log_ratings_to)
-        trainer.add_episode_listener(self.on_episodes)
+        # the opponent each game was played against, read as it ended (an async rollout's
+        # games reach on_episodes after the rollout: the env has been given its next one)
+        trainer.add_episode_listener(StepListener(lambda stats: self.opponent[stats.env].copy(),
+                                                  self.on_episodes))
         trainer.add_update_hook(self.after_update)
         trainer.add_state("league", self.state_dict)
 
@@ -440,16 +444,20 @@ class LeagueHook:
 
     # ----------------------------------------------------------------- training games
 
-    def on_episodes(self, stats: EpisodeStats) -> None:
-        """Record the learner's finished games and pick the next opponent of those envs."""
+    def on_episodes(self, stats: EpisodeStats, played: np.ndarray | None = None) -> None:
+        """Record the learner's finished games (``played``: each one's opponent, ``[K]``;
+        default: the envs' current ones) and pick the next opponent of those envs."""
         if self.bot_draws is not None:
             self.bot_draws.games_ended(stats, self.contested)
+        if played is None:
+            played = self.opponent[stats.env]
         seat0 = (stats.seat == 0) & self.contested[stats.env]
         envs = stats.env[seat0]
         if len(envs) == 0:
             return
-        for env, outcome in zip(envs.tolist(), stats.outcome[seat0].tolist(), strict=True):
-            pick = int(self.opponent[env])
+        for pick, outcome in zip(played[seat0].tolist(), stats.outcome[seat0].tolist(),
+                                 strict=True):
+            pick = int(pick)
             if pick != LEARNER and outcome != Outcome.NONE:
                 self.matchmaker.record(LEARNER, pick, int(outcome))
         self.assign(envs)
@@ -497,7 +505,7 @@ class LeagueHook:
         parent = (self.db.player(self.latest).name if self.latest is not None
                   else trainer.config.init_from)  # the first: what the run started from
         pid = register_snapshot(self.db, self.snapshot_dir, self.run_name, trainer,
-                                trainer.learner_weights(), trainer.global_step, parent,
+                                trainer.learner_weights(), trainer.learned_step, parent,
                                 self.role)
         if pid not in self.pooled:
             self.pooled.add(pid)

@@ -39,9 +39,12 @@ class OpponentWinRates:
         for name, results in dict(state["outcomes"]).items():
             self.outcomes[str(name)].extend(int(x) for x in results)
 
-    def add(self, stats: EpisodeStats) -> None:
+    def add(self, stats: EpisodeStats, names: Sequence[str] | None = None) -> None:
+        """Seat 0's outcomes of ``stats``, each under its env's opponent in ``names`` (default:
+        the names given at construction, read now)."""
         seat0 = stats.seat == 0
-        names = self.names() if callable(self.names) else self.names
+        if names is None:
+            names = self.names() if callable(self.names) else self.names
         for env, outcome in zip(stats.env[seat0].tolist(), stats.outcome[seat0].tolist(),
                                 strict=True):
             if outcome != Outcome.NONE:

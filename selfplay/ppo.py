@@ -77,6 +77,11 @@ class TrainingContext(Protocol):
     @property
     def global_step(self) -> int: ...
 
+    @property
+    def learned_step(self) -> int:
+        """The env steps of the rollouts learned so far (async: the next one's not counted)."""
+        ...
+
     def learner_weights(self) -> dict[str, Tensor]:
         """The learner's network weights (a snapshot's)."""
         ...

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from games.core import GameError, HasLostWorkers, HasOpponentNames, HasRewardComponents
+from selfplay.acting import StepListener
 from selfplay.checkpoint import list_checkpoints
 from selfplay.component_returns import ComponentReturns
 from selfplay.config import TrainConfig
@@ -140,14 +141,16 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
             # to the opponent it was played against (read live: envs change opponents)
             per_opponent = OpponentWinRates(lambda: game.ended_opponent_names)
             keep_state(trainer, "opponent_win_rates", per_opponent)
-            trainer.add_episode_listener(per_opponent.add)
+            trainer.add_episode_listener(StepListener(  # the names as the games ended
+                lambda _: list(game.ended_opponent_names),
+                lambda stats, names: per_opponent.add(stats, names)))
             trainer.add_update_hook(per_opponent.metrics)
         if isinstance(game, HasRewardComponents):  # reward terms logged one by one
             components = ComponentReturns(list(game.reward_component_names),
                                           config.log.return_window)
             keep_state(trainer, "component_returns", components)
-            trainer.add_episode_listener(
-                lambda stats: components.add(stats, game.episode_reward_components()))
+            trainer.add_episode_listener(StepListener(  # the components as the games ended
+                lambda _: game.episode_reward_components().copy(), components.add))
             trainer.add_update_hook(components.metrics)
         sink = MetricSink(run, config, resume_step=trainer.global_step) if main else None
         if league is not None and sink is not None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from games.core import HasRewardComponents
 from games.files import atomic_write_text
+from selfplay.acting import StepListener
 from selfplay.checkpoint import resolve_checkpoint
 from selfplay.cli_common import positive_int, run_tool
 from selfplay.component_returns import ComponentReturns
@@ -69,8 +70,8 @@ def train_for(minutes: float, overrides: list[str], seed: int, horizon: int | No
     if isinstance(played, HasRewardComponents):  # reward terms logged one by one
         components = ComponentReturns(list(played.reward_component_names),
                                       config.log.return_window)
-        trainer.add_episode_listener(
-            lambda stats: components.add(stats, played.episode_reward_components()))
+        trainer.add_episode_listener(StepListener(  # the components as the games ended
+            lambda _: played.episode_reward_components().copy(), components.add))
         trainer.add_update_hook(components.metrics)
     league_info: dict[str, Any] = {}
     sink = MetricSink(run, config)

@@ -127,3 +127,43 @@ def test_metrics_are_logged_at_the_steps_learned(tmp_path: Path) -> None:
     per_update = steps[0][0]
     assert steps[0] == steps[1] == [per_update * (u + 1) for u in range(len(steps[0]))]
     assert steps[0][-1] == 4096
+
+
+def test_async_games_are_credited_to_the_opponent_they_were_played_against(
+        tmp_path: Path) -> None:
+    """An async rollout's games reach the league after the rollout; an env that finished
+    two games in it had been given its next opponent by the first, and the second was
+    credited to that one (15 % of the games in a measured run). Each game now goes to the
+    opponent its env played at the step it ended; snapshots are taken at the learned steps."""
+    from league.db import LeagueDB
+    from selfplay.acting import StepListener
+    from selfplay.league_bot_envs import LEARNER
+    from selfplay.league_training import attach
+
+    config = build_config("tictactoe", overrides=[
+        "log.progress=false", "log.tensorboard=false", "league.snapshot_every=1",
+        "league.eval_every=100", "league.self_play=0.0", "collection=async",
+        "game.num_envs=8", "ppo.num_steps=32"], seed=2, total_steps=6 * 8 * 32)
+    trainer = Trainer(config, make_game("tictactoe", 8, config.seed))
+    hook = attach(trainer, tmp_path)
+    assert hook is not None
+    truth: list[int] = []  # the opponent of each finished learner game, read at its step
+
+    def seen(stats, opponents) -> None:  # type: ignore[no-untyped-def]
+        seat0 = (stats.seat == 0) & hook.contested[stats.env] & (stats.outcome != 2)  # NONE
+        truth.extend(int(p) for p in opponents[seat0] if p != LEARNER)
+
+    trainer.add_episode_listener(StepListener(lambda stats: hook.opponent[stats.env].copy(),
+                                              seen))
+    credited: list[int] = []
+    record = hook.matchmaker.record
+    hook.matchmaker.record = lambda a, b, outcome: (credited.append(b), record(a, b, outcome))
+    try:
+        trainer.train()
+    finally:
+        hook.close()
+        trainer.game.close()
+    assert len(truth) > 50 and credited == truth
+    with LeagueDB(tmp_path / "league.db") as db:
+        steps = sorted(int(p.metadata["env_steps"]) for p in db.players() if p.kind == "snapshot")
+    assert steps == [u * 8 * 32 for u in range(1, 7)]

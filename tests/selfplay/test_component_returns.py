@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from games.core import EpisodeStats
 from selfplay.component_returns import ComponentReturns
@@ -24,9 +25,13 @@ def test_means_of_seat0_rows() -> None:
     assert logs.metrics() == {"reward/a": 4.0, "reward/b": 5.0}
 
 
-def test_microrts_run_logs_components_and_win_rates(tmp_path: Path) -> None:
-    """Two updates on 8x8 with 2 worker processes: reward/* and win_rate/* in metrics.jsonl."""
+@pytest.mark.parametrize("collection", ["sync", "async"])
+def test_microrts_run_logs_components_and_win_rates(tmp_path: Path, collection: str) -> None:
+    """Two updates on 8x8 with 2 worker processes: reward/* and win_rate/* in metrics.jsonl.
+    Async: the components and opponents are read at the step each game ended (read when the
+    rollout was joined, they were a later step's: an IndexError as soon as a game ended)."""
     config = build_config("microrts", overrides=[
+        f"collection={collection}",
         "game.num_envs=4", "game.options.map=basesWorkers8x8", "game.options.workers=2",
         "game.options.bots=[WorkerRush]", "game.options.num_selfplay_envs=2",
         "game.options.max_steps=40", "ppo.num_steps=48", "ppo.num_minibatches=2",

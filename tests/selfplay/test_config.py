@@ -153,6 +153,10 @@ def test_base_of_the_games_own_family_keeps_its_tuning(tmp_path: Path) -> None:
     (["bc.validation_stride=1e30"], "bc.validation_stride must be <= 100,000"),
     (["league.eval_games=1e30"], "league.eval_games must be <= 100,000"),
     (["league.eval_envs=1e30"], "league.eval_envs must be <= 65,536"),
+    # accepted and ignored: acting_threads under async collection, bot_env_pfsp without a league
+    (["collection=async", "acting_threads=2"], "acting_threads sets the acting passes'"),
+    (["league.enabled=false", "league.bot_env_pfsp=true"],
+     "league.enabled is false, yet league.bot_env_pfsp=true ask for a league"),
     (["distributed.address=10.0.0.1:6379"],
      "distributed.address=10.0.0.1:6379 names a Ray cluster, but distributed.backend is "
      "'local': add distributed.backend=ray"),
