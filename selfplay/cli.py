@@ -288,7 +288,8 @@ def cmd_bc(args: argparse.Namespace) -> int:
         raise UserError(f"--total-steps must be >= 1, got {args.total_steps}")
     from selfplay.config_files import parse_set
 
-    if "num_envs" in (parse_set(args.set or []).get("game") or {}):  # game.num_envs=, game={}
+    game = parse_set(args.set or []).get("game")
+    if isinstance(game, dict) and "num_envs" in game:  # --set game.num_envs=N, game={...}
         raise UserError("selfplay bc plays bc.num_envs games at once (game.num_envs is "
                         "selfplay train's): --set bc.num_envs=N")
     config = None

@@ -141,8 +141,8 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any],
         if isinstance(value, dict) and isinstance(out.get(key), dict) and not whole_option:
             out[key] = deep_merge(out[key], value, f"{path}{key}.")
         else:
-            out[key] = plain(value)
-    return plain(out)
+            out[key] = copy.deepcopy(value)
+    return out  # what came in as DottedKeys stays so (merged into the layers below later)
 
 
 def plain(value: Any) -> Any:
@@ -194,7 +194,7 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         below = node.get(last)
         if isinstance(below, dict) and isinstance(value, dict) and not (
                 dotted and len(parts) >= 3):  # --set ppo.x=1 --set ppo={y: 2}: both
-            node[last] = DottedKeys(deep_merge(below, value, f"{key.strip()}."))
+            node[last] = deep_merge(below, value, f"{key.strip()}.")  # a DottedKeys still
         elif isinstance(below, dict) and not isinstance(value, dict):
             raise ConfigError(f"--set {key}: {key!r} is set both as a section and a value")
         else:  # a game option's mapping given whole replaces it (and what came before)
@@ -284,7 +284,7 @@ def build_config(game: str | None = None, config_file: str | Path | None = None,
     merged: dict[str, Any] = {}
     for layer in layers:
         merged = deep_merge(merged, layer)
-    config = config_from_mapping(merged)
+    config = config_from_mapping(plain(merged))
     check_new_settings(config)
     return config
 

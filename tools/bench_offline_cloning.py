@@ -50,7 +50,7 @@ from games.files import atomic_write_bytes, atomic_write_text
 from selfplay.bc import build_cloner
 from selfplay.bc_loss import clone_confusion, clone_terms
 from selfplay.checkpoint import resolve_checkpoint
-from selfplay.cli_common import UserError, positive_int, run_tool
+from selfplay.cli_common import UserError, check_output, positive_int, run_tool
 from selfplay.cloning import component_names, component_sizes
 from selfplay.config_files import build_config
 from selfplay.evaluate import load_agent
@@ -59,6 +59,7 @@ from selfplay.networks import ActorCritic, count_parameters
 
 def collect(args: argparse.Namespace) -> None:
     """Play the teachers' games and save the imitated seats' positions to ``args.out``."""
+    check_output("--out", args.out)  # before the games
     config = build_config(args.game, overrides=[
         "log.progress=false", f"bc.teachers=[{args.teachers}]",
         f"bc.imitate=[{args.imitate}]", f"bc.num_envs={args.envs}", "bc.validate_every=0",
@@ -93,8 +94,9 @@ def collect(args: argparse.Namespace) -> None:
                       "seconds": round(time.perf_counter() - start, 1), "out": str(args.out)}))
 
 
-def load(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(obs, mask, labels)`` of a ``collect`` file; a :class:`UserError` for another file."""
+def load(path: Path, flag: str = "--val") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(obs, mask, labels)`` of a ``collect`` file; a :class:`UserError` naming ``flag`` for
+    another file."""
     try:
         with np.load(path, allow_pickle=False) as data:
             width = int(data["mask_width"])
@@ -102,13 +104,15 @@ def load(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             return (torch.from_numpy(data["obs"]), torch.from_numpy(mask),
                     torch.from_numpy(data["labels"].astype(np.int64)))
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        raise UserError(f"--val {path} is not a file of `collect` ({unreadable(exc)})") from exc
+        raise UserError(f"{flag} {path} is not a file of `collect` ({unreadable(exc)})") from exc
 
 
 def unreadable(exc: BaseException) -> str:
     """Why an .npz file could not be read, in one line."""
     if isinstance(exc, KeyError):
         return f"no array {exc}"
+    if "pickled" in str(exc):  # what numpy says of any file that is no .npy or .npz
+        return "not a NumPy .npz file"
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
 
 
@@ -173,6 +177,8 @@ def held_out(agent: ActorCritic, val: tuple[torch.Tensor, ...], names: list[str]
 
 def fit(args: argparse.Namespace) -> None:
     """Train the config's network on ``args.train``; held-out reports on ``args.val``."""
+    if args.json_out is not None:  # before the work, never over an input
+        check_output("--json-out", args.json_out, [args.train, args.val])
     torch.set_num_threads(args.threads)
     config = build_config(args.game, overrides=[f"bc.teachers=[{args.teachers}]",
                                                 "bc.num_envs=1", "bc.validate_every=0",
@@ -183,7 +189,7 @@ def fit(args: argparse.Namespace) -> None:
     torch.manual_seed(args.seed)
     agent = ActorCritic(spec, config.network, config.normalize)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.lr, eps=1e-5)
-    train, val = load(args.train), load(args.val)
+    train, val = load(args.train, "--train"), load(args.val, "--val")
     val_progress = load_progress(args.val) if args.phases else None
     draw = torch.Generator().manual_seed(args.seed)
     start, steps, reports, next_report = time.perf_counter(), 0, [], 0.0
@@ -222,6 +228,8 @@ def score(args: argparse.Namespace) -> None:
     """Held-out figures of a trained checkpoint on ``args.val``."""
     torch.set_num_threads(args.threads)
     path = resolve_checkpoint(args.checkpoint)
+    if args.json_out is not None:  # before the work, never over an input
+        check_output("--json-out", args.json_out, [args.val, path])
     _, agent, _ = load_agent(path)
     space = agent.space
     names, sizes = ((list(space.component_names), [int(n) for n in space.nvec])

@@ -112,7 +112,7 @@ def main() -> None:
         raise UserError(f"no league database at {source_path}: the run kept no league")
     inputs = [source_path, args.run / "config.yaml"]
     if args.db is not None:  # the rating pool must stay frozen: never the run's own league
-        check_output("--db", args.db, inputs)
+        check_output("--db", args.db, [*inputs, args.run / "progress-calibration.db"])
     if args.json_out:
         check_output("--json-out", args.json_out,
                      [*inputs, args.db or args.run / "progress.db",

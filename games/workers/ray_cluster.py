@@ -62,7 +62,28 @@ class RaySession:
             if self.owned and self.ray.is_initialized():
                 self.ray.shutdown()
             if self.temp_dir is not None:
+                # a start-up that failed midway can leave processes shutdown() does not know
+                # of: those naming this instance's folder
+                kill_processes_of(self.temp_dir)
                 shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def kill_processes_of(folder: Path) -> int:
+    """SIGKILL this user's processes whose command line names ``folder`` (a private Ray
+    instance's: its session lives there); how many. Linux (``/proc``) only: elsewhere none."""
+    proc, needle, killed = Path("/proc"), str(folder).encode(), 0
+    if not proc.is_dir():
+        return 0
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+        except (OSError, ValueError):  # gone meanwhile, or another user's
+            continue
+    return killed
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -81,6 +102,40 @@ def signals_held() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held back inside (in the main thread): noted, and a handler the
+    block installs for them refused (``ray.init`` installs one that exits at once, mid-start,
+    leaving processes no shutdown knows); after it, the handlers as they were, and a signal
+    that came sent again to them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    install = signal.signal
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+
+    def note(signum: int, _frame: object) -> None:
+        came.append(signum)
+
+    def guarded(signum: Any, handler: Any) -> Any:
+        if signum in STOP_SIGNALS:
+            return signal.getsignal(signum)
+        return install(signum, handler)
+
+    for sig in STOP_SIGNALS:
+        install(sig, note)
+    signal.signal = guarded  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        signal.signal = install  # type: ignore[assignment]
+        for sig, handler in previous.items():
+            install(sig, handler if handler is not None else signal.SIG_DFL)
+        for signum in dict.fromkeys(came):
+            signal.raise_signal(signum)
 
 
 @contextlib.contextmanager
@@ -119,7 +174,7 @@ def connect(address: str = "local", num_cpus: int | None = None, object_store_mb
         cpus = num_cpus or os.cpu_count() or 1
         session = RaySession(ray, address, owned=True, temp_dir=temp)
         try:
-            with handlers_kept():
+            with signals_deferred():  # then a Ctrl-C or SIGTERM that came stops it whole
                 ray.init(num_cpus=cpus, num_gpus=0,
                          object_store_memory=object_store_mb * 2**20, include_dashboard=False,
                          _temp_dir=str(temp), object_spilling_directory=str(temp / "spill"),

@@ -109,3 +109,31 @@ def test_a_local_instance_leaves_selfplays_signal_handlers_in_place() -> None:
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+def test_a_signal_during_a_local_start_up_stops_it_whole() -> None:
+    """SIGTERM while ``ray.init`` starts a local instance: Ray's own handler exited midway,
+    leaving its agents running (180 MB each, parent 1); the signal is now held until the
+    instance is up, then reaches selfplay's handler, and the instance is shut down."""
+    import os
+    import signal
+    import threading
+
+    from selfplay.interrupts import Terminated
+
+    def raising(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    previous = signal.signal(signal.SIGTERM, raising)
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    try:
+        import ray
+
+        timer.start()
+        with pytest.raises(Terminated):
+            connect("local", num_cpus=1)
+        assert not ray.is_initialized()
+        assert signal.getsignal(signal.SIGTERM) is raising
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, previous)

@@ -202,10 +202,11 @@ def test_nested_overrides_merge_at_every_depth(tmp_path: Path) -> None:
     trained on the win alone), a mapping given whole replaces; ``--set ppo={...}`` after
     ``--set ppo.x=`` merges (it dropped x); a section then a value is refused either way;
     YAML merge keys work."""
-    lux = build_config("lux", overrides=["game.options.reward_weights.win=2"])
-    weights = lux.game.options["reward_weights"]
-    assert weights["win"] == 2 and weights == {
-        **build_config("lux").game.options["reward_weights"], "win": 2}
+    default = build_config("lux").game.options["reward_weights"]
+    for later in ([], ["game.options={max_steps: 50}"], ["game={options: {max_steps: 50}}"],
+                  ["game={num_envs: 4}"]):  # a later mapping of the section kept it too
+        lux = build_config("lux", overrides=["game.options.reward_weights.win=2", *later])
+        assert lux.game.options["reward_weights"] == {**default, "win": 2}, later
     # a game option's mapping given whole replaces (BENCHMARKS' "win and lichen lead" runs)
     for given in (["game.options.reward_weights={win: 1.0, lichen_lead: 0.0005}"],
                   ["game.options.reward_weights.ice=1",

@@ -38,6 +38,19 @@ def test_collect_then_fit_learns_the_teacher(tmp_path: Path) -> None:
     assert last["steps"] == 600
     assert last["loss"] < 0.9 * first["loss"]
     assert last["accuracy"]["action"] > first["accuracy"]["action"] + 0.15
+    # the report never replaces the training data, and a bad file names its flag
+    from selfplay.cli_common import UserError
+
+    train = tmp_path / "train.npz"
+    kept = train.read_bytes()
+    with pytest.raises(UserError, match="--json-out .* is one of the command's inputs"):
+        main(["fit", *TEACHER, "--train", str(train), "--val", str(tmp_path / "val.npz"),
+              "--json-out", str(train)])
+    assert train.read_bytes() == kept
+    (tmp_path / "text.npz").write_text("not numpy")
+    with pytest.raises(UserError, match=r"--train .*text.npz is not a file of `collect` \(not a"):
+        main(["fit", *TEACHER, "--train", str(tmp_path / "text.npz"), "--val",
+              str(tmp_path / "val.npz"), "--steps", "1"])
 
 
 def test_score_needs_a_checkpoint(tmp_path: Path) -> None:
