@@ -69,21 +69,39 @@ class RaySession:
 
 
 def kill_processes_of(folder: Path) -> int:
-    """SIGKILL this user's processes whose command line names ``folder`` (a private Ray
-    instance's: its session lives there); how many. Linux (``/proc``) only: elsewhere none."""
-    proc, needle, killed = Path("/proc"), str(folder).encode(), 0
+    """SIGKILL the processes this one started, directly or not, whose command line names
+    ``folder`` (a private Ray instance's: its session lives there), and everything they
+    started (Ray's agents rename themselves ``ray::...``); how many. Another process naming
+    the folder (a ``tail`` of its logs) is left alone. Linux (``/proc``) only: elsewhere
+    none."""
+    proc, needle = Path("/proc"), str(folder).encode()
     if not proc.is_dir():
         return 0
+    children: dict[int, list[int]] = {}
+    names: dict[int, bytes] = {}
     for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit():
             continue
         try:
-            if needle in (entry / "cmdline").read_bytes():
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed += 1
-        except (OSError, ValueError):  # gone meanwhile, or another user's
+            stat = (entry / "stat").read_text()
+            parent = int(stat[stat.rindex(")") + 2:].split()[1])
+            names[int(entry.name)] = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):  # gone meanwhile
             continue
-    return killed
+        children.setdefault(parent, []).append(int(entry.name))
+
+    def tree(pid: int) -> list[int]:
+        below = [pid]
+        for child in children.get(pid, []):
+            below += tree(child)
+        return below
+
+    mine = tree(os.getpid())[1:]
+    victims = {pid for root in mine if needle in names.get(root, b"") for pid in tree(root)}
+    for pid in victims:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return len(victims)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -105,15 +123,14 @@ def signals_held() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """SIGINT and SIGTERM held back inside (in the main thread): noted, and a handler the
-    block installs for them refused (``ray.init`` installs one that exits at once, mid-start,
-    leaving processes no shutdown knows); after it, the handlers as they were, and a signal
-    that came sent again to them."""
+def signals_deferred(came: list[int]) -> Iterator[None]:
+    """SIGINT and SIGTERM held back inside (in the main thread): appended to ``came``, and a
+    handler the block installs for them refused (``ray.init`` installs one that exits at
+    once, mid-start, leaving processes no shutdown knows); the handlers as they were after
+    it. The caller delivers what came (:func:`deliver`) once it has cleaned up."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    came: list[int] = []
     install = signal.signal
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
 
@@ -134,8 +151,16 @@ def signals_deferred() -> Iterator[None]:
         signal.signal = install  # type: ignore[assignment]
         for sig, handler in previous.items():
             install(sig, handler if handler is not None else signal.SIG_DFL)
-        for signum in dict.fromkeys(came):
-            signal.raise_signal(signum)
+
+
+def deliver(came: list[int]) -> None:
+    """Send the held signals ``came`` again, to the handlers now in place; if they return
+    (a handler that only notes it), a :class:`GameError` (what was starting is gone)."""
+    for signum in dict.fromkeys(came):
+        signal.raise_signal(signum)
+    if came:
+        raise GameError(f"{signal.Signals(came[0]).name} came while Ray was starting; it "
+                        "was shut down")
 
 
 @contextlib.contextmanager
@@ -173,17 +198,21 @@ def connect(address: str = "local", num_cpus: int | None = None, object_store_mb
         os.environ.setdefault("RAY_TMPDIR", str(temp))
         cpus = num_cpus or os.cpu_count() or 1
         session = RaySession(ray, address, owned=True, temp_dir=temp)
+        came: list[int] = []  # a Ctrl-C or SIGTERM during the start: it ends whole first
         try:
-            with signals_deferred():  # then a Ctrl-C or SIGTERM that came stops it whole
+            with signals_deferred(came):
                 ray.init(num_cpus=cpus, num_gpus=0,
                          object_store_memory=object_store_mb * 2**20, include_dashboard=False,
                          _temp_dir=str(temp), object_spilling_directory=str(temp / "spill"),
                          _system_config=INLINE_REPLIES, **quiet)
-        except BaseException as exc:  # a half-started instance (Ctrl-C, SIGTERM) goes too
+        except BaseException as exc:  # a half-started instance goes too
             session.close()
             if isinstance(exc, Exception):  # Ray raises many kinds
                 raise GameError(f"could not start a local Ray instance: {exc}") from exc
             raise
+        if came:
+            session.close()
+            deliver(came)
         return session
     if address != "auto":
         host, _, port = address.rpartition(":")

@@ -137,3 +137,21 @@ def test_a_signal_during_a_local_start_up_stops_it_whole() -> None:
     finally:
         timer.cancel()
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_sigterm_during_a_local_start_up_with_no_handler_ends_it_first(tmp_path) -> None:
+    """With SIGTERM's default action (tools/ scripts, library callers): the held signal was
+    sent again as ``ray.init`` returned, ending the process before the instance was shut
+    down (its agents and folder stayed). It is shut down first, then the signal ends the
+    process as it would have."""
+    script = ("import os, signal, threading\n"
+              "from games.workers.ray_cluster import connect\n"
+              "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()\n"
+              "connect('local', num_cpus=1)\n"
+              "print('not ended')\n")
+    import os
+
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert proc.returncode == -15 and "not ended" not in proc.stdout, proc.stderr
+    assert not list(tmp_path.glob("selfplay-ray-*/session_*")), "the instance was left"
