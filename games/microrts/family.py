@@ -73,8 +73,8 @@ class MicroRTSFamily(Family):
             if idle:
                 print(f"warning: game.options.bots: {', '.join(idle)} start in none of the "
                       f"{num_envs - opts.num_selfplay_envs} bot envs (one bot per pair of "
-                      "envs); league.bot_env_pfsp=true (with the league on) draws every "
-                      "game's bot",
+                      "envs): raise game.num_envs, or league.bot_env_pfsp=true (with the "
+                      "league on and collection: sync) draws every game's bot",
                       file=sys.stderr)
         if len(opts.maps) < 2:
             return
