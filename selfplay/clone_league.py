@@ -64,12 +64,12 @@ class CloneLeague:
             anchors = register_anchors(self.db, run.spec, config, run.config.seed)
             fit = SnapshotFit(self.db, self.run_name, run.spec, run.config.network,
                               run.config.normalize)
-            self.ratings = SnapshotRatings(self.db, run, config, anchors, fit)
+            logged = logged_ratings(RunDir(run_path).metrics_file, run.global_step)
+            self.ratings = SnapshotRatings(self.db, run, config, anchors, fit, logged)
             own = self._own_snapshots()
             self.latest: int | None = own[-1].id if own else None
             if self.ratings.rater is not None:  # a resumed run: what the last one left
-                self.ratings.resubmit_unfinished(
-                    own, logged_ratings(RunDir(run_path).metrics_file, run.global_step), every)
+                self.ratings.resubmit_unfinished(own, every)
         except BaseException:
             self.db.close()
             raise

@@ -232,13 +232,12 @@ class LeagueHook:
         if restored is None and trainer.update == 0 and trainer.config.init_from is not None:
             first = self.latest = self.snapshot(trainer) if ranks.is_main else None
             self._share_pool()
-        self.ratings = (SnapshotRatings(self.db, trainer, config, self.anchors, self.fit)
-                        if ranks.is_main else None)
+        logged = logged_ratings(RunDir(run_path).metrics_file, trainer.learned_step)
+        self.ratings = (SnapshotRatings(self.db, trainer, config, self.anchors, self.fit,
+                                        logged) if ranks.is_main else None)
         if self.ratings is not None and self.ratings.rater is not None:
             # the first snapshot's tournament among them
-            self.ratings.resubmit_unfinished(
-                self._own_snapshots(self.db.players()),
-                logged_ratings(RunDir(run_path).metrics_file, trainer.learned_step))
+            self.ratings.resubmit_unfinished(self._own_snapshots(self.db.players()))
         elif self.ratings is not None and first is not None:
             self.ratings.rate(first)  # logged once a sink is attached (log_ratings_to)
         # the opponent each game was played against, read as it ended (an async rollout's

@@ -243,7 +243,10 @@ class SnapshotRatings:
     """The rating tournaments of one run's snapshots, played here or in a rater process."""
 
     def __init__(self, db: LeagueDB, run: RatedRun, config: LeagueConfig,
-                 anchors: list[str], fit: SnapshotFit) -> None:
+                 anchors: list[str], fit: SnapshotFit, logged: set[str] | None = None
+                 ) -> None:
+        """``logged``: the snapshots whose rating the run's metrics already hold (a resumed
+        run's, up to its checkpoint): each is logged once."""
         self.db = db
         self.run = run
         self.config = config
@@ -253,6 +256,8 @@ class SnapshotRatings:
                       else None)
         self._sink: MetricSink | None = None
         self._unlogged: list[Rated] = []
+        self.logged: set[str] = set(logged or ())
+        self._rated: set[int] = set()  # snapshots rated (or handed to the rater) here
         self.newest: Rated | None = None
         """the rating finished last"""
 
@@ -263,8 +268,13 @@ class SnapshotRatings:
         self._log([])
 
     def _log(self, finished: list[Rated]) -> list[Rated]:
-        self._unlogged += finished
+        """Log ``finished`` (each snapshot once: a rating the metrics hold is not repeated);
+        returns it."""
         self.newest = finished[-1] if finished else self.newest
+        for rating in finished:
+            if rating.snapshot not in self.logged:
+                self.logged.add(rating.snapshot)
+                self._unlogged.append(rating)
         if self._sink is not None:
             for rating in self._unlogged:
                 self._sink.log_rating(rating.step, rating.snapshot, rating.metrics)
@@ -297,9 +307,12 @@ class SnapshotRatings:
         """Rating matches of snapshot ``pid`` against earlier ones and the anchors: played
         now (its rating returned), or handed to the rater process (``league.eval_process``;
         :meth:`collect` returns it once finished)."""
+        if pid in self._rated:  # still the newest at the next rating update
+            return []
         job = self.job(pid)
         if job is None:
             return []
+        self._rated.add(pid)
         if self.rater is not None:
             self.rater.submit(job)
             return []
@@ -309,13 +322,11 @@ class SnapshotRatings:
             print(f"warning: rating {job.latest} failed: {exc}", file=sys.stderr)
             return []
 
-    def resubmit_unfinished(self, own: list[Player], logged: set[str],
-                            every: int | None = None) -> None:
+    def resubmit_unfinished(self, own: list[Player], every: int | None = None) -> None:
         """Hand the rater the tournaments of this run's snapshots ``own`` (up to the
         checkpoint resumed from) that the previous process's rater did not finish, or
-        finished without its rating reaching the run's metrics (``logged``: the snapshots
-        whose rating they hold; the trainer was killed first); each plays only its matches
-        not yet stored."""
+        finished without its rating reaching the run's metrics (:attr:`logged`; the trainer
+        was killed first); each plays only its matches not yet stored."""
         assert self.rater is not None
         every = every or self.config.eval_every
         rated: set[int] = set()  # the snapshot that was the newest at each rating update
@@ -330,7 +341,8 @@ class SnapshotRatings:
             if job is None:
                 continue
             stored = len(self.db.match_keys(f"eval@{player.name}/"))
-            if stored < len(job.pool) * job.games_per_pair or player.name not in logged:
+            if stored < len(job.pool) * job.games_per_pair or player.name not in self.logged:
+                self._rated.add(player.id)
                 self.rater.submit(job)
 
     def collect(self) -> list[Rated]:

@@ -510,6 +510,27 @@ def test_a_rating_finished_but_never_logged_is_logged_when_the_run_resumes(
         assert db.match_count() == stored + 2 * 2
 
 
+@pytest.mark.parametrize("rater", [False, True])
+def test_a_snapshot_still_the_newest_at_the_next_rating_is_logged_once(
+        tmp_path: Path, rater: bool) -> None:
+    """league.eval_every below league.snapshot_every: the newest snapshot was rated (a
+    replay) and logged again at every rating update; a resumed run neither repeats the
+    ratings its metrics hold."""
+    import json
+
+    config = build_config("tictactoe", overrides=[
+        "log.progress=false", "log.tensorboard=false", "league.snapshot_every=4",
+        "league.eval_every=2", "league.eval_games=2", "league.eval_pool=1",
+        "league.anchors=[random]", f"league.eval_process={rater}", "game.num_envs=8",
+        "ppo.num_steps=16", "checkpoint.every_updates=3"], seed=4, total_steps=8 * 16 * 8)
+    run_dir = tmp_path / "run"
+    run_training(config, run_dir=run_dir)
+    run_training(config, resume=run_dir, total_steps=8 * 16 * 12)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
+    assert [(r["step"], r["snapshot"]) for r in rows if "snapshot" in r] == [
+        (u * 8 * 16, f"run@{u:07d}") for u in (4, 8, 12)]
+
+
 def test_tensorboard_shows_the_learners_rating_over_time(tmp_path: Path) -> None:
     """The league's ratings reach the TensorBoard event files (what a user opens), one point
     per rated snapshot, at increasing steps, equal to the values in metrics.jsonl."""
