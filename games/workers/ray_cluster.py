@@ -179,6 +179,22 @@ def handlers_kept() -> Iterator[None]:
                 signal.signal(sig, handler)
 
 
+# Ray puts AF_UNIX sockets at <folder>/session_<date>_<time>_<micros>_<pid>/sockets/plasma_store
+# and such a path holds at most 107 bytes
+SOCKET_PATH_LIMIT = 107
+SOCKET_SUFFIX = len("/session_2026-11-30_21-34-03_156239_4194304/sockets/plasma_store")
+
+
+def local_instance_folder() -> Path:
+    """A new folder for a local Ray instance: under $TMPDIR when its sockets' paths fit there,
+    else under /tmp (a deep $TMPDIR, such as a test's or a job scheduler's, failed the start)."""
+    base = Path(tempfile.gettempdir())
+    probe = base / "selfplay-ray-xxxxxxxx"
+    if len(os.fsencode(probe)) + SOCKET_SUFFIX > SOCKET_PATH_LIMIT:
+        base = Path("/tmp")
+    return Path(tempfile.mkdtemp(prefix="selfplay-ray-", dir=base))
+
+
 def connect(address: str = "local", num_cpus: int | None = None, object_store_mb: int = 256,
             timeout_s: float = 20.0) -> RaySession:
     """Join Ray at ``address`` (``local``, ``auto`` or ``HOST:PORT``); an instance already
@@ -194,7 +210,7 @@ def connect(address: str = "local", num_cpus: int | None = None, object_store_mb
     quiet: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address == "local":
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        temp = Path(tempfile.mkdtemp(prefix="selfplay-ray-"))
+        temp = local_instance_folder()
         os.environ.setdefault("RAY_TMPDIR", str(temp))
         cpus = num_cpus or os.cpu_count() or 1
         session = RaySession(ray, address, owned=True, temp_dir=temp)

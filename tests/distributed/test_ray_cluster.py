@@ -9,10 +9,14 @@ later tests' output.
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -115,7 +119,6 @@ def test_a_signal_during_a_local_start_up_stops_it_whole() -> None:
     """SIGTERM while ``ray.init`` starts a local instance: Ray's own handler exited midway,
     leaving its agents running (180 MB each, parent 1); the signal is now held until the
     instance is up, then reaches selfplay's handler, and the instance is shut down."""
-    import os
     import signal
     import threading
 
@@ -139,7 +142,32 @@ def test_a_signal_during_a_local_start_up_stops_it_whole() -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
-def test_a_sigterm_during_a_local_start_up_with_no_handler_ends_it_first(tmp_path) -> None:
+def test_a_local_instance_under_a_deep_tmpdir_keeps_its_sockets_short(tmp_path,
+                                                                      monkeypatch) -> None:
+    """Ray's socket paths under the instance's folder hold at most 107 bytes: under a deep
+    $TMPDIR (a test's, a job scheduler's) the start failed with Ray's AF_UNIX error."""
+    from games.workers.ray_cluster import SOCKET_PATH_LIMIT, SOCKET_SUFFIX, local_instance_folder
+
+    deep = tmp_path / ("d" * 60)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    folder = local_instance_folder()
+    try:
+        assert folder.is_dir() and folder.parent == Path("/tmp")
+        assert len(os.fsencode(folder)) + SOCKET_SUFFIX <= SOCKET_PATH_LIMIT
+    finally:
+        folder.rmdir()
+    short = Path(tempfile.mkdtemp(prefix="sp-", dir="/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(short))
+    try:
+        folder = local_instance_folder()
+        assert folder.parent == short  # $TMPDIR kept where it fits
+        folder.rmdir()
+    finally:
+        short.rmdir()
+
+
+def test_a_sigterm_during_a_local_start_up_with_no_handler_ends_it_first() -> None:
     """With SIGTERM's default action (tools/ scripts, library callers): the held signal was
     sent again as ``ray.init`` returned, ending the process before the instance was shut
     down (its agents and folder stayed). It is shut down first, then the signal ends the
@@ -149,9 +177,12 @@ def test_a_sigterm_during_a_local_start_up_with_no_handler_ends_it_first(tmp_pat
               "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()\n"
               "connect('local', num_cpus=1)\n"
               "print('not ended')\n")
-    import os
-
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
-    assert proc.returncode == -15 and "not ended" not in proc.stdout, proc.stderr
-    assert not list(tmp_path.glob("selfplay-ray-*/session_*")), "the instance was left"
+    # a short $TMPDIR of its own (pytest's are too deep for Ray's sockets): what is left shows
+    tmp = Path(tempfile.mkdtemp(prefix="sp-", dir="/tmp"))
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "TMPDIR": str(tmp)})
+        assert proc.returncode == -15 and "not ended" not in proc.stdout, proc.stderr
+        assert not list(tmp.glob("selfplay-ray-*/session_*")), "the instance was left"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
