@@ -9,6 +9,9 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 # torch is pinned in the set-up path only (the package metadata says torch>=2.2):
 # 2.13.0 is the CPU build available offline on the development machines.
 TORCH_PIN ?= torch==2.13.0
+# jax likewise, in the test set-up only (the `lux` extra says jax>=0.4.30): the Lux golden
+# trajectory (tests/games/lux) was measured with it, and XLA versions round ties differently
+JAX_PIN ?= jax==0.10.2 jaxlib==0.10.2
 GAME ?= microrts
 # Lux (games/lux): Jux and the official engine, installed without their dependencies (the `lux`
 # extra has them; juxai-s2 pins jax[cuda11]==0.4.7, which has no wheel for Python >= 3.11), and
@@ -60,7 +63,7 @@ define install_lux_engine
 endef
 
 $(VENV)/.stamp-dev: pyproject.toml $(VENV)/.stamp-train
-	$(PIP) install -e ".[all]"
+	$(PIP) install -e ".[all]" $(JAX_PIN)
 	$(install_lux_engine)
 	@# headless Chromium renders the league report in a test (Debian package; skipped without,
 	@# failed without when SELFPLAY_REQUIRE_CHROMIUM=1, as in .ci/run)

@@ -54,6 +54,9 @@ class RaySession:
     address: str
     owned: bool
     temp_dir: Path | None = None
+    # RAY_TMPDIR as this session set it, taken away on close (it named the removed folder for
+    # the process's later sessions and children)
+    set_tmpdir: str | None = None
 
     def close(self) -> None:
         """Shut down what this session started, deaf to SIGINT and SIGTERM meanwhile: a
@@ -66,6 +69,8 @@ class RaySession:
                 # of: those naming this instance's folder
                 kill_processes_of(self.temp_dir)
                 shutil.rmtree(self.temp_dir, ignore_errors=True)
+            if self.set_tmpdir is not None and os.environ.get("RAY_TMPDIR") == self.set_tmpdir:
+                del os.environ["RAY_TMPDIR"]
 
 
 def kill_processes_of(folder: Path) -> int:
@@ -211,9 +216,11 @@ def connect(address: str = "local", num_cpus: int | None = None, object_store_mb
     if address == "local":
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         temp = local_instance_folder()
-        os.environ.setdefault("RAY_TMPDIR", str(temp))
+        set_tmpdir = None
+        if "RAY_TMPDIR" not in os.environ:
+            os.environ["RAY_TMPDIR"] = set_tmpdir = str(temp)
         cpus = num_cpus or os.cpu_count() or 1
-        session = RaySession(ray, address, owned=True, temp_dir=temp)
+        session = RaySession(ray, address, owned=True, temp_dir=temp, set_tmpdir=set_tmpdir)
         came: list[int] = []  # a Ctrl-C or SIGTERM during the start: it ends whole first
         try:
             with signals_deferred(came):
@@ -274,15 +281,18 @@ def _quiet_join() -> Iterator[None]:
     """While joining from a helper thread, hold back what Ray prints on the way: its Python
     warning that a non-main thread sets no SIGTERM handler (selfplay handles SIGTERM itself),
     and its C++ client's retry lines, written straight to file descriptor 2. Both go to a log
-    file (``$TMPDIR/selfplay-ray-connect.log``) so the run's error stays one line; the join's
+    file (``$TMPDIR/selfplay-ray-connect-<uid>.log``) so the run's error stays one line; the join's
     own outcome is reported by the caller."""
     logger = logging.getLogger("ray")
     level = logger.level
     logger.setLevel(logging.ERROR)
     sys.stderr.flush()
     saved = os.dup(2)
-    log = os.open(Path(tempfile.gettempdir()) / "selfplay-ray-connect.log",
-                  os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:  # one per user: another's file of that name cannot be opened
+        log = os.open(Path(tempfile.gettempdir()) / f"selfplay-ray-connect-{os.geteuid()}.log",
+                      os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError:
+        log = os.open(os.devnull, os.O_WRONLY)
     os.dup2(log, 2)
     try:
         yield

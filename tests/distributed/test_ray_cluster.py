@@ -110,6 +110,8 @@ def test_a_local_instance_leaves_selfplays_signal_handlers_in_place() -> None:
             session.close()
         assert signal.getsignal(signal.SIGTERM) is mine and not session.ray.is_initialized()
         assert session.temp_dir is not None and not session.temp_dir.exists()
+        # nor does RAY_TMPDIR name the removed folder for later sessions and child processes
+        assert os.environ.get("RAY_TMPDIR") != str(session.temp_dir)
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)

@@ -156,7 +156,7 @@ def test_sigterm_stops_bot_game_worker_processes(engine_home) -> None:
 
     from games.microrts.botmatch import BotGame, play_bot_games
 
-    games = [BotGame("Passive", "Passive", "basesWorkers8x8", max_steps=10**6, seed=s)
+    games = [BotGame("Passive", "Passive", "basesWorkers8x8", max_steps=10**9, seed=s)
              for s in range(4)]
     before = set(_children())
     timer = threading.Timer(8.0, lambda: os.kill(os.getpid(), signal.SIGINT))
@@ -172,19 +172,42 @@ def test_sigterm_stops_bot_game_worker_processes(engine_home) -> None:
     while set(_children()) - before and time.monotonic() < deadline:
         time.sleep(0.1)
     left = set(_children()) - before
-    assert not left, subprocess.run(["ps", "-o", "pid,args", "-p", ",".join(map(str, left))],
-                                    capture_output=True, text=True).stdout
+    assert not left, _described(left)
+
+
+def _children_of(parent: int) -> list[tuple[int, str]]:
+    """``(pid, command line)`` of ``parent``'s live children in the order they started, read
+    from ``/proc`` (slim images have no ``ps``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:  # after "(comm)": state ppid ... starttime (the 20th)
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            args = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue  # exited meanwhile
+        if int(fields[1]) == parent and fields[0] != "Z":
+            found.append((int(fields[19]), int(entry.name), args))
+    return [(pid, args) for _, pid, args in sorted(found)]
 
 
 def _children() -> list[int]:
     """PIDs of this process's live children, aside from multiprocessing's resource tracker
-    (it serves every spawn of the process and stays) and the ``ps`` that lists them."""
-    ps = subprocess.Popen(["ps", "-ww", "-o", "pid=,stat=,args=", "--ppid", str(os.getpid())],
-                          stdout=subprocess.PIPE, text=True)
-    out, _ = ps.communicate()
-    rows = [line.split(None, 2) for line in out.splitlines()]
-    return [int(pid) for pid, stat, args in rows if int(pid) != ps.pid
-            and not stat.startswith("Z") and "resource_tracker" not in args]
+    (it serves every spawn of the process and stays)."""
+    return [pid for pid, args in _children_of(os.getpid()) if "resource_tracker" not in args]
+
+
+def _described(pids: set[int] | list[int]) -> str:
+    """The command lines of ``pids``, for a failed assertion."""
+    lines = []
+    for pid in pids:
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            args = "(exited)"
+        lines.append(f"{pid} {args}")
+    return "\n".join(lines)
 
 
 def _session_processes(session: int) -> list[int]:
@@ -252,9 +275,7 @@ def test_ctrl_c_stops_microrts_training_with_its_workers_and_rater(engine_home,
     while _session_processes(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     left = _session_processes(proc.pid)
-    assert not left, subprocess.run(["ps", "-ww", "-o", "pid,stat,args", "-p",
-                                     ",".join(map(str, left))], capture_output=True,
-                                    text=True).stdout
+    assert not left, _described(left)
     import json
 
     from selfplay.checkpoint import load_checkpoint
@@ -264,7 +285,7 @@ def test_ctrl_c_stops_microrts_training_with_its_workers_and_rater(engine_home,
     assert load_checkpoint(last)["counters"]["global_step"] >= steps  # the update finished
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ps --ppid")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_worker_lost_mid_run_stops_training_naming_the_checkpoint(engine_home,
                                                                      tmp_path: Path) -> None:
     """A worker process killed during training: the command stops in one line with the
@@ -281,11 +302,9 @@ def test_a_worker_lost_mid_run_stops_training_naming_the_checkpoint(engine_home,
         while not list((run_dir / "checkpoints").glob("*.pt")):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
-        ps = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(proc.pid)],
-                            capture_output=True, text=True, check=True)
-        workers = [int(row.split(None, 1)[0]) for row in ps.stdout.splitlines()
-                   if "spawn_main" in row]
-        assert len(workers) == 2, ps.stdout
+        children = _children_of(proc.pid)  # the workers in the order they started
+        workers = [pid for pid, args in children if "spawn_main" in args]
+        assert len(workers) == 2, children
         os.kill(workers[1], signal.SIGKILL)
         _, err = proc.communicate(timeout=60)
     finally:

@@ -81,7 +81,7 @@ def tempfile_dir(factory: pytest.TempPathFactory) -> str:
     import tempfile
 
     del factory
-    return tempfile.mkdtemp(prefix="sp-ray-")
+    return tempfile.mkdtemp(prefix="sp-ray-", dir="/tmp")  # $TMPDIR may be deep
 
 
 def ray_game(nodes: TwoNodes, num_envs: int = 7, **extra: Any) -> MicroRTSWorkers:
