@@ -176,10 +176,19 @@ class LeagueDB:
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return conn
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise  # a writer holds it: read as immutable, its unfinished changes showed
             wal = Path(f"{self.path}-wal")
             if wal.exists() and wal.stat().st_size > 0:
                 raise  # its latest matches are in the WAL, which only a writer may fold in
+            journal = Path(f"{self.path}-journal")
+            if journal.exists() and journal.stat().st_size > 0:
+                # a writer stopped midway: only a writer may roll its changes back
+                raise LeagueError(
+                    f"league database {self.path}: a write stopped midway ({journal.name} "
+                    "beside it), which a reading command cannot roll back: open it once with "
+                    f"sqlite3 (`sqlite3 {self.path} 'PRAGMA quick_check'`) first") from exc
             conn.close()  # read-only storage, no WAL: the file is the whole database
             return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout,
                                    isolation_level=None)
@@ -482,15 +491,23 @@ class LeagueDB:
         return {int(r[0]): PlayerRating(r[1], r[2], r[3]) for r in rows}
 
     def leaderboard(self, limit: int | None = None) -> list[Standing]:
-        """Players by conservative rating μ − 3σ, best first (reads the rating index)."""
+        """Players by conservative rating μ − 3σ, best first (reads the rating index; ties
+        by μ, then name), an equal μ − 3σ sharing its rank."""
         rows = self._conn.execute(
             "SELECT p.id, p.name, p.kind, r.mu, r.sigma, r.mu - 3.0 * r.sigma, r.elo, r.games, "
             "r.wins, r.draws, r.losses, p.frozen, p.broken FROM ratings r "
-            "JOIN players p ON p.id = r.player_id ORDER BY r.mu - 3.0 * r.sigma DESC "
-            "LIMIT ?", (-1 if limit is None else limit,)).fetchall()
-        return [Standing(rank, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9],
-                         r[10], r[8] / r[7] if r[7] else 0.0, bool(r[11]), r[12])
-                for rank, r in enumerate(rows, start=1)]
+            "JOIN players p ON p.id = r.player_id "
+            "ORDER BY r.mu - 3.0 * r.sigma DESC, r.mu DESC, p.name LIMIT ?",
+            (-1 if limit is None else limit,)).fetchall()
+        board: list[Standing] = []
+        for place, r in enumerate(rows, start=1):
+            tied = board and abs(board[-1].conservative - r[5]) < 1e-9
+            games = int(r[7])
+            board.append(Standing(
+                board[-1].rank if tied else place, r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+                games, r[8], r[9], r[10], r[8] / games if games else None, bool(r[11]), r[12],
+                (r[8] + 0.5 * r[9]) / games if games else None))
+        return board
 
     def rating_history(self, player_ids: list[int] | None = None
                        ) -> dict[int, np.ndarray]:

@@ -64,9 +64,10 @@ class Standing:
     wins: int
     draws: int
     losses: int
-    win_rate: float  # wins / games (0 without games)
+    win_rate: float | None  # wins / games (None without games)
     frozen: bool
     broken: str | None
+    score: float | None  # (wins + draws / 2) / games, as the payoff matrix (None without games)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -31,6 +31,8 @@ th{cursor:pointer;background:#f4f4f4;user-select:none}
 td.name,th.name{text-align:left}
 tr.broken td{color:#b00}
 .muted{color:#777}
+dl.legend{font-size:.85em;display:grid;grid-template-columns:max-content auto;gap:.2em 1em}
+dl.legend dd{margin:0}
 svg text{font-family:inherit}
 """
 
@@ -68,7 +70,7 @@ def write_report(db: LeagueDB, out_html: str | Path) -> Path:
         f'<p class="muted">{len(board)} players, {db.match_count()} matches; database '
         f"{html.escape(printable(str(db.path)))}; generated {stamp}. Ranked by the "
         "conservative rating μ − 3σ (TrueSkill).</p>",
-        "<h2>Rating ladder</h2>", ladder_table(board),
+        "<h2>Rating ladder</h2>", ladder_table(board), legend(db),
         "<h2>Rating over time</h2>", rating_curves(db, board),
         "<h2>Payoff matrix</h2>", payoff_heatmap(db, board),
         f"<script>{_JS}</script></body></html>",
@@ -82,7 +84,7 @@ def ladder_table(board: list[Standing]) -> str:
     """The leaderboard as a sortable HTML table (one ``tr.player`` per player)."""
     head = ("<tr><th>rank</th><th class='name'>player</th><th class='name'>kind</th><th>μ</th>"
             "<th>σ</th><th>μ − 3σ</th><th>Elo</th><th>games</th><th>W / D / L</th>"
-            "<th>win rate</th><th class='name'>status</th></tr>")
+            "<th>score</th><th>win rate</th><th class='name'>status</th></tr>")
     rows = []
     for s in board:
         status = "broken: " + s.broken if s.broken else ("anchor" if s.frozen else "")
@@ -92,17 +94,45 @@ def ladder_table(board: list[Standing]) -> str:
             f"<td class='name'>{s.kind}</td><td>{s.mu:.2f}</td><td>{s.sigma:.2f}</td>"
             f"<td>{s.conservative:.2f}</td><td>{s.elo:.0f}</td><td>{s.games}</td>"
             f"<td data-v='{s.wins}'>{s.wins} / {s.draws} / {s.losses}</td>"
-            f"<td>{100 * s.win_rate:.1f}%</td>"
+            f"{_rate_cell(s.score)}{_rate_cell(s.win_rate)}"
             f"<td class='name'>{html.escape(status)}</td></tr>")
     return (f"<table class='sortable' id='ladder'><thead>{head}</thead><tbody>"
             f"{''.join(rows)}</tbody></table>")
 
 
+def _rate_cell(rate: float | None) -> str:
+    """A rate's table cell; a player without games has none (it sorts last)."""
+    if rate is None:
+        return "<td data-v='-1'>–</td>"
+    return f"<td>{100 * rate:.1f}%</td>"
+
+
+def legend(db: LeagueDB) -> str:
+    """What the ladder's columns mean, with this league's rating settings."""
+    c = db.config
+    items = {
+        "μ, σ": f"TrueSkill's estimate of a player's skill and its uncertainty (start "
+                f"{c.mu:g} ± {c.sigma:.2f}; β {c.beta:.2f}, τ {c.tau:.3f}, draw probability "
+                f"{c.draw_probability:g})",
+        "μ − 3σ": "the conservative rating the ladder is ranked by (equal values share a "
+                  "rank); it rises as games make σ shrink",
+        "Elo": f"sequential Elo over the same games (start {c.elo_initial:g}, K {c.elo_k:g})",
+        "score": "(wins + draws / 2) / games, as in the payoff matrix",
+        "win rate": "wins / games (a draw counts as no win)",
+        "anchor": "a rating frozen at its start: the league's fixed yardstick",
+    }
+    rows = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in items.items())
+    return f"<dl class='muted legend'>{rows}</dl>"
+
+
 def rating_curves(db: LeagueDB, board: list[Standing], width: int = 900,
                   height: int = 360) -> str:
     """μ of the best players after each of their matches, as an inline SVG line chart."""
-    top = [s for s in board if s.games > 0][:MAX_CURVES]
-    history = db.rating_history([s.player_id for s in top])
+    played = [s for s in board if s.games > 0]
+    history = db.rating_history([s.player_id for s in played[:MAX_CURVES]])
+    # a player whose history rows are missing (a damaged database) has no curve
+    top = [s for s in played[:MAX_CURVES] if len(history.get(s.player_id, ())) > 0]
+    history = {s.player_id: history[s.player_id] for s in top}
     if not top:
         return "<p class='muted'>No matches yet.</p>"
     left, right, top_pad, bottom = 50, 170, 10, 35
@@ -147,16 +177,24 @@ def rating_curves(db: LeagueDB, board: list[Standing], width: int = 900,
                    f"fill='{color}'/><text x='{left + plot_w + 25}' y='{ly}' font-size='11'>"
                    f"{html.escape(_short(s.name))}</text>")
     svg.append("</svg>")
-    return "".join(svg)
+    return _shown(len(top), len(board), "players with games, best first") + "".join(svg)
+
+
+def _shown(shown: int, players: int, which: str) -> str:
+    """A note under a section that shows only some of the league's players."""
+    if shown == players:
+        return ""
+    return f"<p class='muted'>Showing {shown} of {players} players: the {which}.</p>"
 
 
 def payoff_heatmap(db: LeagueDB, board: list[Standing], cell: int = 28) -> str:
     """Mean score of each row player against each column player, as an SVG heatmap."""
     ids, score, games = db.payoff()
-    order = [s for s in board if s.games > 0][:MAX_HEATMAP]
+    index = {pid: i for i, pid in enumerate(ids)}
+    # (a player whose matches are missing from a damaged database has no row)
+    order = [s for s in board if s.games > 0 and s.player_id in index][:MAX_HEATMAP]
     if len(order) < 2:
         return "<p class='muted'>Not enough matches for a payoff matrix.</p>"
-    index = {pid: i for i, pid in enumerate(ids)}
     rows = [index[s.player_id] for s in order]
     label_w = 160
     n = len(order)
@@ -187,7 +225,7 @@ def payoff_heatmap(db: LeagueDB, board: list[Standing], cell: int = 28) -> str:
     svg.append("</svg>")
     legend = ("<p class='muted'>Cell = mean score of the row player against the column player "
               "(win 1, draw ½, loss 0): red below ½, blue above; grey = not played.</p>")
-    return "".join(svg) + legend
+    return _shown(n, len(board), "players with games, best first") + "".join(svg) + legend
 
 
 def _heat(value: float) -> str:

@@ -111,6 +111,13 @@ def match_seed(seed: int, key: str) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
+def lower_id_seat(a: int, b: int, k: int) -> int:
+    """The seat of the lower id ``a`` in game ``k`` of pair ``(a, b)``: the sides alternate,
+    and which player gets the extra game of an odd count changes from pair to pair (it was
+    always the lower id: the first mover in every game of ``--games-per-pair 1``)."""
+    return (k + a + b) % 2
+
+
 def match_key(tournament: str, a: int, b: int, k: int) -> str:
     return f"{tournament}/{a}-{b}/{k}"
 
@@ -119,7 +126,7 @@ def match_key(tournament: str, a: int, b: int, k: int) -> str:
 
 
 class RoundRobin:
-    """Every pair ``games_per_pair`` times (game ``k`` puts the lower id on seat ``k % 2``)."""
+    """Every pair ``games_per_pair`` times, sides alternating (:func:`lower_id_seat`)."""
 
     def __init__(self, ids: Sequence[int], config: TournamentConfig, stored: set[str],
                  focus: set[int] | None = None, games_per_pair: int | None = None) -> None:
@@ -135,7 +142,8 @@ class RoundRobin:
                 if key in stored:
                     self.already_stored += 1
                 else:
-                    self.pending.append(MatchSpec(key, a, b, k % 2, match_seed(config.seed, key)))
+                    self.pending.append(MatchSpec(key, a, b, lower_id_seat(a, b, k),
+                                                  match_seed(config.seed, key)))
         self.pending.reverse()  # pop() from the end in schedule order
         self.total = len(self.pending)
 
@@ -204,7 +212,7 @@ class Adaptive:
         self.inflight[j, i] += 1
         self.dispatched += 1
         self.mine.add(key)
-        return MatchSpec(key, a, b, k % 2, match_seed(cfg.seed, key))
+        return MatchSpec(key, a, b, lower_id_seat(a, b, k), match_seed(cfg.seed, key))
 
     def done(self, spec: MatchSpec) -> None:
         if spec.key in self.mine:

@@ -526,6 +526,26 @@ def out_of_memory(exc: RuntimeError) -> bool:
             or "out of memory" in text.lower())
 
 
+def stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (``| head``); it is then
+    pointed at /dev/null, so that the interpreter's last flush does not fail as well."""
+    import os
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        gone = any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError, AttributeError):  # not a file (a test's capture)
+        return False
+    if gone:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    return gone
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -537,6 +557,11 @@ def main(argv: list[str] | None = None) -> int:
     replaced = _raise_on_termination() if in_main else {}
     try:
         return int(args.func(args))
+    except BrokenPipeError as exc:
+        if not stdout_closed():
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 141  # `selfplay league leaderboard | head`: the reader left, as 128 + SIGPIPE
     except errors as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

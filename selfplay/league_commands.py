@@ -404,7 +404,7 @@ def leaderboard(db_path: str | None, game: str | None) -> dict[str, Any]:
 def format_leaderboard(rows: list[dict[str, Any]]) -> str:
     """The leaderboard as text; a broken player (its checkpoint missing or corrupt) says so."""
     header = f"{'rank':>4}  {'player':<40} {'mu':>6} {'sigma':>6} {'mu-3s':>6} {'elo':>7} " \
-             f"{'games':>6} {'win%':>6}  status"
+             f"{'games':>6} {'score':>6} {'win%':>6}  status"
     lines = [header, "-" * len(header)]
     for r in rows:
         name = _fit(visible(r["name"]), 40)
@@ -412,11 +412,23 @@ def format_leaderboard(rows: list[dict[str, Any]]) -> str:
                   else "anchor" if r.get("frozen") else "")
         lines.append(f"{r['rank']:>4}  {name} {r['mu']:6.2f} {r['sigma']:6.2f} "
                      f"{r['conservative']:6.2f} {r['elo']:7.1f} {r['games']:6d} "
-                     f"{100 * r['win_rate']:5.1f}%  {status}".rstrip())
+                     f"{_percent(r.get('score'))} {_percent(r['win_rate'])}  {status}".rstrip())
     if not rows:
         lines.append("(no players yet: `selfplay league tournament` or a training run adds "
                      "them)")
+    else:
+        lines.append(LEADERBOARD_LEGEND)
     return "\n".join(lines)
+
+
+LEADERBOARD_LEGEND = (
+    "(ranked by mu-3s, TrueSkill's conservative rating; score: (wins + draws/2) / games; "
+    "win%: wins / games; anchor: a rating frozen at its start, the league's yardstick)")
+
+
+def _percent(rate: float | None) -> str:
+    """A rate as ``' 12.5%'``, or ``'     -'`` for a player without games."""
+    return "     -" if rate is None else f"{100 * rate:5.1f}%"
 
 
 def _width(text: str) -> int:
@@ -439,7 +451,8 @@ def report(db_path: str | None, game: str | None, out: str) -> dict[str, Any]:
     db = open_db(db_path, game, create=False)
     try:
         target = Path(out).resolve()
-        if target in {Path(f"{db.path}{end}").resolve() for end in ("", "-wal", "-shm")}:
+        if target in {Path(f"{db.path}{end}").resolve()
+                      for end in ("", "-wal", "-shm", "-journal")}:
             raise LeagueError(f"--out {out} is the league database {db.path} (or its "
                               "journal); name an .html file")
         if target.is_dir():

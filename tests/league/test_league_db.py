@@ -273,3 +273,40 @@ def test_reading_never_writes(tmp_path: Path) -> None:
     for read_only in (True, False):
         with pytest.raises(LeagueError, match="holds rating parameters this version refuses"):
             LeagueDB(path, read_only=read_only)
+
+
+def test_reading_never_shows_an_unfinished_write_of_a_rollback_journal_database(
+        tmp_path: Path) -> None:
+    """Guards: a database in rollback-journal mode (a copy, one changed with the sqlite3 tool)
+    was read as immutable when its lock was held or a killed writer's journal lay beside it:
+    ``leaderboard`` printed the uncommitted ratings (μ 999, μ − 3σ of the old ones)."""
+    path = tmp_path / "league.db"
+    with LeagueDB(path, game="tictactoe") as db:
+        a, b = db.add_player("a", "bot"), db.add_player("b", "bot")
+        db.record_match(a, b, 1, key="k")
+        for n in range(1500):  # enough pages that the writer's change spills into the file
+            db.add_player(f"p{n}", "bot")
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA journal_mode = DELETE")
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sqlite3, sys, time
+        conn = sqlite3.connect({str(path)!r}, isolation_level=None)
+        conn.execute("PRAGMA cache_size = 2")
+        conn.execute("BEGIN EXCLUSIVE")
+        conn.execute("UPDATE ratings SET mu = 999")
+        print("held", flush=True)
+        time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "held\n"
+        with pytest.raises((LeagueError, sqlite3.OperationalError), match="locked"):
+            with LeagueDB(path, read_only=True, timeout=0.2) as db:
+                db.leaderboard()
+    finally:
+        writer.kill()
+        writer.wait()
+    assert Path(f"{path}-journal").stat().st_size > 0  # the killed writer's, hot
+    with pytest.raises(LeagueError, match="a write stopped midway"):
+        LeagueDB(path, read_only=True)
+    with LeagueDB(path) as db:  # a writer rolls it back
+        assert max(s.mu for s in db.leaderboard()) < 999

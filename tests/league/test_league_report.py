@@ -122,3 +122,50 @@ def test_reading_sees_one_state_while_another_process_records(tmp_path: Path) ->
             assert sum(s.games for s in reader.leaderboard()) == 2
         with LeagueDB(path, read_only=True) as reader:
             assert reader.match_count() == 2
+
+
+def test_ladder_scores_draws_as_half_and_marks_players_without_games(tmp_path: Path) -> None:
+    """Guards: the win rate counted a draw as a loss (a player drawing every game showed 0 %,
+    as one losing every game, beside a payoff matrix scoring it ½), a player without games
+    showed 0 %, and equal ratings got different ranks in index order."""
+    with LeagueDB(tmp_path / "l.db", game="tictactoe") as db:
+        a, b = db.add_player("a", "bot"), db.add_player("b", "bot")
+        db.add_player("idle", "bot")
+        db.add_player("idle2", "bot")
+        db.record_match(a, b, 0, key="m0")
+        db.record_match(a, b, 1, key="m1")
+        board = {s.name: s for s in db.leaderboard()}
+        assert board["a"].score == pytest.approx(0.75) and board["a"].win_rate == 0.5
+        assert board["b"].score == pytest.approx(0.25) and board["b"].win_rate == 0.0
+        assert board["idle"].score is None and board["idle"].win_rate is None
+        assert board["idle"].rank == board["idle2"].rank  # equal μ − 3σ, one rank
+        assert [s.name for s in db.leaderboard()][-2:] == ["idle", "idle2"]  # then by name
+        text = write_report(db, tmp_path / "r.html").read_text()
+    assert "<th>score</th><th>win rate</th>" in text and "75.0%" in text
+    assert "<dt>score</dt>" in text  # the legend says what the columns count
+
+
+def test_report_of_a_database_missing_rating_history_rows(tmp_path: Path) -> None:
+    """Guards: a player with games and no rating history rows (a damaged database) failed the
+    report with an IndexError traceback."""
+    import sqlite3
+
+    with LeagueDB(tmp_path / "l.db", game="tictactoe") as db:
+        a, b = db.add_player("a", "bot"), db.add_player("b", "bot")
+        db.record_match(a, b, 1, key="m0")
+    with sqlite3.connect(tmp_path / "l.db") as conn:
+        conn.execute("DELETE FROM rating_history")
+    with LeagueDB(tmp_path / "l.db", read_only=True) as db:
+        text = write_report(db, tmp_path / "r.html").read_text()
+    assert "No matches yet" in text and "<svg id='payoff'" in text
+
+
+def test_a_truncated_section_says_how_many_it_shows(tmp_path: Path) -> None:
+    from league import report as report_module
+
+    with LeagueDB(tmp_path / "l.db", game="tictactoe") as db:
+        ids = [db.add_player(f"p{i}", "bot") for i in range(report_module.MAX_CURVES + 2)]
+        for n, (x, y) in enumerate(zip(ids, ids[1:], strict=False)):
+            db.record_match(x, y, 1, key=f"m{n}")
+        text = write_report(db, tmp_path / "r.html").read_text()
+    assert f"Showing {report_module.MAX_CURVES} of {len(ids)} players" in text

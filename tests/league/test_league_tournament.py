@@ -338,3 +338,22 @@ def test_other_game_settings_are_another_tournament(db: LeagueDB) -> None:
     again = run_tournament(db, list(BOTS), policy_factory, game_factory, longer)
     assert again.played == 0 and again.already_stored == 6
     assert len({m.key for m in db.matches()}) == 12
+
+
+def test_an_odd_number_of_games_per_pair_spreads_the_extra_first_move() -> None:
+    """Guards: game ``k`` put the lower id on seat ``k % 2``, so with an odd count the lower
+    id had the extra first move in every pair (with one game per pair, every first move)."""
+    from league.tournament import RoundRobin
+
+    ids = list(range(1, 9))
+    for games in (1, 3):
+        schedule = RoundRobin(ids, TournamentConfig(games_per_pair=games), set())
+        specs = [schedule.next() for _ in range(schedule.total)]
+        first = [s.a if s.side_a == 0 else s.b for s in specs if s is not None]
+        lower_first = sum(1 for s in specs if s is not None and s.side_a == 0)
+        assert abs(2 * lower_first - len(first)) <= len(ids)  # about half, not all
+        per_pair: dict[tuple[int, int], list[int]] = {}
+        for s in specs:
+            assert s is not None
+            per_pair.setdefault((s.a, s.b), []).append(s.side_a)
+        assert all(abs(2 * sum(v) - len(v)) <= 1 for v in per_pair.values())  # alternating

@@ -191,10 +191,11 @@ def test_leaderboard_text_escapes_control_characters_and_pads_wide_ones() -> Non
                                {**row, "name": "cafe\u0301_run", "rank": 4},  # NFD: é
                                {**row, "name": "anchor-bot", "rank": 3, "frozen": True}])
     lines = text.splitlines()
-    assert len(lines) == 6 and "\x1b" not in text and "nl\\nfake \\x1b[31mRED" in lines[2]
+    assert len(lines) == 7 and "\x1b" not in text and "nl\\nfake \\x1b[31mRED" in lines[2]
+    assert lines[6].startswith("(ranked by")  # the legend
     from selfplay.league_commands import _width
 
-    columns = {_width(line[:line.index("25.00")]) for line in lines[2:]}
+    columns = {_width(line[:line.index("25.00")]) for line in lines[2:6]}
     assert columns == {48}  # the same terminal column, wide characters counted twice
     assert lines[5].endswith("anchor")
     assert _width(lines[4][:lines[4].index("25.00")]) == 48  # a combining mark takes none
@@ -223,3 +224,34 @@ def test_a_lux_game_length_beyond_the_rules_names_the_flag(tmp_path: Path) -> No
                    until_sigma=None, map_name=None, num_envs=1, seed=0, quiet=True,
                    max_steps=5000)
     assert not (tmp_path / "l.db").exists()
+
+
+def test_report_refuses_the_databases_rollback_journal_as_its_output(tmp_path: Path) -> None:
+    """Guards: ``--out league.db-journal`` was written, and SQLite deleted it (or rolled it
+    back into the database) the next time a writer opened the database."""
+    from selfplay.league_commands import report
+
+    with LeagueDB(tmp_path / "league.db", game="tictactoe"):
+        pass
+    with pytest.raises(LeagueError, match="is the league database"):
+        report(str(tmp_path / "league.db"), None, str(tmp_path / "league.db-journal"))
+    assert not (tmp_path / "league.db-journal").exists()
+
+
+def test_leaderboard_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """Guards: ``selfplay league leaderboard | head`` ended with "error: [Errno 32] Broken
+    pipe"; a reader that leaves ends the command as 128 + SIGPIPE, without a message."""
+    import subprocess
+    import sys
+
+    with LeagueDB(tmp_path / "league.db", game="tictactoe") as db:
+        for n in range(1500):  # more than a pipe holds
+            db.add_player(f"player-{n}", "bot")
+    proc = subprocess.Popen([sys.executable, "-m", "selfplay.cli", "league", "leaderboard",
+                             "--json", "--db", str(tmp_path / "league.db")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and err == ""
