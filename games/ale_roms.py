@@ -50,6 +50,10 @@ def rom_folder_problem(folder: Path) -> str | None:
     name ale-py supports (in the folder, ``roms/`` or ``ROM/<game>/``, where PettingZoo
     looks), whose content is not that ROM. The emulator picks a game's settings by the file
     name and then hangs for ever (deaf to signals) or exits the process on another file."""
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        return (f"{folder} {what}: name the folder holding the ROMs, or drop rom_dir to play "
+                "the ROMs that ship with ale-py")
     expected = expected_rom_md5()
     candidates = [*folder.glob("*.bin"), *folder.glob("roms/*.bin"), *folder.glob("ROM/*/*.bin")]
     for path in sorted(candidates):

@@ -108,11 +108,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     if world_from_environment()[0] != 0:  # rank 0 reports a data-parallel run
         return 0
     ret = summary.get("episode/return_mean")
-    human = (f"trained {summary['global_step']} steps in {summary['updates']} updates; "
-             f"run dir {summary['run_dir']}"
+    human = (f"{trained(summary)}; run dir {summary['run_dir']}"
              + (f"; mean return {ret:.2f}" if ret is not None else ""))
     emit(summary, args.json, human)
     return 0
+
+
+def trained(summary: dict[str, Any]) -> str:
+    """What this process trained: a resumed run's share apart from the run's totals."""
+    steps, updates = summary["global_step"], summary["updates"]
+    start, start_update = summary.get("start_step", 0), summary.get("start_update", 0)
+    if not start:
+        return f"trained {steps} steps in {updates} updates"
+    if steps == start:
+        return f"nothing to train: the run has its {steps} steps ({updates} updates)"
+    return (f"resumed at step {start}: trained {steps - start} steps in "
+            f"{updates - start_update} updates ({steps} steps, {updates} updates in all)")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

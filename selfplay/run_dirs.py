@@ -236,6 +236,7 @@ def lock_run(path: Path) -> None:
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     _HELD[key] = fd
     remove_stale_temp_files(key / "checkpoints")
+    remove_stale_temp_files(key / "snapshots")  # the league's (train and bc)
 
 
 def release_run(path: Path) -> None:

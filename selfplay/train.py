@@ -165,6 +165,7 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
             shutil.rmtree(created, ignore_errors=True)
         raise
     league_info: dict[str, Any] = {}
+    start_step, start_update = trainer.global_step, trainer.update  # > 0: a resumed run
     try:
         world = trainer.ranks.world
         try:
@@ -188,7 +189,8 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
             league.close()
         trainer.game.close()
     summary: dict[str, Any] = {"run_dir": str(run.path), "global_step": trainer.global_step,
-                               "updates": trainer.update}
+                               "updates": trainer.update, "start_step": start_step,
+                               "start_update": start_update}
     summary.update(trainer.episodes.summary())
     summary.update(league_info)
     return summary

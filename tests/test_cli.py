@@ -819,3 +819,17 @@ def test_torch_allocation_failures_are_told_apart_from_other_runtime_errors() ->
         torch.empty(2**50, dtype=torch.uint8)  # a PiB
     assert out_of_memory(failed.value)
     assert not out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+
+
+def test_the_training_summary_line_tells_a_resumed_runs_share() -> None:
+    """Guards: a run resumed at step 1152 of 2560 said "trained 2560 steps in 20 updates", and
+    one resumed with nothing left to train said the same."""
+    from selfplay.cli import trained
+
+    assert trained({"global_step": 2560, "updates": 20, "start_step": 0}) == \
+        "trained 2560 steps in 20 updates"
+    assert trained({"global_step": 2560, "updates": 20, "start_step": 1152,
+                    "start_update": 9}) == ("resumed at step 1152: trained 1408 steps in 11 "
+                                            "updates (2560 steps, 20 updates in all)")
+    assert trained({"global_step": 2560, "updates": 20, "start_step": 2560,
+                    "start_update": 20}).startswith("nothing to train")

@@ -75,9 +75,13 @@ class PettingZooFamily(Family):
         return setup
 
     def scripted(self, game: str, bot: str, seed: int) -> MatchSetup:
-        if bot.lower() != "builtin":
-            raise GameError(f"{game} has no scripted opponents yet; play another checkpoint")
         from games.pettingzoo.catalog import builtin_opponent_games, resolve
+
+        if bot.lower() != "builtin":
+            also = (" or the console's own player (builtin)"
+                    if resolve(game).name in builtin_opponent_games() else "")
+            raise GameError(f"{game} has no scripted opponent {bot!r}: play another "
+                            f"checkpoint{also}")
 
         if resolve(game).name not in builtin_opponent_games():
             raise GameError(f"{game} has no built-in opponent; games with one: "

@@ -50,6 +50,12 @@ def _probe(info: GameInfo, rom_dir: Path, game_kwargs: Mapping[str, Any],
     if bad:
         allowed = ", ".join(sorted(params)) or "none"
         raise GameError(f"{info.registry_name}: unknown game_kwargs {bad}; allowed: {allowed}")
+    lists = sorted(k for k, v in game_kwargs.items()
+                   if not isinstance(v, str | int | float | bool) and v is not None)
+    if lists:
+        raise GameError(f"{info.registry_name}: game_kwargs {lists} must be single values "
+                        f"(a string, number or boolean), got "
+                        f"{', '.join(repr(game_kwargs[k]) for k in lists)}")
     if rom_dir.resolve() != rom_directory().resolve():  # a user's folder: check its ROMs
         problem = rom_folder_problem(rom_dir)
         if problem is not None:

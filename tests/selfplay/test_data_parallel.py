@@ -159,7 +159,8 @@ def test_torchrun_trains_saves_on_rank_0_and_one_process_resumes(tmp_path: Path)
                         "--no-progress")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "saved by 2 rank(s), resumed by 1" in resumed.stderr
-    assert "trained 256 steps in 4 updates" in resumed.stdout
+    assert ("resumed at step 128: trained 128 steps in 2 updates (256 steps, 4 updates in all)"
+            in resumed.stdout)
     final = load_checkpoint(list_checkpoints(run / "checkpoints")[-1])
     assert "world" not in final and final["counters"]["global_step"] == 256
     assert "world" not in final["extra"]["league"]  # one rank's draws now

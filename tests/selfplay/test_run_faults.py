@@ -56,8 +56,11 @@ def test_a_run_in_use_by_another_process_is_refused(tmp_path: Path) -> None:
         holder.kill()
         holder.wait()
     (run / "checkpoints" / ".update_0000003.pt.x1y2.tmp").write_bytes(b"half")  # a killed save
+    (run / "snapshots").mkdir(exist_ok=True)  # and a killed league snapshot's (it stayed)
+    (run / "snapshots" / ".run@0000003.pt.x1y2.tmp").write_bytes(b"half")
     run_training(None, resume=run, total_steps=3 * STEPS)  # the lock went with its process
     assert not list((run / "checkpoints").glob(".*.tmp"))
+    assert not list((run / "snapshots").glob(".*.tmp"))
     assert not (run / ".lock").exists()
 
 

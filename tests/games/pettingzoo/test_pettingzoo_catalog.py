@@ -71,6 +71,19 @@ def test_missing_roms_name_the_package(tmp_path: Path) -> None:
     with pytest.raises(GameError, match=r"ROM not found.*ship with the ale-py package") as got:
         make("pettingzoo/pong_v3", num_envs=1, rom_dir=str(tmp_path))
     assert "Please install roms" not in str(got.value)  # PettingZoo's AutoROM advice, dropped
+    # a folder that is not there, or a file: named, not "install ale-py" (the ROMs are there)
+    for wrong, what in ((tmp_path / "missing", "does not exist"),
+                        (tmp_path / "pong.txt", "is not a folder")):
+        if what == "is not a folder":
+            wrong.write_text("x")
+        with pytest.raises(GameError, match=rf"game.options.rom_dir: .*{wrong.name} {what}"):
+            make("pettingzoo/pong_v3", num_envs=1, rom_dir=str(wrong))
+
+
+def test_game_kwargs_of_lists_are_named(tmp_path: Path) -> None:
+    """Guards: ``game_kwargs={game_version: [1]}`` was "unhashable type: 'list'"."""
+    with pytest.raises(GameError, match=r"game_kwargs \['game_version'\] must be single values"):
+        make("pettingzoo/pong_v3", num_envs=1, game_kwargs={"game_version": [1]})
 
 
 @pytest.mark.parametrize("content", [b"", bytes(range(256)) * 8], ids=["empty", "garbage"])
@@ -109,3 +122,12 @@ def test_aliases_share_the_canonical_name_and_its_hyperparameters(name: str) -> 
     config = build_config(name)
     assert config.game.name == "pettingzoo/pong_v3"
     assert config.game.options["builtin_opponent_share"] == 0.25  # games.pettingzoo/pong_v3
+
+
+def test_an_unknown_opponent_names_the_consoles_own_player() -> None:
+    """Guards: ``play --vs random`` on pong said only "play another checkpoint", hiding
+    ``--vs builtin``."""
+    from games.pettingzoo.family import PettingZooFamily
+
+    with pytest.raises(GameError, match=r"'random'.*console's own player \(builtin\)"):
+        PettingZooFamily().scripted("pettingzoo/pong_v3", "random", 0)
