@@ -61,7 +61,8 @@ class CloneLeague:
         self.db = LeagueDB(database_file(config.db) if config.db else run_path / "league.db",
                            game=run.spec.name, config=rating)
         try:
-            anchors = register_anchors(self.db, run.spec, config, run.config.seed)
+            anchors = register_anchors(self.db, run.spec, config, run.config.seed,
+                                       run.config.game.options)
             fit = SnapshotFit(self.db, self.run_name, run.spec, run.config.network,
                               run.config.normalize)
             logged = logged_ratings(RunDir(run_path).metrics_file, run.global_step)

@@ -356,6 +356,7 @@ def check_finite(mapping: dict[str, Any], prefix: str = "") -> None:
 CEILINGS = {
     "game.num_envs": 2**20, "bc.num_envs": 2**20, "torch_threads": 1024,
     "acting_threads": 1024, "log.return_window": 10**6, "league.eval_games": 10**5,
+    "league.anchor_calibration_games": 10**5,
     "league.eval_envs": 2**16, "league.eval_pool": 10**4, "bc.validation_stride": 10**5,
     "network.hidden": 2**16, "network.channels": 2**16,
 }

@@ -62,8 +62,13 @@ class LeagueConfig:
     results against each bot, so it meets the bots it loses to more often. False: each bot
     env keeps its bot of the env layout for the whole run."""
     freeze_anchors: bool = True
-    """Anchors keep their starting rating (the TrueSkill prior) for good: a fixed yardstick
-    across the whole run. False lets the snapshots' games move them too."""
+    """Anchors keep their starting rating for good: a fixed yardstick across the whole run.
+    False lets the snapshots' games move them too (from the TrueSkill prior)."""
+    anchor_calibration_games: int = 10
+    """Frozen anchors: games per pair of anchors (both sides) played when anchors join a
+    league, their ratings from these games their starting ones (a new anchor against those
+    already there), so that the yardstick's marks are apart; 0 starts every anchor at the
+    prior (random and the strongest bot at one μ)."""
     elo_k: float | None = None
     """Elo K-factor of a league database this run creates (None: 32). A database keeps the K
     it was created with; a run asking another K of an existing one is refused."""
@@ -114,6 +119,9 @@ def new_league_checks(league: LeagueConfig) -> list[tuple[bool, str]]:
          "league.eval_pool=0 without league.anchors rates the snapshots against no one: "
          "raise league.eval_pool or name anchors"),
         (league.eval_envs >= 1, f"league.eval_envs must be >= 1, got {league.eval_envs}"),
+        (league.anchor_calibration_games >= 0,
+         f"league.anchor_calibration_games must be >= 0 (0: anchors start at the prior), got "
+         f"{league.anchor_calibration_games}"),
         (league.elo_k is None or league.elo_k <= MAX_ELO_K,
          f"league.elo_k must be in (0, {MAX_ELO_K:g}] (or null: 32; chess uses 10-40), got "
          f"{league.elo_k}"),

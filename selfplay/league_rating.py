@@ -14,11 +14,13 @@ the unfinished tournaments again and they play only what is missing.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -29,7 +31,8 @@ from games.family import MatchConditions
 from games.matches import MatchRunner
 from games.pools import detached_worker_init, stop_process_pool
 from games.registry import family_of
-from league.db import LeagueDB
+from league.db import LeagueDB, LeagueError
+from league.ratings import PlayerRating
 from league.snapshots import Snapshot, load_player_snapshot
 from league.tournament import IncompatiblePlayer, TournamentConfig, run_tournament
 from selfplay.checkpoint import CheckpointError
@@ -153,6 +156,47 @@ def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf,
     run_tournament(db, [job.latest, *job.pool], policy_factory, game_factory, config,
                    focus=[job.latest], runner=runner)
     return rating_metrics(db, job.latest, job.snapshots)
+
+
+def calibrate_anchors(db: LeagueDB, game_name: str, options: Mapping[str, Any],
+                      names: Sequence[str], games_per_pair: int, num_envs: int,
+                      seed: int) -> dict[str, PlayerRating]:
+    """Ratings for the anchors of ``names`` not yet in ``db``, from a round robin among
+    ``names`` (``games_per_pair`` per pair, both sides, ``num_envs`` at once) in the
+    training game's conditions: the anchors already in the league keep their ratings
+    there, the new ones start at the prior. Anchors frozen at the prior all sat at one μ
+    (random and win_or_block alike), a yardstick with its marks in one place. The games are
+    played in a scratch database (the league's holds the frozen ratings only)."""
+    known = {name: db.rating(name) for name in names if _registered(db, name)}
+    new = [name for name in names if name not in known]
+    if not new or len(names) < 2 or games_per_pair < 1:
+        return {}
+    family = family_of(game_name)
+    game_factory = match_games(game_name, dict(options))
+    config = TournamentConfig(games_per_pair=games_per_pair, num_envs=num_envs, seed=seed,
+                              name="anchor-calibration", map=family.map_label(options))
+    conditions = MatchConditions(options=dict(options), num_envs=num_envs, seed=seed)
+
+    def runner(policies: Mapping[int, Policy]) -> MatchRunner:
+        return family.match_runner(game_name, policies, conditions, game_factory)
+
+    with tempfile.TemporaryDirectory(prefix="selfplay-anchors-") as folder:
+        with LeagueDB(Path(folder) / "calibration.db", game=game_name,
+                      config=db.config) as scratch:
+            for name in names:
+                scratch.add_player(name, "bot", frozen=name in known, rating=known.get(name))
+            run_tournament(scratch, list(names),
+                           lambda name: family.opponent(game_name, name, seed), game_factory,
+                           config, focus=new if known else None, runner=runner)
+            return {name: scratch.rating(name) for name in new}
+
+
+def _registered(db: LeagueDB, name: str) -> bool:
+    try:
+        db.player(name)
+        return True
+    except LeagueError:
+        return False
 
 
 def snapshot_agent(spec: GameSpec, network: NetworkConfig, normalize: NormalizeConfig,

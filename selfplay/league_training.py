@@ -156,7 +156,8 @@ class LeagueHook:
         self.contested = (game.players[:, 1] >= 0 if isinstance(game, HasSides)
                           else np.ones(trainer.spec.num_envs, bool))  # [E]
         family = family_of(trainer.spec.name)
-        self.anchors = register_anchors(self.db, trainer.spec, config, trainer.config.seed)
+        self.anchors = register_anchors(self.db, trainer.spec, config, trainer.config.seed,
+                                        trainer.config.game.options)
         # scripted training opponents: player id -> (owner slot, policy); each has its own
         # slot after the snapshots' (a bot needs no network, so it never takes theirs)
         self.bots: dict[int, tuple[int, ScriptedPolicy]] = {}

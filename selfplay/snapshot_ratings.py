@@ -42,6 +42,7 @@ from selfplay.league_rating import (
     Rated,
     Rater,
     RatingJob,
+    calibrate_anchors,
     rate_snapshot,
     rated,
     snapshot_agent,
@@ -60,10 +61,13 @@ class RatedRun(Protocol):
     update: int
 
 
-def register_anchors(db: LeagueDB, spec: GameSpec, config: LeagueConfig, seed: int) -> list[str]:
-    """Register ``league.anchors`` in ``db`` (frozen with ``league.freeze_anchors``); their
-    names as the league calls them. A name the game does not know, or an engine bot where
-    the family cannot rate against one, is a :class:`ConfigError`."""
+def register_anchors(db: LeagueDB, spec: GameSpec, config: LeagueConfig, seed: int,
+                     options: Mapping[str, Any]) -> list[str]:
+    """Register ``league.anchors`` in ``db``; their names as the league calls them. Frozen
+    (``league.freeze_anchors``) anchors new to the league start at ratings of their own,
+    from ``league.anchor_calibration_games`` games between the anchors in the training
+    game's ``options``. A name the game does not know, or an engine bot where the family
+    cannot rate against one, is a :class:`ConfigError`."""
     family = family_of(spec.name)
     anchors: list[str] = []
     for name in config.anchors:
@@ -74,8 +78,12 @@ def register_anchors(db: LeagueDB, spec: GameSpec, config: LeagueConfig, seed: i
         if setup.scripted is None and not family.plays_engine_bots():
             raise ConfigError(f"league.anchors: {name} plays inside the {spec.name} engine; "
                               "rating games against it are not supported")
-        db.add_player(setup.opponent_name or name, "bot", frozen=config.freeze_anchors)
         anchors.append(setup.opponent_name or name)
+    calibrated = (calibrate_anchors(db, spec.name, options, anchors,
+                                    config.anchor_calibration_games, config.eval_envs, seed)
+                  if config.freeze_anchors else {})
+    for name in anchors:
+        db.add_player(name, "bot", frozen=config.freeze_anchors, rating=calibrated.get(name))
     return anchors
 
 

@@ -656,3 +656,37 @@ def test_a_moved_run_folder_resumes_with_its_snapshots(tmp_path: Path, capsys) -
         assert len(snapshots) == 5 and all(p.broken is None for p in snapshots)
         assert all(Path(str(p.path)).parent == tmp_path / "b" / "run" / "snapshots"
                    for p in snapshots)
+
+
+def test_frozen_anchors_start_apart_from_games_between_them(tmp_path: Path) -> None:
+    """Guards: every frozen anchor sat at the TrueSkill prior, random and win_or_block at one
+    μ (the leaderboard ranked the strongest bot last, below random): anchors new to a league
+    now start at ratings from games between the anchors, played outside the league; one
+    joining later is placed against those already there, which keep theirs."""
+    from selfplay.config import LeagueConfig
+    from selfplay.snapshot_ratings import register_anchors
+
+    game = make_game("tictactoe", num_envs=1, seed=0)
+    spec = game.spec
+    game.close()
+    both = LeagueConfig(anchors=["random", "win_or_block"])
+    placed = []
+    for n in range(2):  # the same seed places them alike
+        with LeagueDB(tmp_path / f"l{n}.db", game="tictactoe") as db:
+            assert register_anchors(db, spec, both, 3, {}) == ["random", "win_or_block"]
+            placed.append((db.rating("random"), db.rating("win_or_block")))
+            assert db.match_count() == 0 and db.replay_ratings() == db.ratings()
+            assert all(p.frozen for p in db.players())
+    (weak, strong), again = placed
+    assert again == (weak, strong)
+    assert strong.mu > weak.mu + 1 and max(weak.sigma, strong.sigma) < 8
+    with LeagueDB(tmp_path / "later.db", game="tictactoe") as db:
+        register_anchors(db, spec, LeagueConfig(anchors=["random"]), 3, {})
+        prior = db.rating("random")
+        assert prior.mu == 25.0  # one anchor: nothing to place it against
+        register_anchors(db, spec, both, 3, {})
+        assert db.rating("random") == prior and db.rating("win_or_block").mu > 25.0
+    with LeagueDB(tmp_path / "off.db", game="tictactoe") as db:
+        register_anchors(db, spec, LeagueConfig(anchors=["random", "win_or_block"],
+                                                anchor_calibration_games=0), 3, {})
+        assert db.rating("random") == db.rating("win_or_block")  # both the prior
