@@ -138,6 +138,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
              f"± {result['std_return']:.2f} over {result['episodes']} episodes")
     if result["video"]:
         human += f"; video {result['video']}"
+    human += _new_maps(result)
     emit(result, args.json, human)
     return 0
 
@@ -173,10 +174,21 @@ def cmd_play(args: argparse.Namespace) -> int:
              f"{result['losses']} losses, {result['draws']} draws in {result['games']} games; "
              f"win rate {result['win_rate']:.1%} (95% CI {low:.1%}-{high:.1%}); "
              f"by side (W/L/D) {sides}")
+    human += _new_maps(result)
     if "record" in result:
         human += "; " + _recorded(result["record"])
     emit(result, args.json, human)
     return 0
+
+
+def _new_maps(result: dict[str, Any]) -> str:
+    """The played maps the network never trained on, named with those it did."""
+    trained = result.get("trained_on") or {}
+    new = [m for m in result.get("maps") or [] if trained and m not in trained]
+    if not new:
+        return ""
+    return (f"; new to the network: {', '.join(new)} (trained on "
+            f"{', '.join(f'{m} {h}x{w}' for m, (h, w) in trained.items())})")
 
 
 def _recorded(summary: dict[str, Any]) -> str:

@@ -51,7 +51,7 @@ from selfplay.checkpoint import CheckpointError
 from selfplay.config import TrainConfig
 from selfplay.device import learner_autocast, resolve_device
 from selfplay.distributions import GridMaskIndex
-from selfplay.evaluate import start_weights
+from selfplay.evaluate import inherited_boards, start_weights
 from selfplay.game_state import check_game, restore_games, saved_games, weights_mismatch
 from selfplay.losses import bootstrap_truncated, explained_variance, gae
 from selfplay.networks import ActorCritic
@@ -173,6 +173,8 @@ class Cloner:
             keep_freed_memory()  # as training does: large tensors without page faults
         self.agent = ActorCritic(spec, config.network, config.normalize).to(self.device)
         self.optimizer = FlatAdam(self.agent, lr=self.bc.learning_rate, eps=self.bc.adam_eps)
+        # boards the network started from (init_from) learned on: kept in its checkpoints
+        self.inherited_boards: dict[str, list[int]] = {}
         self.average = (WeightAverage(self.optimizer, self.agent, self.bc.weight_average)
                         if self.bc.weight_average > 0 else None)
         """bc.weight_average: the weights the run gives out (checkpoints, snapshots,
@@ -539,7 +541,8 @@ class Cloner:
         """Start from the network of checkpoint ``path`` (``init_from``: cloning on from an
         earlier clone or a PPO run, say with students playing): its weights and normalization
         statistics; the optimizer, counters and label counts stay fresh."""
-        start_weights(self.agent, self.spec, path, self.config.game.options)
+        self.inherited_boards = start_weights(self.agent, self.spec, path,
+                                              self.config.game.options)
         if self.average is not None:  # the average starts at the weights started from
             self.average = WeightAverage(self.optimizer, self.agent, self.bc.weight_average)
 
@@ -550,7 +553,8 @@ class Cloner:
         return {
             "game": self.spec.name,
             "config": to_mapping(self.config),
-            "boards": trained_boards(game, self.spec),
+            # those of the network started from, too
+            "boards": {**self.inherited_boards, **trained_boards(game, self.spec)},
             "agent": self.learner_weights(),
             # with bc.weight_average: the trained weights under the average in ``agent``
             "trained_agent": self.agent.state_dict() if self.average is not None else None,
@@ -588,6 +592,7 @@ class Cloner:
             raise weights_mismatch(exc) from exc
         self.global_step = int(state["counters"]["global_step"])
         self.update = int(state["counters"]["update"])
+        self.inherited_boards = inherited_boards(state)
         torch.set_rng_state(state["rng"]["torch"])
         self.sample_gen.set_state(state["rng"]["sample"])
         self.episodes.load_state_dict(state["episodes"])

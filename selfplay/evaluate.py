@@ -76,13 +76,14 @@ def trained_spec(config: TrainConfig) -> GameSpec:
 
 
 def start_weights(agent: ActorCritic, spec: GameSpec, path: Path,
-                  options: Mapping[str, Any]) -> None:
+                  options: Mapping[str, Any]) -> dict[str, list[int]]:
     """Load the network of checkpoint ``path`` (a training, cloning or snapshot checkpoint)
     into ``agent``, built for ``spec`` and the game ``options``: its weights and
     normalization statistics, bit for bit (``init_from``). A one-line
     :class:`CheckpointError` for a checkpoint of another game, of another network, or
     trained on other observations (a rotated board, fog of war: the family's
-    ``observation_settings``)."""
+    ``observation_settings``). Returns the boards the network learned on there
+    (:func:`inherited_boards`)."""
     state = load_checkpoint(path)
     game = state.get("game")
     if game != spec.name:
@@ -100,6 +101,17 @@ def start_weights(agent: ActorCritic, spec: GameSpec, path: Path,
             f"{path} was trained with network.ignore_planes={sorted(trained.network.ignore_planes)}"
             f", this run has {list(agent.ignore_planes)}: set the same")
     load_weights(agent, weights, spec, trained, str(path))
+    return inherited_boards(state)
+
+
+def inherited_boards(state: Mapping[str, Any]) -> dict[str, list[int]]:
+    """The boards a checkpoint's network learned on (``{map: [height, width]}``, ``trained_on``
+    in ``play``), those of the runs it started from included; {} where it records none."""
+    boards = state.get("boards")
+    if not isinstance(boards, Mapping):
+        return {}
+    return {str(name): [int(v) for v in size] for name, size in boards.items()
+            if isinstance(size, list | tuple) and len(size) == 2}
 
 
 def load_weights(agent: ActorCritic, weights: Mapping[str, Any], spec: GameSpec,
@@ -345,4 +357,4 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = No
             "std_return": float(arr.std()) if len(arr) else float("nan"),
             "returns": [float(r) for r in returns],
             "video": str(video) if video is not None else None,
-            **({"maps": maps} if maps is not None else {})}
+            **({"maps": maps, "trained_on": state.get("boards")} if maps is not None else {})}

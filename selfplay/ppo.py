@@ -36,7 +36,7 @@ from selfplay.checkpoint import CheckpointError
 from selfplay.config import TrainConfig
 from selfplay.data_parallel import Ranks
 from selfplay.device import resolve_device
-from selfplay.evaluate import start_weights
+from selfplay.evaluate import inherited_boards, start_weights
 from selfplay.game_state import check_game, restore_games, saved_games, weights_mismatch
 from selfplay.handover import use_device_arrays
 from selfplay.inference import NumpyActorCritic, supports
@@ -124,6 +124,8 @@ class Trainer:
                         else torch.Generator(self.device).manual_seed(seed + 2))
         self.agent = ActorCritic(self.spec, config.network, config.normalize).to(self.device)
         self.ranks.broadcast_(list(self.agent.state_dict().values()))  # rank 0's, in place
+        # boards the network started from (init_from) learned on: kept in its checkpoints
+        self.inherited_boards: dict[str, list[int]] = {}
         # the network the run started from, frozen (ppo.teacher_kl_coef): its weights come from
         # init_from (start_from) or from the checkpoint resumed (load_state_dict)
         self.teacher = (copy.deepcopy(self.agent).requires_grad_(False).eval()
@@ -304,7 +306,8 @@ class Trainer:
         bit for bit; the optimizer and the counters stay fresh. The teacher (if any) becomes a
         frozen copy of it. A one-line :class:`CheckpointError` for a checkpoint of another game
         or of another network."""
-        start_weights(self.agent, self.spec, path, self.config.game.options)
+        self.inherited_boards = start_weights(self.agent, self.spec, path,
+                                              self.config.game.options)
         if self.teacher is not None:
             self.teacher.load_state_dict(self.agent.state_dict())
         if self.fast_policy is not None:
@@ -318,7 +321,7 @@ class Trainer:
         others' under ``ranks``, their number under ``world``."""
         mine = self.rank_state()
         every = self.ranks.gather(mine) or [mine]
-        boards: dict[str, list[int]] = {}
+        boards = dict(self.inherited_boards)  # those of the network started from, too
         for part in every:
             boards.update(part.pop("boards"))
         return {
@@ -374,6 +377,7 @@ class Trainer:
             raise weights_mismatch(exc) from exc
         self.actor.global_step = int(state["counters"]["global_step"])
         self.update = int(state["counters"]["update"])
+        self.inherited_boards = inherited_boards(state)
         self.sample_gen.set_state(state["rng"]["sample"])  # the same on every rank
         if self.reward_scaler is not None and state.get("reward_scaler") is not None:
             self.reward_scaler.stats.load_state_dict(state["reward_scaler"]["stats"])

@@ -833,3 +833,15 @@ def test_the_training_summary_line_tells_a_resumed_runs_share() -> None:
                                             "updates (2560 steps, 20 updates in all)")
     assert trained({"global_step": 2560, "updates": 20, "start_step": 2560,
                     "start_update": 20}).startswith("nothing to train")
+
+
+def test_play_and_eval_name_the_maps_new_to_the_network() -> None:
+    """Guards: ``play``/``eval --map`` on a board the network never trained on said so only in
+    ``play --json`` (``trained_on``)."""
+    from selfplay.cli import _new_maps
+
+    trained = {"basesWorkers8x8A": [8, 8]}
+    assert _new_maps({"maps": ["basesWorkers8x8A"], "trained_on": trained}) == ""
+    assert _new_maps({"maps": ["basesWorkers10x10"], "trained_on": trained}) == (
+        "; new to the network: basesWorkers10x10 (trained on basesWorkers8x8A 8x8)")
+    assert _new_maps({"maps": ["x"], "trained_on": None}) == ""  # saved without boards

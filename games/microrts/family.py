@@ -146,8 +146,14 @@ class MicroRTSFamily(Family):
             from games.microrts.match_runner import BotMatchRunner
 
             processes = conditions.processes
-            return BotMatchRunner(bots, map_name=conditions.map_name or DEFAULT_MAP,
-                                  max_steps=conditions.max_steps or BOT_MAX_STEPS,
+            # a training's map(s) and game length where the conditions name none (a league
+            # run's anchor calibration), else the bot tournaments' defaults
+            trained = conditions.options
+            maps = (conditions.map_name or trained.get("maps") or trained.get("map")
+                    or DEFAULT_MAP)
+            return BotMatchRunner(bots, map_name=maps,
+                                  max_steps=(conditions.max_steps or trained.get("max_steps")
+                                             or BOT_MAX_STEPS),
                                   parallel=conditions.num_envs if processes == 1 else 1,
                                   processes=processes, record=record)
         if conditions.processes > 1:

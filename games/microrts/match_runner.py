@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from typing import Any
@@ -63,10 +63,11 @@ class BotMatchRunner:
     seed, the one the league database stores, so a stored game can be played again.
     """
 
-    def __init__(self, players: Mapping[int, str], map_name: str = DEFAULT_MAP,
+    def __init__(self, players: Mapping[int, str], map_name: str | Sequence[str] = DEFAULT_MAP,
                  max_steps: int = 5000, parallel: int = 16, processes: int = 1,
                  record: RecordTo | None = None, writer: Any = None) -> None:
-        """``record``: record the games (``writer``: a shared
+        """``map_name``: a map, or several (a training's ``maps``: each match plays the one
+        its seed picks). ``record``: record the games (``writer``: a shared
         :class:`~games.microrts.orderlog.ReplayWriter`, closed by its owner)."""
         if parallel < 1:
             raise GameError(f"parallel must be >= 1, got {parallel}")
@@ -83,7 +84,14 @@ class BotMatchRunner:
         # fail fast (unknown bot or map) before the JVM starts
         self.players = {int(pid): bots_mod.resolve_bot(name).name
                         for pid, name in players.items()}
-        self.map_name = _map_info(map_name).name
+        names = [map_name] if isinstance(map_name, str) else list(map_name)
+        if not names:
+            raise GameError("a bot match runner needs a map")
+        self.map_names = [_map_info(name).name for name in names]
+        self.map_name = self.map_names[0]
+        if record is not None and len(self.map_names) > 1:
+            raise GameError(f"recorded bot games are played on one map; got "
+                            f"{len(self.map_names)}: name one with --map")
         self.max_steps, self.parallel, self.processes = max_steps, parallel, processes
 
     def game_for(self, match: MatchSpec) -> BotGame:
@@ -93,8 +101,9 @@ class BotMatchRunner:
                 raise GameError(f"player id {pid} is not a bot of this runner "
                                   f"(bots: {self.players})")
         first, second = (match.a, match.b) if match.side_a == 0 else (match.b, match.a)
-        return BotGame(self.players[first], self.players[second], self.map_name,
-                       self.max_steps, match.seed & 0x7FFFFFFF)
+        seed = match.seed & 0x7FFFFFFF
+        return BotGame(self.players[first], self.players[second],
+                       self.map_names[seed % len(self.map_names)], self.max_steps, seed)
 
     def run(self, next_match: Callable[[], MatchSpec | None],
             on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
@@ -310,7 +319,13 @@ class PolicyMatchRunner:
         self.bots = {pid: p.name for pid, p in policies.items() if isinstance(p, EngineBot)}
         self.policies = {pid: p for pid, p in policies.items() if pid not in self.bots}
         self.options = dict(options)
-        self.num_envs = max(2, num_envs + num_envs % 2)  # both sides in the bot envs
+        maps = list(self.options.get("maps") or [])  # type: ignore[call-overload]
+        if record is not None and len(self.bots) > 1 and len(maps) > 1:
+            raise GameError("recorded bot-vs-bot games are played on one map; these options "
+                            f"list {len(maps)}: name one with --map")
+        # both sides in the bot envs; every map of a maps list from both sides (fewer envs
+        # left the last maps unrated)
+        self.num_envs = max(2, num_envs + num_envs % 2, 2 * len(maps))
         self.seed = seed
         self.record = record
         self._writer: Any = None  # the ReplayWriter of a recorded run
@@ -343,7 +358,8 @@ class PolicyMatchRunner:
                                                exhausted, seed)
                 if bot_games:
                     queue = deque(bot_games)
-                    BotMatchRunner(self.bots, map_name=opts.map, max_steps=opts.max_steps,
+                    BotMatchRunner(self.bots, map_name=list(opts.maps) or opts.map,
+                                   max_steps=opts.max_steps,
                                    parallel=self.num_envs, record=self.record,
                                    writer=self._writer).run(
                         functools.partial(_pop_or_none, queue), on_result)

@@ -92,9 +92,9 @@ class MicroRTSOptions:
             if len(self.map_weights) != len(self.maps):
                 raise ValueError(f"map_weights needs one weight per map of maps ("
                                  f"{len(self.maps)}), got {len(self.map_weights)}")
-            if min(self.map_weights) < 0 or sum(self.map_weights) <= 0:
-                raise ValueError(f"map_weights must be >= 0 with a positive sum, got "
-                                 f"{list(self.map_weights)}")
+            if min(self.map_weights) <= 0:  # a map of weight 0 is never played
+                raise ValueError(f"map_weights must each be > 0 (drop a map from maps rather "
+                                 f"than weigh it 0), got {list(self.map_weights)}")
             if max(self.map_weights) > MAX_REWARD_WEIGHT:
                 raise ValueError(f"map_weights must each be in 0..{MAX_REWARD_WEIGHT:g}, got "
                                  f"{list(self.map_weights)}")

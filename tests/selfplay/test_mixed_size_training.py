@@ -150,3 +150,27 @@ def test_bots_no_env_starts_with_are_named(capsys: pytest.CaptureFixture[str]) -
     assert capsys.readouterr().err == ""
     family.check_run("microrts", options, 2, draws_bots=True)  # the league draws them
     assert capsys.readouterr().err == ""
+
+
+def test_a_run_started_from_another_keeps_the_boards_it_learned_on(tmp_path) -> None:
+    """Guards: ``train --init-from`` a network trained on 8x8, on 10x10: its checkpoints said
+    trained_on 10x10 only (``play`` reports them); the started-from boards stay, through a
+    resume too."""
+    from games.files import load_checkpoint
+    from selfplay.checkpoint import resolve_checkpoint
+    from selfplay.train import run_training
+
+    def config(map_name: str, init_from: str | None = None) -> Any:
+        return build_config("microrts", overrides=[
+            "game.num_envs=2", f"game.options.map={map_name}", "game.options.num_selfplay_envs=2",
+            "game.options.max_steps=60", "ppo.num_steps=16", "ppo.num_minibatches=1",
+            "ppo.update_epochs=1", "league.enabled=false", "log.progress=false",
+            "log.tensorboard=false", "network.channels=[8]", "network.hidden=[8]",
+            *([f"init_from={init_from}"] if init_from else [])], total_steps=2 * 16)
+
+    run_training(config("basesWorkers8x8A"), run_dir=tmp_path / "small")
+    run_training(config("basesWorkers10x10", str(tmp_path / "small")), run_dir=tmp_path / "big")
+    want = {"basesWorkers8x8A": [8, 8], "basesWorkers10x10": [10, 10]}
+    assert load_checkpoint(resolve_checkpoint(tmp_path / "big"))["boards"] == want
+    run_training(None, resume=tmp_path / "big", total_steps=2 * 2 * 16)
+    assert load_checkpoint(resolve_checkpoint(tmp_path / "big"))["boards"] == want

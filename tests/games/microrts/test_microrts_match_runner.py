@@ -252,3 +252,36 @@ def test_policy_matches_on_maps_of_several_sizes(engine_home) -> None:
     results: dict[str, MatchResult] = {}
     runner.run(lambda: queue.pop(0), lambda m, r: results.__setitem__(m.key, r))
     assert sorted(results) == [f"m{k}" for k in range(8)]
+
+
+def test_bot_games_play_the_trainings_maps_and_length() -> None:
+    """Guards: bot-vs-bot games where the conditions named no map (a league run's anchor
+    calibration) were played on basesWorkers16x16A for 5000 steps whatever the run trained
+    on; a maps list now gives each match the map its seed picks (no JVM needed)."""
+    from games.family import MatchConditions
+    from games.registry import family_of
+
+    family = family_of("microrts")
+    bots = {1: family.opponent("microrts", "WorkerRush", 0),
+            2: family.opponent("microrts", "LightRush", 0)}
+    one = family.match_runner("microrts", bots, MatchConditions(
+        options={"map": MAP, "max_steps": 700}, num_envs=2, seed=0), None)
+    assert isinstance(one, BotMatchRunner)
+    assert one.map_names == ["basesWorkers8x8"] and one.max_steps == 700
+    maps = ["basesWorkers8x8A", "NoWhereToRun9x8"]
+    mixed = family.match_runner("microrts", bots, MatchConditions(
+        options={"maps": maps}, num_envs=2, seed=0), None)
+    assert isinstance(mixed, BotMatchRunner)
+    played = {mixed.game_for(MatchSpec(f"k{s}", 1, 2, s % 2, s)).map for s in range(8)}
+    assert played == set(maps)
+    named = family.match_runner("microrts", bots, MatchConditions(
+        options={"maps": maps}, num_envs=2, seed=0, map_name="basesWorkers10x10"), None)
+    assert isinstance(named, BotMatchRunner) and named.map_names == ["basesWorkers10x10"]
+
+
+def test_rating_games_cover_every_map_of_a_maps_list() -> None:
+    """Guards: with league.eval_envs below two per map the rating games left the last maps
+    of a training's maps list unplayed (all on the first with eval_envs 2)."""
+    maps = ["basesWorkers8x8A", "NoWhereToRun9x8", "basesWorkers16x16A"]
+    runner = PolicyMatchRunner({}, {"maps": maps}, num_envs=2)
+    assert runner.num_envs == 6

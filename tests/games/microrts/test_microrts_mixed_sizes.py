@@ -143,8 +143,9 @@ def test_map_weights_share_the_envs(engine_home) -> None:
     assert equal.maps == [0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2]
     with pytest.raises(ValueError, match="map_weights needs one weight per map of maps"):
         MicroRTSOptions(maps=MAPS, map_weights=[1, 2])
-    with pytest.raises(ValueError, match="map_weights must be >= 0"):
-        MicroRTSOptions(maps=MAPS, map_weights=[1, -1, 1])
+    for weights in ([1, -1, 1], [1, 0, 1]):  # a weight of 0 never played its map
+        with pytest.raises(ValueError, match=r"map_weights must each be > 0 \(drop a map"):
+            MicroRTSOptions(maps=MAPS, map_weights=weights)
 
 
 def test_cloning_and_recording_refuse_mixed_sizes(engine_home) -> None:
