@@ -177,7 +177,7 @@ class LeagueDB:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return conn
         except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise  # a writer holds it: read as immutable, its unfinished changes showed
             wal = Path(f"{self.path}-wal")
             if wal.exists() and wal.stat().st_size > 0:

@@ -174,6 +174,8 @@ def _engine_files_problem(home: Path, verify: bool) -> str:
         lines = (home / _MARKER).read_text().splitlines()[1:]
     except OSError:
         return ""
+    if not lines and verify:  # an earlier version's marker: nothing to check the files by
+        return "its marker, of an earlier version, lists no files to check"
     for line in lines:
         name, size, digest = line.rsplit("\t", 2)
         path = home / name
@@ -187,11 +189,16 @@ def _engine_files_problem(home: Path, verify: bool) -> str:
     return ""
 
 
+def _listed(home: Path) -> set[str]:
+    """The files ``home``'s marker lists (none: an earlier version's marker)."""
+    lines = (home / _MARKER).read_text().splitlines()[1:]
+    return {line.rsplit("\t", 2)[0] for line in lines}
+
+
 def _unlisted_files(home: Path) -> list[str]:
     """Files in ``home`` its marker does not list (the user's own maps, say); none where the
     marker lists no files (an earlier version's)."""
-    lines = (home / _MARKER).read_text().splitlines()[1:]
-    listed = {line.rsplit("\t", 2)[0] for line in lines}
+    listed = _listed(home)
     if not listed:
         return []
     return sorted(str(p.relative_to(home)) for p in home.rglob("*")
@@ -248,8 +255,10 @@ def _fetch_engine(home: Path, verify: bool = False) -> None:
                 raise GameError(f"the microRTS engine in {home} is damaged ({problem}) and "
                                 f"holds files it did not ship ({', '.join(theirs[:3])}): move "
                                 "them out, then run again to fetch the engine")
-            print(f"selfplay: the microRTS engine in {home} is damaged ({problem}): fetching "
-                  "it again", file=sys.stderr, flush=True)
+            why = (f"is damaged ({problem})" if _listed(home) else "was set up by an "
+                   "earlier version, whose marker lists no files to check")
+            print(f"selfplay: the microRTS engine in {home} {why}: fetching it again",
+                  file=sys.stderr, flush=True)
         local = os.environ.get(ENV_SDIST)
         source = f"{ENV_SDIST}={local}" if local else "the package index, 6 MB"
         print(f"selfplay: fetching the microRTS engine ({SDIST_REQUIREMENT} sdist from {source}) "
@@ -262,6 +271,15 @@ def _fetch_engine(home: Path, verify: bool = False) -> None:
             files = _file_list(staging)
             (staging / _MARKER).write_text(f"{SDIST_REQUIREMENT} sha256={SDIST_SHA256}\n"
                                            + files)
+            if ours and not _listed(home):  # an earlier marker: the user's files, by the new list
+                shipped = {line.rsplit("\t", 2)[0] for line in files.splitlines()}
+                theirs = sorted(str(p.relative_to(home)) for p in home.rglob("*")
+                                if p.is_file() and p.name != _MARKER
+                                and str(p.relative_to(home)) not in shipped)
+                if theirs:
+                    raise GameError(f"the microRTS engine in {home} is to be fetched again "
+                                    f"and holds files it did not ship ({', '.join(theirs[:3])})"
+                                    ": move them out, then run again")
             if home.exists():
                 if (home / _MARKER).is_file():  # ours, damaged: out of the way, then gone
                     os.rename(home, tmp / "damaged")
@@ -519,6 +537,13 @@ def start_jvm() -> JavaRuntime:
             hint = (f"check {ENV_JAVA_OPTIONS}={options!r}, or set " if options else "set ")
             raise GameError(f"could not start the JVM from {java.libjvm} ({exc}); {hint}"
                             f"{ENV_JAVA} to another Java >= {MIN_JAVA}") from exc
+        try:  # a damaged jar (cut or changed at its size) fails here, not mid-game
+            jpype.JClass("tests.JNIGridnetSharedMemVecClient")
+            jpype.JClass("util.NDBuffer")
+        except TypeError as exc:
+            raise GameError(f"the microRTS engine in {home} does not load ({exc}): run "
+                            "`selfplay setup microrts`, which checks every file and fetches "
+                            f"a damaged engine again (or fix {ENV_HOME})") from exc
         system = jpype.JClass("java.lang.System")
         stream = jpype.JClass("java.io.PrintStream")
         null_out = jpype.JClass("java.io.OutputStream").nullOutputStream()

@@ -124,6 +124,49 @@ def test_a_damaged_engine_of_ours_is_fetched_again(tmp_path: Path, monkeypatch, 
         engine.ensure_engine()
 
 
+def test_an_earlier_versions_engine_folder_is_fetched_again_by_setup(
+        tmp_path: Path, monkeypatch, capsys) -> None:
+    """Guards: a folder set up before the marker listed its files (header line only) was never
+    checked: a damaged jar there failed every game with a class-not-found traceback, and
+    ``selfplay setup`` said "ready". Setup now fetches it again (a plain command keeps using
+    it: no download it did not ask for), never over the user's own files."""
+    home = tmp_path / "engine"
+    monkeypatch.setenv(engine.ENV_HOME, str(home))
+    monkeypatch.setattr(engine, "_download_sdist", lambda tmp: _fake_sdist(tmp / "s.tar.gz"))
+    engine.ensure_engine()
+    marker = home / engine._MARKER
+    old = marker.read_text().splitlines()[0] + "\n"
+    marker.write_text(old)
+    (home / "microrts.jar").write_bytes(b"j")  # damaged
+    assert engine.engine_ready(home) and not engine.engine_ready(home, verify=True)
+    capsys.readouterr()
+    engine._ensure_engine(verify=True)  # what selfplay setup does
+    assert "set up by an earlier version" in capsys.readouterr().err
+    assert (home / "microrts.jar").read_bytes() == b"jar" and len(marker.read_text()) > len(old)
+    marker.write_text(old)
+    (home / "maps/mine.xml").write_text("<mine/>")  # the user's: refused, kept
+    with pytest.raises(GameError, match=r"holds files it did not ship \(maps/mine.xml\)"):
+        engine._ensure_engine(verify=True)
+    assert (home / "maps/mine.xml").read_text() == "<mine/>"
+
+
+def test_a_jar_damaged_at_its_size_is_one_line_naming_setup(tmp_path: Path,
+                                                            engine_home: Path) -> None:
+    """Guards: a microrts.jar changed in place (its size kept: only setup's hashes tell) was a
+    TypeError traceback ("Class util.NDBuffer is not found") at the first game."""
+    home = tmp_path / "engine"
+    shutil.copytree(engine_home, home)
+    jar = home / "microrts.jar"
+    jar.write_bytes(bytes(jar.stat().st_size))
+    proc = subprocess.run([sys.executable, "-c", "from games.microrts.engine import start_jvm; "
+                           "start_jvm()"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, engine.ENV_HOME: str(home)})
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("games.core.GameError: the microRTS engine in ") and \
+        "does not load" in last and "selfplay setup microrts" in last, proc.stderr[-800:]
+
+
 @pytest.fixture(scope="module")
 def real_sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real gym-microrts sdist: ``$SELFPLAY_MICRORTS_SDIST``, else fetched with pip (and
