@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import signal
 import sys
@@ -32,6 +33,13 @@ def _video_path(value: str | None) -> Path | None:
         raise UserError(f"--video {value} is a directory; give a file name")
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         raise UserError(f"--video {value}: use a {' or '.join(VIDEO_SUFFIXES)} file name")
+    needed = ["imageio", "imageio_ffmpeg"] if path.suffix.lower() == ".mp4" else ["imageio"]
+    for package in needed:  # checked before the games, not after them
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            raise UserError(f"--video {value} needs the {package} package: pip install "
+                            "'selfplay[video]'") from None
     existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
     if not existing.is_dir():
         raise UserError(f"--video {value}: {existing} is a file, not a folder")

@@ -40,8 +40,14 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
     # OSError: a path that is a directory, unwritable or missing; UnicodeDecodeError: a
     # config file that is not text; UnicodeEncodeError: a path that is not valid UTF-8
-    return (UserError, GameError, OptionError, ConfigError, CheckpointError, OSError,
-            UnicodeDecodeError, UnicodeEncodeError, LeagueError, RankLost)
+    errors: tuple[type[BaseException], ...] = (
+        UserError, GameError, OptionError, ConfigError, CheckpointError, OSError,
+        UnicodeDecodeError, UnicodeEncodeError, LeagueError, RankLost)
+    try:  # gymnasium's one line naming a package its environment needs (MuJoCo, pygame)
+        from gymnasium.error import DependencyNotInstalled
+    except ImportError:
+        return errors
+    return (*errors, DependencyNotInstalled)
 
 
 def run_tool(main: Callable[[], object]) -> NoReturn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -340,6 +341,10 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = No
     options = staged(envs)
     if video is not None:
         options["render"] = True
+        # frames are drawn off screen: SDL (pygame's, in gymnasium's classic control) needs
+        # no display, and a headless machine's "XDG_RUNTIME_DIR is invalid" line is not ours
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     game = make_game(config.game.name, num_envs=envs, seed=eval_seed, options=options)
     try:
         _, agent, _ = load_agent(checkpoint, game.spec, state)

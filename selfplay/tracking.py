@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from selfplay.checkpoint import atomic_write_bytes
-from selfplay.config import TrainConfig
+from selfplay.config import ConfigError, TrainConfig
 from selfplay.config_files import config_to_yaml
 
 
@@ -73,20 +73,40 @@ class MetricSink:
         if resume_step is not None:
             drop_metrics_after(run.metrics_file, resume_step)
         self._jsonl = open(run.metrics_file, "a", buffering=1)  # noqa: SIM115 - closed in close()
-        self._tb = None
+        self._tb: Any = None
+        self._wandb: Any = None
+        try:
+            self._open_trackers(run, config, resume_step)
+        except BaseException:
+            if self._tb is not None:
+                self._tb.close()
+            self._jsonl.close()
+            raise
+
+    def _open_trackers(self, run: RunDir, config: TrainConfig, resume_step: int | None) -> None:
+        """TensorBoard's writer and the W&B run, as ``log`` asks; a missing package is a
+        :class:`ConfigError` naming it and how to do without."""
         if config.log.tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as exc:
+                raise ConfigError(f"log.tensorboard=true needs the tensorboard package ({exc}):"
+                                  " pip install 'tensorboard>=2.14', or set "
+                                  "log.tensorboard=false") from exc
 
             # events at steps >= purge_step, earlier files included, are dropped on reading
             purge = resume_step + 1 if resume_step is not None else None
             self._tb = SummaryWriter(str(run.tensorboard), purge_step=purge)
-        self._wandb = None
         self._wandb_rating_keys: set[str] = set()
         self._wandb_ratings: list[dict[str, float]] = []  # waiting for rows of their own
         self._wandb_step = -1  # the last W&B step written
         if config.log.wandb:
             os.environ.setdefault("WANDB_SILENT", "true")
-            import wandb
+            try:
+                import wandb
+            except ImportError as exc:
+                raise ConfigError(f"log.wandb=true needs the wandb package ({exc}): pip "
+                                  "install 'selfplay[tracking]', or set log.wandb=false") from exc
 
             from games.options import to_mapping
 

@@ -845,3 +845,31 @@ def test_play_and_eval_name_the_maps_new_to_the_network() -> None:
     assert _new_maps({"maps": ["basesWorkers10x10"], "trained_on": trained}) == (
         "; new to the network: basesWorkers10x10 (trained on basesWorkers8x8A 8x8)")
     assert _new_maps({"maps": ["x"], "trained_on": None}) == ""  # saved without boards
+
+
+def test_video_packages_are_checked_before_any_game(tmp_path, monkeypatch) -> None:
+    """Guards: without imageio ``--video`` played every game, then failed with a traceback;
+    without imageio-ffmpeg the error named a temp file, not the package."""
+    import sys
+
+    from selfplay.cli import _video_path
+    from selfplay.cli_common import UserError
+
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)
+    with pytest.raises(UserError, match=r"needs the imageio_ffmpeg package: pip install "
+                                        r"'selfplay\[video\]'"):
+        _video_path(str(tmp_path / "v.mp4"))
+    assert _video_path(str(tmp_path / "v.gif")) == tmp_path / "v.gif"  # no ffmpeg needed
+    monkeypatch.setitem(sys.modules, "imageio", None)
+    with pytest.raises(UserError, match="needs the imageio package"):
+        _video_path(str(tmp_path / "v.gif"))
+
+
+def test_gymnasiums_missing_dependency_is_one_line() -> None:
+    """Guards: a MuJoCo game without mujoco, or --video of a classic-control game without
+    pygame, ended in gymnasium's DependencyNotInstalled traceback."""
+    from gymnasium.error import DependencyNotInstalled
+
+    from selfplay.cli_common import user_errors
+
+    assert issubclass(DependencyNotInstalled, user_errors())

@@ -76,8 +76,9 @@ MIN_JAX = (0, 4, 30)
 """the oldest jax this layer is tested on"""
 TESTED_JAX = "0.4.30 and 0.10.2 (the newest for Python 3.11)"
 ENGINE_REQUIREMENTS = f"juxai-s2=={JUX_VERSION} luxai-s2=={LUXAI_S2_VERSION}"
-INSTALL_HINT = ("run `make install-dev`, or `pip install -e '.[lux]'` and then "
-                f"`pip install --no-deps {ENGINE_REQUIREMENTS}`")
+INSTALL_HINT = ("in a checkout run `make train GAME=lux` (it installs Lux's set), else "
+                f"`pip install 'selfplay[lux]'` and then `pip install --no-deps "
+                f"{ENGINE_REQUIREMENTS}`")
 VEC_NOISE_HINT = ("vec_noise, a C extension built from its sdist, is not installed: the official "
                   "Lux engine (luxai_s2) cannot generate maps, Jux can; install a C compiler "
                   "(gcc) and run `make install-dev` again")
@@ -188,7 +189,9 @@ def _import_jax() -> types.ModuleType:
         importlib.import_module("jax.numpy")
         importlib.import_module("jax.dlpack")
     except ModuleNotFoundError as exc:
-        raise _missing((exc.name or "jax").split(".")[0]) from None
+        # jax raises its own for a missing jaxlib, without a module name
+        named = exc.name or ("jaxlib" if "jaxlib" in str(exc) else "jax")
+        raise _missing(named.split(".")[0]) from None
     except ImportError as exc:  # e.g. a jax / jaxlib version mismatch
         raise GameError(f"jax does not import ({str(exc).splitlines()[0]}): {INSTALL_HINT}"
                         ) from None

@@ -233,7 +233,8 @@ def _ensure_engine(verify: bool) -> Path:
         where = f"{ENV_HOME}={os.environ[ENV_HOME]}" if os.environ.get(ENV_HOME) else str(home)
         raise GameError(f"cannot put the microRTS engine into {where}: "
                         f"{exc.strerror or exc}"
-                        + (f" ({exc.filename})" if exc.filename else "")) from exc
+                        + (f" ({exc.filename})" if exc.filename else "")
+                        + f"; set {ENV_HOME} (or XDG_CACHE_HOME) to a writable folder") from exc
     return home
 
 

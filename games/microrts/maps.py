@@ -63,7 +63,25 @@ UNIT_TYPES = ("Resource", "Base", "Barracks", "Worker", "Light", "Heavy", "Range
 
 
 def parse_map(path: Path, name: str | None = None) -> MapInfo:
-    """Read a map's size and terrain; :class:`GameError` for anything the engine would reject."""
+    """Read a map's size and terrain; :class:`GameError` for anything the engine would reject
+    (for a shipped map, naming the command that repairs the engine's files)."""
+    try:
+        return _parse_map(path, name)
+    except GameError as exc:
+        from games.microrts.engine import engine_home
+
+        try:
+            shipped = path.resolve().is_relative_to(engine_home().resolve())
+        except OSError:
+            shipped = False
+        if not shipped:
+            raise
+        raise GameError(f"{exc}; it is one of the engine's own maps: `selfplay setup "
+                        "microrts` checks the engine's files and fetches damaged ones again"
+                        ) from exc
+
+
+def _parse_map(path: Path, name: str | None) -> MapInfo:
     try:
         data = path.read_bytes()
     except OSError as exc:

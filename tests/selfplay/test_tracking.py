@@ -204,3 +204,18 @@ def test_resumed_training_logs_each_step_once(tmp_path: Path) -> None:
     second = run_training(config, resume=run_dir, total_steps=2048)
     assert second["global_step"] == 2048
     assert _steps(metrics) == list(range(256, 2049, 256))
+
+
+@pytest.mark.parametrize("missing, asked", [("wandb", "wandb"),
+                                            ("torch.utils.tensorboard", "tensorboard")])
+def test_a_missing_tracking_package_names_the_setting(tmp_path: Path, monkeypatch,
+                                                      missing: str, asked: str) -> None:
+    """Guards: ``log.wandb=true`` without wandb (or TensorBoard missing) was a
+    ModuleNotFoundError traceback."""
+    from selfplay.config import ConfigError
+
+    monkeypatch.setitem(sys.modules, missing, None)  # import fails as if not installed
+    config = _config(tensorboard=asked == "tensorboard", wandb=asked == "wandb")
+    with pytest.raises(ConfigError, match=rf"log.{asked}=true needs the {asked} package.*"
+                                          rf"log.{asked}=false"):
+        MetricSink(RunDir(tmp_path / "run"), config)

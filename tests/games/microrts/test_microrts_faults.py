@@ -58,7 +58,8 @@ def test_an_engine_folder_that_cannot_be_made_names_the_variable(tmp_path: Path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"error: cannot put the microRTS engine into SELFPLAY_MICRORTS_HOME={blocker}/engine: "
-        f"File exists ({blocker})"], proc.stderr
+        f"File exists ({blocker}); set SELFPLAY_MICRORTS_HOME (or XDG_CACHE_HOME) to a "
+        "writable folder"], proc.stderr
     assert blocker.read_text() == "mine"
 
 

@@ -59,8 +59,25 @@ def test_missing_map_file(tmp_path: Path) -> None:
 def test_invalid_map_xml(tmp_path: Path) -> None:
     bad = tmp_path / "bad.xml"
     bad.write_text('<rts.PhysicalGameState width="8" height="8"><terrain>')
-    with pytest.raises(GameError, match="invalid XML"):
+    with pytest.raises(GameError, match="invalid XML") as got:
         maps.resolve_map(str(bad))
+    assert "selfplay setup" not in str(got.value)  # the user's own map: no engine repair
+
+
+def test_a_damaged_shipped_map_names_the_repair(tmp_path: Path, monkeypatch) -> None:
+    """Guards: an engine map changed in place was "invalid XML" like a user's own file, with
+    no word of the command that fetches the engine's files again."""
+    import shutil
+
+    from games.microrts import engine
+
+    home = tmp_path / "engine"
+    shutil.copytree(engine.ensure_engine(), home)
+    monkeypatch.setenv(engine.ENV_HOME, str(home))
+    (home / "maps/8x8/basesWorkers8x8.xml").write_text("<rts.PhysicalGameState")
+    with pytest.raises(GameError, match=r"invalid XML.*one of the engine's own maps: "
+                                        r"`selfplay setup microrts`"):
+        maps.parse_map(home / "maps/8x8/basesWorkers8x8.xml")
 
 
 @pytest.mark.parametrize("payload", [

@@ -464,6 +464,12 @@ def test_sigterm_checkpoints_a_ray_run_and_frees_its_actors(two_nodes: TwoNodes,
 
     from selfplay.checkpoint import list_checkpoints
 
+    # the earlier tests' actors leave the cluster asynchronously: wait until their CPUs are
+    # back (measured while one still held half a CPU, "free before" read 1.0 of 2)
+    settle = time.monotonic() + 30
+    while (ray.available_resources().get("CPU", 0.0) < ray.cluster_resources().get("CPU", 0.0)
+           and time.monotonic() < settle):
+        time.sleep(0.2)
     free_before = ray.available_resources().get("CPU", 0.0)
     run = tmp_path / "run"
     proc = subprocess.Popen(
