@@ -13,6 +13,12 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
+# Ray's crash handler takes SIGSEGV, which a JVM in the process (microRTS games) raises on
+# purpose: a worker that ran microRTS games and then a Ray test crashed ("node down",
+# segfault in JIT code). Ray reads the setting when imported (test files import it at
+# collection), so it is set before any of them, as games/workers/ray_cluster.py does.
+os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+
 
 def _share_the_cores() -> None:
     """Under pytest-xdist, each worker's torch takes its share of the cores (and the processes

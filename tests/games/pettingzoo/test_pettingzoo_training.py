@@ -41,5 +41,5 @@ def test_play_a_checkpoint_against_the_builtin_opponent(tmp_path: Path) -> None:
     result = play(checkpoint, "BuiltIn", games=1, num_envs=1)
     assert result["opponent"] == "builtin" and result["games"] == 1
     assert result["losses"] == 1
-    with pytest.raises(GameError, match="no scripted opponents"):
+    with pytest.raises(GameError, match=r"no scripted opponent 'workerrush'.*\(builtin\)"):
         play(checkpoint, "workerrush", games=1)
