@@ -37,7 +37,10 @@ gets the same with ``ray start --system-config='{"max_direct_call_object_size": 
 
 
 def import_ray() -> ModuleType:
-    """The ``ray`` module; a one-line :class:`GameError` naming the extra when missing."""
+    """The ``ray`` module; a one-line :class:`GameError` naming the extra when missing. Ray's
+    crash handler stays off (read as Ray loads): it would take the SIGSEGV a JVM in this
+    process raises on purpose (microRTS games), crashing it."""
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     try:
         import ray
     except ModuleNotFoundError as exc:
