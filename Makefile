@@ -27,7 +27,7 @@ TEST_ARGS ?=
 # one process, so its fixtures and JAX compilations are shared): 1 runs them in this process
 TEST_WORKERS ?= 2
 
-.PHONY: train test install install-dev bench lint clean-venv
+.PHONY: train test install install-dev install-lux bench lint clean-venv
 
 $(PY):
 	@test -n "$(PYTHON)" || { echo "error: Python >= 3.11 not found; install python3.11 or set PYTHON=/path/to/python" >&2; exit 1; }
@@ -85,6 +85,7 @@ NEEDS_LUX := $(filter $(LUX_GAMES),$(shell echo '$(GAME)' | tr 'A-Z' 'a-z'))
 
 install: $(VENV)/.stamp-train
 install-dev: $(VENV)/.stamp-dev
+install-lux: $(VENV)/.stamp-lux
 
 train: install $(if $(NEEDS_LUX),$(VENV)/.stamp-lux)
 	$(VENV)/bin/selfplay train --game $(GAME) $(ARGS)

@@ -41,6 +41,7 @@ class MatchSpec:
     side_a: int  # the side player a plays: the game's own side where it maps seats to sides
     # (microRTS: the engine player, see VecGameRunner), else the seat
     seed: int
+    index: int = 0  # the game's number within its pair (sides alternate with it)
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,7 @@ class RoundRobin:
                     self.already_stored += 1
                 else:
                     self.pending.append(MatchSpec(key, a, b, lower_id_seat(a, b, k),
-                                                  match_seed(config.seed, key)))
+                                                  match_seed(config.seed, key), k))
         self.pending.reverse()  # pop() from the end in schedule order
         self.total = len(self.pending)
 
@@ -212,7 +212,7 @@ class Adaptive:
         self.inflight[j, i] += 1
         self.dispatched += 1
         self.mine.add(key)
-        return MatchSpec(key, a, b, lower_id_seat(a, b, k), match_seed(cfg.seed, key))
+        return MatchSpec(key, a, b, lower_id_seat(a, b, k), match_seed(cfg.seed, key), k)
 
     def done(self, spec: MatchSpec) -> None:
         if spec.key in self.mine:

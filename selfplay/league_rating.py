@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -180,6 +181,11 @@ def calibrate_anchors(db: LeagueDB, game_name: str, options: Mapping[str, Any],
     def runner(policies: Mapping[int, Policy]) -> MatchRunner:
         return family.match_runner(game_name, policies, conditions, game_factory)
 
+    pairs = sum(1 for i, a in enumerate(names) for b in names[i + 1:] if a in new or b in new)
+    print(f"league: placing the new anchors ({', '.join(new)}) by {games_per_pair} games per "
+          f"pair between the anchors ({pairs * games_per_pair} games)", file=sys.stderr,
+          flush=True)
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="selfplay-anchors-") as folder:
         with LeagueDB(Path(folder) / "calibration.db", game=game_name,
                       config=db.config) as scratch:
@@ -188,7 +194,11 @@ def calibrate_anchors(db: LeagueDB, game_name: str, options: Mapping[str, Any],
             run_tournament(scratch, list(names),
                            lambda name: family.opponent(game_name, name, seed), game_factory,
                            config, focus=new if known else None, runner=runner)
-            return {name: scratch.rating(name) for name in new}
+            placed = {name: scratch.rating(name) for name in new}
+    shown = ", ".join(f"{name} μ {r.mu:.1f} ± {r.sigma:.1f}" for name, r in placed.items())
+    print(f"league: anchors placed in {time.perf_counter() - start:.1f} s: {shown}",
+          file=sys.stderr, flush=True)
+    return placed
 
 
 def _registered(db: LeagueDB, name: str) -> bool:

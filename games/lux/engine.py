@@ -76,7 +76,7 @@ MIN_JAX = (0, 4, 30)
 """the oldest jax this layer is tested on"""
 TESTED_JAX = "0.4.30 and 0.10.2 (the newest for Python 3.11)"
 ENGINE_REQUIREMENTS = f"juxai-s2=={JUX_VERSION} luxai-s2=={LUXAI_S2_VERSION}"
-INSTALL_HINT = ("in a checkout run `make train GAME=lux` (it installs Lux's set), else "
+INSTALL_HINT = ("in a checkout run `make install-lux`, else "
                 f"`pip install 'selfplay[lux]'` and then `pip install --no-deps "
                 f"{ENGINE_REQUIREMENTS}`")
 VEC_NOISE_HINT = ("vec_noise, a C extension built from its sdist, is not installed: the official "

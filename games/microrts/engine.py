@@ -205,6 +205,19 @@ def _unlisted_files(home: Path) -> list[str]:
                   if p.is_file() and p.name != _MARKER and str(p.relative_to(home)) not in listed)
 
 
+def _files_match(home: Path, listing: str) -> bool:
+    """Whether every file of a marker's ``listing`` is in ``home`` with its size and hash."""
+    for line in listing.splitlines():
+        name, size, digest = line.rsplit("\t", 2)
+        try:
+            data = (home / name).read_bytes()
+        except OSError:
+            return False
+        if len(data) != int(size) or hashlib.sha256(data).hexdigest() != digest:
+            return False
+    return True
+
+
 def _file_list(folder: Path) -> str:
     """The marker's list of ``folder``'s files: ``name TAB size TAB sha256`` lines."""
     rows = []
@@ -256,10 +269,11 @@ def _fetch_engine(home: Path, verify: bool = False) -> None:
                 raise GameError(f"the microRTS engine in {home} is damaged ({problem}) and "
                                 f"holds files it did not ship ({', '.join(theirs[:3])}): move "
                                 "them out, then run again to fetch the engine")
-            why = (f"is damaged ({problem})" if _listed(home) else "was set up by an "
-                   "earlier version, whose marker lists no files to check")
-            print(f"selfplay: the microRTS engine in {home} {why}: fetching it again",
-                  file=sys.stderr, flush=True)
+            why = (f"is damaged ({problem}): fetching it again" if _listed(home) else
+                   "was set up by an earlier version, whose marker lists no files: fetching "
+                   "the engine to check them")
+            print(f"selfplay: the microRTS engine in {home} {why}", file=sys.stderr,
+                  flush=True)
         local = os.environ.get(ENV_SDIST)
         source = f"{ENV_SDIST}={local}" if local else "the package index, 6 MB"
         print(f"selfplay: fetching the microRTS engine ({SDIST_REQUIREMENT} sdist from {source}) "
@@ -274,6 +288,11 @@ def _fetch_engine(home: Path, verify: bool = False) -> None:
                                            + files)
             if ours and not _listed(home):  # an earlier marker: the user's files, by the new list
                 shipped = {line.rsplit("\t", 2)[0] for line in files.splitlines()}
+                if _files_match(home, files):  # intact: the list is all it lacked
+                    marker = (staging / _MARKER).read_text()
+                    (home / f".{_MARKER}.tmp").write_text(marker)
+                    os.replace(home / f".{_MARKER}.tmp", home / _MARKER)
+                    return
                 theirs = sorted(str(p.relative_to(home)) for p in home.rglob("*")
                                 if p.is_file() and p.name != _MARKER
                                 and str(p.relative_to(home)) not in shipped)
@@ -541,8 +560,10 @@ def start_jvm() -> JavaRuntime:
         try:  # a damaged jar (cut or changed at its size) fails here, not mid-game
             jpype.JClass("tests.JNIGridnetSharedMemVecClient")
             jpype.JClass("util.NDBuffer")
-        except TypeError as exc:
-            raise GameError(f"the microRTS engine in {home} does not load ({exc}): run "
+            jpype.JClass("rts.GameState")
+        except (TypeError, jpype.JException) as exc:  # missing; a class that fails to load
+            raise GameError(f"the microRTS engine in {home} does not load "
+                            f"({java_error_message(exc)}): run "
                             "`selfplay setup microrts`, which checks every file and fetches "
                             f"a damaged engine again (or fix {ENV_HOME})") from exc
         system = jpype.JClass("java.lang.System")
@@ -598,7 +619,7 @@ def setup(quiet: bool = False) -> SetupReport:
 
     try:
         jpype.JClass("tests.JNIGridnetSharedMemVecClient")  # the engine loads
-    except TypeError as exc:  # a jar that is not the engine's (another folder's, say)
+    except (TypeError, jpype.JException) as exc:  # a jar not the engine's, or damaged
         raise GameError(f"the microRTS engine in {home} does not load ({exc}): delete the "
                         f"folder to fetch it again, or fix {ENV_HOME}") from exc
     if not quiet:

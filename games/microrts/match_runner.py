@@ -66,8 +66,9 @@ class BotMatchRunner:
     def __init__(self, players: Mapping[int, str], map_name: str | Sequence[str] = DEFAULT_MAP,
                  max_steps: int = 5000, parallel: int = 16, processes: int = 1,
                  record: RecordTo | None = None, writer: Any = None) -> None:
-        """``map_name``: a map, or several (a training's ``maps``: each match plays the one
-        its seed picks). ``record``: record the games (``writer``: a shared
+        """``map_name``: a map, or several (a training's ``maps``, weights aside: games
+        ``2j`` and ``2j + 1`` of a pair, its two sides, play map ``j`` modulo their number).
+        ``record``: record the games (``writer``: a shared
         :class:`~games.microrts.orderlog.ReplayWriter`, closed by its owner)."""
         if parallel < 1:
             raise GameError(f"parallel must be >= 1, got {parallel}")
@@ -101,9 +102,10 @@ class BotMatchRunner:
                 raise GameError(f"player id {pid} is not a bot of this runner "
                                   f"(bots: {self.players})")
         first, second = (match.a, match.b) if match.side_a == 0 else (match.b, match.a)
-        seed = match.seed & 0x7FFFFFFF
+        maps = self.map_names
         return BotGame(self.players[first], self.players[second],
-                       self.map_names[seed % len(self.map_names)], self.max_steps, seed)
+                       maps[(match.index // 2) % len(maps)], self.max_steps,
+                       match.seed & 0x7FFFFFFF)
 
     def run(self, next_match: Callable[[], MatchSpec | None],
             on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
@@ -330,6 +332,17 @@ class PolicyMatchRunner:
         self.record = record
         self._writer: Any = None  # the ReplayWriter of a recorded run
 
+    def match_options(self) -> Any:
+        """The :class:`MicroRTSOptions` of the matches' games: ``num_envs`` self-play envs and
+        as many bot envs, both sides, every map of a maps list alike (a training's
+        ``map_weights`` left maps unplayed)."""
+        from games.microrts.adapter import MicroRTSOptions
+        from games.options import from_mapping
+
+        return from_mapping(MicroRTSOptions, {
+            **self.options, "num_selfplay_envs": self.num_envs, "bots": ["Passive"],
+            "alternate_sides": True, "workers": 1, "map_weights": []}, "game.options.")
+
     def _policy_side(self, match: MatchSpec) -> int:
         """The engine player of the match's network policy (matches with one bot)."""
         return match.side_a if match.a in self.policies else 1 - match.side_a
@@ -339,12 +352,7 @@ class PolicyMatchRunner:
         """Play until ``next_match`` returns ``None`` and every started match has ended."""
         from collections import deque
 
-        from games.microrts.adapter import MicroRTSOptions
-        from games.options import from_mapping
-
-        opts = from_mapping(MicroRTSOptions, {
-            **self.options, "num_selfplay_envs": self.num_envs, "bots": ["Passive"],
-            "alternate_sides": True, "workers": 1}, "game.options.")
+        opts = self.match_options()
         pending: deque[MatchSpec] = deque()  # pulled, waiting for an env that fits
         exhausted = [False]
         if self.record is not None:

@@ -264,7 +264,7 @@ def test_a_missing_package_is_one_line_naming_the_command(hidden: str, named: st
     message = out["error"]
     assert "\n" not in message and out["quiet"]  # no chained traceback behind it
     assert message.startswith(f"Lux needs {named} ({hidden!r} is not installed)")
-    assert "make train GAME=lux" in message  # (make install-dev installs every extra)
+    assert "make install-lux" in message  # (make install-dev installs every extra)
     assert "pip install --no-deps juxai-s2==3.0.0 luxai-s2==3.0.1" in message
 
 

@@ -143,21 +143,40 @@ def test_an_earlier_versions_engine_folder_is_fetched_again_by_setup(
     engine._ensure_engine(verify=True)  # what selfplay setup does
     assert "set up by an earlier version" in capsys.readouterr().err
     assert (home / "microrts.jar").read_bytes() == b"jar" and len(marker.read_text()) > len(old)
+    listed = marker.read_text()
     marker.write_text(old)
-    (home / "maps/mine.xml").write_text("<mine/>")  # the user's: refused, kept
+    (home / "maps/mine.xml").write_text("<mine/>")  # the user's, beside intact files: kept,
+    engine._ensure_engine(verify=True)  # the list written (every setup re-fetched, exit 2)
+    assert marker.read_text() == listed and (home / "maps/mine.xml").read_text() == "<mine/>"
+    marker.write_text(old)
+    (home / "microrts.jar").write_bytes(b"j")  # beside a damaged file: refused, kept
     with pytest.raises(GameError, match=r"holds files it did not ship \(maps/mine.xml\)"):
         engine._ensure_engine(verify=True)
     assert (home / "maps/mine.xml").read_text() == "<mine/>"
 
 
-def test_a_jar_damaged_at_its_size_is_one_line_naming_setup(tmp_path: Path,
-                                                            engine_home: Path) -> None:
+@pytest.mark.parametrize("damage", ["whole jar", "one class"])
+def test_a_jar_damaged_at_its_size_is_one_line_naming_setup(tmp_path: Path, engine_home: Path,
+                                                            damage: str) -> None:
     """Guards: a microrts.jar changed in place (its size kept: only setup's hashes tell) was a
-    TypeError traceback ("Class util.NDBuffer is not found") at the first game."""
+    TypeError traceback ("Class util.NDBuffer is not found") at the first game, or with one
+    class's bytes zeroed a Java NoClassDefFoundError traceback."""
+    import zipfile
+
     home = tmp_path / "engine"
     shutil.copytree(engine_home, home)
     jar = home / "microrts.jar"
-    jar.write_bytes(bytes(jar.stat().st_size))
+    if damage == "whole jar":
+        jar.write_bytes(bytes(jar.stat().st_size))
+    else:  # rts/GameState.class's compressed bytes zeroed, the archive's directory intact
+        with zipfile.ZipFile(jar) as archive:
+            info = archive.getinfo("rts/GameState.class")
+        data = bytearray(jar.read_bytes())
+        name_len, extra_len = (int.from_bytes(data[info.header_offset + i:][:2], "little")
+                               for i in (26, 28))
+        start = info.header_offset + 30 + name_len + extra_len
+        data[start:start + info.compress_size] = bytes(info.compress_size)
+        jar.write_bytes(bytes(data))
     proc = subprocess.run([sys.executable, "-c", "from games.microrts.engine import start_jvm; "
                            "start_jvm()"], capture_output=True, text=True, timeout=120,
                           env={**os.environ, engine.ENV_HOME: str(home)})

@@ -272,8 +272,10 @@ def test_bot_games_play_the_trainings_maps_and_length() -> None:
     mixed = family.match_runner("microrts", bots, MatchConditions(
         options={"maps": maps}, num_envs=2, seed=0), None)
     assert isinstance(mixed, BotMatchRunner)
-    played = {mixed.game_for(MatchSpec(f"k{s}", 1, 2, s % 2, s)).map for s in range(8)}
-    assert played == set(maps)
+    # games 2j and 2j+1 (the two sides) on map j: every map from both sides
+    played = [(mixed.game_for(MatchSpec(f"k{k}", 1, 2, k % 2, 99, k)).map, k % 2)
+              for k in range(4)]
+    assert played == [(maps[0], 0), (maps[0], 1), (maps[1], 0), (maps[1], 1)]
     named = family.match_runner("microrts", bots, MatchConditions(
         options={"maps": maps}, num_envs=2, seed=0, map_name="basesWorkers10x10"), None)
     assert isinstance(named, BotMatchRunner) and named.map_names == ["basesWorkers10x10"]
@@ -285,3 +287,9 @@ def test_rating_games_cover_every_map_of_a_maps_list() -> None:
     maps = ["basesWorkers8x8A", "NoWhereToRun9x8", "basesWorkers16x16A"]
     runner = PolicyMatchRunner({}, {"maps": maps}, num_envs=2)
     assert runner.num_envs == 6
+    from games.microrts.options import env_layout
+
+    # a training's map_weights ([3, 1, 1] left the third map unrated)
+    weighted = PolicyMatchRunner({}, {"maps": maps, "map_weights": [3, 1, 1]}, num_envs=2)
+    layout = env_layout(weighted.match_options(), 2 * weighted.num_envs)
+    assert set(layout.maps) == {0, 1, 2}
