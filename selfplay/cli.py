@@ -583,7 +583,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    errors = user_errors()
     in_main = threading.current_thread() is threading.main_thread()
     replaced = _raise_on_termination() if in_main else {}
     try:
@@ -593,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return 141  # `selfplay league leaderboard | head`: the reader left, as 128 + SIGPIPE
-    except errors as exc:
+    except user_errors() as exc:  # (evaluated as an exception arrives)
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except MemoryError as exc:  # a size no check foresaw (numpy's arrays of a huge game)

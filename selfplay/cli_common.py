@@ -43,11 +43,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
     errors: tuple[type[BaseException], ...] = (
         UserError, GameError, OptionError, ConfigError, CheckpointError, OSError,
         UnicodeDecodeError, UnicodeEncodeError, LeagueError, RankLost)
-    try:  # gymnasium's one line naming a package its environment needs (MuJoCo, pygame)
-        from gymnasium.error import DependencyNotInstalled
-    except ImportError:
+    # gymnasium's one line naming a package its environment needs (MuJoCo, pygame): loaded
+    # by then if gymnasium raised it (importing it here cost every command 0.2 s)
+    gym_errors = sys.modules.get("gymnasium.error")
+    if gym_errors is None:
         return errors
-    return (*errors, DependencyNotInstalled)
+    return (*errors, gym_errors.DependencyNotInstalled)
 
 
 def run_tool(main: Callable[[], object]) -> NoReturn:
