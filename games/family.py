@@ -132,6 +132,10 @@ class Family:
         """``num_envs`` envs of ``game`` (a canonical name of this family) with ``options``,
         built by the family's factory; a :class:`GameError` naming the extra to install when
         the factory's packages are missing."""
+        taken = sorted({"name", "num_envs", "seed"} & set(options or {}))
+        if taken:  # the factory's own arguments: "got multiple values" tracebacks
+            raise GameError(f"game.options.{taken[0]} is not a game option: the game is "
+                            "--game, the number of envs game.num_envs, the seed --seed")
         module_name, _, attr = self.factory.partition(":")
         try:
             module = importlib.import_module(module_name)

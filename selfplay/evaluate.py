@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -287,8 +288,12 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
     def write(tmp: Path) -> None:
         shown = [even_frame(f) for f in frames] if even else list(frames)
         try:
-            imageio.mimwrite(str(tmp), shown, fps=fps,  # type: ignore[arg-type]
-                             macro_block_size=1)
+            with warnings.catch_warnings():  # ffmpeg is forked and execs at once: JAX's
+                # "os.fork() ... will likely lead to a deadlock" does not apply
+                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called",
+                                        category=RuntimeWarning)
+                imageio.mimwrite(str(tmp), shown, fps=fps,  # type: ignore[arg-type]
+                                 macro_block_size=1)
         except (OSError, RuntimeError, ValueError) as exc:
             raise GameError(f"writing video {path} failed: "
                             f"{(str(exc).splitlines() or [type(exc).__name__])[0][:200]}"

@@ -40,6 +40,7 @@ from selfplay.checkpoint import CheckpointError
 from selfplay.config import ConfigError, NetworkConfig, NormalizeConfig, TrainConfig
 from selfplay.config_files import saved_config_from_mapping
 from selfplay.evaluate import load_weights
+from selfplay.interrupts import signals_at_checks
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy
 
@@ -183,17 +184,19 @@ def calibrate_anchors(db: LeagueDB, game_name: str, options: Mapping[str, Any],
 
     pairs = sum(1 for i, a in enumerate(names) for b in names[i + 1:] if a in new or b in new)
     print(f"league: placing the new anchors ({', '.join(new)}) by {games_per_pair} games per "
-          f"pair between the anchors ({pairs * games_per_pair} games)", file=sys.stderr,
-          flush=True)
+          f"pair between the anchors ({pairs * games_per_pair} games; none: --set "
+          "league.anchor_calibration_games=0)", file=sys.stderr, flush=True)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="selfplay-anchors-") as folder:
         with LeagueDB(Path(folder) / "calibration.db", game=game_name,
                       config=db.config) as scratch:
             for name in names:
                 scratch.add_player(name, "bot", frozen=name in known, rating=known.get(name))
-            run_tournament(scratch, list(names),
-                           lambda name: family.opponent(game_name, name, seed), game_factory,
-                           config, focus=new if known else None, runner=runner)
+            with signals_at_checks() as check:  # a Ctrl-C stops it after the game it came in
+                run_tournament(scratch, list(names),
+                               lambda name: family.opponent(game_name, name, seed),
+                               game_factory, config, focus=new if known else None,
+                               runner=runner, progress=lambda _done, _total: check())
             placed = {name: scratch.rating(name) for name in new}
     shown = ", ".join(f"{name} μ {r.mu:.1f} ± {r.sigma:.1f}" for name, r in placed.items())
     print(f"league: anchors placed in {time.perf_counter() - start:.1f} s: {shown}",

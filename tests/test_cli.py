@@ -873,3 +873,14 @@ def test_gymnasiums_missing_dependency_is_one_line() -> None:
     from selfplay.cli_common import user_errors
 
     assert issubclass(DependencyNotInstalled, user_errors())
+
+
+@pytest.mark.parametrize("key", ["seed", "num_envs", "name"])
+def test_a_game_option_named_like_the_factorys_arguments_is_one_line(key: str) -> None:
+    """Guards: ``--set game.options.seed=3`` (a user looking for a map seed) was a TypeError
+    traceback, "make() got multiple values for keyword argument 'seed'"."""
+    from games.core import GameError
+    from games.registry import make_game
+
+    with pytest.raises(GameError, match=rf"game.options.{key} is not a game option"):
+        make_game("tictactoe", num_envs=1, seed=0, options={key: 3})

@@ -63,6 +63,10 @@ class LuxOptions:
         if unknown:
             raise ValueError(f"reward_weights: unknown component {unknown[0]!r} (known: "
                              f"{', '.join(REWARD_COMPONENTS)})")
+        if not any(self.reward_weights.values()):  # {} included: components left out weigh 0
+            raise ValueError(f"reward_weights gives every reward component weight 0 "
+                             f"({dict(self.reward_weights)}): nothing would be learned; name "
+                             "one, e.g. {win: 1}")
         if not 1 <= self.max_steps <= 1000:
             raise ValueError(f"max_steps must be between 1 and 1000, got {self.max_steps}")
         if self.render_cell < 2:

@@ -124,3 +124,31 @@ def test_a_run_that_cannot_start_frees_its_folder(tmp_path: Path) -> None:
         run_training(build_config("CartPole-v1", overrides=[*QUIET, "game.options.bogus=1"],
                                   total_steps=STEPS), empty)
     assert list(empty.iterdir()) == []
+
+
+def test_a_signal_during_a_held_block_is_raised_at_the_next_check() -> None:
+    """Guards: a Ctrl-C during a new league's anchor calibration could land in JAX's
+    garbage-collection hook, which only printed it: the run trained on and exited 0. Held, it
+    is raised by its own handler where the code checks (and at the block's end)."""
+    import os
+    import signal
+
+    from selfplay.interrupts import Terminated, signals_at_checks
+
+    with signals_at_checks() as check:
+        os.kill(os.getpid(), signal.SIGINT)
+        reached = True  # nothing raised at the signal
+        with pytest.raises(KeyboardInterrupt):
+            check()
+    assert reached and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    def terminated(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        with pytest.raises(Terminated), signals_at_checks():  # raised at the end
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert signal.getsignal(signal.SIGTERM) is terminated
+    finally:
+        signal.signal(signal.SIGTERM, previous)

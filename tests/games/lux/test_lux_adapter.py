@@ -405,6 +405,9 @@ def test_bad_options_are_one_line_errors() -> None:
         from_mapping(LuxOptions, {"map_size": 32}, "game.options.")
     with pytest.raises(OptionError, match="unknown component 'gold'"):
         from_mapping(LuxOptions, {"reward_weights": {"gold": 1.0}}, "game.options.")
+    for nothing in ({}, {"win": 0.0, "ice": 0.0}):  # trained on rewards of 0, silently
+        with pytest.raises(OptionError, match="every reward component weight 0"):
+            from_mapping(LuxOptions, {"reward_weights": nothing}, "game.options.")
     with pytest.raises(OptionError, match="max_steps"):
         from_mapping(LuxOptions, {"max_steps": 0}, "game.options.")
     with pytest.raises(GameError, match="unknown Lux rules 'season3'; known: season2"):
