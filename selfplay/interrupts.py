@@ -25,36 +25,48 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 @contextlib.contextmanager
 def signals_at_checks() -> Iterator[Callable[[], None]]:
     """Ctrl-C, SIGTERM and SIGHUP during the block are held, then raised by the handlers they
-    had before, in the main code: where the block calls the check it is given, and at its end.
-    Raised at any bytecode instead, one could land in a callback whose exceptions Python only
-    prints (JAX's garbage-collection hook: "Exception ignored ... KeyboardInterrupt"), and the
-    command went on to train. Outside the main thread the check does nothing."""
+    had before, in the main code: where the block calls the check it is given, and at its end
+    (also when the block fails: the stop wins). Raised at any bytecode instead, one could land
+    in a callback whose exceptions Python only prints (JAX's garbage-collection hook:
+    "Exception ignored ... KeyboardInterrupt"), and the command went on to train. A second
+    signal is raised at once (stop now). Outside the main thread the check does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield lambda: None
         return
     came: list[int] = []
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
 
+    def restore() -> None:
+        for sig, handler in previous.items():  # None: set outside Python, taken as default
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    def deliver() -> None:
+        signum = came[0]
+        came.clear()
+        restore()
+        signal.raise_signal(signum)  # the handler it had: raises here, or ends the process
+
     def hold(signum: int, _frame: object) -> None:
         came.append(signum)
-
-    def restore() -> None:
-        for sig, handler in previous.items():
-            if handler is not None:
-                signal.signal(sig, handler)
+        if len(came) > 1:
+            deliver()
 
     def check() -> None:
         if came:
-            signum = came[0]
-            came.clear()
-            restore()
-            signal.raise_signal(signum)  # the handler it had: raises here, or ends the process
+            deliver()
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, hold)
     try:
         yield check
-    finally:
+    except KeyboardInterrupt:  # Terminated included: a signal already on its way out
         restore()
+        raise
+    except BaseException:
+        if came:
+            deliver()  # the stop, its context the error the block raised
+        restore()
+        raise
     if came:
-        signal.raise_signal(came[0])
+        deliver()
+    restore()

@@ -152,3 +152,21 @@ def test_a_signal_during_a_held_block_is_raised_at_the_next_check() -> None:
         assert signal.getsignal(signal.SIGTERM) is terminated
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_held_signal_outlives_an_error_and_a_second_one_stops_at_once() -> None:
+    """Guards (review): a signal held while the block failed was dropped (the error's exit 2,
+    not the stop's); a second Ctrl-C waited for the check like the first."""
+    import os
+    import signal
+
+    from selfplay.interrupts import signals_at_checks
+
+    with pytest.raises(KeyboardInterrupt), signals_at_checks():
+        os.kill(os.getpid(), signal.SIGINT)
+        raise RuntimeError("an engine error in the same game")
+    with pytest.raises(KeyboardInterrupt), signals_at_checks():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)  # the second: raised here, no check needed
+        raise AssertionError("not reached")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
