@@ -118,6 +118,10 @@ class PPOLearner:
         b_mask = take(buf.mask) if buf.mask is not None else None
         b_values = take(buf.values)
         b_returns = take(returns)
+        # the clip's centre is the critic's own output when it acted, so normalized with the
+        # statistics before this update (after it, a shifted mean moved the centre away from
+        # the output: the clipped branch took over with no gradient)
+        old_values = agent.to_value_space(b_values)
         if agent.value_rms is not None:
             with ranks.merged([agent.value_rms]):
                 agent.value_rms.update(b_returns)
@@ -126,7 +130,7 @@ class PPOLearner:
                       and isinstance(space, MultiDiscrete) and space.cells is not None else None)
         rows = Rows(b_obs, grid_masks if grid_masks is not None else b_mask,
                     take(buf.critic_in) if buf.critic_in is not None else None,
-                    take(buf.actions), take(buf.logprobs), agent.to_value_space(b_values),
+                    take(buf.actions), take(buf.logprobs), old_values,
                     agent.to_value_space(b_returns), take(advantages))
 
         frac = 1.0 - progress

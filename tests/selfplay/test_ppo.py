@@ -250,3 +250,34 @@ def test_minibatches_cover_every_row_once_however_they_divide(
     trainer.collect()
     trainer.learn()
     assert len(seen) == 2 * minibatches and sum(seen) == 2 * 128 and set(seen) == sizes
+
+
+def test_value_clipping_is_centred_on_the_critics_own_output(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards: with normalize.value and clip_vloss the old values were normalized with the
+    statistics already updated by this rollout's returns, so the clip's centre sat away from
+    what the critic had output (a shift of the mean made the clipped branch constant: no
+    gradient). At the first minibatch, before any step, the critic still outputs them."""
+    from selfplay.learning import PPOLearner
+
+    trainer = make_trainer("CartPole-v1", ["game.num_envs=2", "ppo.num_steps=64",
+                                           "normalize.value=true", "ppo.clip_vloss=true",
+                                           "ppo.num_minibatches=1", "ppo.update_epochs=1"])
+    first: list[tuple[torch.Tensor, torch.Tensor]] = []
+    backward = PPOLearner._backward
+
+    def watching(self: PPOLearner, rows: object, mb: torch.Tensor, *rest: object) -> object:
+        if not first:
+            with torch.no_grad():
+                _, value = self.agent.forward_all(rows.obs[mb], None,  # type: ignore[attr-defined]
+                                                  rows.obs[mb])  # type: ignore[attr-defined]
+            first.append((value.float(), rows.values_vs[mb]))  # type: ignore[attr-defined]
+        return backward(self, rows, mb, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PPOLearner, "_backward", watching)
+    for _ in range(2):  # the second rollout: statistics that this one's returns move
+        first.clear()
+        trainer.collect()
+        trainer.learn()
+    output, centre = first[0]
+    torch.testing.assert_close(centre, output, atol=1e-4, rtol=1e-4)
