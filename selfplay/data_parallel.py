@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -58,6 +59,17 @@ def lost_peer(exc: BaseException) -> bool:
     text = str(exc)
     return any(word in text for word in ("gloo", "Gloo", "NCCL", "Connection reset",
                                          "Connection closed by peer"))
+
+
+def peer_reason(exc: BaseException) -> str:
+    """The first line of a lost peer's error, without the C++ source location gloo puts
+    first, cut at a word boundary."""
+    lines = str(exc).strip().splitlines()
+    text = re.sub(r"\[[^\]]*\.(?:cc|cpp|h|hpp):\d+\]\s*", "", lines[0] if lines else "")
+    text = text or type(exc).__name__
+    if len(text) > 160:
+        text = text[:160].rsplit(" ", 1)[0] + " ..."
+    return text
 
 
 def world_from_environment() -> tuple[int, int, int]:

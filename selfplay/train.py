@@ -18,7 +18,14 @@ from selfplay.acting import StepListener
 from selfplay.checkpoint import list_checkpoints
 from selfplay.component_returns import ComponentReturns
 from selfplay.config import TrainConfig
-from selfplay.data_parallel import RankLost, Ranks, join_ranks, lost_peer
+from selfplay.data_parallel import (
+    RankLost,
+    Ranks,
+    join_ranks,
+    lost_peer,
+    peer_reason,
+    world_from_environment,
+)
 from selfplay.league_training import attach, describe
 from selfplay.opponent_stats import OpponentWinRates
 from selfplay.ppo import Trainer
@@ -88,9 +95,12 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
             with making_run(config, run_dir) as (run, created):
                 trainer = build_trainer(config, run, None if config.init_from is None
                                         else Path(config.init_from), ranks)
-    except BaseException:  # a resumed run that cannot start: its folder is free again
+    except BaseException as exc:  # a resumed run that cannot start: its folder is free again
         if opening.run is not None:
             release_run(opening.run.path)
+        lost_while_starting(exc, f"it resumes from {opening.checkpoint}"
+                            if opening.checkpoint is not None
+                            else "nothing was trained: run the command again")
         raise
     failed = True
     try:
@@ -100,6 +110,17 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
     finally:
         ranks.close(failed)
         release_run(run.path)
+
+
+def lost_while_starting(exc: BaseException, where: str) -> None:
+    """Raise :class:`RankLost` if ``exc`` is a data-parallel run's collective failing because a
+    rank was lost before training began (it was a torch traceback); ``where``: what to resume
+    from."""
+    world = world_from_environment()[1]
+    if world == 1 or not isinstance(exc, RuntimeError) or not lost_peer(exc):
+        return
+    raise RankLost(f"a rank of this {world}-rank run was lost while it started "
+                   f"({peer_reason(exc)}); {where}") from exc
 
 
 def keep_state(trainer: Trainer, name: str, part: ComponentReturns | OpponentWinRates) -> None:
@@ -157,12 +178,13 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
             league.log_ratings_to(sink)
         progress = Progress(trainer.num_updates * trainer.steps_per_update, trainer.global_step,
                             config.log.progress and main, config.game.name)
-    except BaseException:  # the rater process (resubmitted tournaments) stops with us
+    except BaseException as exc:  # the rater process (resubmitted tournaments) stops with us
         if league is not None:
             league.close()
         trainer.game.close()
         if created is not None and main:  # nothing trained: the new run leaves nothing
             shutil.rmtree(created, ignore_errors=True)
+        lost_while_starting(exc, where_to_resume(run, trainer.update, trainer.ranks.world))
         raise
     league_info: dict[str, Any] = {}
     start_step, start_update = trainer.global_step, trainer.update  # > 0: a resumed run
@@ -175,8 +197,7 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
         except RuntimeError as exc:
             if world == 1 or not lost_peer(exc):
                 raise
-            raise RankLost(f"a rank of this {world}-rank run was lost "
-                           f"({str(exc).strip().splitlines()[0][:160]}); "
+            raise RankLost(f"a rank of this {world}-rank run was lost ({peer_reason(exc)}); "
                            f"{where_to_resume(run, trainer.update, world)}") from exc
         if league is not None:  # the rater's last tournaments: every snapshot ends up rated
             league_info.update(league.finish())

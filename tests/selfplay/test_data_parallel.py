@@ -246,3 +246,18 @@ def test_lost_peers_are_told_from_other_errors() -> None:
     assert lost_peer(RuntimeError("[../gloo/transport/tcp/pair.cc:537] Read error "
                                   "[127.0.0.1]:1234: Connection reset by peer"))
     assert not lost_peer(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+
+
+def test_a_lost_peers_reason_is_one_readable_line() -> None:
+    """Guards (review): the lost-rank line carried gloo's C++ source path and was cut
+    mid-word at 160 characters ("... This is typically caused by a rem")."""
+    from selfplay.data_parallel import peer_reason
+
+    exc = RuntimeError("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] "
+                       "Read error [127.0.0.1]:60603: Connection reset by peer. This is "
+                       "typically caused by a remote process that exited, for example " * 2
+                       + "\nsecond line")
+    reason = peer_reason(exc)
+    assert reason.startswith("Read error [127.0.0.1]:60603: Connection reset by peer.")
+    assert "pair.cc" not in reason and reason.endswith(" ...") and len(reason) <= 164
+    assert not reason[:-4].endswith(("rem", " "))  # a whole word before the cut
