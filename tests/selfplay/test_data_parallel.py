@@ -144,6 +144,10 @@ def test_torchrun_trains_saves_on_rank_0_and_one_process_resumes(tmp_path: Path)
                      "--run-dir", str(run), "--no-progress", nproc=2)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("trained 128 steps in 2 updates") == 1, done.stdout  # rank 0
+    # the summary's episodes are every rank's, as logged (it gave rank 0's)
+    last = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
+            if "snapshot" not in json.loads(line)][-1]
+    assert f"mean return {last['episode/return_mean']:.2f}" in done.stdout, done.stdout
     saved = list_checkpoints(run / "checkpoints")
     assert [p.name for p in saved] == ["update_0000001.pt", "update_0000002.pt"]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [p.name for p in saved]
