@@ -385,8 +385,12 @@ class Trainer:
         if self.fast_policy is not None:
             self.fast_policy.refresh()
         if int(state.get("world", 1)) != self.ranks.world:  # saved by another number of ranks
-            if self.ranks.is_main:
-                self.episodes.load_state_dict(state["episodes"])
+            if self.ranks.is_main:  # every saved rank's episodes (the count went backwards)
+                parts = [state["episodes"], *(r["episodes"] for r in state.get("ranks") or [])]
+                self.episodes.load_state_dict({
+                    key: [item for part in parts for item in part[key]]
+                    for key in ("returns", "lengths", "outcomes")}
+                    | {"count": sum(int(part["count"]) for part in parts)})
             self._new_games()
             return False
         rank = self.ranks.rank

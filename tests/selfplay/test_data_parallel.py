@@ -163,6 +163,11 @@ def test_torchrun_trains_saves_on_rank_0_and_one_process_resumes(tmp_path: Path)
                         "--no-progress")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "saved by 2 rank(s), resumed by 1" in resumed.stderr
+    # the one rank takes every saved rank's episodes: the count goes on (it went back)
+    both = state["episodes"]["count"] + state["ranks"][0]["episodes"]["count"]
+    first = next(r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+                 if r["step"] == 192 and "snapshot" not in r)  # the resumed run's first update
+    assert both > state["episodes"]["count"] and first["episodes"] >= both
     assert ("resumed at step 128: trained 128 steps in 2 updates (256 steps, 4 updates in all)"
             in resumed.stdout)
     final = load_checkpoint(list_checkpoints(run / "checkpoints")[-1])
