@@ -593,7 +593,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 141  # `selfplay league leaderboard | head`: the reader left, as 128 + SIGPIPE
     except user_errors() as exc:  # (evaluated as an exception arrives)
-        print(f"error: {exc}", file=sys.stderr)
+        from selfplay.data_parallel import SameOnEveryRank, echoes_rank_0
+
+        if not (isinstance(exc, SameOnEveryRank) and echoes_rank_0()):
+            print(f"error: {exc}", file=sys.stderr)
         return 2
     except MemoryError as exc:  # a size no check foresaw (numpy's arrays of a huge game)
         print(f"error: out of memory ({str(exc).strip() or 'an allocation failed'}): lower "

@@ -72,6 +72,18 @@ def peer_reason(exc: BaseException) -> str:
     return text
 
 
+class SameOnEveryRank(ConfigError):
+    """A refusal every rank of a launch reaches alike: under ``torchrun``, whose ranks share
+    one terminal, only rank 0 prints it (:func:`echoes_rank_0`)."""
+
+
+def echoes_rank_0() -> bool:
+    """Whether this process is a rank other than 0 of a ``torchrun`` launch, where the ranks
+    write to one terminal: what every rank would print alike is left to rank 0 (ranks
+    started by hand, each in its own terminal, all print)."""
+    return bool(os.environ.get("TORCHELASTIC_RUN_ID")) and world_from_environment()[0] != 0
+
+
 def world_from_environment() -> tuple[int, int, int]:
     """``(rank, world, local_rank)`` as ``torchrun`` sets them (``(0, 1, 0)`` without it)."""
     try:
@@ -384,7 +396,7 @@ def join_ranks(config: TrainConfig) -> Ranks:
         return Ranks()
     problems = distributed_problems(config, world)
     if problems:
-        raise ConfigError(f"cannot train on {world} ranks: " + "; ".join(problems))
+        raise SameOnEveryRank(f"cannot train on {world} ranks: " + "; ".join(problems))
     cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
     comm_device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if not dist.is_initialized():

@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from selfplay.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from selfplay.config import CheckpointConfig
-from selfplay.data_parallel import Ranks
+from selfplay.data_parallel import Ranks, echoes_rank_0
 from selfplay.interrupts import Terminated
 from selfplay.run_metrics import Timer
 from selfplay.tracking import MetricSink, Progress, RunDir
@@ -151,9 +151,10 @@ class RunLoop:
                 signal.signal(signum, previous[signal.Signals(signum)])
                 raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
             self._stop_signal = signum
-            print(f"{signal.Signals(signum).name}: finishing update "
-                  f"{self.algorithm.update + 1}, then saving a checkpoint (send it again to "
-                  "stop at once)", file=sys.stderr, flush=True)
+            if not echoes_rank_0():  # torchrun signals every rank: one line, rank 0's
+                print(f"{signal.Signals(signum).name}: finishing update "
+                      f"{self.algorithm.update + 1}, then saving a checkpoint (send it again "
+                      "to stop at once)", file=sys.stderr, flush=True)
 
         for sig in previous:
             signal.signal(sig, handler)

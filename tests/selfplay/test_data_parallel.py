@@ -270,3 +270,21 @@ def test_a_lost_peers_reason_is_one_readable_line() -> None:
     assert reason.startswith("Read error [127.0.0.1]:60603: Connection reset by peer.")
     assert "pair.cc" not in reason and reason.endswith(" ...") and len(reason) <= 164
     assert not reason[:-4].endswith(("rem", " "))  # a whole word before the cut
+
+
+def test_a_refusal_every_rank_reaches_is_printed_once_under_torchrun(monkeypatch, capsys) -> None:
+    """Guards (review): "error: cannot train on 2 ranks: ..." came once per rank of a torchrun
+    launch (one terminal); ranks started by hand, each in its own terminal, all print it."""
+    from selfplay.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29999")
+    bad = ["train", "--game", "tictactoe", "--set", "game.num_envs=7", "--set",
+           "league.enabled=false", "--total-steps", "64", "--no-progress"]
+    for rank, torchrun, printed in (("0", "1", True), ("1", "1", False), ("1", "", True)):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("TORCHELASTIC_RUN_ID", torchrun)
+        assert main(bad) == 2
+        err = capsys.readouterr().err
+        assert ("error: cannot train on 2 ranks" in err) is printed, (rank, torchrun, err)
