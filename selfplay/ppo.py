@@ -126,6 +126,8 @@ class Trainer:
         self.ranks.broadcast_(list(self.agent.state_dict().values()))  # rank 0's, in place
         # boards the network started from (init_from) learned on: kept in its checkpoints
         self.inherited_boards: dict[str, list[int]] = {}
+        # the episode metrics of every rank as the last update logged them (empty: none yet)
+        self.ranks_episodes: dict[str, float] = {}
         # the network the run started from, frozen (ppo.teacher_kl_coef): its weights come from
         # init_from (start_from) or from the checkpoint resumed (load_state_dict)
         self.teacher = (copy.deepcopy(self.agent).requires_grad_(False).eval()
@@ -261,7 +263,9 @@ class Trainer:
         episodic = self.episodes.summary()
         for hook in self.after_update:
             episodic.update(hook())
-        metrics.update(self.ranks.average_metrics(episodic))  # each rank saw its own envs
+        # each rank saw its own envs; kept for the run's summary (no collective at the end)
+        self.ranks_episodes = self.ranks.average_metrics(episodic)
+        metrics.update(self.ranks_episodes)
         return metrics
 
     def train(self, sink: MetricSink | None = None, progress: Progress | None = None) -> None:

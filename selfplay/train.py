@@ -199,9 +199,6 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
                 raise
             raise RankLost(f"a rank of this {world}-rank run was lost ({peer_reason(exc)}); "
                            f"{where_to_resume(run, trainer.update, world)}") from exc
-        # every rank's episodes, as the logs aggregate them (rank 0's alone said 77.5 where
-        # the logged mean over the ranks was 79.95): gathered while every rank is here
-        episodes = trainer.ranks.average_metrics(trainer.episodes.summary())
         if league is not None:  # the rater's last tournaments: every snapshot ends up rated
             league_info.update(league.finish())
         league_info.update(describe(league))
@@ -215,7 +212,10 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
     summary: dict[str, Any] = {"run_dir": str(run.path), "global_step": trainer.global_step,
                                "updates": trainer.update, "start_step": start_step,
                                "start_update": start_update}
-    summary.update(episodes)
+    # every rank's episodes as the last update logged them (rank 0's alone said 77.5 where
+    # the logged mean over the ranks was 79.95); rank 0's where no update ran
+    summary.update(trainer.episodes.summary() if trainer.ranks.world == 1
+                   or not trainer.ranks_episodes else trainer.ranks_episodes)
     summary.update(league_info)
     return summary
 
