@@ -143,6 +143,12 @@ def test_wandb_gets_every_rating_in_a_row_of_its_own(tmp_path: Path) -> None:
     """W&B's steps only grow: two ratings finished during one update, and two in the final
     wait, each take a row of their own after the last step logged, with the snapshot's
     step in league/rated_step (the real library, offline)."""
+    # W&B's own usage telemetry starts OpenTelemetry export threads, even offline, whose
+    # at-fork hook deadlocked the child of a later Ray start in this test process (an xdist
+    # worker hung in ray.init's Popen): off, as nothing here is sent anyway
+    from wandb.analytics.opentelemetry import opentelemetry_proxy
+
+    opentelemetry_proxy.disable()
     run = RunDir(tmp_path / "run")
     sink = MetricSink(run, _config(wandb=True))
     sink.log(100, {"loss": 1.0})
