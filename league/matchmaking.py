@@ -315,6 +315,13 @@ class Matchmaker:
         picked = self._pfsp(me, rows, n, weighting or self.config.weighting, rng)
         return self.payoff.ids[picked].copy()  # type: ignore[no-any-return]
 
+    def weighting_of(self, learner: int) -> Weighting:
+        """The PFSP weighting ``learner``'s role draws its opponents with."""
+        role = self.roles[learner]
+        return (self.config.main_exploiter_weighting if role == "main_exploiter"
+                else self.config.league_exploiter_weighting if role == "league_exploiter"
+                else self.config.weighting)
+
     def _main_rows(self, me: int, n: int, rng: np.random.Generator) -> np.ndarray:
         cfg = self.config
         snaps, bots = self._rows(_SNAPSHOT), self._rows(_BOT)

@@ -9,7 +9,9 @@ matchmaker, according to the run's ``league.role`` (AlphaStar's roles):
   league chosen by prioritized fictitious self-play (PFSP) from the decayed payoff table;
 * ``main_exploiter``: the main agent, played as the newest snapshot of role ``main`` in the
   league database (of run ``league.target`` when set); while the exploiter wins less than
-  ``exploiter_threshold`` against it, PFSP over all of the main agent's snapshots;
+  ``exploiter_threshold`` against it, PFSP over all of the main agent's snapshots (a game
+  against the newest of them counts as one against the main agent too, so the exploiter
+  returns to it once it wins enough);
 * ``league_exploiter``: PFSP over every snapshot of the league, its own included.
 
 Every role's snapshots are registered in the league database with their role, and every run
@@ -142,6 +144,7 @@ class LeagueHook:
             self.matchmaker.journal = []
         self.rng = np.random.default_rng(seed + 17)
         self.slots: OrderedDict[int, int] = OrderedDict()  # player id -> owner slot (LRU)
+        self.redraws = 0  # snapshot draws replaced since the last update (every slot busy)
         self.opponent = np.full(trainer.spec.num_envs, LEARNER, np.int64)  # [E] pick of seat 1
         self.pooled: set[int] = set()  # snapshot ids ever added to the matchmaker
         self.fit = SnapshotFit(self.db, self.run_name, trainer.spec, trainer.config.network,
@@ -259,6 +262,7 @@ class LeagueHook:
         draws = {"rng": self.rng.bit_generator.state,
                  "opponent": self.opponent.copy(),
                  "slots": [[pid, slot] for pid, slot in self.slots.items()],
+                 "redraws": self.redraws,
                  "bot_rngs": {pid: policy.rng.bit_generator.state
                               for pid, (_, policy) in self.bots.items()},
                  **({"bot_envs": self.bot_draws.state_dict()}
@@ -290,6 +294,7 @@ class LeagueHook:
         mine = state if rank == 0 else state["ranks"][rank - 1]
         self.rng.bit_generator.state = mine["rng"]
         self.opponent[:] = mine["opponent"]
+        self.redraws = int(mine.get("redraws", 0))
         for pid, rng_state in mine.get("bot_rngs", {}).items():
             if int(pid) in self.bots:
                 self.bots[int(pid)][1].rng.bit_generator.state = rng_state
@@ -403,7 +408,7 @@ class LeagueHook:
 
     def _slot_for(self, pid: int) -> int:
         """The owner slot playing ``pid``, loading it (evicting an idle one) if needed; 0 if
-        no slot can be had (the env then plays self-play, whatever the role)."""
+        no slot can be had (every slot busy, or its snapshot unreadable)."""
         trainer = self.trainer
         if pid in self.bots:
             return self.bots[pid][0]
@@ -455,26 +460,62 @@ class LeagueHook:
         envs = stats.env[seat0]
         if len(envs) == 0:
             return
+        # a main exploiter's game against the main agent's newest snapshot, drawn among its
+        # snapshots, is also a game against the main agent: below exploiter_threshold it
+        # plays only snapshots, and its win rate against the main agent must move on
+        newest_main = (self.targets[-1] if self.role == "main_exploiter" and self.targets
+                       else None)
         for pick, outcome in zip(played[seat0].tolist(), stats.outcome[seat0].tolist(),
                                  strict=True):
             pick = int(pick)
             if pick != LEARNER and outcome != Outcome.NONE:
                 self.matchmaker.record(LEARNER, pick, int(outcome))
+                if pick == newest_main:
+                    self.matchmaker.record(LEARNER, MAIN, int(outcome))
         self.assign(envs)
 
     def assign(self, envs: np.ndarray) -> None:
-        """Draw the next opponent of ``envs`` ``[K]`` and give it their seat 1."""
+        """Draw the next opponent of ``envs`` ``[K]`` and give it their seat 1.
+
+        A drawn snapshot that cannot be loaded (every one of the ``max_active_opponents``
+        slots is playing unfinished games, or its file is unreadable) is replaced by a PFSP
+        draw among the snapshots loaded (the role's weighting), so the share of self-play
+        stays the one configured (none for exploiters); counted in
+        ``league/opponent_redraws``."""
         picks = self.sample(len(envs))  # [K]
         seats = self.trainer.seats
         seats.assign(envs, 1, 0)  # their previous opponents' slots may be reused
         self.opponent[envs] = LEARNER
+        unplaced = []
         for pick in np.unique(picks).tolist():  # one slot lookup per distinct opponent
             pid = self.player_of(pick)
-            slot = 0 if pid is None else self._slot_for(pid)
+            if pid is None:  # self-play
+                continue
+            slot = self._slot_for(pid)
+            group = envs[picks == pick]
             if slot:
-                group = envs[picks == pick]
                 seats.assign(group, 1, slot)
                 self.opponent[group] = pick
+            else:
+                unplaced.append(group)
+        if unplaced:
+            self._redraw_among_loaded(np.concatenate(unplaced))
+
+    def _redraw_among_loaded(self, envs: np.ndarray) -> None:
+        """Give ``envs`` ``[K]``, whose drawn snapshot got no slot, a loaded snapshot by PFSP
+        (self-play only when none is loaded)."""
+        self.redraws += len(envs)
+        loaded = np.fromiter(self.slots, np.int64, len(self.slots))  # [S] player ids
+        if len(loaded) == 0:
+            return
+        matchmaker = self.matchmaker
+        picks = matchmaker.sample_among(loaded, len(envs), self.rng, learner=LEARNER,
+                                        weighting=matchmaker.weighting_of(LEARNER))  # [K]
+        for pid in np.unique(picks).tolist():
+            group = envs[picks == pid]
+            self.slots.move_to_end(pid)
+            self.trainer.seats.assign(group, 1, self.slots[pid])
+            self.opponent[group] = pid
 
     # ----------------------------------------------------------------- snapshots and ratings
 
@@ -492,6 +533,8 @@ class LeagueHook:
             self.ratings.collect()  # logged at the snapshots' steps (log_ratings_to)
         self._share_pool()
         metrics["league/opponent_share_selfplay"] = float((trainer.seats.of_seat(1) == 0).mean())
+        metrics["league/opponent_redraws"] = float(self.redraws)
+        self.redraws = 0
         if self.bot_draws is not None:  # which bots the bot envs play now
             metrics.update(self.bot_draws.metrics())
         if self.role == "main_exploiter":

@@ -12,8 +12,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from games.core import EpisodeStats
 from games.options import to_mapping
 from games.registry import make_game
 from league.db import LeagueDB
@@ -45,7 +47,7 @@ def add_snapshots(db_path: Path, players: list[tuple[str, int, str]],
 
 
 def hook_for(tmp_path: Path, db_path: Path, role: str, *sets: str, run: str = "me",
-             own: bool = True) -> LeagueHook:
+             own: bool = True, num_envs: int = 4) -> LeagueHook:
     """The league hook of a run named ``run`` (in ``tmp_path``) playing ``role`` in
     ``db_path``, at update 2; ``own``: its own snapshot ``<run>@2`` is in the database (saved
     with its settings, as the run would have) and so in the pool."""
@@ -53,7 +55,7 @@ def hook_for(tmp_path: Path, db_path: Path, role: str, *sets: str, run: str = "m
         *QUIET, f"league.role={role}", f"league.db={db_path}", *sets], seed=0)
     if own and db_path.is_file():
         add_snapshots(db_path, [(run, 2, role)], config)
-    trainer = Trainer(config, make_game("tictactoe", 4, 0))
+    trainer = Trainer(config, make_game("tictactoe", num_envs, 0))
     trainer.update = 2
     hook = attach(trainer, tmp_path / run)
     assert hook is not None
@@ -117,6 +119,43 @@ def test_main_exploiter_plays_the_main_agents_newest_snapshot_then_pfsp_variance
         hook.matchmaker.record(LEARNER, MAIN, 1)  # now it wins: back to the main agent
     hook.sync_pool()
     assert frequencies(hook, 2000) == {new: 1.0}
+    hook.close()
+
+
+def test_a_main_exploiter_below_the_threshold_returns_to_the_main_agent_once_it_wins(
+        tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
+    path, ids = league
+    hook = hook_for(tmp_path, path, "main_exploiter", "league.target=main")
+    newest = ids["main@0000006"]
+    for _ in range(40):
+        hook.matchmaker.record(LEARNER, MAIN, -1)  # below the threshold: snapshots only
+    assert MAIN not in hook.sample(2000).tolist()
+    # it now beats the main agent's newest snapshot, drawn among the snapshots: those games
+    # are games against the main agent too, and it goes back to playing it
+    envs = np.arange(4)
+    wins = EpisodeStats(envs, np.zeros(4, np.int64), np.ones(4), np.full(4, 5, np.int64),
+                        np.full(4, 1, np.int8))
+    for _ in range(100):
+        hook.on_episodes(wins, played=np.full(4, newest))
+    assert hook.matchmaker.payoff.win_rates(LEARNER, np.array([MAIN]))[0] >= 0.1
+    assert set(hook.sample(2000).tolist()) == {MAIN}
+    hook.close()
+
+
+@pytest.mark.parametrize(("role", "self_play"), [("league_exploiter", 0.0), ("main", 0.5)])
+def test_a_snapshot_drawn_while_every_slot_is_busy_is_redrawn_among_the_loaded_ones(
+        tmp_path: Path, league: tuple[Path, dict[str, int]], role: str,
+        self_play: float) -> None:
+    path, _ = league
+    hook = hook_for(tmp_path, path, role, "league.max_active_opponents=1",
+                    f"league.self_play={self_play}", num_envs=400)
+    seat1 = hook.trainer.seats.of_seat(1)  # [E] owner slot of each env's opponent
+    # one snapshot loaded for 400 envs drawn among 7 players: the others' envs got the loaded
+    # one, not self-play (the share of self-play is the one drawn)
+    assert len(hook.slots) == 1 and hook.redraws > 100
+    assert (seat1 == 0).mean() == pytest.approx(self_play, abs=0.08)
+    assert (hook.opponent[seat1 != 0] == next(iter(hook.slots))).all()
+    assert (hook.opponent[seat1 == 0] == LEARNER).all()
     hook.close()
 
 
