@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import signal
 import threading
@@ -41,12 +42,20 @@ def ignore_stop_signals() -> None:
 def exit_with_parent(poll_seconds: float = 0.5) -> None:
     """In a worker process: end it at once when its parent is gone (killed with SIGKILL, or by
     a signal it had no handler for), instead of finishing minutes of work nobody will read.
-    A daemon thread polls the parent's pid."""
-    parent = os.getppid()
+
+    A daemon thread waits on multiprocessing's sentinel of the parent (its end of a pipe,
+    closed when it dies, also when that was before this call: the pid the worker saw then
+    was already its new parent's, and it waited forever); outside multiprocessing, it polls
+    the parent's pid."""
+    parent = multiprocessing.parent_process()
+    parent_pid = os.getppid()
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll_seconds)
+        if parent is not None:
+            parent.join()
+        else:
+            while os.getppid() == parent_pid:
+                time.sleep(poll_seconds)
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="parent-watchdog").start()

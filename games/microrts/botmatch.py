@@ -48,7 +48,7 @@ from games.core import GameError, Outcome
 from games.microrts import bots as bots_mod
 from games.microrts import engine
 from games.microrts.maps import MapInfo, resolve_map
-from games.pools import stop_process_pool
+from games.pools import detached_worker_init, stop_process_pool
 
 DEFAULT_MAP = "basesWorkers16x16A"
 _BIG_STEPS = 2**31 - 1  # the Java client's own step limit, never reached: we truncate here
@@ -125,7 +125,8 @@ def play_bot_games(games: Sequence[BotGame], parallel: int = 32, processes: int 
     chunks = [games[c::num_chunks] for c in range(num_chunks)]
     results: list[BotGameResult | None] = [None] * len(games)
     done = 0
-    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"))
+    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
+                               initializer=detached_worker_init)
     try:
         futures = {pool.submit(_play_chunk, chunk, parallel): c for c, chunk in enumerate(chunks)}
         for future in as_completed(futures):
@@ -136,7 +137,7 @@ def play_bot_games(games: Sequence[BotGame], parallel: int = 32, processes: int 
             if progress is not None:
                 progress(done, len(games))
     except BaseException:  # an engine error, Ctrl-C or SIGTERM: stop the workers' games now
-        stop_process_pool(pool)
+        stop_process_pool(pool, kill=True)  # they ignore SIGTERM (detached_worker_init)
         raise
     pool.shutdown()
     assert all(r is not None for r in results)

@@ -14,11 +14,12 @@ yet listed, and readable) are kept.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from games.microrts.maps import resolve_maps
 from games.microrts.options import MicroRTSOptions
 from games.microrts.orderlog import RecordedGame, encode_games
 from games.microrts.teacher_game import LiveBots, TeacherGame
+from games.pools import detached_worker_init, stop_process_pool
 from games.replays import (
     MANIFEST,
     PLAN,
@@ -146,13 +148,6 @@ def check_resumed_plan(folder: Path, plan: RecordPlan) -> None:
                         f"there (no {PLAN}); record into a new folder")
     data = json.dumps(wanted, indent=1).encode()
     atomic_write_bytes(path, lambda handle: handle.write(data))
-
-
-def record_shard(plan: RecordPlan, k: int, folder: Path) -> tuple[int, int, int]:
-    """Play and write shard ``k`` of ``plan``; (shard, games, engine steps)."""
-    data, games, steps = play_shard(plan, k)
-    write_shard(folder, k, data)
-    return k, games, steps
 
 
 def play_shard(plan: RecordPlan, k: int) -> tuple[bytes, int, int]:
@@ -275,19 +270,18 @@ def _record_claimed(plan: RecordPlan, folder: Path, processes: int,
         if progress is not None:
             progress(done_games, plan.games)
 
+    # only this process writes the folder (it holds the writer's lock): workers and Ray tasks
+    # return their shards' bytes
     if session is not None:
-        for k, data, games, engine_steps in play_on_ray(plan, todo, session):
+        played = play_on_ray(plan, todo, session)
+    elif processes <= 1 or len(todo) <= 1:
+        played = ((k, *play_shard(plan, k)) for k in todo)
+    else:
+        played = play_in_processes(plan, todo, processes)
+    with contextlib.closing(played):  # an error here stops the workers at once too
+        for k, data, games, engine_steps in played:
             write_shard(folder, k, data)
             finished(k, games, engine_steps)
-    elif processes <= 1 or len(todo) <= 1:
-        for k in todo:
-            finished(*record_shard(plan, k, folder))
-    else:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(processes, len(todo)), mp_context=context) as pool:
-            futures = [pool.submit(record_shard, plan, k, folder) for k in todo]
-            for future in as_completed(futures):
-                finished(*future.result())
     seconds = time.perf_counter() - start
     return {"folder": str(folder), "games": plan.games, "recorded": recorded,
             "kept": plan.games - recorded, "shards": plan.num_shards,
@@ -296,8 +290,27 @@ def _record_claimed(plan: RecordPlan, folder: Path, processes: int,
             "cores": max(1, processes), "backend": "local" if session is None else "ray"}
 
 
+def play_in_processes(plan: RecordPlan, shards: list[int], processes: int
+                      ) -> Generator[tuple[int, bytes, int, int], None, None]:
+    """Shards ``shards`` of ``plan`` played by ``processes`` worker processes (a JVM each):
+    ``(shard, bytes, games, engine steps)`` as each finishes. The workers leave stop signals
+    to this process, which ends them at once on any error, Ctrl-C or SIGTERM, and they end
+    with it when it is killed (they kept writing shards into a folder nobody held)."""
+    pool = ProcessPoolExecutor(min(processes, len(shards)),
+                               mp_context=multiprocessing.get_context("spawn"),
+                               initializer=detached_worker_init)
+    try:
+        futures = {pool.submit(play_shard, plan, k): k for k in shards}
+        for future in as_completed(futures):
+            yield (futures[future], *future.result())
+    except BaseException:
+        stop_process_pool(pool, kill=True)  # they ignore SIGTERM (detached_worker_init)
+        raise
+    pool.shutdown()
+
+
 def play_on_ray(plan: RecordPlan, shards: list[int], session: RaySession
-                ) -> Iterator[tuple[int, bytes, int, int]]:
+                ) -> Generator[tuple[int, bytes, int, int], None, None]:
     """Shards ``shards`` of ``plan`` played as Ray tasks (one CPU and one JVM each, on any
     node of the cluster ``session`` joined): ``(shard, bytes, games, engine steps)`` as each
     finishes. Only this process writes files: a task returns its shard's bytes. A task whose

@@ -94,9 +94,12 @@ def _running(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
-def test_worker_processes_end_when_their_parent_is_killed(engine_home, tmp_path: Path) -> None:
-    """SIGKILL the tournament process while its workers are mid-game (two passive bots, a game
-    that would last hours): the workers, which ignore stop signals, end on their own."""
+@pytest.mark.parametrize("command", ["tournament", "record"])
+def test_worker_processes_end_when_their_parent_is_killed(engine_home, tmp_path: Path,
+                                                          command: str) -> None:
+    """SIGKILL a bot tournament or a recorder while its workers are mid-game (two passive
+    bots, a game that would last hours): the workers, which ignore stop signals, end on their
+    own (the recorder's went on writing shards into the folder a rerun then held)."""
     script = textwrap.dedent(f"""
         from league.db import LeagueDB
         from league.tournament import TournamentConfig, bot_tournament
@@ -106,7 +109,11 @@ def test_worker_processes_end_when_their_parent_is_killed(engine_home, tmp_path:
                                TournamentConfig(games_per_pair=4, map="basesWorkers8x8"),
                                max_steps=10**8, processes=2)
         """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True,
+    args = (["-c", script] if command == "tournament" else
+            ["-m", "selfplay.cli", "record", "--game", "microrts", "--players", "Passive",
+             "ai.PassiveAI", "--maps", "basesWorkers8x8", "--games", "4", "--shard-games", "1",
+             "--max-steps", str(10**8), "--out", str(tmp_path / "rec"), "--processes", "2"])
+    proc = subprocess.Popen([sys.executable, *args], stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])})
     workers: list[int] = []
     try:

@@ -1,0 +1,65 @@
+"""Worker processes end with their parent (:func:`games.pools.exit_with_parent`), also one
+whose parent died while it was still starting."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _running(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status  # a zombie has ended
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("parent_dies", ["before", "after"])
+def test_a_worker_ends_when_its_parent_is_killed(tmp_path: Path, parent_dies: str) -> None:
+    """The parent is SIGKILLed before the worker calls exit_with_parent (a pool worker still
+    importing its initializer's modules: it then saw pid 1 as its parent and never ended), or
+    after."""
+    delay = 3.0 if parent_dies == "before" else 0.0
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent(f"""
+        import multiprocessing, sys, time
+        from games.pools import exit_with_parent
+
+        def worker():
+            time.sleep({delay})
+            exit_with_parent(poll_seconds=0.1)
+            time.sleep(120)
+
+        if __name__ == "__main__":
+            child = multiprocessing.get_context("spawn").Process(target=worker)
+            child.start()
+            print(child.pid, flush=True)
+            time.sleep(120)
+        """))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    try:
+        if parent_dies == "after":
+            time.sleep(1.0)  # the worker is started and watching
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + delay + 10
+        while _running(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(worker)
+    finally:
+        if _running(worker):
+            os.kill(worker, signal.SIGKILL)
