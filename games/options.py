@@ -103,7 +103,12 @@ def convert(tp: Any, value: Any, name: str) -> Any:
         raise OptionError(f"{name}: expected an integer, got {value!r}")
     if tp is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:
+                digits = int(abs(int(value)).bit_length() * 0.30103) + 1
+                raise OptionError(f"{name}: a number of about {digits} digits is too large"
+                                  ) from None
         raise OptionError(f"{name}: expected a number, got {value!r}")
     if tp is str:
         if isinstance(value, str):

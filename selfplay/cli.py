@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from selfplay.cli_common import UserError, emit, seed_flag, user_errors
+from selfplay.cli_common import UserError, check_total_steps, emit, seed_flag, user_errors
 from selfplay.import_command import add_import_command
 from selfplay.interrupts import Terminated
 from selfplay.record_command import add_record_command
@@ -86,6 +86,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from selfplay.run_loop import TrainingInterrupted
     from selfplay.train import run_training
 
+    check_total_steps(args.total_steps)
     if args.resume is not None:
         if args.init_from is not None:
             raise UserError("--init-from starts a new run from a checkpoint's network and "
@@ -96,8 +97,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.run_dir is not None:
             raise UserError("--resume names the run to continue; --run-dir is for a new run: "
                             "give one of them")
-        if args.total_steps is not None and args.total_steps < 1:
-            raise UserError(f"--total-steps must be >= 1, got {args.total_steps}")
         config = None
     else:
         _config_outside_run_dir(args.config, args.run_dir)
@@ -315,8 +314,7 @@ def cmd_bc(args: argparse.Namespace) -> int:
     if args.imitate and args.winners_only:
         raise UserError("--imitate (named players) and --winners-only are exclusive: give "
                         "one of them")
-    if args.total_steps is not None and args.total_steps < 1:
-        raise UserError(f"--total-steps must be >= 1, got {args.total_steps}")
+    check_total_steps(args.total_steps)
     from selfplay.config_files import parse_set
 
     game = parse_set(args.set or []).get("game")

@@ -24,6 +24,20 @@ def seed_flag(value: int | None) -> int | None:
     return value
 
 
+MAX_TOTAL_STEPS = 2**62
+"""the most environment steps a run may be asked for (a typo such as 1e400 is one line)"""
+
+
+def check_total_steps(total_steps: int | None) -> None:
+    """:class:`UserError` for a ``--total-steps`` below 1 or above :data:`MAX_TOTAL_STEPS`."""
+    if total_steps is not None and total_steps < 1:
+        raise UserError(f"--total-steps must be >= 1, got {total_steps}")
+    if total_steps is not None and total_steps > MAX_TOTAL_STEPS:
+        shown = (str(total_steps) if total_steps < 10**30 else
+                 f"a number of about {int(total_steps.bit_length() * 0.30103) + 1} digits")
+        raise UserError(f"--total-steps must be <= {MAX_TOTAL_STEPS:,}, got {shown}")
+
+
 def emit(result: dict[str, Any], as_json: bool, human: str) -> None:
     """One JSON object on stdout with ``--json``, else the human line."""
     print(json.dumps(result) if as_json else human)

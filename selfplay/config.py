@@ -358,7 +358,8 @@ CEILINGS = {
     "acting_threads": 1024, "log.return_window": 10**6, "league.eval_games": 10**5,
     "league.anchor_calibration_games": 10**5,
     "league.eval_envs": 2**16, "league.eval_pool": 10**4, "bc.validation_stride": 10**5,
-    "network.hidden": 2**16, "network.channels": 2**16,
+    "network.hidden": 2**16, "network.channels": 2**16, "total_steps": 2**62,
+    "bc.total_steps": 2**62, "ppo.update_epochs": 10**4,
 }
 """the largest value of settings with no natural bound: a typo such as 1e30 (an int to
 YAML) is one line here, not an overflow, a hang or an allocation deep in training"""
@@ -394,6 +395,8 @@ def check_new_settings(config: TrainConfig) -> None:
         (ppo.vf_coef >= 0, f"ppo.vf_coef must be >= 0, got {ppo.vf_coef}"),
         (ppo.ent_coef >= 0, f"ppo.ent_coef must be >= 0, got {ppo.ent_coef}"),
         (ppo.adam_eps > 0, f"ppo.adam_eps must be > 0, got {ppo.adam_eps}"),
+        (abs(config.network.log_std_init) <= 20, "network.log_std_init must be in [-20, 20] "
+         f"(a log standard deviation), got {config.network.log_std_init}"),
         (config.bc.adam_eps > 0, f"bc.adam_eps must be > 0, got {config.bc.adam_eps}"),
         (config.checkpoint.every_minutes >= 0,
          f"checkpoint.every_minutes must be >= 0 (0: off), got "

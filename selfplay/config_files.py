@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import re
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,10 @@ class _Loader(yaml.SafeLoader):
                         key_node.start_mark)
                 continue
             key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if not isinstance(key, Hashable):
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a key must be a name, not a {type(key).__name__}",
+                    key_node.start_mark)
             if isinstance(key, str) and key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r}", key_node.start_mark)
@@ -71,8 +76,41 @@ _Loader.add_implicit_resolver(
     list("-+0123456789."))
 
 
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that quotes the strings :class:`_Loader` would read as floats (``"1e5"``:
+    YAML 1.1 writes it bare, and a saved config read it back as 100000.0)."""
+
+
+for _first, _resolvers in _Loader.yaml_implicit_resolvers.items():
+    for _tag, _pattern in _resolvers:
+        if _tag == "tag:yaml.org,2002:float":
+            _Dumper.add_implicit_resolver(_tag, _pattern, [_first])
+
+
 def yaml_load(text: str) -> object:
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    """A YAML document as plain Python values; a value YAML parses but Python cannot hold
+    (an integer of thousands of digits, a mapping that contains itself through an anchor) is
+    a :class:`yaml.YAMLError` too."""
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except ValueError as exc:  # int("9" * 5000): Python's digit limit
+        raise yaml.YAMLError(str(exc).split(";")[0]) from exc
+    _check_acyclic(data)
+    return data
+
+
+def _check_acyclic(value: object, path: tuple[int, ...] = ()) -> None:
+    """:class:`yaml.YAMLError` if ``value`` contains itself (``x: &a {y: *a}``)."""
+    if isinstance(value, dict | list):
+        if id(value) in path:
+            raise yaml.YAMLError("an anchor (&name) is used inside itself")
+        for item in value.values() if isinstance(value, dict) else value:
+            _check_acyclic(item, (*path, id(value)))
+
+
+def yaml_dump(data: object) -> str:
+    """``data`` as YAML that :func:`yaml_load` reads back as it was."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False)
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -91,7 +129,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
+        problem = getattr(exc, "problem", None) or str(exc) or "invalid YAML"
         raise ConfigError(f"malformed YAML in {path}{where}: {problem}") from exc
     if data is None:
         return {}
@@ -183,7 +221,10 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         try:
             value = yaml_load(raw) if raw.strip() else ""
         except yaml.YAMLError as exc:
-            raise ConfigError(f"--set {key}: cannot parse value {raw!r}") from exc
+            shown = raw if len(raw) <= 60 else f"{raw[:40]}...({len(raw)} characters)"
+            reason = getattr(exc, "problem", None) or str(exc)
+            raise ConfigError(f"--set {key}: cannot parse value {shown!r}"
+                              f"{f' ({reason})' if reason else ''}") from exc
         node: dict[str, Any] = out
         parts = key.strip().split(".")
         for part in parts[:-1]:
@@ -311,4 +352,4 @@ def saved_config_from_mapping(data: dict[str, Any]) -> TrainConfig:
 
 
 def config_to_yaml(config: TrainConfig) -> str:
-    return yaml.safe_dump(to_mapping(config), sort_keys=False)
+    return yaml_dump(to_mapping(config))

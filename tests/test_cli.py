@@ -225,6 +225,10 @@ def test_resume_leaves_config_yaml_alone_and_refuses_one_edited_since(tmp_path: 
     assert config.read_bytes() == written and config.stat().st_mtime == 1
     assert_one_line_error(run_here("train", "--resume", str(run_dir), "--total-steps", "-5"),
                           "--total-steps must be >= 1, got -5")
+    assert_one_line_error(run_here("train", "--resume", str(run_dir), "--total-steps",
+                                   str(10**400)),  # an OverflowError in the update count
+                          "--total-steps must be <= 4,611,686,018,427,387,904, got a number "
+                          "of about 401 digits")
     assert_one_line_error(run_here("train", "--resume", str(run_dir), "--run-dir",
                                    str(tmp_path / "other")), "give one of them")
     assert config.read_bytes() == written and not (tmp_path / "other").exists()

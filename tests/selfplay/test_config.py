@@ -153,6 +153,12 @@ def test_base_of_the_games_own_family_keeps_its_tuning(tmp_path: Path) -> None:
     (["bc.validation_stride=1e30"], "bc.validation_stride must be <= 100,000"),
     (["league.eval_games=1e30"], "league.eval_games must be <= 100,000"),
     (["league.eval_envs=1e30"], "league.eval_envs must be <= 65,536"),
+    ([f"total_steps={10**400}"], "total_steps must be <= 4,611,686,018,427,387,904"),
+    (["ppo.update_epochs=1e18"], "ppo.update_epochs must be <= 10,000"),
+    (["network.log_std_init=1e300"], "network.log_std_init must be in [-20, 20]"),
+    ([f"ppo.learning_rate={10**400}"], "ppo.learning_rate: a number of about 401 digits is "
+                                       "too large"),
+    ([f"seed={'9' * 5000}"], "--set seed: cannot parse value '99999"),
     # accepted and ignored: acting_threads under async collection, bot_env_pfsp without a league
     (["collection=async", "acting_threads=2"], "acting_threads sets the acting passes'"),
     (["league.enabled=false", "league.bot_env_pfsp=true"],
@@ -184,11 +190,31 @@ def test_inf_turns_clipping_off_and_saved_runs_load_as_older_versions_wrote_them
 
 
 def test_resolved_config_round_trips() -> None:
-    config = build_config("Pendulum-v1", overrides=["ppo.target_kl=0.02"])
-    data = yaml.safe_load(config_to_yaml(config))
-    from selfplay.config_files import config_from_mapping
+    """Read back as saved runs are, also strings that look like numbers in YAML 1.2 (which
+    the reader follows and the writer, YAML 1.1, wrote bare: "1e5" resumed as 100000.0)."""
+    config = build_config("tictactoe", overrides=[
+        "ppo.target_kl=0.02", 'log.wandb_project="1e5"', 'league.db=".5E3"', "league.enabled=true",
+        "game.options.render=false"])
+    from selfplay.config_files import config_from_mapping, yaml_load
 
+    data = yaml_load(config_to_yaml(config))
+    assert isinstance(data, dict) and data["log"]["wandb_project"] == "1e5"
     assert config_from_mapping(data) == config
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (f"seed: {'9' * 5000}\n", "Exceeds the limit (4300 digits)"),
+    ("ppo:\n  ? [a, b]\n  : 1\n", "line 2: a key must be a name, not a list"),
+    ("ppo: &p\n  x: *p\n", "an anchor (&name) is used inside itself"),
+    ("game:\n  options: &o\n    x: [*o]\n", "an anchor (&name) is used inside itself"),
+])
+def test_yaml_python_cannot_hold_is_a_config_error(tmp_path: Path, text: str,
+                                                   message: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"^malformed YAML in {re.escape(str(path))}.*"
+                                          f"{re.escape(message)}"):
+        build_config("tictactoe", config_file=path)
 
 
 def test_parse_set_errors() -> None:
