@@ -185,6 +185,10 @@ class Family:
         """The scripted opponents ``game`` knows by name."""
         return []
 
+    def bot_aliases(self, game: str) -> dict[str, str]:
+        """Other names of :meth:`bot_names`' bots: lower-case alias -> canonical name."""
+        return {}
+
     def scripted(self, game: str, bot: str, seed: int) -> MatchSetup:
         """The staging of games against ``bot`` (override in families with bots); a
         :class:`GameError` naming the known bots for an unknown one."""

@@ -152,6 +152,11 @@ def read_shard(path: Path, arrays: bool = True, required: tuple[str, ...] = ()) 
     is truncated or corrupt or lacks one of the ``required`` arrays, :class:`ReplayError` if
     it is not a replay shard of this format version."""
     try:
+        with path.open("rb") as handle:  # numpy reads other bytes as a pickle it refuses
+            head = handle.read(4)
+        if head != b"PK\x03\x04":
+            raise zipfile.BadZipFile("an empty file" if not head else
+                                     "not an .npz (zip) archive")
         with np.load(path, allow_pickle=False) as archive:
             meta = json.loads(archive["meta"].tobytes().decode())
             loaded = ({key: archive[key] for key in archive.files if key != "meta"}

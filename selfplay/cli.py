@@ -150,6 +150,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+DEFAULT_SHARD_GAMES = 100
+
+
+def _shard_games(args: argparse.Namespace) -> int:
+    """``--shard-games``, which only ``--record`` uses, checked."""
+    if args.shard_games is None:
+        return DEFAULT_SHARD_GAMES
+    if args.record is None:
+        raise UserError("--shard-games sets the shards of --record: add --record DIR, or "
+                        "drop it")
+    if args.shard_games < 1:
+        raise UserError("--shard-games must be >= 1")
+    return int(args.shard_games)
+
+
 def cmd_play(args: argparse.Namespace) -> int:
     from games.replays import folder_totals
     from selfplay.play import play
@@ -163,8 +178,7 @@ def cmd_play(args: argparse.Namespace) -> int:
         if not args.json and (done == 1 or done % 10 == 0 or done == total):
             print(f"  {done}/{total} games", file=sys.stderr, flush=True)
 
-    if args.shard_games < 1:
-        raise UserError("--shard-games must be >= 1")
+    shard_games = _shard_games(args)
     seed = seed_flag(args.seed)
     if seed is None:  # a rerun recording into the same folder: other games, not copies
         seed = folder_totals(Path(args.record))[0] if args.record else 0
@@ -172,7 +186,7 @@ def cmd_play(args: argparse.Namespace) -> int:
                   _video_path(args.video), seed=seed,
                   deterministic=args.deterministic, temperature=args.temperature,
                   progress=progress, record=Path(args.record) if args.record else None,
-                  shard_games=args.shard_games)
+                  shard_games=shard_games)
     low, high = result["ci95"]
     where = f" on {', '.join(result['maps'])}" if result["maps"] else ""
     sides = ", ".join(f"{k}: {c['wins']}/{c['losses']}/{c['draws']}"
@@ -233,8 +247,7 @@ def cmd_league(args: argparse.Namespace) -> int:
         if args.elo_k is not None and not 0 < args.elo_k <= MAX_ELO_K:
             raise UserError(f"--elo-k must be in (0, {MAX_ELO_K:g}] (chess uses 10-40), got "
                             f"{args.elo_k}")
-        if args.shard_games < 1:
-            raise UserError("--shard-games must be >= 1")
+        shard_games = _shard_games(args)
         adaptive = args.until_sigma is not None
         result = lc.tournament(args.game, args.players, args.db,
                                10 if args.games_per_pair is None else args.games_per_pair,
@@ -244,7 +257,7 @@ def cmd_league(args: argparse.Namespace) -> int:
                                else 0, processes=args.processes,
                                min_quality=args.min_quality, elo_k=args.elo_k,
                                record=Path(args.record) if args.record else None,
-                               shard_games=args.shard_games)
+                               shard_games=shard_games)
         human = (f"tournament {result['tournament']}: {result['played']} new matches "
                  f"({result['already_stored']} already stored)\n"
                  + lc.format_leaderboard(result["players"]))
@@ -466,8 +479,8 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (pl, tour):
         p.add_argument("--record", metavar="DIR", help="also record the games as replays in "
                        "this folder (as `selfplay record` does; a rerun appends shards)")
-        p.add_argument("--shard-games", type=int, default=100, help="with --record: games "
-                       "per shard (default 100)")
+        p.add_argument("--shard-games", type=int, default=None, help="with --record: games "
+                       f"per shard (default {DEFAULT_SHARD_GAMES})")
     board = league_sub.add_parser("leaderboard", help="rank, player, mu, sigma, mu-3sigma, "
                                   "Elo, games, win rate")
     board.add_argument("--game")

@@ -97,7 +97,9 @@ def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
         raise LeagueError(f"player {printable(spec)!r}: the path is not valid UTF-8, which the "
                           "league cannot store; rename the file or folder") from None
     path = Path(spec)
-    bots = {name.lower(): name for name in family_of(game).bot_names(game)}
+    family = family_of(game)
+    bots = {**family.bot_aliases(game),
+            **{name.lower(): name for name in family.bot_names(game)}}
     if path.is_dir():
         try:
             found = resolve_checkpoint(path)
@@ -114,7 +116,7 @@ def resolve_player(spec: str, game: str) -> tuple[str, PlayerKind, Path | None]:
     if spec.lower() in bots:
         return bots[spec.lower()], "bot", None
     raise LeagueError(f"player {spec!r} is neither a checkpoint, a run directory nor a bot of "
-                      f"{game} (bots: {', '.join(sorted(bots.values())) or 'none'})")
+                      f"{game} (bots: {', '.join(sorted(set(bots.values()))) or 'none'})")
 
 
 def register_player(db: LeagueDB, name: str, kind: PlayerKind,

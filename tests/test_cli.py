@@ -888,3 +888,16 @@ def test_a_game_option_named_like_the_factorys_arguments_is_one_line(key: str) -
 
     with pytest.raises(GameError, match=rf"game.options.{key} is not a game option"):
         make_game("tictactoe", num_envs=1, seed=0, options={key: 3})
+
+
+def test_shard_games_without_record_is_refused(tmp_path: Path) -> None:
+    """``--shard-games`` only shapes ``--record``'s shards: alone it was silently ignored."""
+    missing = str(tmp_path / "none.pt")
+    assert_one_line_error(run_here("play", "--checkpoint", missing, "--vs", "random",
+                                   "--shard-games", "3"),
+                          "--shard-games sets the shards of --record: add --record DIR")
+    assert_one_line_error(run_here("league", "tournament", "--game", "tictactoe", "--players",
+                                   "random", "win_or_block", "--db", str(tmp_path / "l.db"),
+                                   "--shard-games", "3"),
+                          "--shard-games sets the shards of --record")
+    assert not (tmp_path / "l.db").exists()

@@ -165,6 +165,12 @@ def bot_names() -> list[str]:
     return [b.name for b in _BOTS]
 
 
+def bot_aliases() -> dict[str, str]:
+    """Other names of shipped bots (lower case, e.g. the Java class's ``randomai``) ->
+    canonical names."""
+    return {alias.lower(): name for alias, name in _ALIASES.items()}
+
+
 def resolve_bot(name: str) -> BotSpec:
     """The :class:`BotSpec` for ``name`` (case-insensitive, or a Java class name, which names
     the bot in full: the name resolves to the same class wherever it is passed on)."""

@@ -39,6 +39,11 @@ class MicroRTSFamily(Family):
 
         return bot_names()
 
+    def bot_aliases(self, game: str) -> dict[str, str]:
+        from games.microrts.bots import bot_aliases
+
+        return bot_aliases()
+
     def map_options(self, game: str, map_name: str) -> dict[str, Any]:
         """One map for every env: ``map`` set, a training's ``maps`` list and its weights
         dropped."""

@@ -131,15 +131,17 @@ class ReplayLogs:
             if problem is None:
                 stream.queue.extend((ref, _game_orders(shard, ref.index)) for ref in wanted)
                 return
+            games = self.manifest.get(path.name, {}).get("games", len(shard.games))
             print(f"warning: skipping corrupt replay shard {path}: {problem} "
-                  f"({len(self._by_shard[path])} games lost)", file=sys.stderr, flush=True)
+                  f"({games} games lost)", file=sys.stderr, flush=True)
         for other in self._streams.values():
             if path in other.shards:
                 other.shards.remove(path)
                 other.order = [p for p in other.order if p != path]
                 other.cursor = min(other.cursor, len(other.order))
         if not stream.shards:
-            raise ReplayError(f"every replay shard of map {stream.map} became unreadable")
+            raise ReplayError(f"no replay shard of map {stream.map} is readable (the warnings "
+                              "above name each one and its problem)")
 
     def _next_game(self, map_name: str) -> tuple[ReplayGameRef, np.ndarray]:
         stream = self._streams.get(map_name)

@@ -255,3 +255,12 @@ def test_leaderboard_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141 and err == ""
+
+
+def test_a_bots_other_names_are_the_bot() -> None:
+    """The names `selfplay record` and `play` take for a microRTS bot (its Java class's,
+    say) are that bot in a tournament too (``randomai`` was refused there)."""
+    assert resolve_player("randomai", "microrts") == ("Random", "bot", None)
+    assert resolve_player("PassiveAI", "microrts") == ("Passive", "bot", None)
+    with pytest.raises(LeagueError, match=r"bots: BS1_NaiveMCTS, .*, Random, "):
+        resolve_player("randombot", "microrts")

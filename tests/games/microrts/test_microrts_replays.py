@@ -432,6 +432,14 @@ def test_mangled_zip_headers_are_corrupt_shards(recorded: Path, tmp_path: Path) 
             read_shard(path)
         with pytest.raises(ReplayError, match="holds no readable shard"):
             scan(path.parent, warn=False)
+    # bytes that are no zip at all: numpy's pickle refusal said "If you trust the file..."
+    for name, data in (("noise", bytes(range(256)) * 8), ("empty", b"")):
+        path = tmp_path / name / shard_name(0)
+        path.parent.mkdir()
+        path.write_bytes(data)
+        what = "an empty file" if name == "empty" else "not an .npz \\(zip\\) archive"
+        with pytest.raises(CorruptShard, match=f"replay shard {path}: {what}$"):
+            read_shard(path)
 
 
 def test_a_kill_between_a_shard_and_the_manifest_keeps_or_records_it_again(
