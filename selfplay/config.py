@@ -226,8 +226,11 @@ class TrainConfig:
     env stepping and learning overlap; the policy lag is one update at most, and PPO's clipped
     ratio against the acting copy's log-probabilities (which the rollout stores) corrects for
     it. League matchmaking and episode statistics reach the next rollout but one. A checkpoint
-    waits for the rollout in progress and learns it first, so checkpoints stay exact; timed
-    checkpoints (``checkpoint.every_minutes``) make a run's course depend on the clock."""
+    waits for the rollout in progress and learns it first, so a run resumed from one goes on
+    exactly as the run that wrote it; that makes the next rollout's weights fresh, so timed
+    checkpoints (``checkpoint.every_minutes``) and a stop (Ctrl-C, SIGTERM) make the course
+    depend on when they came: a stopped and resumed run is not bit-identical to an
+    uninterrupted one."""
     pipeline_groups: int = 2
     """Pipelined collection: the worker processes are split into this many groups of
     neighbours, and the trainer acts for a group's envs with one forward pass while the other

@@ -289,6 +289,10 @@ class Trainer:
         """Whether a rollout collected beside the last update waits to be learned."""
         return self.overlap is not None and self.overlap.pending()
 
+    def overlapping(self) -> bool:
+        """Whether each update collects the next rollout beside it (``collection: async``)."""
+        return self.overlap is not None
+
     def drain(self) -> dict[str, float]:
         """Learn the rollout collected beside the last update without starting another: the
         run stands on an update boundary again (before a checkpoint); that update's metrics."""

@@ -117,6 +117,12 @@ def saved_config(run: RunDir, config: TrainConfig | None) -> TrainConfig:
     """The config ``run`` was started with, to resume it; ``config`` (the same settings, run
     again) lends its cosmetic ones. :class:`CheckpointError` if ``run`` is no run directory."""
     if not run.config_file.is_file():
+        kept = sorted(run.checkpoints.glob("*.pt")) if run.checkpoints.is_dir() else []
+        if kept:  # the run's own file is gone: never guess its settings
+            raise CheckpointError(
+                f"{run.path} has checkpoints but no config.yaml (deleted?), the settings a "
+                f"resumed run must keep: restore it from a copy, or start a new run from the "
+                f"weights with --init-from {kept[-1]}")
         raise CheckpointError(f"{run.path} is not a selfplay run directory (no config.yaml, "
                               "no checkpoint); nothing to resume")
     saved = read_saved_config(run)

@@ -55,6 +55,11 @@ class Drains(Protocol):
 
     def pending(self) -> bool: ...
 
+    def overlapping(self) -> bool:
+        """Whether each update collects the next rollout beside it (so a stop learns one
+        more)."""
+        ...
+
     @property
     def learned_step(self) -> int:
         """The env steps of the rollouts learned so far (the steps metrics are logged at)."""
@@ -152,9 +157,13 @@ class RunLoop:
                 raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
             self._stop_signal = signum
             if not echoes_rank_0():  # torchrun signals every rank: one line, rank 0's
-                print(f"{signal.Signals(signum).name}: finishing update "
-                      f"{self.algorithm.update + 1}, then saving a checkpoint (send it again "
-                      "to stop at once)", file=sys.stderr, flush=True)
+                algo, update = self.algorithm, self.algorithm.update + 1
+                # async collection: the rollout collected beside that update is learned too
+                updates = (f"updates {update} and {update + 1} (the rollout in progress)"
+                           if isinstance(algo, Drains) and algo.overlapping() else
+                           f"update {update}")
+                print(f"{signal.Signals(signum).name}: finishing {updates}, then saving a "
+                      "checkpoint (send it again to stop at once)", file=sys.stderr, flush=True)
 
         for sig in previous:
             signal.signal(sig, handler)

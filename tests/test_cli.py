@@ -901,3 +901,17 @@ def test_shard_games_without_record_is_refused(tmp_path: Path) -> None:
                                    "--shard-games", "3"),
                           "--shard-games sets the shards of --record")
     assert not (tmp_path / "l.db").exists()
+
+
+def test_resuming_a_run_whose_config_was_deleted_names_the_checkpoints(
+        trained_run: Path, tmp_path: Path) -> None:
+    """It said "not a selfplay run directory (no config.yaml, no checkpoint)" beside three
+    checkpoints."""
+    copy = tmp_path / "run"
+    shutil.copytree(trained_run, copy)
+    (copy / "config.yaml").unlink()
+    newest = sorted((copy / "checkpoints").glob("*.pt"))[-1]
+    assert_one_line_error(run_here("train", "--resume", str(copy)),
+                          f"{copy} has checkpoints but no config.yaml (deleted?)")
+    assert_one_line_error(run_here("train", "--resume", str(copy)),
+                          f"start a new run from the weights with --init-from {newest}")

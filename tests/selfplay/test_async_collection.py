@@ -5,6 +5,12 @@ bit-identical to an uninterrupted one (a checkpoint learns the rollout in progre
 from __future__ import annotations
 
 import copy
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -167,3 +173,32 @@ def test_async_games_are_credited_to_the_opponent_they_were_played_against(
     with LeagueDB(tmp_path / "league.db") as db:
         steps = sorted(int(p.metadata["env_steps"]) for p in db.players() if p.kind == "snapshot")
     assert steps == [u * 8 * 32 for u in range(1, 7)]
+
+
+def test_a_stop_names_the_updates_it_finishes(tmp_path: Path) -> None:
+    """SIGTERM during update N of an async run: it finishes N and learns the rollout collected
+    beside it (N + 1), and says so (it said "finishing update N" and saved N + 1)."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "selfplay.cli", "train", "--game",
+                             "CartPole-v1", "--total-steps", "100000000", "--run-dir",
+                             str(run_dir), "--set", "collection=async", "--set",
+                             "ppo.num_steps=2000", "--set", "log.tensorboard=false",
+                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.time() + 60
+        while not (run_dir / "metrics.jsonl").exists():  # an update or more learned
+            assert time.time() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err
+    found = re.search(r"SIGTERM: finishing updates (\d+) and (\d+) \(the rollout in progress\)",
+                      err)
+    assert found is not None, err
+    assert int(found[2]) == int(found[1]) + 1
+    assert f"update_{int(found[2]):07d}.pt" in err
