@@ -61,6 +61,21 @@ class TrainingDiverged(ConfigError):
     """An update whose losses are NaN or infinite (its settings made the numbers overflow)."""
 
 
+def waiting_at_the_end(trained: Tensor, dones: Tensor, acts_next: Tensor) -> Tensor:
+    """``bool [T, N]``: the last move of each seat that waits at the rollout's end (turn-based
+    games) with its game still going since that move. Its advantage would bootstrap from the
+    value of a position where it waits, which the critic never learns (it trains on the
+    positions where the seat acts): :func:`~selfplay.losses.gae` cuts the seat's chain there
+    instead and the move is left out of the update (``trained`` ``[T, N]``, ``dones``
+    ``[T, N]``: the game ended after step t, ``acts_next`` ``[N]``: the seat acts after the
+    rollout)."""
+    steps = torch.arange(trained.shape[0]).unsqueeze(1)  # [T, 1]
+    last_move = torch.where(trained, steps, -1).max(0).values  # [N], -1: never moved
+    last_end = torch.where(dones, steps, -1).max(0).values  # [N]
+    waiting = ~acts_next & (last_move >= 0) & (last_end < last_move)  # [N]
+    return (steps == last_move) & waiting  # [T, N]
+
+
 class PPOLearner:
     """The PPO update of one network (kept near a frozen ``teacher`` network when given);
     with ``ranks``, one rank's share of a data-parallel update."""
@@ -101,16 +116,21 @@ class PPOLearner:
         t_steps, e, a = buf.shape
         n = e * a
         lam: float | Tensor = cfg.gae_lambda
+        trained, cut = buf.trained, None
         if not bool(buf.trained.all()):
             # turn-based seats: skip idle steps in each seat's chain (see losses.gae)
             acts_next = torch.cat([buf.trained[1:], torch.from_numpy(learner_next)[None]]
                                   ).view(t_steps, n)
             lam = torch.where(acts_next, cfg.gae_lambda, 1.0)
+            cut = waiting_at_the_end(buf.trained.view(t_steps, n),
+                                     buf.dones.view(t_steps, n).bool(),
+                                     torch.from_numpy(learner_next).view(n))
+            trained = buf.trained & ~cut.view_as(buf.trained)
         advantages, returns = gae(buf.rewards.view(t_steps, n), buf.values.view(t_steps, n),
                                   buf.dones.view(t_steps, n), last_values,
-                                  cfg.gamma, lam)
-        take = step_rows(buf.trained, self.device)
-        shard = ranks.shard_rows(buf.trained, self.device)  # this rank's rows among every rank's
+                                  cfg.gamma, lam, cut)
+        take = step_rows(trained, self.device)
+        shard = ranks.shard_rows(trained, self.device)  # this rank's rows among every rank's
         size = shard.total
         if size == 0:
             return {}

@@ -27,6 +27,7 @@ def gae(
     last_values: Tensor,  # [N] V(s_T), the observation after the last step
     gamma: float,
     lam: float | Tensor,  # scalar or [T, N] (per-step lambda)
+    cut: Tensor | None = None,  # bool [T, N]: a chain ends before this step (see below)
 ) -> tuple[Tensor, Tensor]:
     """Generalized advantage estimation; returns ``(advantages, returns)``, both ``[T, N]``.
 
@@ -42,6 +43,11 @@ def gae(
     A per-step ``lam [T, N]`` lets turn-based games skip the steps where a seat does not act:
     with ``lam[t] = 1`` when the seat is idle at ``t + 1``, ``V_{t+1}`` cancels out of ``A_t``
     exactly, so the idle state's value never enters the estimate.
+
+    ``cut[t]`` ends a seat's chain before step ``t``: its advantage at ``t`` is 0 (its return
+    ``V_t``) and nothing after ``t`` reaches the steps before it, which bootstrap from ``V_t``
+    as if the rollout had ended there (a turn-based seat waiting at the rollout's end: its
+    last move's successor, where it acts next, is not in the rollout).
 
     Truncated episodes (time limits) are bootstrapped by the caller: set ``dones[t]`` and add
     ``gamma * V(final_obs)`` to ``rewards[t]``, which is exactly the bootstrap the recursion
@@ -66,8 +72,11 @@ def gae(
         c = decay.detach().cpu().numpy()
         adv = np.empty_like(d)
         running = np.zeros_like(d[0])
+        cuts = cut.detach().cpu().numpy() if cut is not None else None
         for t in range(d.shape[0] - 1, -1, -1):
             running = d[t] + c[t] * running
+            if cuts is not None and cuts[t].any():
+                running = np.where(cuts[t], 0.0, running)
             adv[t] = running
         advantages = torch.from_numpy(adv).to(values.device)
         return advantages, advantages + values

@@ -135,11 +135,14 @@ class _Deadline:
 
 
 def published_order_ok(names: list[str], conservative: Mapping[str, float],
-                       among: tuple[str, ...] | None = TARGET_ORDER) -> bool:
+                       among: tuple[str, ...] | None = TARGET_ORDER) -> bool | None:
     """Our μ − 3σ order agrees with the published one on every pair (of ``among``, or of all
     published bots) whose published values differ by more than 0.5 (WorkerRush 29.1 vs Droplet
-    29.0 is a tie either way)."""
+    29.0 is a tie either way); None when fewer than two of those bots played (nothing to
+    compare)."""
     pool = [n for n in names if n in PUBLISHED and (among is None or n in among)]
+    if len(pool) < 2:
+        return None
     for a in pool:
         for b in pool:
             if PUBLISHED[a] > PUBLISHED[b] + 0.5 and not conservative[a] > conservative[b]:

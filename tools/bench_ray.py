@@ -128,16 +128,30 @@ def scaling(counts: list[int], envs_per_worker: int, steps: int, updates: int,
     return {"envs_per_worker": envs_per_worker, "rows": rows}
 
 
+def _counts(text: str) -> list[int]:
+    """``--scaling``: comma-separated worker counts, each >= 1."""
+    try:
+        counts = [int(c) for c in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected worker counts such as 1,2,4,8, got {text!r}"
+                                         ) from None
+    if min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"worker counts must be >= 1, got {text!r}")
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=positive_int, default=2)
-    parser.add_argument("--scaling", help="comma-separated worker counts (e.g. 1,2,4,8): "
+    parser.add_argument("--scaling", type=_counts,
+                        help="comma-separated worker counts (e.g. 1,2,4,8): "
                         "each backend at each count, --envs-per-worker envs per worker, "
                         "against linear scaling from the first count")
     parser.add_argument("--envs-per-worker", type=positive_int, default=16)
     parser.add_argument("--collection", action="store_true",
                         help="training with collection: async against sync")
-    parser.add_argument("--backend", default="local", help="--collection: the backend")
+    parser.add_argument("--backend", default="local", choices=("local", "ray"),
+                        help="--collection: the backend")
     parser.add_argument("--rounds", type=positive_int, default=3)
     parser.add_argument("--steps", type=positive_int, default=300, help="stepping: lockstep steps")
     parser.add_argument("--updates", type=positive_int, default=4, help="training: timed updates")
@@ -145,7 +159,7 @@ def main() -> None:
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
     if args.scaling:
-        counts = [int(c) for c in args.scaling.split(",")]
+        counts = args.scaling
         print(f"scaling over {counts} workers (env-steps/s):", flush=True)
         result = scaling(counts, args.envs_per_worker, args.steps, args.updates, args.set)
         result.update({"machine": f"{platform.machine()} {platform.node()}",

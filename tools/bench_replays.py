@@ -48,13 +48,13 @@ def bench_recording(players: list[str], map_name: str, games: int, max_steps: in
             "bytes_per_game": shard.stat().st_size / games}
 
 
-def bench_decoding(folder: Path, envs: int, seconds: float) -> dict[str, Any]:
+def bench_decoding(folder: Path, map_name: str, envs: int, seconds: float) -> dict[str, Any]:
     from games.family import Teachers
     from games.registry import family_of
 
     game = family_of("microrts").teacher_game(
         "microrts", Teachers(replays=folder, validation_share=0.0), envs, 0,
-        {"map": "basesWorkers16x16A"})
+        {"map": map_name})
     try:
         game.reset()
         for _ in range(200):  # JIT warm-up
@@ -89,7 +89,7 @@ def main() -> None:
                                   "players": args.players}
         result["recording"] = bench_recording(args.players, args.map, args.games,
                                               args.max_steps, folder)
-        result["decoding"] = bench_decoding(folder, args.envs, args.seconds)
+        result["decoding"] = bench_decoding(folder, args.map, args.envs, args.seconds)
     print(json.dumps(result, indent=1))
 
 

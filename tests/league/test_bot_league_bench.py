@@ -52,6 +52,9 @@ def test_order_check_ignores_published_ties() -> None:
     assert not published_order_ok(list(ours), ours)  # WorkerRush above CoacAI
     ours["WorkerRush"] = 26.0  # below Droplet: a published tie (29.1 vs 29.0)
     assert published_order_ok(list(ours), ours)
+    # fewer than two of the bots compared: no verdict (it said true)
+    assert published_order_ok(["WorkerRush", "Random"], {"WorkerRush": 1.0, "Random": 2.0}
+                              ) is None
 
 
 def test_rating_trend_matches_a_hand_computed_weighted_fit() -> None:

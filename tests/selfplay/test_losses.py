@@ -78,6 +78,50 @@ def test_gae_truncation_bootstrap_through_the_reward() -> None:
     torch.testing.assert_close(trunc_adv, cont_adv)
 
 
+def test_a_cut_chain_bootstraps_from_the_cut_steps_value() -> None:
+    """``cut[t0]``: the steps before t0 get the advantages of a rollout ending at t0 with
+    ``V_{t0}`` as its bootstrap, t0 gets 0, and nothing at or after t0 (rewards, values, the
+    last values) reaches them; columns without a cut are unchanged."""
+    gen = torch.Generator().manual_seed(1)
+    steps, cols, t0 = 7, 3, 4
+    rewards = torch.randn(steps, cols, generator=gen, dtype=torch.float64)
+    values = torch.randn(steps, cols, generator=gen, dtype=torch.float64)
+    dones = torch.zeros(steps, cols)
+    dones[1, 2] = 1.0
+    last = torch.randn(cols, generator=gen, dtype=torch.float64)
+    cut = torch.zeros(steps, cols, dtype=torch.bool)
+    cut[t0, 0] = cut[t0, 2] = True
+    adv, ret = gae(rewards, values, dones, last, GAMMA, LAM, cut)
+    short, _ = gae(rewards[:t0], values[:t0], dones[:t0], values[t0], GAMMA, LAM)
+    full, _ = gae(rewards, values, dones, last, GAMMA, LAM)
+    torch.testing.assert_close(adv[:t0, [0, 2]], short[:, [0, 2]])
+    torch.testing.assert_close(adv[:, 1], full[:, 1])  # no cut
+    assert adv[t0, 0] == 0.0 and ret[t0, 0] == values[t0, 0]
+    later = rewards.clone()
+    later[t0:, 0] += 100.0
+    moved, _ = gae(later, values, dones, last + 100.0, GAMMA, LAM, cut)
+    torch.testing.assert_close(moved[:t0, 0], adv[:t0, 0])
+
+
+def test_a_seat_waiting_at_the_rollouts_end_has_its_last_move_cut() -> None:
+    """Turn-based seats (:func:`selfplay.learning.waiting_at_the_end`): a seat that waits
+    after the rollout, its game going on since its last move, has that move cut; one whose
+    game ended after it, one that acts next, and one that never moved have none."""
+    from selfplay.learning import waiting_at_the_end
+
+    moves = torch.tensor([[1, 0], [0, 1], [1, 0], [0, 1], [1, 0], [0, 1]], dtype=torch.bool)
+    trained = torch.cat([moves, moves, torch.zeros(6, 1, dtype=torch.bool)], 1)  # [6, 5]
+    dones = torch.zeros(6, 5, dtype=torch.bool)
+    dones[5, 2:4] = True  # columns 2 and 3: their game ended after the last step
+    acts_next = torch.tensor([True, False, True, False, False])
+    cut = waiting_at_the_end(trained, dones, acts_next)
+    assert cut.nonzero().tolist() == [[5, 1]]
+    dones[4, 1] = True  # the game ended after the other seat's move, since column 1's
+    assert waiting_at_the_end(trained, dones, acts_next).nonzero().tolist() == [[5, 1]]
+    dones[5, 1] = True
+    assert not waiting_at_the_end(trained, dones, acts_next).any()
+
+
 def test_gae_rejects_mismatched_shapes() -> None:
     with pytest.raises(ValueError, match="last_values"):
         gae(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3), 0.9, 0.9)

@@ -22,6 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
     # counts of 0 were tracebacks (a StatisticsError, a ZeroDivisionError), some after the work
     ("bench_pettingzoo.py", ["--repeats", "0"], "argument --repeats: must be >= 1, got 0"),
     ("bench_ray.py", ["--rounds", "0"], "argument --rounds: must be >= 1, got 0"),
+    ("bench_ray.py", ["--scaling", "a,b"],  # a ValueError traceback
+     "argument --scaling: expected worker counts such as 1,2,4,8, got 'a,b'"),
+    ("bench_ray.py", ["--scaling", "0,2"], "argument --scaling: worker counts must be >= 1"),
     ("bench_pettingzoo.py", ["--seconds", "nan"], "argument --seconds: must be a finite number"),
     ("lux_heuristic_diagnosis.py", ["--bot", "random", "--max-steps", "5000"],
      "--max-steps must be at most 1000"),
