@@ -25,19 +25,25 @@ sampling, buffers and logging leave of the network's speed (the target is >= 0.8
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+from games.core import MultiDiscrete
 from games.files import atomic_write_text
+from selfplay.cell_decoder import CellDecoder
 from selfplay.cli_common import nonnegative_int, positive_int, run_tool
 from selfplay.config_files import build_config
+from selfplay.distributions import CompactGridMask, GridMaskIndex, compact_grid_mask
+from selfplay.grid_networks import GridDecoder, GridFeatures
 from selfplay.networks import count_parameters
 from selfplay.ppo import Trainer
 from selfplay.train import build_trainer
@@ -61,6 +67,9 @@ class ComputeBound:
     """The network's time per update with the rollout's batch sizes (no env, no masks).
 
     Built from a filled rollout buffer: its observations, and the rows the learner acted for.
+    A grid decoder (U-Net, cell decoder) computes the logits of the cells with a legal value
+    only, as the rollout and the update do (from the rows' masks); a plain network computes
+    every cell's, as they do.
     """
 
     def __init__(self, trainer: Trainer) -> None:
@@ -72,11 +81,28 @@ class ComputeBound:
         self.critic = buf.flat(buf.critic_in).clone() if buf.critic_in is not None else self.obs
         self.trained = torch.nonzero(buf.trained.reshape(-1)).squeeze(1)
         self.learner_rows = len(self.trained)
+        space = trainer.agent.space
+        self.cells = (space.cells if isinstance(space, MultiDiscrete) and buf.mask is not None
+                      else None)
+        self.mask = (buf.flat(buf.mask).clone() if self.cells is not None
+                     and buf.mask is not None else None)
+        # the update's legal cells, found once for the rollout's rows as the update does
+        self.grid = (GridMaskIndex(self.mask[self.trained], self.cells)
+                     if self.mask is not None and self.cells is not None else None)
         self.bounds = [self.learner_rows * k // cfg.num_minibatches  # as the update splits
                        for k in range(cfg.num_minibatches + 1)]
         # the rows the learner acted for at each rollout step
         self.acting = [torch.nonzero(buf.trained[t].reshape(-1)).squeeze(1) + t * self.rows
                        for t in range(t_steps)]
+
+    def _logits(self, obs: torch.Tensor, features: torch.Tensor | GridFeatures,
+                legal: Callable[[], CompactGridMask]) -> torch.Tensor:
+        """The policy's logits: a grid decoder's on the legal cells only (``legal()``)."""
+        agent = self.trainer.agent
+        if isinstance(features, GridFeatures) and self.cells is not None:
+            head = cast(GridDecoder | CellDecoder, agent.actor_head)
+            return head.forward_rows(features, legal().rows)
+        return agent.params_from_features(obs, features)
 
     def rollout(self) -> None:
         agent = self.trainer.agent
@@ -84,7 +110,8 @@ class ComputeBound:
             for sel in self.acting:
                 obs = self.obs[sel]
                 features = agent.actor_torso(obs)
-                agent.params_from_features(obs, features)
+                self._logits(obs, features, functools.partial(
+                    compact_grid_mask, cast(torch.Tensor, self.mask)[sel], cast(int, self.cells)))
                 agent.value_normalized(obs if self.critic is self.obs else self.critic[sel],
                                        features if agent.shared else None)
 
@@ -93,14 +120,16 @@ class ComputeBound:
         optimizer = self.trainer.optimizer
         gen = torch.Generator().manual_seed(0)
         for _ in range(cfg.update_epochs):
-            perm = self.trained[torch.randperm(self.learner_rows, generator=gen)]
+            order = torch.randperm(self.learner_rows, generator=gen)
             for start, end in zip(self.bounds[:-1], self.bounds[1:], strict=True):
                 if end == start:
                     continue
-                mb = perm[start:end]
+                pick = order[start:end]
+                mb = self.trained[pick]
                 obs = self.obs[mb]
                 features = agent.actor_torso(obs)
-                logits = agent.params_from_features(obs, features)
+                logits = self._logits(obs, features, functools.partial(
+                    cast(GridMaskIndex, self.grid).select, pick))
                 value = agent.value_normalized(obs if self.critic is self.obs else self.critic[mb],
                                                features if agent.shared else None)
                 loss = logits.float().mean() + value.mean()
