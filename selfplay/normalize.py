@@ -96,8 +96,8 @@ class RewardScaler:
                  envs: slice = slice(None), learner: np.ndarray | None = None) -> np.ndarray:
         """Scale ``reward [E', A]`` of the envs ``envs`` (default: all); ``done [E']`` ends
         their accumulated returns after this step. Only the streams of ``learner`` (bool
-        ``[E', A]``: the seats the learner played; default all) feed the statistics, so dead
-        seats and opponents' returns do not set the learner's scale."""
+        ``[E', A]``: the seats the learner plays, acting or not this step; default all) feed
+        the statistics, so opponents' returns do not set the learner's scale."""
         returns = self.returns[envs]  # a view: updated in place
         returns *= self.gamma
         returns += reward

@@ -178,6 +178,20 @@ def test_selfplay_tictactoe_trains_both_seats() -> None:
                                                               strict=True))
 
 
+def test_reward_scale_counts_the_returns_of_seats_waiting_for_their_turn() -> None:
+    """normalize.reward on tic-tac-toe: a game's loss arrives on the winner's move, when the
+    loser's seat does not act; its return feeds the scale (only the acting seats' did: the
+    statistics saw every win and no loss)."""
+    trainer = make_trainer("tictactoe", ["normalize.reward=true", "league.enabled=false",
+                                         "ppo.num_steps=16", "game.num_envs=8"],
+                           total_steps=16 * 8)
+    trainer.train()
+    scaler = trainer.actor.reward_scaler
+    assert scaler is not None
+    assert scaler.stats.count == pytest.approx(16 * 8 * 2 + 1e-4)  # both seats, every step
+    assert scaler.stats.mean.item() == pytest.approx(0.0, abs=0.05)  # zero-sum: wins and losses
+
+
 @pytest.mark.slow  # a learning run (`make bench`): 20 s on the 2-core machine
 def test_selfplay_tictactoe_beats_random() -> None:
     """Two-seat self-play with a centralized critic learns to beat a random player."""
