@@ -93,7 +93,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                             "--resume continues a run from its own: give one of them")
         if args.game or args.config or args.set or args.seed is not None:
             raise UserError("--resume continues a run with its saved config; "
-                            "only --total-steps may be given with it")
+                            "only --total-steps (and --no-progress, --json) may be given with it")
         if args.run_dir is not None:
             raise UserError("--resume names the run to continue; --run-dir is for a new run: "
                             "give one of them")
@@ -342,7 +342,8 @@ def cmd_bc(args: argparse.Namespace) -> int:
         if (args.game or args.config or args.set or args.seed is not None or args.teachers
                 or args.replays or args.imitate or args.winners_only):
             raise UserError("--resume continues a run with its saved config (teachers "
-                            "included); only --total-steps may be given with it")
+                            "included); only --total-steps (and --no-progress, --json) may be "
+                            "given with it")
         if args.run_dir is not None:
             raise UserError("--resume names the run to continue; --run-dir is for a new run: "
                             "give one of them")
@@ -482,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--shard-games", type=int, default=None, help="with --record: games "
                        f"per shard (default {DEFAULT_SHARD_GAMES})")
     board = league_sub.add_parser("leaderboard", help="rank, player, mu, sigma, mu-3sigma, "
-                                  "Elo, games, win rate")
+                                  "Elo, games, score, win rate")
     board.add_argument("--game")
     rep = league_sub.add_parser("report", help="one self-contained HTML page: ladder, rating "
                                 "curves, payoff heatmap")

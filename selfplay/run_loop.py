@@ -17,6 +17,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -145,6 +146,7 @@ class RunLoop:
         one would), then saves and raises :class:`TrainingInterrupted`; a second one stops at
         once (the last periodic checkpoint remains)."""
         self._stop_signal = None  # a loop stopped by a signal may run again
+        self._updating = False  # inside an update (what a stop signal lets finish)
         signals = [signal.SIGINT, signal.SIGTERM]
         hangup = getattr(signal, "SIGHUP", None)  # not on every platform
         if hangup is not None and signal.getsignal(hangup) is not signal.SIG_IGN:
@@ -157,12 +159,7 @@ class RunLoop:
                 raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
             self._stop_signal = signum
             if not echoes_rank_0():  # torchrun signals every rank: one line, rank 0's
-                algo, update = self.algorithm, self.algorithm.update + 1
-                # async collection: the rollout collected beside that update is learned too
-                updates = (f"updates {update} and {update + 1} (the rollout in progress)"
-                           if isinstance(algo, Drains) and algo.overlapping() else
-                           f"update {update}")
-                print(f"{signal.Signals(signum).name}: finishing {updates}, then saving a "
+                print(f"{signal.Signals(signum).name}: {self._stop_course()}, then saving a "
                       "checkpoint (send it again to stop at once)", file=sys.stderr, flush=True)
 
         for sig in previous:
@@ -179,11 +176,26 @@ class RunLoop:
         return (algo.update % self.config.every_updates == 0
                 or (minutes > 0 and time.monotonic() - self._last_save >= 60.0 * minutes))
 
+    def _stop_course(self) -> str:
+        """What a stop signal lets finish before the checkpoint (as the signal arrives)."""
+        algo, update = self.algorithm, self.algorithm.update + 1
+        if not (isinstance(algo, Drains) and algo.overlapping()):
+            return f"finishing update {update}" if self._updating else "stopping at this update"
+        if self._updating:  # async collection: the rollout collected beside it is learned too
+            return f"finishing updates {update} and {update + 1} (the rollout in progress)"
+        return (f"learning the rollout in progress (update {update})" if algo.pending()
+                else "stopping at this update")
+
     def _loop(self, sink: MetricSink | None, progress: Progress | None) -> None:
         algo = self.algorithm
         self._last_save = time.monotonic()
         while algo.update < algo.num_updates:
-            self._log(algo.run_update(), sink, progress)
+            self._updating = True
+            try:
+                metrics = algo.run_update()
+            finally:
+                self._updating = False
+            self._log(metrics, sink, progress)
             signum, due = self.ranks.max_ints([self._stop_signal or 0,
                                                int(self.ranks.is_main and self._due())])
             stop = signum or None
@@ -233,9 +245,13 @@ class RunLoop:
         self._last_save = time.monotonic()
         # keep the newest ``keep`` up to this one; files past it are a resumed run's corrupt
         # newer checkpoints (skipped on loading; replaced when the run gets there), and
-        # counting them would delete the checkpoint just written
+        # counting them would delete the checkpoint just written. A file before it that is no
+        # archive (empty, cut short: skipped when the run resumed) is never counted (a
+        # loadable checkpoint was deleted in its place) and goes, as the run is past it.
         older = [p for p in list_checkpoints(directory) if p.name < path.name]
-        for old in older[:max(0, len(older) - (self.config.keep - 1))]:
+        intact = [p for p in older if zipfile.is_zipfile(p)]
+        for old in [*intact[:max(0, len(intact) - (self.config.keep - 1))],
+                    *(p for p in older if p not in intact)]:
             old.unlink(missing_ok=True)
         return path
 

@@ -278,6 +278,17 @@ def test_pruning_never_deletes_the_checkpoint_just_written(tmp_path: Path) -> No
                *QUIET).returncode == 0
     assert sorted(p.name for p in (keep4 / "checkpoints").glob("update_*.pt")) == [
         f"update_000000{k}.pt" for k in (1, 2, 3, 4)]
+    # a corrupt checkpoint the resumed run passes (not one of its saves) is never counted
+    # among the keep newest: it took the place of a loadable one, which was deleted
+    keep2 = tmp_path / "keep2"
+    args = ["train", "--game", "CartPole-v1", "--run-dir", str(keep2), "--set",
+            "checkpoint.keep=2", "--set", "checkpoint.every_updates=2", *QUIET]
+    assert run(*args, "--total-steps", "2048").returncode == 0
+    (keep2 / "checkpoints" / "update_0000005.pt").write_bytes(b"")
+    resumed = run_here("train", "--resume", str(keep2), "--total-steps", "3072")
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(p.name for p in (keep2 / "checkpoints").glob("update_*.pt")) == [
+        "update_0000004.pt", "update_0000006.pt"]
 
 
 def test_new_run_never_replaces_the_users_files(tmp_path: Path) -> None:
