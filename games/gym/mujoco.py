@@ -6,6 +6,7 @@ Observations are float32 and unnormalized; rewards are raw (normalization is the
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,12 +78,33 @@ class MujocoCodec:
             getattr(data, key)[...] = value
 
 
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """MuJoCo's warnings on stderr, each once per process."""
+    text = message.strip()
+    if text not in _WARNED:
+        _WARNED.add(text)
+        print(f"warning: MuJoCo: {text}", file=sys.stderr, flush=True)
+
+
+def warnings_to_stderr() -> None:
+    """Send MuJoCo's warnings to stderr (once each) unless a handler is set: MuJoCo appends
+    them to a MUJOCO_LOG.TXT file in the working folder (HalfCheetah's model, every env)."""
+    import mujoco
+
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(_warn_once)
+
+
 def make(name: str, num_envs: int = 1, seed: int | None = None,
          **options: Any) -> GymVecGame:
     """``num_envs`` copies of a MuJoCo env, e.g. ``make("HalfCheetah-v5", 1, seed=0)``."""
     canonical = {g.lower(): g for g in GAMES}.get(name.lower())
     if canonical is None:
         raise GameError(f"unknown MuJoCo game {name!r}; known: {', '.join(GAMES)}")
+    warnings_to_stderr()
     opts = from_mapping(MujocoOptions, options, where="game.options.")
     if opts.render and "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
         os.environ["MUJOCO_GL"] = "egl"  # headless: the default GLFW backend needs a display

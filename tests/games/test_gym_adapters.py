@@ -364,3 +364,25 @@ def test_mujoco_render_returns_rgb_frame() -> None:
         pytest.skip(f"MuJoCo cannot render here (no OpenGL backend): {exc}")
     assert frame.ndim == 3 and frame.shape[2] == 3 and frame.dtype == np.uint8
     game.close()
+
+
+def test_mujoco_warnings_reach_stderr_not_a_log_file(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """HalfCheetah's model warns when it compiles; MuJoCo appended every warning to
+    MUJOCO_LOG.TXT in the working folder (a training run's, the test suite's)."""
+    import mujoco
+
+    from games.gym import mujoco as adapter
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(adapter, "_WARNED", set())
+    lines: list[str] = []
+    monkeypatch.setattr(adapter, "print", lambda *a, **_: lines.append(" ".join(a)),
+                        raising=False)
+    game = make_game("HalfCheetah-v5", 2, seed=0)
+    game.reset()
+    game.close()
+    assert mujoco.get_mju_user_warning() is not None
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    assert len(lines) == 1 and lines[0].startswith("warning: MuJoCo: compiler attribute "
+                                                   "'settotalmass' is deprecated"), lines
