@@ -144,6 +144,12 @@ def load_weights(agent: ActorCritic, weights: Mapping[str, Any], spec: GameSpec,
     except (RuntimeError, KeyError, ValueError) as exc:
         raise CheckpointError(f"{source} does not match the network of game {spec.name}: "
                               f"{_first_difference(exc)}") from exc
+    broken = next((key for key, value in agent.state_dict().items()
+                   if value.is_floating_point() and not bool(torch.isfinite(value).all())),
+                  None)
+    if broken is not None:  # training never saves such weights: a damaged or edited file
+        raise CheckpointError(f"{source} holds weights that are not numbers ({broken} has "
+                              "NaN or infinite values): a damaged file")
 
 
 def with_pad_plane(weights: Mapping[str, Any], own: Mapping[str, Any], spec: GameSpec

@@ -523,3 +523,22 @@ def test_eval_plays_every_map_a_checkpoint_trained_on(tmp_path: Path) -> None:
     path = _untrained_microrts(tmp_path / "five.pt", 5, f"game.options.maps=[{','.join(five)}]")
     result = evaluate(path, episodes=10)
     assert result["episodes"] == 10 and sorted(result["maps"]) == five
+
+
+def test_a_checkpoint_with_nan_weights_is_refused(tictactoe_checkpoint: Path,
+                                                  tmp_path: Path) -> None:
+    """Training never saves non-finite weights; a file holding them played (always the first
+    legal cell) and won."""
+    import torch
+
+    from games.files import save_checkpoint
+    from selfplay.checkpoint import load_checkpoint
+
+    state = load_checkpoint(tictactoe_checkpoint)
+    name = next(k for k, v in state["agent"].items() if k.endswith("weight"))
+    state["agent"][name] = torch.full_like(state["agent"][name], float("nan"))
+    bad = save_checkpoint(tmp_path / "nan.pt", state)
+    for player, opponent in ((bad, "random"), (tictactoe_checkpoint, str(bad))):
+        with pytest.raises(CheckpointError, match=f"{bad} holds weights that are not numbers "
+                                                  f"\\({name} has NaN"):
+            play(player, opponent, games=2)
