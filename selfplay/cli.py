@@ -173,6 +173,9 @@ def cmd_play(args: argparse.Namespace) -> int:
         raise UserError("--games must be >= 1")
     if not 0 < args.temperature < float("inf"):
         raise UserError(f"--temperature must be > 0, got {args.temperature}")
+    if args.deterministic and args.temperature != 1.0:
+        raise UserError("--deterministic takes the most likely action, which --temperature "
+                        "does not change: give one of them")
 
     def progress(done: int, total: int) -> None:  # long games (Atari) show they are alive
         if not args.json and (done == 1 or done % 10 == 0 or done == total):

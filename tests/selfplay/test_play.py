@@ -98,6 +98,11 @@ def test_play_errors(tictactoe_checkpoint: Path) -> None:
                           timeout=60)
     assert cold.returncode == 2 and "--temperature must be > 0, got 0.0" in cold.stderr
     assert "Traceback" not in cold.stderr
+    both = subprocess.run([*SELFPLAY, "play", "--checkpoint", str(tictactoe_checkpoint), "--vs",
+                           "random", "--deterministic", "--temperature", "0.5"],
+                          capture_output=True, text=True, timeout=60)  # it ignored the second
+    assert both.returncode == 2 and "--deterministic takes the most likely action, which " \
+        "--temperature does not change" in both.stderr
     with pytest.raises(ValueError, match="temperature must be > 0"):
         play(tictactoe_checkpoint, "random", games=2, temperature=-1.0)
     with pytest.raises(CheckpointError, match="no such checkpoint"):
