@@ -15,6 +15,7 @@ import os
 import pickle
 import stat
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +190,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if head != b"PK\x03\x04" and not head.startswith(b"\x80"):  # torch's zip, or a pickle
         raise CheckpointError(f"{path} is not a selfplay checkpoint (not a file torch.save "
                               "writes)")
+    if head == b"PK\x03\x04" and not zipfile.is_zipfile(path):  # torch said "Errno 22"
+        raise CheckpointError(f"corrupt checkpoint {path}: the file is cut short (its archive "
+                              "has no end)")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
