@@ -15,6 +15,7 @@ import os
 import pickle
 import stat
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -194,7 +195,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"corrupt checkpoint {path}: the file is cut short (its archive "
                               "has no end)")
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # a plain pickle: "Detected pickle protocol 4"
+            warnings.simplefilter("ignore", UserWarning)
+            data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         if "weights only" not in str(exc).lower():  # a damaged pickle
             raise CheckpointError(f"corrupt or unreadable checkpoint {path}: "
