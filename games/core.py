@@ -257,6 +257,22 @@ class SupportsRender(Protocol):
 
 
 @runtime_checkable
+class RendersOnRequest(Protocol):
+    """Games that draw frames only when made with the ``render`` option (set-up costs: a
+    gymnasium env's renderer): :attr:`rendering` says whether this one was."""
+
+    @property
+    def rendering(self) -> bool: ...
+
+
+def can_render(game: object) -> bool:
+    """Whether ``game`` draws frames now (:class:`SupportsRender`, and rendering on where it
+    is an option)."""
+    return isinstance(game, SupportsRender) and (
+        not isinstance(game, RendersOnRequest) or game.rendering)
+
+
+@runtime_checkable
 class SupportsFinalFrame(Protocol):
     """Games that can draw the last position of an env's finished episode (the frames taken
     before each step stop one move short of the end)."""

@@ -2,7 +2,10 @@
 
 Lets gymnasium tooling (``check_env``, wrappers, other libraries' trainers) drive any of our
 games. The action mask of a discrete game is passed in ``info["action_mask"]``; finished
-episodes add ``info["episode"] = {"r": raw return, "l": length}``.
+episodes add ``info["game_episode"] = {"r": raw return, "l": length}`` (``"episode"`` is
+gymnasium's ``RecordEpisodeStatistics``' key, which refuses to find it taken). The mask is int8,
+as gymnasium's ``Discrete.sample(mask=...)`` takes it; the step that ends an episode returns its
+last observation with an all-zero mask (nothing is played from it).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from games.core import Batch, Box, GameError, SupportsRender, VecGame
+from games.core import Batch, Box, GameError, SupportsRender, VecGame, can_render
 from games.gym_spaces import action_array, gym_action_space
 
 
@@ -43,6 +46,9 @@ class GymEnvFacade(gym.Env[np.ndarray, Any]):
                             f"got {spec.name} with {spec.num_envs} envs x {spec.num_seats} seats")
         if render_mode not in (None, "rgb_array"):
             raise GameError(f"unsupported render_mode {render_mode!r}; use 'rgb_array' or None")
+        if render_mode == "rgb_array" and not can_render(game):
+            raise GameError(f"render_mode 'rgb_array': {spec.name} draws no frames as made "
+                            "(create it with options {render: true})")
         self.game = game
         self.render_mode = render_mode
         self.metadata = {"render_modes": ["rgb_array"], "render_fps": spec.render_fps}
@@ -69,25 +75,28 @@ class GymEnvFacade(gym.Env[np.ndarray, Any]):
         truncated = bool(batch.truncated[0])
         info = self._info(batch)
         obs = batch.obs[0, 0]
+        self._next = None  # a step past an episode's end (no reset) plays the next one
         if terminated or truncated:
             self._next = batch
             if batch.final_obs is not None:
                 obs = batch.final_obs[0, 0]
+            if "action_mask" in info:  # the mask is the next episode's first position's
+                info["action_mask"] = np.zeros_like(info["action_mask"])
         obs = obs.copy()  # games reuse their arrays; gym users keep what they are given
         if len(batch.episodes.env):
-            info["episode"] = {"r": float(batch.episodes.ret[0]),
-                               "l": int(batch.episodes.length[0])}
+            info["game_episode"] = {"r": float(batch.episodes.ret[0]),
+                                    "l": int(batch.episodes.length[0])}
         return obs, float(batch.reward[0, 0]), terminated, truncated, info
 
     def _info(self, batch: Batch) -> dict[str, Any]:
         if batch.action_mask is None:
             return {}
-        return {"action_mask": batch.action_mask[0, 0].copy()}
+        return {"action_mask": batch.action_mask[0, 0].astype(np.int8)}
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
         if self.render_mode is None:
             return None
-        if not isinstance(self.game, SupportsRender):
+        if not isinstance(self.game, SupportsRender):  # refused when made: never here
             raise GameError(f"{self.game.spec.name} cannot render")
         return np.asarray(self.game.render(0))
 

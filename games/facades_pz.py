@@ -24,7 +24,14 @@ import gymnasium
 import numpy as np
 from pettingzoo import ParallelEnv
 
-from games.core import Batch, GameError, SupportsFinalFrame, SupportsRender, VecGame
+from games.core import (
+    Batch,
+    GameError,
+    SupportsFinalFrame,
+    SupportsRender,
+    VecGame,
+    can_render,
+)
 from games.gym_spaces import action_array, gym_action_space
 
 
@@ -49,15 +56,17 @@ class ParallelEnvFacade(ParallelEnv[str, Any, Any]):
         if spec.num_envs != 1:
             raise GameError(f"ParallelEnvFacade needs a game with num_envs=1, got "
                             f"{spec.num_envs}; build it with make_game(name, num_envs=1)")
-        can_render = isinstance(game, SupportsRender)
+        renders = can_render(game)  # a gymnasium game made without the render option: no
         if render_mode == "auto":
-            render_mode = "rgb_array" if can_render else None
-        if render_mode not in (None, "rgb_array") or (render_mode and not can_render):
+            render_mode = "rgb_array" if renders else None
+        if render_mode not in (None, "rgb_array") or (render_mode and not renders):
+            hint = ("; create it with options {render: true}"
+                    if isinstance(game, SupportsRender) and not renders else "")
             raise GameError(f"render_mode {render_mode!r} is not supported by {spec.name!r} "
-                            f"(supported: {['rgb_array'] if can_render else []})")
+                            f"as made (supported: {['rgb_array'] if renders else []}{hint})")
         self.game = game
         self.render_mode = render_mode
-        self.metadata = {"name": spec.name, "render_modes": ["rgb_array"] if can_render else [],
+        self.metadata = {"name": spec.name, "render_modes": ["rgb_array"] if renders else [],
                          "render_fps": spec.render_fps, "is_parallelizable": True}
         self.possible_agents = [f"seat_{i}" for i in range(spec.num_seats)]
         self.agents: list[str] = []
@@ -201,8 +210,11 @@ class ParallelEnvFacade(ParallelEnv[str, Any, Any]):
 
 def make_parallel_env(name: str, seed: int | None = None, render_mode: str | None = "auto",
                       **options: Any) -> ParallelEnvFacade:
-    """``make_parallel_env("tictactoe", seed=0)``: a registered game as a PettingZoo env."""
+    """``make_parallel_env("tictactoe", seed=0)``: a registered game as a PettingZoo env
+    (made with the ``render`` option when ``render_mode`` is ``"rgb_array"``)."""
     from games.registry import make_game
 
+    if render_mode == "rgb_array":
+        options = {"render": True, **options}
     return ParallelEnvFacade(make_game(name, num_envs=1, seed=seed, options=options),
                              render_mode=render_mode)

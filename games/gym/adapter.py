@@ -312,6 +312,11 @@ class GymVecGame:
 
     # ------------------------------------------------------------------ misc
 
+    @property
+    def rendering(self) -> bool:
+        """Whether the envs were made to render (option ``render``)."""
+        return bool(self._render)
+
     def render(self, env_index: int = 0) -> np.ndarray:
         """An RGB frame ``uint8 [H, W, 3]`` of env ``env_index`` (needs option ``render``)."""
         if not self._render:

@@ -14,6 +14,7 @@ from pettingzoo.test.state_test import test_parallel_env as check_parallel_state
 from games.boardgames import make
 from games.core import GameError, Outcome
 from games.facades_pz import ParallelEnvFacade, make_parallel_env
+from games.registry import make_game
 
 
 def test_parallel_api_test_passes_without_warnings() -> None:
@@ -84,3 +85,19 @@ def test_fractional_actions_are_refused() -> None:
     env.reset(seed=1)
     with pytest.raises(GameError, match=r"actions must be integers, got 4.9"):
         env.step({"seat_0": 4.9, "seat_1": 0})
+
+
+def test_render_modes_follow_what_the_game_draws() -> None:
+    """A gymnasium game made without the render option draws nothing: "auto" gives no render
+    mode and "rgb_array" makes the game with rendering on (it picked rgb_array, then render()
+    raised)."""
+    quiet = make_parallel_env("CartPole-v1", seed=0)
+    assert quiet.render_mode is None and quiet.metadata["render_modes"] == []
+    quiet.close()
+    drawn = make_parallel_env("CartPole-v1", seed=0, render_mode="rgb_array")
+    drawn.reset(seed=0)
+    frame = drawn.render()
+    assert frame is not None and frame.ndim == 3 and frame.shape[2] == 3
+    drawn.close()
+    with pytest.raises(GameError, match="create it with options \\{render: true\\}"):
+        ParallelEnvFacade(make_game("CartPole-v1", 1, seed=0), render_mode="rgb_array")
