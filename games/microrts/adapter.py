@@ -202,6 +202,7 @@ class MicroRTSVecGame:
                 raise GameError(f"microrts: env range {start}..{stop} outside 0..{num_envs}")
             env_ids = np.arange(start, stop)
         ids = np.asarray(env_ids, np.int64)
+        self._env_ids = ids  # [E] the envs' indices in the whole layout (errors name them)
         num_envs = len(ids)
         self.options = opts
         self.seed = seed
@@ -244,6 +245,7 @@ class MicroRTSVecGame:
             obs_kind="grid", zero_sum=not any(opts.reward_weights[1:]), render_fps=30,
             pad_plane=PAD_PLANE)
         self._action_shape = (num_envs, num_seats, cells, len(ACTION_NVEC))
+        self._nvec = np.asarray(ACTION_NVEC)  # [7] each component's number of values
         self._conv = Conversions(eng, opts, self._rotated, self.env_map, self._num_sp,
                                  (height, width), self.compiled)
         self._episodes = Episodes(eng, self._conv, opts)
@@ -330,6 +332,16 @@ class MicroRTSVecGame:
         this game's bot envs were configured with."""
         return bots_mod.canonical_pool(list(self.options.bots))
 
+    def _out_of_range(self, actions: np.ndarray, slot: int, cell: int) -> None:
+        """A :class:`GameError` naming an action component out of its range at ``cell`` of
+        seat slot ``slot`` (env * seats + seat; the engine took such values without a word)."""
+        env, seat = divmod(slot, actions.shape[1])
+        action = actions[env, seat, cell]
+        comp = int(np.flatnonzero((action < 0) | (action >= self._nvec))[0])
+        raise GameError(f"microrts: action component {ACTION_NAMES[comp]} = {int(action[comp])} "
+                        f"(env {int(self._env_ids[env])}, seat {seat}, cell {cell}) is out of "
+                        f"range 0..{int(self._nvec[comp]) - 1}")
+
     def step(self, actions: np.ndarray) -> Batch:
         """One game cycle in every env; ``actions`` is ``int [E, A, H*W, 7]``."""
         if self._closed or self._failed is not None:
@@ -338,7 +350,9 @@ class MicroRTSVecGame:
             raise GameError(f"microrts: actions must be integers of shape {self._action_shape}, "
                             f"got {actions.dtype} {actions.shape}")
         conv, ep = self._conv, self._episodes
-        conv.write_actions(actions, self._flip)
+        bad = conv.write_actions(actions, self._flip)
+        if bad >= 0:  # nothing stepped: the engine's rows are written again next time
+            self._out_of_range(actions, *divmod(bad, actions.shape[2]))
         self._flip ^= 1
         flip = self._flip
         raw = ep.raw  # [E*A, 6] Java order; dead seats stay 0

@@ -32,6 +32,8 @@ from games.microrts.plans import runs as index_runs
 WALL, VISIBLE = 27, 28
 OWNER_OWN = 11
 
+_NVEC = np.asarray(ACTION_NVEC, np.int64)  # [7] each action component's number of values
+
 
 class Conversions:
     """The batch buffers of ``engine``'s seats and the conversions into and out of them.
@@ -218,18 +220,24 @@ class Conversions:
         out[cells] = rows
         self._mask_rows[flip] = cells
 
-    def write_actions(self, actions: np.ndarray, flip: int) -> None:
-        """``actions`` ``[E, A, HW, 7]`` chosen from mask buffer ``flip`` -> the engine's."""
+    def write_actions(self, actions: np.ndarray, flip: int) -> int:
+        """``actions`` ``[E, A, HW, 7]`` chosen from mask buffer ``flip`` -> the engine's;
+        -1, or the flat index ``slot * HW + cell`` of an action with a component out of its
+        range (compiled: among the cells of units, which the engine reads; else any cell),
+        then written in part only."""
         flat = actions.reshape(self._slot_action_shape)  # [E*A, HW, 7]
         if self.compiled:
-            kernels.write_actions(flat, self.slot_row, self.slot_rot, self._mask_set[flip],
-                                  self._engine_act)
-            return
+            return int(kernels.write_actions(flat, self.slot_row, self.slot_rot,
+                                             self._mask_set[flip], self._engine_act, _NVEC))
+        bad = ((flat < 0) | (flat >= _NVEC)).any(axis=2)  # [S, HW]
+        if bad.any():
+            return int(np.flatnonzero(bad)[0])
         for c, engine_view in self._act_copies:  # [K, (2,) HW, 7] int32 views
             if c.rotated:
                 rotate_actions(c.dst_view(flat), engine_view)
             else:
                 np.copyto(engine_view, c.dst_view(flat))
+        return -1
 
     def outputs(self, flip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Fresh obs/state/mask into buffer set ``flip`` (engine masks computed here: a Java

@@ -18,9 +18,12 @@ from games.core import GameError
 REPO = Path(__file__).resolve().parents[3]
 
 
-def test_java_exception_in_step_is_a_game_error(make_game) -> None:
+def test_java_exception_in_step_is_a_game_error(make_game, monkeypatch) -> None:
     """An out-of-range unit type makes the engine throw inside gameStep: the GameError carries
-    the Java class and message, the game refuses to step until reset, and reset recovers."""
+    the Java class and message, the game refuses to step until reset, and reset recovers.
+    (The adapter refuses such actions itself; its check is widened here to reach the engine's
+    fault path.)"""
+    monkeypatch.setattr("games.microrts.conversions._NVEC", np.full(7, 1000, np.int64))
     game = make_game(2, bots=["Passive"])
     batch = game.reset()
     actions = np.zeros((2, 1, 64, 7), np.int64)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from games.core import GameError
 from games.microrts import kernels
 from games.microrts.adapter import MicroRTSOptions, MicroRTSVecGame, random_legal_actions
 
@@ -77,5 +78,29 @@ def test_compiled_needs_numba(engine_home, monkeypatch) -> None:
     try:
         assert not game.compiled  # falls back to numpy
         game.reset()
+    finally:
+        game.close()
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("value", [49, -1])
+def test_an_action_component_out_of_range_is_one_line(engine_home, compiled: bool,
+                                                      value: int) -> None:
+    """An attack offset outside 0..48 at a unit's cell (the engine took it without a word) is
+    a GameError naming the component, env, seat and cell; the game then plays on."""
+    opts = MicroRTSOptions(map="basesWorkers8x8", num_selfplay_envs=2, rotate_player1=True)
+    game = MicroRTSVecGame(opts, 2, seed=0, compiled=compiled)
+    try:
+        batch = game.reset()
+        assert batch.action_mask is not None
+        cell = int(np.flatnonzero(batch.action_mask[1, 1].any(-1))[0])  # a unit of env 1's seat 1
+        actions = np.zeros((2, 2, 64, 7), np.int64)
+        actions[1, 1, cell, 6] = value
+        with pytest.raises(GameError, match=f"^microrts: action component attack = {value} "
+                                            f"\\(env 1, seat 1, cell {cell}\\) is out of range "
+                                            "0..48$"):
+            game.step(actions)
+        actions[1, 1, cell, 6] = 0
+        game.step(actions)
     finally:
         game.close()
