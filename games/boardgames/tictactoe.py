@@ -51,8 +51,10 @@ class TicTacToeOptions:
     """Options of ``tictactoe`` (``game.options`` in a config)."""
 
     first_player: Literal["alternate", "random", "seat0", "seat1"] = "alternate"
-    """Who moves first: ``alternate`` (seeded random first episode, then alternating per env),
-    ``random`` (a fresh draw every episode), ``seat0`` or ``seat1`` (always that seat)."""
+    """Who moves first: ``alternate`` (env ``e``'s first episode opened by seat ``(e // 2) % 2``,
+    then alternating per env: whichever seats two players take by env, each opens half the
+    games, as ``selfplay play`` and evaluation alternate them), ``random`` (a fresh draw every
+    episode), ``seat0`` or ``seat1`` (always that seat)."""
     render: bool = False
     """Accepted for uniformity with other games: render() always works here."""
 
@@ -223,7 +225,9 @@ class TicTacToe:
 
     def _first_starters(self, n: int) -> np.ndarray:
         mode = self.options.first_player
-        if mode in ("alternate", "random"):
+        if mode == "alternate":  # a seeded draw before: a checkpoint opened 11 of 16 games
+            return ((np.arange(n) // 2) % 2).astype(np.int8)
+        if mode == "random":
             return self._rng.integers(0, 2, n, dtype=np.int8)
         return np.full(n, 0 if mode == "seat0" else 1, np.int8)
 
