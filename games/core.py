@@ -144,6 +144,9 @@ class GameSpec:
     padding cells, outside an env's board in the batch's grid. Padding cells have all-False
     masks; size-agnostic networks pool only over the cells where this plane is 0"""
     zero_sum: bool = False
+    turn_based: bool = False
+    """the seats take turns: a seat that does not act waits for its turn, and acts again in
+    its episode (otherwise a seat that does not act is out of its episode until it ends)"""
     decided: bool = True
     """the games end with a winner (win / draw / loss outcomes); False for cooperative and
     mixed games, whose episodes have returns but no winner: results, ratings and a league

@@ -76,6 +76,19 @@ def waiting_at_the_end(trained: Tensor, dones: Tensor, acts_next: Tensor) -> Ten
     return (steps == last_move) & waiting  # [T, N]
 
 
+def idle_at_the_end(trained: Tensor, dones: Tensor, acts_next: Tensor, last_values: Tensor,
+                    turn_based: bool) -> tuple[Tensor | None, Tensor]:
+    """``(cut, last_values)`` for the seats that do not act after the rollout (``trained``,
+    ``dones`` ``[T, N]``, ``acts_next``, ``last_values`` ``[N]``): in a turn-based game they
+    wait for their turn, and their last moves are cut (:func:`waiting_at_the_end`); else they
+    are out of their episodes until these end, and nothing more comes to them: their
+    bootstrap values are 0 (they were values of positions the critic never trains on)."""
+    if turn_based:
+        return waiting_at_the_end(trained, dones, acts_next), last_values
+    return None, torch.where(acts_next.to(last_values.device), last_values,
+                             torch.zeros_like(last_values))
+
+
 class PPOLearner:
     """The PPO update of one network (kept near a frozen ``teacher`` network when given);
     with ``ranks``, one rank's share of a data-parallel update."""
@@ -83,8 +96,10 @@ class PPOLearner:
     def __init__(self, config: TrainConfig, agent: ActorCritic, device: torch.device,
                  sample_gen: torch.Generator,
                  fast_policy: NumpyActorCritic | None = None,
-                 teacher: ActorCritic | None = None, ranks: Ranks | None = None) -> None:
+                 teacher: ActorCritic | None = None, ranks: Ranks | None = None,
+                 turn_based: bool = False) -> None:
         self.config = config
+        self.turn_based = turn_based  # the game's seats take turns (GameSpec.turn_based)
         self.agent = agent
         self.device = device
         self.sample_gen = sample_gen  # minibatch permutations: seeded alike on every rank
@@ -118,14 +133,16 @@ class PPOLearner:
         lam: float | Tensor = cfg.gae_lambda
         trained, cut = buf.trained, None
         if not bool(buf.trained.all()):
-            # turn-based seats: skip idle steps in each seat's chain (see losses.gae)
+            # seats that do not act at every step: skip idle steps in each seat's chain (see
+            # losses.gae)
             acts_next = torch.cat([buf.trained[1:], torch.from_numpy(learner_next)[None]]
                                   ).view(t_steps, n)
             lam = torch.where(acts_next, cfg.gae_lambda, 1.0)
-            cut = waiting_at_the_end(buf.trained.view(t_steps, n),
-                                     buf.dones.view(t_steps, n).bool(),
-                                     torch.from_numpy(learner_next).view(n))
-            trained = buf.trained & ~cut.view_as(buf.trained)
+            cut, last_values = idle_at_the_end(
+                buf.trained.view(t_steps, n), buf.dones.view(t_steps, n).bool(),
+                torch.from_numpy(learner_next).view(n), last_values, self.turn_based)
+            if cut is not None:
+                trained = buf.trained & ~cut.view_as(buf.trained)
         advantages, returns = gae(buf.rewards.view(t_steps, n), buf.values.view(t_steps, n),
                                   buf.dones.view(t_steps, n), last_values,
                                   cfg.gamma, lam, cut)

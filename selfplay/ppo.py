@@ -33,7 +33,7 @@ from selfplay.acting import Actor, EpisodeListener, Seats
 from selfplay.allocator import keep_freed_memory
 from selfplay.async_collection import AsyncCollection
 from selfplay.checkpoint import CheckpointError
-from selfplay.config import TrainConfig
+from selfplay.config import ConfigError, TrainConfig
 from selfplay.data_parallel import Ranks
 from selfplay.device import resolve_device
 from selfplay.evaluate import inherited_boards, start_weights
@@ -95,6 +95,10 @@ class TrainingContext(Protocol):
         ...
 
 
+MIN_TURN_BASED_STEPS = 8
+"""the shortest rollout of a turn-based game (see :func:`~selfplay.learning.waiting_at_the_end`)"""
+
+
 class Trainer:
     """Owns the game, the learner, the optimizer and all state a checkpoint must hold."""
 
@@ -105,6 +109,12 @@ class Trainer:
         self.config = config
         self.game = game
         self.spec: GameSpec = game.spec
+        if self.spec.turn_based and config.ppo.num_steps < MIN_TURN_BASED_STEPS:
+            raise ConfigError(
+                f"ppo.num_steps={config.ppo.num_steps}: {self.spec.name}'s seats take turns, "
+                "and a seat waiting for its turn at a rollout's end leaves its last move out "
+                f"of the update (half of the moves or more below {MIN_TURN_BASED_STEPS} "
+                f"steps): use {MIN_TURN_BASED_STEPS} or more")
         self.run = run
         self.ranks = ranks if ranks is not None else Ranks()
         seed = self.ranks.seed(config.seed)  # this rank's games and acting draws
@@ -155,7 +165,7 @@ class Trainer:
                             and not self.device_arrays and supports(acting) else None)
         self.learner = PPOLearner(config, self.agent, self.device, self.sample_gen,
                                   self.fast_policy if self.overlap is None else None,
-                                  self.teacher, self.ranks)
+                                  self.teacher, self.ranks, self.spec.turn_based)
         self.actor = Actor(config, game, acting, self.buffer, self.device, self.act_gen,
                            self.rng, seed, self.ranks.world, self.device_arrays)
         self.actor.fast_policy = self.fast_policy

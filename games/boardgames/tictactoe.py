@@ -75,7 +75,7 @@ class TicTacToe:
         self.spec = GameSpec(name=name, num_envs=num_envs, num_seats=2,
                              obs_shape=(3, 3, 3), obs_dtype=np.dtype(np.float32),
                              action_space=Discrete(NUM_CELLS), state_shape=(STATE_DIM,),
-                             obs_kind="grid", zero_sum=True, render_fps=2)
+                             obs_kind="grid", zero_sum=True, turn_based=True, render_fps=2)
         self._rng = np.random.default_rng(seed)
         self._env = np.arange(num_envs)  # [E]
         self.marks = np.zeros((num_envs, 2), np.int32)  # [E, A] bitboard of each seat's marks

@@ -122,6 +122,24 @@ def test_a_seat_waiting_at_the_rollouts_end_has_its_last_move_cut() -> None:
     assert not waiting_at_the_end(trained, dones, acts_next).any()
 
 
+def test_a_seat_out_of_its_episode_bootstraps_nothing() -> None:
+    """Not turn-based (:func:`selfplay.learning.idle_at_the_end`): a seat that does not act
+    after the rollout is out of its episode until it ends: no cut, a bootstrap value of 0
+    (it was the critic's output on a position it never trains on); a turn-based game keeps
+    the values and cuts."""
+    from selfplay.learning import idle_at_the_end
+
+    trained = torch.tensor([[True, True], [True, False], [True, False]])
+    dones = torch.zeros(3, 2, dtype=torch.bool)
+    acts_next = torch.tensor([True, False])
+    last = torch.tensor([0.5, -0.7])
+    cut, values = idle_at_the_end(trained, dones, acts_next, last, turn_based=False)
+    assert cut is None and values.tolist() == [0.5, 0.0]
+    cut, values = idle_at_the_end(trained, dones, acts_next, last, turn_based=True)
+    assert cut is not None and cut.nonzero().tolist() == [[0, 1]]
+    assert values.tolist() == pytest.approx([0.5, -0.7])
+
+
 def test_gae_rejects_mismatched_shapes() -> None:
     with pytest.raises(ValueError, match="last_values"):
         gae(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3), 0.9, 0.9)

@@ -178,6 +178,19 @@ def test_selfplay_tictactoe_trains_both_seats() -> None:
                                                               strict=True))
 
 
+def test_a_turn_based_rollout_too_short_to_train_is_refused() -> None:
+    """A seat waiting for its turn at a rollout's end leaves its last move out of the update:
+    with ppo.num_steps=1 nothing trained at all."""
+    from selfplay.config import ConfigError
+
+    with pytest.raises(ConfigError, match="ppo.num_steps=2: tictactoe's seats take turns"):
+        make_trainer("tictactoe", ["ppo.num_steps=2", "league.enabled=false"])
+    trainer = make_trainer("tictactoe", ["ppo.num_steps=8", "league.enabled=false",
+                                         "game.num_envs=4"], total_steps=8 * 4)
+    trainer.train()
+    assert trainer.update == 1 and trainer.buffer.trained.sum() > 0
+
+
 def test_reward_scale_counts_the_returns_of_seats_waiting_for_their_turn() -> None:
     """normalize.reward on tic-tac-toe: a game's loss arrives on the winner's move, when the
     loser's seat does not act; its return feeds the scale (only the acting seats' did: the
