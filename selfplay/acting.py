@@ -391,9 +391,7 @@ class Actor:
         done = batch.terminated | batch.truncated
         reward = batch.reward
         if self.reward_scaler is not None:
-            # the learner's seats, also those waiting for their turn (a turn-based game's
-            # loss arrives on the other seat's move)
-            reward = self.reward_scaler(reward, done, envs, self.owner[envs] == 0)
+            reward = self.reward_scaler(reward, done, envs, self._np_trained[t, envs])
         elif batch.truncated.any():
             reward = reward.copy()
         bootstrap_truncated(batch, reward, self.config.ppo.gamma, self._final_values)

@@ -99,13 +99,17 @@ def yaml_load(text: str) -> object:
     return data
 
 
-def _check_acyclic(value: object, path: tuple[int, ...] = ()) -> None:
-    """:class:`yaml.YAMLError` if ``value`` contains itself (``x: &a {y: *a}``)."""
-    if isinstance(value, dict | list):
+def _check_acyclic(value: object, path: tuple[int, ...] = (),
+                   done: set[int] | None = None) -> None:
+    """:class:`yaml.YAMLError` if ``value`` contains itself (``x: &a {y: *a}``); a mapping or
+    list reached again through another alias is checked once (``done``)."""
+    done = set() if done is None else done
+    if isinstance(value, dict | list) and id(value) not in done:
         if id(value) in path:
             raise yaml.YAMLError("an anchor (&name) is used inside itself")
         for item in value.values() if isinstance(value, dict) else value:
-            _check_acyclic(item, (*path, id(value)))
+            _check_acyclic(item, (*path, id(value)), done)
+        done.add(id(value))
 
 
 def yaml_dump(data: object) -> str:

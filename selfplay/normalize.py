@@ -90,31 +90,42 @@ class RewardScaler:
         self.gamma = gamma
         self.clip = clip
         self.returns = np.zeros(shape, np.float64)
+        self.played = np.zeros(shape, bool)  # the stream's seat acted in its episode so far
         self.stats = RunningMeanStd(())
 
     def __call__(self, reward: np.ndarray, done: np.ndarray,
                  envs: slice = slice(None), learner: np.ndarray | None = None) -> np.ndarray:
         """Scale ``reward [E', A]`` of the envs ``envs`` (default: all); ``done [E']`` ends
         their accumulated returns after this step. Only the streams of ``learner`` (bool
-        ``[E', A]``: the seats the learner plays, acting or not this step; default all) feed
-        the statistics, so opponents' returns do not set the learner's scale."""
+        ``[E', A]``: the seats the learner acted for this step; default all) feed the
+        statistics, from that seat's first move in its episode to the episode's end, acting
+        or not: a turn-based game's loss arrives on the other seat's move. Opponents' streams,
+        and seats that never act (a bot env's engine seat), do not set the learner's scale."""
         returns = self.returns[envs]  # a view: updated in place
+        played = self.played[envs]  # a view
         returns *= self.gamma
         returns += reward
-        sample = returns if learner is None else returns[learner]
+        if learner is not None:
+            played |= learner
+        sample = returns if learner is None else returns[played]
         if sample.size:
             self.stats.update_np(sample)
         std = float(np.sqrt(self.stats.var.item() + 1e-8))
         scaled = np.clip(reward / std, -self.clip, self.clip).astype(np.float32)
         returns[done] = 0.0
+        played[done] = False
         return scaled
 
     def state_dict(self) -> dict[str, object]:
         return {"returns": torch.from_numpy(self.returns.copy()),
+                "played": torch.from_numpy(self.played.copy()),
                 "stats": self.stats.state_dict()}
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         returns = state["returns"]
         assert isinstance(returns, Tensor)
         self.returns = returns.numpy().copy()
+        played = state.get("played")  # checkpoints before it: streams join at their next move
+        self.played = (played.numpy().copy() if isinstance(played, Tensor)
+                       else np.zeros_like(self.returns, bool))
         self.stats.load_state_dict(state["stats"])  # type: ignore[arg-type]

@@ -249,11 +249,23 @@ class RunLoop:
         # archive (empty, cut short: skipped when the run resumed) is never counted (a
         # loadable checkpoint was deleted in its place) and goes, as the run is past it.
         older = [p for p in list_checkpoints(directory) if p.name < path.name]
-        intact = [p for p in older if zipfile.is_zipfile(p)]
+        intact = [p for p in older if not _cut_short(p)]
         for old in [*intact[:max(0, len(intact) - (self.config.keep - 1))],
                     *(p for p in older if p not in intact)]:
             old.unlink(missing_ok=True)
         return path
+
+
+def _cut_short(path: Path) -> bool:
+    """Whether checkpoint ``path`` is empty or lacks its archive's end (a killed write); a
+    file that cannot be read now (permissions, a network disk) is not (it is kept)."""
+    try:
+        with path.open("rb") as handle:
+            if not handle.read(4):
+                return True
+    except OSError:
+        return False
+    return not zipfile.is_zipfile(path)
 
 
 def load_resumable(run: RunDir) -> tuple[dict[str, Any], Path]:

@@ -6,6 +6,7 @@ Observations are float32 and unnormalized; rewards are raw (normalization is the
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -82,10 +83,12 @@ _WARNED: set[str] = set()
 
 
 def _warn_once(message: str) -> None:
-    """MuJoCo's warnings on stderr, each once per process."""
+    """MuJoCo's warnings on stderr, each kind once per process (numbers aside: an
+    instability warning names the time and the degree of freedom)."""
     text = message.strip()
-    if text not in _WARNED:
-        _WARNED.add(text)
+    kind = re.sub(r"[-+]?\d[\d.eE+-]*", "#", text)
+    if kind not in _WARNED:
+        _WARNED.add(kind)
         print(f"warning: MuJoCo: {text}", file=sys.stderr, flush=True)
 
 

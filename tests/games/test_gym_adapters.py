@@ -386,3 +386,20 @@ def test_mujoco_warnings_reach_stderr_not_a_log_file(tmp_path: Path,
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
     assert len(lines) == 1 and lines[0].startswith("warning: MuJoCo: compiler attribute "
                                                    "'settotalmass' is deprecated"), lines
+
+
+def test_mujoco_warnings_of_one_kind_are_shown_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An instability warning names the time and the degree of freedom: one line per kind,
+    not one per occurrence."""
+    from games.gym import mujoco as adapter
+
+    monkeypatch.setattr(adapter, "_WARNED", set())
+    lines: list[str] = []
+    monkeypatch.setattr(adapter, "print", lambda *a, **_: lines.append(" ".join(a)),
+                        raising=False)
+    for dof, time in ((0, "0.1200"), (3, "5.3400")):
+        adapter._warn_once(f"Nan, Inf or huge value in QACC at DOF {dof}. The simulation is "
+                           f"unstable. Time = {time}.")
+    adapter._warn_once("another warning")
+    assert lines == ["warning: MuJoCo: Nan, Inf or huge value in QACC at DOF 0. The simulation "
+                     "is unstable. Time = 0.1200.", "warning: MuJoCo: another warning"]

@@ -217,6 +217,21 @@ def test_yaml_python_cannot_hold_is_a_config_error(tmp_path: Path, text: str,
         build_config("tictactoe", config_file=path)
 
 
+def test_anchors_shared_many_times_load_at_once() -> None:
+    """Every alias of a shared mapping or list is checked once for cycles (a chain of 8
+    anchors, each a list of 10 aliases to the one before, took minutes)."""
+    import time
+
+    from selfplay.config_files import yaml_load
+
+    text = "a0: &a0 [1]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9))
+    start = time.perf_counter()
+    data = yaml_load(text)
+    assert isinstance(data, dict) and len(data) == 9
+    assert time.perf_counter() - start < 1.0
+
+
 def test_parse_set_errors() -> None:
     with pytest.raises(ConfigError, match="key=value"):
         parse_set(["ppo.learning_rate"])

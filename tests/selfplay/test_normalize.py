@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from selfplay.normalize import RewardScaler
 
@@ -59,3 +60,19 @@ def test_only_the_learners_streams_set_the_scale() -> None:
         np.testing.assert_allclose(mixed(other, done, learner=learner)[:, :1],
                                    alone(reward, done), rtol=1e-6)
     assert mixed.stats.var.item() == alone.stats.var.item()
+
+
+def test_a_seat_counts_from_its_first_move_to_its_episodes_end() -> None:
+    """A turn-based seat's stream joins at its first move and stays in while it waits (its
+    loss arrives on the other seat's move); a seat that never acts (a bot env's engine seat)
+    never counts; the episode's end takes the streams out until their next move."""
+    scaler = RewardScaler((1, 3), gamma=1.0, clip=10.0)
+    acted = np.array([[True, False, False]])
+    scaler(np.zeros((1, 3)), np.zeros(1, bool), learner=acted)  # seat 0 moves
+    assert scaler.stats.count == pytest.approx(1 + 1e-4)
+    acted = np.array([[False, True, False]])
+    scaler(np.array([[-1.0, 1.0, 0.0]]), np.ones(1, bool), learner=acted)  # seat 1 wins
+    assert scaler.stats.count == pytest.approx(3 + 1e-4)  # the loser's -1 counted
+    assert scaler.stats.mean.item() == pytest.approx(0.0, abs=1e-3)
+    scaler(np.zeros((1, 3)), np.zeros(1, bool), learner=np.zeros((1, 3), bool))
+    assert scaler.stats.count == pytest.approx(3 + 1e-4)  # a new episode: nobody moved yet
