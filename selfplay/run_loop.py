@@ -146,7 +146,7 @@ class RunLoop:
         one would), then saves and raises :class:`TrainingInterrupted`; a second one stops at
         once (the last periodic checkpoint remains)."""
         self._stop_signal = None  # a loop stopped by a signal may run again
-        self._updating = False  # inside an update (what a stop signal lets finish)
+        self._updating = True  # a stop signal lets an update finish (not: stop at this one)
         signals = [signal.SIGINT, signal.SIGTERM]
         hangup = getattr(signal, "SIGHUP", None)  # not on every platform
         if hangup is not None and signal.getsignal(hangup) is not signal.SIG_IGN:
@@ -190,14 +190,12 @@ class RunLoop:
         algo = self.algorithm
         self._last_save = time.monotonic()
         while algo.update < algo.num_updates:
-            self._updating = True
-            try:
-                metrics = algo.run_update()
-            finally:
-                self._updating = False
+            metrics = algo.run_update()
+            self._updating = False  # until the stop check: a signal stops at this update
             self._log(metrics, sink, progress)
             signum, due = self.ranks.max_ints([self._stop_signal or 0,
                                                int(self.ranks.is_main and self._due())])
+            self._updating = True  # a signal from here on lets the next update finish
             stop = signum or None
             final = algo.update == algo.num_updates
             path = None
