@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from selfplay.cli_common import UserError, check_total_steps, emit, seed_flag, user_errors
 from selfplay.import_command import add_import_command
-from selfplay.interrupts import Terminated
+from selfplay.interrupts import Terminated, end_interrupted_process
 from selfplay.record_command import add_record_command
 
 if TYPE_CHECKING:
@@ -627,9 +627,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Terminated as stop:
         print(f"interrupted by {signal.Signals(stop.signum).name}", file=sys.stderr)
+        if argv is None:  # the program itself (a caller in Python gets the status)
+            end_interrupted_process(128 + stop.signum)
         return 128 + stop.signum
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        if argv is None:
+            end_interrupted_process(130)
         return 130
     finally:
         for sig, previous in replaced.items():

@@ -4,7 +4,9 @@ signals held until the main code checks for them."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 
@@ -70,3 +72,17 @@ def signals_at_checks() -> Iterator[Callable[[], None]]:
     if came:
         deliver()
     restore()
+
+
+def end_interrupted_process(status: int) -> None:
+    """End an interrupted command's process now, with ``status``, when a runtime with worker
+    threads that interpreter exit tears down unsafely is loaded: JAX's compiler threads, still
+    compiling what the interrupted code asked for, used the client exit had destroyed (a
+    segfault, exit status 139 instead of 130 / 143). Output is flushed first; the command's
+    own clean-up (``finally`` blocks: checkpoints, engines, files) has run before."""
+    if sys.modules.get("jax") is None:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)

@@ -926,3 +926,36 @@ def test_resuming_a_run_whose_config_was_deleted_names_the_checkpoints(
                           f"{copy} has checkpoints but no config.yaml (deleted?)")
     assert_one_line_error(run_here("train", "--resume", str(copy)),
                           f"start a new run from the weights with --init-from {newest}")
+
+
+def test_an_interrupted_command_with_jax_loaded_ends_at_once(tmp_path: Path) -> None:
+    """With JAX loaded, an interrupted command ends its process without interpreter exit,
+    whose teardown of JAX's client under a compiler thread still at work crashed it (exit
+    139 for 143: Lux play and eval, about half the time); its output is flushed first. A
+    caller of main() in Python gets the status instead."""
+    run_dir = tmp_path / "run"
+    assert run("train", "--game", "tictactoe", "--total-steps", "512", "--run-dir",
+               str(run_dir), *QUIET).returncode == 0
+    script = tmp_path / "cli.py"
+    script.write_text(
+        "import atexit, sys\nimport jax  # noqa: F401\nfrom selfplay.cli import main\n"
+        "atexit.register(lambda: print('interpreter exit', file=sys.stderr, flush=True))\n"
+        f"sys.argv = ['selfplay', 'play', '--checkpoint', {str(run_dir)!r}, '--vs', 'random', "
+        "'--games', '100000000']\nsys.exit(main())\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1],
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # "using <checkpoint>": the games are under way
+        assert "using" in line, line
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err
+    assert err.strip().endswith("interrupted by SIGTERM") and "interpreter exit" not in err
