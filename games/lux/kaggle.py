@@ -262,16 +262,27 @@ def parse_episode(doc: Any, source: str, sha256: str = "") -> KaggleEpisode:
     team_names = (tuple(str(n) for n in names) if isinstance(names, list) and len(names) == 2
                   else PLAYERS)
     last = steps[-1]
-    rewards = doc.get("rewards", [agent["reward"] for agent in last])
-    statuses = doc.get("statuses", [agent["status"] for agent in last])
+    last_rewards = [agent["reward"] for agent in last]  # checked against the engine's
+    last_statuses = [agent["status"] for agent in last]
+    rewards = doc.get("rewards", last_rewards)
+    statuses = doc.get("statuses", last_statuses)
     if (not isinstance(rewards, list) or len(rewards) != 2
             or not all(r is None or _number(r) for r in rewards)):
         raise _fail(source, f"'rewards' must be 2 numbers (or null), got {rewards!r:.60}")
     if not isinstance(statuses, list) or len(statuses) != 2:
         raise _fail(source, f"'statuses' must be 2 strings, got {statuses!r:.60}")
+    # the winner comes from them: they must be the last step's, which the replay checks
+    if rewards != last_rewards or [str(x) for x in statuses] != last_statuses:
+        raise _fail(source, f"'rewards' {rewards} and 'statuses' {statuses} differ from the "
+                    f"last step's ({last_rewards}, {last_statuses})")
+    # no id (null, or absent): the file's hash stands for it ("None" made every such file
+    # a duplicate of the first)
+    given = info.get("EpisodeId")
+    given = doc.get("id") if given is None else given
+    episode_id = "" if given is None else str(given)
     return KaggleEpisode(
         source=Path(source).name, path=source, sha256=sha256,
-        episode_id=str(info.get("EpisodeId", doc.get("id", ""))), seed=seed, env_cfg=env_cfg,
+        episode_id=episode_id, seed=seed, env_cfg=env_cfg,
         team_names=(team_names[0], team_names[1]), actions=actions,
         step_rewards=[[agent["reward"] for agent in step] for step in steps[1:]],
         rewards=(rewards[0], rewards[1]), statuses=(str(statuses[0]), str(statuses[1])),

@@ -74,7 +74,7 @@ def quiet_step(env: Any, actions: Sequence[Any]) -> Any:
     printed = io.StringIO()
     with warnings.catch_warnings(), contextlib.redirect_stdout(printed):
         warnings.filterwarnings("ignore", message=".*Casting input x to numpy array")
-        step = env.state.env_steps
+        step = env.state.env_steps + 1  # the step this reaches, as a file counts its steps
         result = env.step({p: copy.deepcopy(a) for p, a in zip(PLAYERS, actions, strict=True)})
     lines = [line for line in printed.getvalue().splitlines() if line.strip()]
     if lines:

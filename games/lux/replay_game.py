@@ -114,12 +114,11 @@ def select_lux_games(folder: Path, rules: str, imitate: list[str], winners_only:
                           f"teams: {', '.join(sorted(names))})")
     held = held_out_split([f"{ref.shard.name}:{ref.index}" for ref in every], share)
     refs = [ref for ref, h in zip(every, held.tolist(), strict=True) if h == held_out]
-    if winners_only and not any(ref.meta.get("winner") is not None for ref in refs):
-        raise ReplayError(f"--winners-only: no game of {folder}'s "
-                          f"{'held-out' if held_out else 'training'} share has a winner")
     part = "held-out" if held_out else "training"
-    if not refs:
+    if not refs:  # before --winners-only's check, which then named the wrong cause
         raise ReplayError(f"{folder} has no game in its {part} share")
+    if winners_only and not any(ref.meta.get("winner") is not None for ref in refs):
+        raise ReplayError(f"--winners-only: no game of {folder}'s {part} share has a winner")
     played = [ref for ref in refs if ref.meta["length"] > 0]
     if not played:
         raise ReplayError(f"no game of {folder}'s {part} share reaches the main phase (each "

@@ -233,6 +233,34 @@ def _tampered(made: dict[str, Any], name: str, change: Any) -> Path:
     return path
 
 
+def test_final_rewards_must_be_the_last_steps_and_ids_may_be_missing(
+        made: dict[str, Any]) -> None:
+    """The winner comes from the file's 'rewards': other than the last step's (which the
+    replay checks) they are refused (they were taken, a flipped winner); episodes without an
+    id (null) are told apart by their files' hashes (each was a duplicate of the first)."""
+    from games.lux.kaggle_replay import convert_kaggle
+
+    def lie(doc: dict[str, Any]) -> None:
+        doc["rewards"] = doc["rewards"][::-1] if doc["rewards"][0] != doc["rewards"][1] \
+            else [doc["rewards"][0] + 1, doc["rewards"][1]]
+
+    with pytest.raises(KaggleError, match="'rewards' .* differ from the last step's"):
+        read_kaggle_episode(_tampered(made, "rewards", lie))
+
+    def no_id(doc: dict[str, Any]) -> None:
+        doc["info"]["EpisodeId"] = None
+        doc["id"] = None
+
+    first = _tampered(made, "null-id", no_id)
+    assert read_kaggle_episode(first).episode_id == ""
+    doc = json.loads(made["played"][1].path.read_text())
+    no_id(doc)
+    second = made["folder"] / "tampered-null-id-b.json"
+    second.write_text(json.dumps(doc))
+    summary = convert_kaggle([first, second], made["folder"] / "null-ids", shard_games=1)
+    assert summary["games"] == 2
+
+
 def test_board_changes_of_another_shape_are_one_line(made: dict[str, Any]) -> None:
     """A step whose change observation holds a whole board (a list) instead of ``{"x,y":
     value}`` changes: a one-line error naming the file and the step, skipped with

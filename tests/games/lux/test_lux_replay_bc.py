@@ -176,6 +176,10 @@ def test_bad_replay_input_is_one_line(replays: Path, tmp_path: Path) -> None:
     write_shard(other, 0, encode_shard("microrts", {}, [{"map": "x"}], {}))
     with pytest.raises(ReplayError, match="holds no converted Lux replays"):
         _game(other)
+    # every game held out: the training share is empty, whatever --winners-only asks (it
+    # said no game had a winner)
+    with pytest.raises(ReplayError, match="has no game in its training share"):
+        _game(replays, winners_only=True, validation_share=1.0)
 
 
 def _edited(replays: Path, folder: Path, edit: Any) -> Path:
