@@ -53,7 +53,7 @@ from selfplay.device import learner_autocast, resolve_device
 from selfplay.distributions import GridMaskIndex
 from selfplay.evaluate import inherited_boards, start_weights
 from selfplay.game_state import check_game, restore_games, saved_games, weights_mismatch
-from selfplay.losses import bootstrap_truncated, explained_variance, gae
+from selfplay.losses import bootstrap_truncated, explained_variance, gae, idle_at_the_end
 from selfplay.networks import ActorCritic
 from selfplay.optim import FlatAdam, WeightAverage
 from selfplay.rollout import check_fits, rollout_bytes, step_rows, torch_dtype
@@ -346,6 +346,11 @@ class Cloner:
         t_steps, e, a = self.shape
         n = e * a
         last = self._values(self.batch.obs, self.batch.state)  # [N]
+        # seats that do not act after the rollout: a turn-based seat's last move is cut, a
+        # seat out of its episode bootstraps 0 (as PPO's: selfplay.losses.idle_at_the_end)
+        cut, last = idle_at_the_end(self.alive.view(t_steps, n), self.dones.view(t_steps, n) > 0,
+                                    torch.from_numpy(self.batch.alive).view(n), last,
+                                    self.spec.turn_based)
         lam: float | Tensor = 1.0
         if cfg.gae_lambda < 1.0:
             values = torch.stack([self._values(self.obs[t], None if self.state is None
@@ -353,10 +358,16 @@ class Cloner:
             # turn-based seats: skip the steps where a seat is idle (see losses.gae)
             next_alive = torch.cat([self.alive[1:], torch.from_numpy(self.batch.alive)[None]])
             lam = torch.where(next_alive.view(t_steps, n), cfg.gae_lambda, 1.0)
-        else:  # lambda 1: the values cancel out of the returns
+        else:  # lambda 1: the values cancel out of the returns (but at a cut, below)
             values = torch.zeros(t_steps, n)
+            if cut is not None and bool(cut.any()):  # the steps before bootstrap from it
+                rows = cut.view(-1).nonzero().squeeze(1)  # [K] flat (t * N + n)
+                obs = self.obs.reshape(t_steps * n, *self.obs.shape[3:])[rows]
+                state = (self.state.reshape(t_steps * n, *self.state.shape[3:])[rows]
+                         if self.state is not None else None)
+                values.view(-1)[rows] = self._values(obs, state).to(values.dtype)
         _, returns = gae(self.rewards.view(t_steps, n), values, self.dones.view(t_steps, n),
-                         last, self.gamma, lam)
+                         last, self.gamma, lam, cut)
         return returns
 
     def learn(self) -> dict[str, float]:

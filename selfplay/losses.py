@@ -14,7 +14,8 @@ from torch import Tensor
 
 from games.core import Batch
 
-__all__ = ["PPO_STATS", "explained_variance", "gae", "ppo_loss"]
+__all__ = ["PPO_STATS", "explained_variance", "gae", "idle_at_the_end", "ppo_loss",
+           "waiting_at_the_end"]
 
 PPO_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
 """The names of :func:`ppo_loss`'s stats, in order."""
@@ -80,6 +81,34 @@ def gae(
             adv[t] = running
         advantages = torch.from_numpy(adv).to(values.device)
         return advantages, advantages + values
+
+
+def waiting_at_the_end(trained: Tensor, dones: Tensor, acts_next: Tensor) -> Tensor:
+    """``bool [T, N]``: the last move of each seat that waits at the rollout's end (turn-based
+    games) with its game still going since that move. Its advantage would bootstrap from the
+    value of a position where it waits, which the critic never learns (it trains on the
+    positions where the seat acts): :func:`~selfplay.losses.gae` cuts the seat's chain there
+    instead and the move is left out of the update (``trained`` ``[T, N]``, ``dones``
+    ``[T, N]``: the game ended after step t, ``acts_next`` ``[N]``: the seat acts after the
+    rollout)."""
+    steps = torch.arange(trained.shape[0]).unsqueeze(1)  # [T, 1]
+    last_move = torch.where(trained, steps, -1).max(0).values  # [N], -1: never moved
+    last_end = torch.where(dones, steps, -1).max(0).values  # [N]
+    waiting = ~acts_next & (last_move >= 0) & (last_end < last_move)  # [N]
+    return (steps == last_move) & waiting  # [T, N]
+
+
+def idle_at_the_end(trained: Tensor, dones: Tensor, acts_next: Tensor, last_values: Tensor,
+                    turn_based: bool) -> tuple[Tensor | None, Tensor]:
+    """``(cut, last_values)`` for the seats that do not act after the rollout (``trained``,
+    ``dones`` ``[T, N]``, ``acts_next``, ``last_values`` ``[N]``): in a turn-based game they
+    wait for their turn, and their last moves are cut (:func:`waiting_at_the_end`); else they
+    are out of their episodes until these end, and nothing more comes to them: their
+    bootstrap values are 0 (they were values of positions the critic never trains on)."""
+    if turn_based:
+        return waiting_at_the_end(trained, dones, acts_next), last_values
+    return None, torch.where(acts_next.to(last_values.device), last_values,
+                             torch.zeros_like(last_values))
 
 
 def _wmean(x: Tensor, w: Tensor | None, wsum: Tensor | None) -> Tensor:

@@ -96,7 +96,7 @@ class TrainingContext(Protocol):
 
 
 MIN_TURN_BASED_STEPS = 8
-"""the shortest rollout of a turn-based game (see :func:`~selfplay.learning.waiting_at_the_end`)"""
+"""the shortest rollout of a turn-based game (see :func:`~selfplay.losses.waiting_at_the_end`)"""
 
 
 class Trainer:

@@ -4,6 +4,8 @@ rewards (what PPO's critic learns) or the games' outcomes, per seat, discounted 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -85,10 +87,25 @@ def config(*overrides: str) -> TrainConfig:
         "log.progress=false", *overrides])
 
 
-def value_targets(monkeypatch: pytest.MonkeyPatch, *overrides: str) -> np.ndarray:
+class TurnScripted(Scripted):
+    """SCRIPT with the seats taking turns: seat ``t % 2`` acts at step ``t``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spec = GameSpec(name="scripted", num_envs=2, num_seats=2, obs_shape=(1,),
+                             obs_dtype=np.dtype(np.float32), action_space=Discrete(2),
+                             turn_based=True)
+
+    def _batch(self, *args: Any) -> Batch:
+        batch = super()._batch(*args)
+        return batch._replace(alive=np.tile(np.arange(2) == self.t % 2, (2, 1)))
+
+
+def value_targets(monkeypatch: pytest.MonkeyPatch, *overrides: str,
+                  game: type[Scripted] = Scripted) -> np.ndarray:
     """``[T, E, A]`` value targets of one collection of SCRIPT, the critic stubbed to read
     each observation's value off its one feature."""
-    cloner = Cloner(config(*overrides), Scripted())
+    cloner = Cloner(config(*overrides), game())
 
     def values(obs: np.ndarray, state: np.ndarray | None) -> torch.Tensor:
         return torch.as_tensor(obs)[..., 0].flatten()
@@ -109,6 +126,21 @@ def test_reward_targets_are_the_games_own_rewards_discounted(
     env1_seat1 = [0 + 0.5 * (1 + 0.5 * -2), 1 + 0.5 * -2, 10, 0 + 0.5 * 1]
     want = np.array([[env0_seat0, env0_seat1], [env1_seat0, env1_seat1]]).transpose(2, 0, 1)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_seat_waiting_for_its_turn_at_the_end_is_cut_at_its_last_move(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turn-based: seat 1 moved last (step 3) and waits after the rollout: its chain is cut
+    there (the value of its move's position, 0 here, as PPO's; it was bootstrapped from the
+    values after the rollout, 6 and 1: positions where it waits); seat 0 acts next and keeps
+    its bootstrap."""
+    got = value_targets(monkeypatch, "bc.value_target=reward", "bc.gamma=0.5",
+                        game=TurnScripted)
+    env0_seat1 = [-0.5 + 0.5 * -10, -10, 0 + 0.5 * 0, 0]
+    env1_seat1 = [0 + 0.5 * (1 + 0.5 * -2), 1 + 0.5 * -2, 10, 0]
+    np.testing.assert_allclose(got[:, 0, 1], env0_seat1, rtol=1e-6)
+    np.testing.assert_allclose(got[:, 1, 1], env1_seat1, rtol=1e-6)
+    np.testing.assert_allclose(got[3, :, 0], [0 + 0.5 * 4, 0 + 0.5 * 1], rtol=1e-6)
 
 
 def test_outcome_targets_are_plus_minus_one_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -104,10 +104,10 @@ def test_a_cut_chain_bootstraps_from_the_cut_steps_value() -> None:
 
 
 def test_a_seat_waiting_at_the_rollouts_end_has_its_last_move_cut() -> None:
-    """Turn-based seats (:func:`selfplay.learning.waiting_at_the_end`): a seat that waits
+    """Turn-based seats (:func:`selfplay.losses.waiting_at_the_end`): a seat that waits
     after the rollout, its game going on since its last move, has that move cut; one whose
     game ended after it, one that acts next, and one that never moved have none."""
-    from selfplay.learning import waiting_at_the_end
+    from selfplay.losses import waiting_at_the_end
 
     moves = torch.tensor([[1, 0], [0, 1], [1, 0], [0, 1], [1, 0], [0, 1]], dtype=torch.bool)
     trained = torch.cat([moves, moves, torch.zeros(6, 1, dtype=torch.bool)], 1)  # [6, 5]
@@ -123,11 +123,11 @@ def test_a_seat_waiting_at_the_rollouts_end_has_its_last_move_cut() -> None:
 
 
 def test_a_seat_out_of_its_episode_bootstraps_nothing() -> None:
-    """Not turn-based (:func:`selfplay.learning.idle_at_the_end`): a seat that does not act
+    """Not turn-based (:func:`selfplay.losses.idle_at_the_end`): a seat that does not act
     after the rollout is out of its episode until it ends: no cut, a bootstrap value of 0
     (it was the critic's output on a position it never trains on); a turn-based game keeps
     the values and cuts."""
-    from selfplay.learning import idle_at_the_end
+    from selfplay.losses import idle_at_the_end
 
     trained = torch.tensor([[True, True], [True, False], [True, False]])
     dones = torch.zeros(3, 2, dtype=torch.bool)
