@@ -67,6 +67,9 @@ class LuxOptions:
             raise ValueError(f"reward_weights gives every reward component weight 0 "
                              f"({dict(self.reward_weights)}): nothing would be learned; name "
                              "one, e.g. {win: 1}")
+        if self.reward_weights.get("win", 0.0) < 0:  # the shaped components may be penalties
+            raise ValueError(f"reward_weights.win must be >= 0, got "
+                             f"{self.reward_weights['win']}: a negative weight rewards losing")
         if not 1 <= self.max_steps <= 1000:
             raise ValueError(f"max_steps must be between 1 and 1000, got {self.max_steps}")
         if self.render_cell < 2:

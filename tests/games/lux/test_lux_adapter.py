@@ -410,6 +410,11 @@ def test_bad_options_are_one_line_errors() -> None:
             from_mapping(LuxOptions, {"reward_weights": nothing}, "game.options.")
     with pytest.raises(OptionError, match="max_steps"):
         from_mapping(LuxOptions, {"max_steps": 0}, "game.options.")
+    with pytest.raises(OptionError, match="reward_weights.win must be >= 0, got -1.0: a "
+                                          "negative weight rewards losing"):
+        from_mapping(LuxOptions, {"reward_weights": {"win": -1.0, "ice": 0.1}}, "game.options.")
+    assert from_mapping(LuxOptions, {"reward_weights": {"win": 1.0, "units": -0.1}},
+                        "game.options.").reward_weights["units"] == -0.1  # a penalty: fine
     with pytest.raises(GameError, match="unknown Lux rules 'season3'; known: season2"):
         make_game("lux", 1, options={"rules": "season3"})
 
