@@ -97,6 +97,8 @@ and the bots' swaps and seeds in :mod:`games.microrts.opponents`.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import numpy as np
 
 from games.core import (
@@ -108,7 +110,7 @@ from games.core import (
 )
 from games.microrts import bots as bots_mod
 from games.microrts import engine, kernels
-from games.microrts.conversions import Conversions
+from games.microrts.conversions import Conversions, first_out_of_range
 from games.microrts.engine_groups import JAVA_WINLOSS as _JAVA_WINLOSS  # noqa: F401 (bench tool)
 from games.microrts.engine_groups import EngineGroups
 from games.microrts.episodes import Episodes, no_components
@@ -168,6 +170,31 @@ def random_legal_actions(mask: np.ndarray, rng: np.random.Generator,
         flat[cells] = np.stack([noise[:, a:b].argmax(1) for a, b in zip(bounds[:-1], bounds[1:],
                                                                         strict=True)], 1)
     return out
+
+
+def out_of_range(actions: np.ndarray, slot: int, cell: int,
+                 env_ids: np.ndarray | None = None) -> NoReturn:
+    """A :class:`GameError` naming the action component out of its range at ``cell`` of
+    seat slot ``slot`` (env * seats + seat) of ``actions`` ``[E, A, cells, 7]``; ``env_ids``:
+    the envs' indices in the whole layout (the engine took such values without a word)."""
+    env, seat = divmod(slot, actions.shape[1])
+    action = actions[env, seat, cell]
+    nvec = np.asarray(ACTION_NVEC)
+    comp = int(np.flatnonzero((action < 0) | (action >= nvec))[0])
+    whole = int(env_ids[env]) if env_ids is not None else env
+    raise GameError(f"microrts: action component {ACTION_NAMES[comp]} = {int(action[comp])} "
+                    f"(env {whole}, seat {seat}, cell {cell}) is out of range "
+                    f"0..{int(nvec[comp]) - 1}")
+
+
+def check_action_ranges(actions: np.ndarray, env_ids: np.ndarray | None = None) -> None:
+    """:func:`out_of_range` for the first out-of-range action among every cell of
+    ``actions`` ``int [E, A, cells, 7]``, before any of them is stepped (worker processes,
+    map-size groups: a refusal after some had stepped left their envs a cycle apart)."""
+    bad = first_out_of_range(actions)
+    if bad >= 0:
+        slot, cell = divmod(bad, actions.shape[2])
+        out_of_range(actions, slot, cell, env_ids)
 
 
 class MicroRTSVecGame:
@@ -333,14 +360,7 @@ class MicroRTSVecGame:
         return bots_mod.canonical_pool(list(self.options.bots))
 
     def _out_of_range(self, actions: np.ndarray, slot: int, cell: int) -> None:
-        """A :class:`GameError` naming an action component out of its range at ``cell`` of
-        seat slot ``slot`` (env * seats + seat; the engine took such values without a word)."""
-        env, seat = divmod(slot, actions.shape[1])
-        action = actions[env, seat, cell]
-        comp = int(np.flatnonzero((action < 0) | (action >= self._nvec))[0])
-        raise GameError(f"microrts: action component {ACTION_NAMES[comp]} = {int(action[comp])} "
-                        f"(env {int(self._env_ids[env])}, seat {seat}, cell {cell}) is out of "
-                        f"range 0..{int(self._nvec[comp]) - 1}")
+        out_of_range(actions, slot, cell, self._env_ids)
 
     def step(self, actions: np.ndarray) -> Batch:
         """One game cycle in every env; ``actions`` is ``int [E, A, H*W, 7]``."""

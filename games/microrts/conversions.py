@@ -35,6 +35,17 @@ OWNER_OWN = 11
 _NVEC = np.asarray(ACTION_NVEC, np.int64)  # [7] each action component's number of values
 
 
+def first_out_of_range(actions: np.ndarray) -> int:
+    """The first flat cell (``env * seats * cells + seat * cells + cell``) of ``actions``
+    ``int [E, A, cells, 7]`` whose action has a component out of its range, or -1: every cell
+    (a process handing actions to others checks them before any of them steps)."""
+    rows = np.ascontiguousarray(actions).reshape(-1, actions.shape[-1])
+    if kernels.AVAILABLE:
+        return int(kernels.first_out_of_range(rows, _NVEC))
+    bad = ((rows < 0) | (rows >= _NVEC)).any(axis=1)
+    return int(np.flatnonzero(bad)[0]) if bad.any() else -1
+
+
 class Conversions:
     """The batch buffers of ``engine``'s seats and the conversions into and out of them.
 

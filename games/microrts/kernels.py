@@ -84,6 +84,17 @@ def write_actions(actions: np.ndarray, slot_row: np.ndarray, slot_rot: np.ndarra
 
 
 @njit(cache=True, nogil=True)
+def first_out_of_range(actions: np.ndarray, nvec: np.ndarray) -> int:  # pragma: no cover
+    """The first row of ``actions`` ``int [M, 7]`` with a component outside ``0..nvec-1``, or
+    -1 (a process that hands actions to others checks every cell before any steps)."""
+    for i in range(actions.shape[0]):
+        for j in range(actions.shape[1]):
+            if actions[i, j] < 0 or actions[i, j] >= nvec[j]:
+                return i
+    return -1
+
+
+@njit(cache=True, nogil=True)
 def read_rewards(rewards: np.ndarray, row_slot: np.ndarray, weights: np.ndarray,
                  raw: np.ndarray, reward: np.ndarray, component_sums: np.ndarray
                  ) -> bool:  # pragma: no cover - compiled

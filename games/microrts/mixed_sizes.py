@@ -31,7 +31,7 @@ import numpy as np
 
 from games.core import Batch, EpisodeStats, GameError, GameSpec, MultiDiscrete
 from games.microrts import bots as bots_mod
-from games.microrts.adapter import MicroRTSVecGame
+from games.microrts.adapter import MicroRTSVecGame, check_action_ranges
 from games.microrts.maps import MapInfo, resolve_maps
 from games.microrts.options import (
     MASK_WIDTH,
@@ -170,6 +170,7 @@ class MixedSizeGame:
         if actions.shape != self._action_shape or actions.dtype.kind not in "iu":
             raise GameError(f"microrts: actions must be integers of shape {self._action_shape}, "
                             f"got {actions.dtype} {actions.shape}")
+        check_action_ranges(actions)  # before any size group steps (padding cells included)
         grid = actions.reshape(self.num_envs, self.num_seats, self.height, self.width, -1)
         for g in self._groups:
             own = grid[g.rows, :, :g.height, :g.width]

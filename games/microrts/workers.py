@@ -24,6 +24,7 @@ from games.microrts.adapter import (
     REWARD_COMPONENTS,
     SELFPLAY,
     MicroRTSOptions,
+    check_action_ranges,
     env_layout,
 )
 from games.microrts.maps import resolve_maps
@@ -79,6 +80,12 @@ class MicroRTSWorkers(WorkerVecGame):
         self._pending_names: dict[int, str] = {}  # env -> bot set_bot gave its next game
         super().__init__(launcher(recipes(options, num_envs, seed, name), num_envs),
                          self.players >= 0, "microrts", len(REWARD_COMPONENTS))
+
+    def _check_actions(self, actions: np.ndarray, start: int, stop: int) -> None:
+        """Shapes, then every cell's ranges, before any worker steps (a worker refusing them
+        left the others a cycle ahead)."""
+        super()._check_actions(actions, start, stop)
+        check_action_ranges(actions, np.arange(start, stop))
 
     def games_ended(self, envs: np.ndarray) -> None:
         """Envs whose game ended: their names move on, as the adapter's do (see

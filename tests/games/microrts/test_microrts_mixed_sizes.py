@@ -94,10 +94,24 @@ def test_each_env_plays_its_own_game(mixed, engine_home) -> None:
             g.close()
 
 
-def test_bad_actions_and_env_indices(mixed) -> None:
+def test_bad_actions_and_env_indices(mixed, monkeypatch) -> None:
     mixed.reset()
     with pytest.raises(GameError, match="actions must be integers of shape"):
         mixed.step(np.zeros((12, 2, 64, 7), np.int64))
+    # out of range in the last env: refused before any size group steps (the groups before
+    # it had stepped, a cycle ahead)
+    stepped: list[int] = []
+    for k, g in enumerate(mixed._groups):
+        monkeypatch.setattr(g.game, "step", lambda a, k=k, f=g.game.step: (stepped.append(k),
+                                                                             f(a))[1])
+    bad = np.zeros((12, 2, 100, 7), np.int64)
+    bad[11, 0, 5, 6] = 49
+    with pytest.raises(GameError, match="action component attack = 49 \\(env 11, seat 0, cell "
+                                        "5\\) is out of range 0..48"):
+        mixed.step(bad)
+    assert stepped == []  # no size group stepped
+    mixed.step(np.zeros_like(bad))
+    assert stepped == list(range(len(mixed._groups)))
     with pytest.raises(GameError, match="out of range"):
         mixed.set_bot(12, "WorkerRush")
     assert mixed.set_bot(11, "coacai") == "CoacAI"

@@ -115,9 +115,10 @@ def test_a_dead_worker_is_a_game_error_and_close_ends_the_others(engine_home) ->
 
 
 def test_an_out_of_range_action_in_a_worker_names_its_env(engine_home) -> None:
-    """The adapter refuses an action component out of its range before the engine sees it,
-    naming the env in the whole layout (env 3 is worker 1's second); the game plays on."""
-    game = make("microrts", num_envs=4, seed=0, workers=2, **OPTIONS)
+    """An action component out of its range is refused before any worker steps, naming the
+    env in the whole layout (env 3 is worker 1's second): the envs stay in step (worker 0's
+    had stepped, a cycle ahead of worker 1's, their batch lost)."""
+    game = make("microrts", num_envs=4, seed=0, workers=2, **{**OPTIONS, "max_steps": 3})
     try:
         batch = game.reset()
         actions = np.zeros((4, 2, 64, 7), np.int64)
@@ -126,8 +127,9 @@ def test_an_out_of_range_action_in_a_worker_names_its_env(engine_home) -> None:
         with pytest.raises(GameError, match=f"action component unit_type = 99 \\(env 3, seat 0, "
                                             f"cell {cell}\\) is out of range 0..6"):
             game.step(actions)
-        actions[3, 0, cell, 5] = 3
-        game.step(actions)
+        idle = np.zeros_like(actions)
+        ends = [game.step(idle).truncated.tolist() for _ in range(3)]
+        assert ends == [[False] * 4, [False] * 4, [True] * 4]  # every env: 3 cycles
     finally:
         game.close()
 
@@ -135,11 +137,12 @@ def test_an_out_of_range_action_in_a_worker_names_its_env(engine_home) -> None:
 def test_java_exception_in_a_worker_is_a_game_error(engine_home, tmp_path, monkeypatch) -> None:
     """An out-of-range unit type makes the engine throw inside a worker's gameStep: the
     GameError carries the Java class and message, and a reset recovers every worker. (The
-    adapter refuses such actions itself: the workers start with its check widened, through a
-    sitecustomize module, to reach the engine's fault path.)"""
+    adapter refuses such actions itself: the check is widened here and in the workers, which
+    start with a sitecustomize module, to reach the engine's fault path.)"""
     (tmp_path / "sitecustomize.py").write_text(
         "import numpy as np\nimport games.microrts.conversions as c\n"
         "c._NVEC = np.full(7, 1000, np.int64)\n")
+    monkeypatch.setattr("games.microrts.conversions._NVEC", np.full(7, 1000, np.int64))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         [str(tmp_path), str(Path(__file__).resolve().parents[3]),
          os.environ.get("PYTHONPATH", "")]))
