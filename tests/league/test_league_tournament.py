@@ -357,3 +357,22 @@ def test_an_odd_number_of_games_per_pair_spreads_the_extra_first_move() -> None:
             assert s is not None
             per_pair.setdefault((s.a, s.b), []).append(s.side_a)
         assert all(abs(2 * sum(v) - len(v)) <= 1 for v in per_pair.values())  # alternating
+
+
+def test_tictactoe_tournament_sides_decide_who_opens(tmp_path: Path) -> None:
+    """The family's tournament games let seat 0 open every game, so the side a match gives a
+    player is whether it moves first, and the two alternate it. Two copies of a bot that
+    plays the first free cell: the opener always wins; on one env, one of them opened both
+    games of the pair (the game's own alternation undid the sides')."""
+    from games.registry import family_of
+
+    with LeagueDB(tmp_path / "league.db", game="tictactoe") as league:
+        for name in ("first_a", "first_b"):
+            league.add_player(name, "bot")
+        factory = family_of("tictactoe").match_games("tictactoe", {})
+        summary = run_tournament(league, ["first_a", "first_b"],
+                                 lambda name: BotPolicy("first_legal"), factory,
+                                 TournamentConfig(games_per_pair=2, num_envs=1))
+        assert summary.played == 2
+        outcomes = sorted((m.side_a, m.outcome) for m in league.matches())
+    assert outcomes == [(0, 1), (1, -1)]  # a wins when it opens (seat 0), loses otherwise
