@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from selfplay.cli_common import UserError, check_total_steps, emit, seed_flag, user_errors
 from selfplay.import_command import add_import_command
-from selfplay.interrupts import Terminated, end_interrupted_process
+from selfplay.interrupts import STOP_SIGNALS, Terminated, end_interrupted_process
 from selfplay.record_command import add_record_command
 
 if TYPE_CHECKING:
@@ -592,7 +592,12 @@ def stdout_closed() -> bool:
     return gone
 
 
-def main(argv: list[str] | None = None) -> int:
+INTERRUPTED_STATUSES = frozenset(128 + int(sig) for sig in STOP_SIGNALS)
+"""the exit statuses of a command stopped by Ctrl-C, SIGTERM or SIGHUP"""
+
+
+def run_command(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run its command; the exit status (errors as one line, 2)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -627,17 +632,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Terminated as stop:
         print(f"interrupted by {signal.Signals(stop.signum).name}", file=sys.stderr)
-        if argv is None:  # the program itself (a caller in Python gets the status)
-            end_interrupted_process(128 + stop.signum)
         return 128 + stop.signum
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        if argv is None:
-            end_interrupted_process(130)
         return 130
     finally:
         for sig, previous in replaced.items():
             signal.signal(sig, previous)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``selfplay`` command (``argv``: its arguments, default ``sys.argv``); its exit
+    status. Run as the program (no ``argv``), an interrupted command (stopped by a signal,
+    its own clean-up done) ends the process at once where a runtime loaded could crash
+    interpreter exit (:func:`~selfplay.interrupts.end_interrupted_process`)."""
+    status = run_command(argv)
+    if argv is None and status in INTERRUPTED_STATUSES:
+        end_interrupted_process(status)
+    return status
 
 
 if __name__ == "__main__":
