@@ -77,6 +77,7 @@ def run_cloning(config: TrainConfig | None, run_dir: Path | None = None,
     opening = open_run(config, run_dir, resume, total_steps, progress_bar, cloning=True,
                        load=load_resumable)
     config, rewrite = opening.config, opening.rewrite_config
+    run_dir = opening.folder or run_dir  # a run stopped before its first checkpoint: anew
     if opening.run is not None:
         assert opening.state is not None and opening.checkpoint is not None
         run = opening.run

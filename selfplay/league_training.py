@@ -532,7 +532,10 @@ class LeagueHook:
                 self.ratings.rate(self.latest)
             self.ratings.collect()  # logged at the snapshots' steps (log_ratings_to)
         self._share_pool()
-        metrics["league/opponent_share_selfplay"] = float((trainer.seats.of_seat(1) == 0).mean())
+        # of the envs whose seat 1 a policy plays (a bot env's is the engine's, owner 0 too)
+        contested = trainer.seats.of_seat(1)[self.contested]
+        metrics["league/opponent_share_selfplay"] = (float((contested == 0).mean())
+                                                     if len(contested) else 0.0)
         metrics["league/opponent_redraws"] = float(self.redraws)
         self.redraws = 0
         if self.bot_draws is not None:  # which bots the bot envs play now

@@ -285,6 +285,9 @@ class RunOpening:
     checkpoint: Path | None = None
     rewrite_config: bool = True
     """config.yaml is written: a new run's, or a resumed run's given more steps"""
+    folder: Path | None = None
+    """``--resume`` of a run stopped before its first checkpoint: it starts again from the
+    beginning in this folder, with its saved settings"""
 
 
 def open_run(config: TrainConfig | None, run_dir: Path | None, resume: Path | None,
@@ -313,6 +316,16 @@ def open_run(config: TrainConfig | None, run_dir: Path | None, resume: Path | No
         return RunOpening(config)
     run = RunDir(resume)
     config = saved_config(run, config)
+    if not list_checkpoints(run.checkpoints):  # stopped before its first checkpoint
+        print(f"{run.path} has no checkpoint yet (it stopped before its first one): starting "
+              "it from the beginning with its saved settings", file=sys.stderr)
+        if total_steps is not None:
+            config = (replace(config, bc=replace(config.bc, total_steps=total_steps))
+                      if cloning else replace(config, total_steps=total_steps))
+            validate(config)
+        if progress_bar is not None:
+            config = replace(config, log=replace(config.log, progress=progress_bar))
+        return RunOpening(config, folder=run.path)
     lock_run(run.path)  # before a file of the run is read for writing
     try:
         return _opened(run, config, total_steps, progress_bar, cloning, load)

@@ -29,12 +29,17 @@ class EpisodeLog:
         self.outcomes = collections.deque(maxlen=max(self.window, 100))
 
     def add(self, stats: EpisodeStats, learner: np.ndarray) -> None:
+        """The seat-episodes of ``stats`` that ``learner`` ``bool [E, A]`` marks as the
+        learner's. Outcomes of games the learner played on more than one seat (against
+        itself) are left out of the rates: they say nothing of its strength, and a mirror
+        game's win and loss pulled the win rate toward one half."""
         keep = learner[stats.env, stats.seat]
         if not keep.any():
             return
         self.returns.extend(stats.ret[keep].tolist())
         self.lengths.extend(stats.length[keep].tolist())
-        self.outcomes.extend(stats.outcome[keep].tolist())
+        against_others = keep & (learner[stats.env].sum(axis=1) == 1)
+        self.outcomes.extend(stats.outcome[against_others].tolist())
         self.count += int(keep.sum())
 
     def summary(self) -> dict[str, float]:

@@ -77,6 +77,7 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
     opening = open_run(config, run_dir, resume, total_steps, progress_bar, cloning=False,
                        load=load_resumable)
     config, rewrite = opening.config, opening.rewrite_config
+    run_dir = opening.folder or run_dir  # a run stopped before its first checkpoint: anew
     created: Path | None = None  # the folders a new run made
     try:
         ranks = join_ranks(config)

@@ -959,3 +959,21 @@ def test_an_interrupted_command_with_jax_loaded_ends_at_once(tmp_path: Path) -> 
             proc.communicate()
     assert proc.returncode == 143, err
     assert err.strip().endswith("interrupted by SIGTERM") and "interpreter exit" not in err
+
+
+def test_resuming_a_run_stopped_before_its_first_checkpoint_starts_it_again(
+        tmp_path: Path) -> None:
+    """--resume of a run with its config.yaml and no checkpoint yet (a Ctrl-C in its first
+    update) starts it from the beginning with its saved settings (it said "no checkpoint;
+    nothing to resume", while the same command with --run-dir started it again)."""
+    run_dir = tmp_path / "run"
+    assert run("train", "--game", "CartPole-v1", "--total-steps", "1024", "--run-dir",
+               str(run_dir), *QUIET).returncode == 0
+    shutil.rmtree(run_dir / "checkpoints")
+    (run_dir / "metrics.jsonl").write_text("")
+    again = run_here("train", "--resume", str(run_dir), "--total-steps", "2048", "--json")
+    assert again.returncode == 0, again.stderr
+    assert "has no checkpoint yet (it stopped before its first one): starting it from the " \
+        "beginning with its saved settings" in again.stderr
+    assert json.loads(again.stdout)["global_step"] == 2048
+    assert list((run_dir / "checkpoints").glob("update_*.pt"))

@@ -396,6 +396,11 @@ def test_microrts_bot_envs_draw_their_next_bot_by_pfsp(tmp_path: Path) -> None:
         assert logged == games and games["WorkerRush"] > games["Passive"]
         metrics = hook.after_update()
         assert sum(metrics[f"league/bot_env_share/{n}"] for n in hook.bot_draws.names) == 1.0
+        # the self-play share is of the envs a policy plays seat 1 of (the bot envs' engine
+        # seat has owner 0 too: the share could not fall below 4 / 5 here)
+        assert metrics["league/opponent_share_selfplay"] == 1.0
+        trainer.seats.assign(np.array([0]), 1, 7)  # env 0's opponent: another policy's slot
+        assert hook.after_update()["league/opponent_share_selfplay"] == 0.0
     finally:
         hook.close()
         game.close()

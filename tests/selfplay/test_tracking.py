@@ -9,6 +9,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from selfplay.config import TrainConfig
@@ -225,3 +226,21 @@ def test_a_missing_tracking_package_names_the_setting(tmp_path: Path, monkeypatc
     with pytest.raises(ConfigError, match=rf"log.{asked}=true needs the {asked} package.*"
                                           rf"log.{asked}=false"):
         MetricSink(RunDir(tmp_path / "run"), config)
+
+
+def test_outcomes_of_games_against_itself_are_not_win_rates() -> None:
+    """episode/* counts every seat-episode of the learner; its win/draw/loss rates leave out
+    the games it played on both seats (a mirror game's win and loss pulled the progress
+    bar's win % toward a half: 16 bot envs and 8 self-play envs in microRTS's default)."""
+    from games.core import EpisodeStats, Outcome
+    from selfplay.run_metrics import EpisodeLog
+
+    log = EpisodeLog(window=20)
+    learner = np.array([[True, False], [True, True]])  # env 0 against a bot, env 1 itself
+    ended = EpisodeStats(np.array([0, 1, 1]), np.array([0, 0, 1]), np.array([1.0, 1.0, -1.0]),
+                         np.array([10, 12, 12]),
+                         np.array([Outcome.WIN, Outcome.WIN, Outcome.LOSS], np.int8))
+    log.add(ended, learner)
+    summary = log.summary()
+    assert summary["episodes"] == 3 and summary["episode/return_mean"] == pytest.approx(1 / 3)
+    assert summary["episode/win_rate"] == 1.0 and summary["episode/loss_rate"] == 0.0
