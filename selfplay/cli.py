@@ -143,6 +143,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
                       map_name=args.map)
     human = (f"{result['game']}: mean return {result['mean_return']:.2f} "
              f"± {result['std_return']:.2f} over {result['episodes']} episodes")
+    if result["against_itself"]:  # read as a strength figure, it is not one
+        human += (" (seat 0's, the checkpoint playing itself; `selfplay play --vs BOT` for "
+                  "results against an opponent)")
     if result["video"]:
         human += f"; video {result['video']}"
     human += _new_maps(result)

@@ -369,6 +369,7 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = No
         game.close()
     arr = np.asarray(returns, dtype=np.float64)
     return {"checkpoint": str(checkpoint), "game": config.game.name, "episodes": len(returns),
+            "against_itself": family.two_player,  # seat 0's returns, the policy on both seats
             "mean_return": float(arr.mean()) if len(arr) else float("nan"),
             "std_return": float(arr.std()) if len(arr) else float("nan"),
             "returns": [float(r) for r in returns],

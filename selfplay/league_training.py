@@ -570,6 +570,10 @@ class LeagueHook:
         if self.ratings is None:
             return {}
         self.ratings.finish()
+        if self.latest is None:  # a short run: say why the league does not rate it
+            print(f"league: this run has no snapshot yet (one every league.snapshot_every="
+                  f"{self.config.snapshot_every} updates; it has done {self.trainer.update}): "
+                  "it is not rated in the league", file=sys.stderr)
         newest = self.ratings.newest
         return newest.metrics if newest is not None else {}
 

@@ -166,7 +166,7 @@ def test_eval_json(trained_run: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["episodes"] == 3 and len(result["returns"]) == 3
-    assert {"mean_return", "std_return"} <= set(result)
+    assert {"mean_return", "std_return"} <= set(result) and result["against_itself"] is False
 
 
 def test_eval_takes_a_run_directory(trained_run: Path, tmp_path: Path) -> None:
@@ -977,3 +977,14 @@ def test_resuming_a_run_stopped_before_its_first_checkpoint_starts_it_again(
         "beginning with its saved settings" in again.stderr
     assert json.loads(again.stdout)["global_step"] == 2048
     assert list((run_dir / "checkpoints").glob("update_*.pt"))
+
+
+def test_a_run_too_short_for_a_snapshot_says_it_is_not_rated(tmp_path: Path) -> None:
+    """A league run that ends before its first snapshot says why the leaderboard does not
+    list it (it listed the anchors alone, without a word)."""
+    proc = run_here("train", "--game", "tictactoe", "--total-steps", "1024", "--run-dir",
+                    str(tmp_path / "run"), "--set", "league.snapshot_every=5",
+                    "--set", "league.anchor_calibration_games=0", *QUIET)
+    assert proc.returncode == 0, proc.stderr
+    assert ("league: this run has no snapshot yet (one every league.snapshot_every=5 updates; "
+            "it has done 1): it is not rated in the league") in proc.stderr

@@ -84,6 +84,12 @@ def test_play_against_checkpoint_cli(tictactoe_checkpoint: Path, tmp_path: Path)
     assert human.returncode == 0, human.stderr
     assert "1/20 games" in human.stderr and "20/20 games" in human.stderr
     assert result["games"] == 20 and video.stat().st_size > 0
+    # eval of a two-player game is the checkpoint against itself, and says so
+    itself = subprocess.run([*SELFPLAY, "eval", "--checkpoint", str(tictactoe_checkpoint),
+                             "--episodes", "2"], capture_output=True, text=True, timeout=120)
+    assert itself.returncode == 0, itself.stderr
+    assert "(seat 0's, the checkpoint playing itself; `selfplay play --vs BOT` for results " \
+        "against an opponent)" in itself.stdout
 
 
 def test_play_errors(tictactoe_checkpoint: Path) -> None:
