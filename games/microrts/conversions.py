@@ -234,13 +234,14 @@ class Conversions:
     def write_actions(self, actions: np.ndarray, flip: int) -> int:
         """``actions`` ``[E, A, HW, 7]`` chosen from mask buffer ``flip`` -> the engine's;
         -1, or the flat index ``slot * HW + cell`` of an action with a component out of its
-        range (compiled: among the cells of units, which the engine reads; else any cell),
-        then written in part only."""
+        range among the cells of units (the engine reads no other), then written in part
+        only."""
         flat = actions.reshape(self._slot_action_shape)  # [E*A, HW, 7]
         if self.compiled:
             return int(kernels.write_actions(flat, self.slot_row, self.slot_rot,
                                              self._mask_set[flip], self._engine_act, _NVEC))
-        bad = ((flat < 0) | (flat >= _NVEC)).any(axis=2)  # [S, HW]
+        units = self.mask[flip].reshape(*flat.shape[:2], -1).any(axis=2)  # [S, HW]
+        bad = ((flat < 0) | (flat >= _NVEC)).any(axis=2) & units  # as the compiled kernel
         if bad.any():
             return int(np.flatnonzero(bad)[0])
         for c, engine_view in self._act_copies:  # [K, (2,) HW, 7] int32 views

@@ -101,6 +101,9 @@ def test_an_action_component_out_of_range_is_one_line(engine_home, compiled: boo
                                             "0..48$"):
             game.step(actions)
         actions[1, 1, cell, 6] = 0
+        # a cell without a unit of the seat: never read by the engine, in both conversions
+        empty = int(np.flatnonzero(~batch.action_mask[1, 1].any(-1))[0])
+        actions[1, 1, empty] = 99
         game.step(actions)
     finally:
         game.close()
