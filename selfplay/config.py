@@ -154,7 +154,9 @@ class LogConfig:
     progress: bool = True
     """Show a progress bar (steps/s, recent returns)."""
     return_window: int = 20
-    """Episodes averaged in the reported mean return."""
+    """Episodes averaged in the reported mean return and length (``episode/return_mean``);
+    the win, draw and loss rates (``episode/win_rate``...) count the last ``max(100,
+    return_window)`` decided games against other players (not the learner itself)."""
 
 
 @dataclass(frozen=True)
