@@ -29,18 +29,23 @@ class EpisodeLog:
         self.outcomes = collections.deque(maxlen=max(self.window, 100))
 
     def add(self, stats: EpisodeStats, learner: np.ndarray) -> None:
-        """The seat-episodes of ``stats`` that ``learner`` ``bool [E, A]`` marks as the
-        learner's. Outcomes of games the learner played on more than one seat (against
-        itself) are left out of the rates: they say nothing of its strength, and a mirror
-        game's win and loss pulled the win rate toward one half."""
+        """The episodes of ``stats`` played by the learner (``learner`` ``bool [E, A]``: its
+        seats). A game it played on more than one seat (against itself: several of its seats
+        end in one env at once) counts once, by its lowest seat, and not in the win, draw and
+        loss rates: a mirror game's win and loss say nothing of its strength (they pulled the
+        win rate toward a half, and its ±1 returns averaged to 0)."""
         keep = learner[stats.env, stats.seat]
         if not keep.any():
             return
-        self.returns.extend(stats.ret[keep].tolist())
-        self.lengths.extend(stats.length[keep].tolist())
-        against_others = keep & (learner[stats.env].sum(axis=1) == 1)
-        self.outcomes.extend(stats.outcome[against_others].tolist())
-        self.count += int(keep.sum())
+        envs, counts = np.unique(stats.env[keep], return_counts=True)
+        mirror = np.isin(stats.env, envs[counts > 1]) & keep  # [K]
+        first_seat = np.full(int(stats.env.max()) + 1, np.iinfo(np.int64).max)
+        np.minimum.at(first_seat, stats.env[mirror], stats.seat[mirror])
+        counted = keep & (~mirror | (stats.seat == first_seat[stats.env]))
+        self.returns.extend(stats.ret[counted].tolist())
+        self.lengths.extend(stats.length[counted].tolist())
+        self.outcomes.extend(stats.outcome[keep & ~mirror].tolist())
+        self.count += int(counted.sum())
 
     def summary(self) -> dict[str, float]:
         out: dict[str, float] = {"episodes": float(self.count)}

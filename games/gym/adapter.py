@@ -47,11 +47,16 @@ class MultiLifeEnv(Protocol):
     After each ``step``: ``raw_reward`` is the unclipped reward (plus any reward earned during
     the automatic reset before it) and ``game_over`` tells whether the whole game ended (so the
     next ``reset()`` starts a new game instead of continuing after a lost life).
-    ``reset(options={"new_game": True})`` always starts a new game.
+    ``reset(options={"new_game": True})`` always starts a new game. After a ``reset()`` that
+    continues a game, ``ended_in_reset`` tells whether the game ended in its own steps (a
+    lost last life, or the time limit, during the no-op and FIRE frames; a new game then
+    began) and ``reset_reward`` is the raw reward the ended game earned in them.
     """
 
     raw_reward: float
     game_over: bool
+    ended_in_reset: bool
+    reset_reward: float
 
 
 def action_space_of(space: gym.Space[Any]) -> ActionSpace:
@@ -232,6 +237,10 @@ class GymVecGame:
                     obs, _ = env.reset(options=_NEW_GAME)
                 else:  # a lost life: the game goes on
                     obs, _ = env.reset()
+                    if env.ended_in_reset:  # type: ignore[attr-defined]
+                        # its no-op and FIRE frames ended it: the game's end is this step's
+                        raw[i, 0] += env.reset_reward  # type: ignore[attr-defined]
+                        ended.append(i)
             elapsed[i] = steps
             obs_buf[i, 0] = obs
         stats = self._tracker.update(raw, ended)

@@ -134,6 +134,8 @@ class AtariPreprocessed(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
         self._pending = 0.0  # raw reward earned during resets, reported with the next step
         self.raw_reward = 0.0
         self.game_over = True
+        self.ended_in_reset = False  # the last reset's steps ended the game it continued
+        self.reset_reward = 0.0  # the raw reward that game earned in them
 
     # ------------------------------------------------------------------ frames
 
@@ -188,20 +190,36 @@ class AtariPreprocessed(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start a new game (seeded, after game over, or with ``new_game``), else the next life."""
-        if seed is not None or self.game_over or (options and options.get("new_game")):
+        """Start a new game (seeded, after game over, or with ``new_game``), else the next life;
+        a game that its next life's no-op or FIRE frames end (its last life lost, its time
+        limit reached) is left for a new one, and said so (``ended_in_reset``)."""
+        self.ended_in_reset, self.reset_reward = False, 0.0
+        continuing = not (seed is not None or self.game_over
+                          or (options and options.get("new_game")))
+        if not continuing:
             self._new_game(seed)
         else:
             self._pending += self._act(self._actions[0])
+            if self.ale.game_over():
+                self._end_in_reset()
         if self._fire:
             for action in (1, 2):
                 self._pending += self._act(self._actions[action])
                 if self.ale.game_over():
-                    self._new_game(None)
+                    if continuing and not self.ended_in_reset:
+                        self._end_in_reset()
+                    else:
+                        self._new_game(None)
         self._lives = self.ale.lives()
         self.game_over = False
         self._stack[...] = self._frame
         return self._stack.copy(), {}
+
+    def _end_in_reset(self) -> None:
+        """The game being continued ended in the reset's own frames: its reward so far goes
+        with it (``reset_reward``), and a new game begins."""
+        self.ended_in_reset, self.reset_reward = True, self._pending
+        self._new_game(None)
 
     def _new_game(self, seed: int | None) -> None:
         self.env.reset(seed=seed)

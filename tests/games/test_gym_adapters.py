@@ -403,3 +403,24 @@ def test_mujoco_warnings_of_one_kind_are_shown_once(monkeypatch: pytest.MonkeyPa
     adapter._warn_once("another warning")
     assert lines == ["warning: MuJoCo: Nan, Inf or huge value in QACC at DOF 0. The simulation "
                      "is unstable. Time = 0.1200.", "warning: MuJoCo: another warning"]
+
+
+def test_an_atari_game_ending_in_its_next_lifes_reset_is_reported() -> None:
+    """The frame limit reached during the no-op and FIRE frames after a lost life ends the
+    game: its episode is reported at that step (it began a new game silently, and the next
+    reported episode held two games)."""
+    def episodes(frame_limit: int) -> list[tuple[int, int]]:
+        game = make_game("atari/Breakout", 1, seed=3,
+                         options={"max_episode_steps": frame_limit})
+        game.reset()
+        rng = np.random.default_rng(1)
+        out = []
+        for t in range(60):
+            batch = game.step(np.array([[int(rng.integers(4))]]))
+            out += [(t, int(length)) for length in batch.episodes.length]
+        game.close()
+        return out
+
+    # unlimited: the first life is lost at step 22 and its reset's frames end at frame 137
+    assert episodes(10**6) == []
+    assert episodes(132)[0] == (22, 23)  # the limit falls in that reset: the game ends there

@@ -236,11 +236,15 @@ def test_outcomes_of_games_against_itself_are_not_win_rates() -> None:
     from selfplay.run_metrics import EpisodeLog
 
     log = EpisodeLog(window=20)
-    learner = np.array([[True, False], [True, True]])  # env 0 against a bot, env 1 itself
-    ended = EpisodeStats(np.array([0, 1, 1]), np.array([0, 0, 1]), np.array([1.0, 1.0, -1.0]),
-                         np.array([10, 12, 12]),
-                         np.array([Outcome.WIN, Outcome.WIN, Outcome.LOSS], np.int8))
+    # env 0 against another policy, env 1 itself, env 2 against an engine bot (its seat 1 is
+    # owned by nobody else either, and never ends an episode: it still counts)
+    learner = np.array([[True, False], [True, True], [True, True]])
+    ended = EpisodeStats(np.array([0, 1, 1, 2]), np.array([0, 0, 1, 0]),
+                         np.array([1.0, 1.0, -1.0, -1.0]), np.array([10, 12, 12, 9]),
+                         np.array([Outcome.WIN, Outcome.WIN, Outcome.LOSS, Outcome.LOSS],
+                                  np.int8))
     log.add(ended, learner)
     summary = log.summary()
+    # the mirror game once, by seat 0: returns 1, 1, -1 (its ±1 averaged to 0 before)
     assert summary["episodes"] == 3 and summary["episode/return_mean"] == pytest.approx(1 / 3)
-    assert summary["episode/win_rate"] == 1.0 and summary["episode/loss_rate"] == 0.0
+    assert summary["episode/win_rate"] == 0.5 and summary["episode/loss_rate"] == 0.5
