@@ -213,10 +213,11 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
     summary: dict[str, Any] = {"run_dir": str(run.path), "global_step": trainer.global_step,
                                "updates": trainer.update, "start_step": start_step,
                                "start_update": start_update}
-    # every rank's episodes as the last update logged them (rank 0's alone said 77.5 where
-    # the logged mean over the ranks was 79.95); rank 0's where no update ran
-    summary.update(trainer.episodes.summary() if trainer.ranks.world == 1
-                   or not trainer.ranks_episodes else trainer.ranks_episodes)
+    # the episodes and the update hooks' figures (win rates against each opponent, reward
+    # components, the league's shares) as the last update logged them, over every rank (rank
+    # 0's alone said 77.5 where the logged mean over the ranks was 79.95; one rank's summary
+    # lacked the hooks' figures); the episodes so far where no update ran
+    summary.update(trainer.ranks_episodes or trainer.episodes.summary())
     summary.update(league_info)
     return summary
 

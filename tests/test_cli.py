@@ -984,7 +984,9 @@ def test_a_run_too_short_for_a_snapshot_says_it_is_not_rated(tmp_path: Path) -> 
     list it (it listed the anchors alone, without a word)."""
     proc = run_here("train", "--game", "tictactoe", "--total-steps", "1024", "--run-dir",
                     str(tmp_path / "run"), "--set", "league.snapshot_every=5",
-                    "--set", "league.anchor_calibration_games=0", *QUIET)
+                    "--set", "league.anchor_calibration_games=0", "--json", *QUIET)
     assert proc.returncode == 0, proc.stderr
     assert ("league: this run has no snapshot yet (one every league.snapshot_every=5 updates; "
             "it has done 1): it is not rated in the league") in proc.stderr
+    # the summary holds the last update's league figures too (one rank's lacked them)
+    assert json.loads(proc.stdout)["league/opponent_share_selfplay"] == 1.0
