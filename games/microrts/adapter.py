@@ -188,9 +188,10 @@ def out_of_range(actions: np.ndarray, slot: int, cell: int,
 
 
 def check_action_ranges(actions: np.ndarray, env_ids: np.ndarray | None = None) -> None:
-    """:func:`out_of_range` for the first out-of-range action among every cell of
-    ``actions`` ``int [E, A, cells, 7]``, before any of them is stepped (worker processes,
-    map-size groups: a refusal after some had stepped left their envs a cycle apart)."""
+    """:func:`out_of_range` for the first out-of-range action among every cell of every seat
+    of ``actions`` ``int [E, A, cells, 7]`` (also where no unit stands: one rule everywhere),
+    before any of them is stepped (worker processes and map-size groups check in the parent:
+    a refusal after some had stepped left their envs a cycle apart)."""
     bad = first_out_of_range(actions)
     if bad >= 0:
         slot, cell = divmod(bad, actions.shape[2])
@@ -272,7 +273,6 @@ class MicroRTSVecGame:
             obs_kind="grid", zero_sum=not any(opts.reward_weights[1:]), render_fps=30,
             pad_plane=PAD_PLANE)
         self._action_shape = (num_envs, num_seats, cells, len(ACTION_NVEC))
-        self._nvec = np.asarray(ACTION_NVEC)  # [7] each component's number of values
         self._conv = Conversions(eng, opts, self._rotated, self.env_map, self._num_sp,
                                  (height, width), self.compiled)
         self._episodes = Episodes(eng, self._conv, opts)
@@ -359,9 +359,6 @@ class MicroRTSVecGame:
         this game's bot envs were configured with."""
         return bots_mod.canonical_pool(list(self.options.bots))
 
-    def _out_of_range(self, actions: np.ndarray, slot: int, cell: int) -> None:
-        out_of_range(actions, slot, cell, self._env_ids)
-
     def step(self, actions: np.ndarray) -> Batch:
         """One game cycle in every env; ``actions`` is ``int [E, A, H*W, 7]``."""
         if self._closed or self._failed is not None:
@@ -369,10 +366,9 @@ class MicroRTSVecGame:
         if actions.shape != self._action_shape or actions.dtype.kind not in "iu":
             raise GameError(f"microrts: actions must be integers of shape {self._action_shape}, "
                             f"got {actions.dtype} {actions.shape}")
+        check_action_ranges(actions, self._env_ids)  # before anything of the step is written
         conv, ep = self._conv, self._episodes
-        bad = conv.write_actions(actions, self._flip)
-        if bad >= 0:  # nothing stepped: the engine's rows are written again next time
-            self._out_of_range(actions, *divmod(bad, actions.shape[2]))
+        conv.write_actions(actions, self._flip)
         self._flip ^= 1
         flip = self._flip
         raw = ep.raw  # [E*A, 6] Java order; dead seats stay 0

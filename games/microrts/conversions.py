@@ -38,7 +38,7 @@ _NVEC = np.asarray(ACTION_NVEC, np.int64)  # [7] each action component's number 
 def first_out_of_range(actions: np.ndarray) -> int:
     """The first flat cell (``env * seats * cells + seat * cells + cell``) of ``actions``
     ``int [E, A, cells, 7]`` whose action has a component out of its range, or -1: every cell
-    (a process handing actions to others checks them before any of them steps)."""
+    of every seat (one rule in one process, worker processes and map-size groups alike)."""
     rows = np.ascontiguousarray(actions).reshape(-1, actions.shape[-1])
     if kernels.AVAILABLE:
         return int(kernels.first_out_of_range(rows, _NVEC))
@@ -231,25 +231,19 @@ class Conversions:
         out[cells] = rows
         self._mask_rows[flip] = cells
 
-    def write_actions(self, actions: np.ndarray, flip: int) -> int:
-        """``actions`` ``[E, A, HW, 7]`` chosen from mask buffer ``flip`` -> the engine's;
-        -1, or the flat index ``slot * HW + cell`` of an action with a component out of its
-        range among the cells of units (the engine reads no other), then written in part
-        only."""
+    def write_actions(self, actions: np.ndarray, flip: int) -> None:
+        """``actions`` ``[E, A, HW, 7]`` chosen from mask buffer ``flip`` -> the engine's
+        (their ranges checked before: :func:`first_out_of_range`)."""
         flat = actions.reshape(self._slot_action_shape)  # [E*A, HW, 7]
         if self.compiled:
-            return int(kernels.write_actions(flat, self.slot_row, self.slot_rot,
-                                             self._mask_set[flip], self._engine_act, _NVEC))
-        units = self.mask[flip].reshape(*flat.shape[:2], -1).any(axis=2)  # [S, HW]
-        bad = ((flat < 0) | (flat >= _NVEC)).any(axis=2) & units  # as the compiled kernel
-        if bad.any():
-            return int(np.flatnonzero(bad)[0])
+            kernels.write_actions(flat, self.slot_row, self.slot_rot, self._mask_set[flip],
+                                  self._engine_act)
+            return
         for c, engine_view in self._act_copies:  # [K, (2,) HW, 7] int32 views
             if c.rotated:
                 rotate_actions(c.dst_view(flat), engine_view)
             else:
                 np.copyto(engine_view, c.dst_view(flat))
-        return -1
 
     def outputs(self, flip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Fresh obs/state/mask into buffer set ``flip`` (engine masks computed here: a Java

@@ -41,17 +41,15 @@ _WIN_LOSS = 1  # the win/loss column of the engine's reward rows (Java order)
 
 @njit(cache=True, nogil=True)
 def write_actions(actions: np.ndarray, slot_row: np.ndarray, slot_rot: np.ndarray,
-                  units: np.ndarray, engine_act: np.ndarray, nvec: np.ndarray
-                  ) -> int:  # pragma: no cover
+                  units: np.ndarray, engine_act: np.ndarray) -> None:  # pragma: no cover
     """``actions`` ``int [S, HW, 7]`` -> the engine's action rows ``int32 [R, HW, 7]``, at the
     cells where ``units`` ``bool [S, HW]`` (the mask rows of the batch these actions answer)
     says the slot has a unit. The engine reads a player's actions only at its own units'
     cells, so the other cells are left as they are, and neither read nor written.
 
     Rotated slots: cells reversed, directions ``d -> (d + 2) % 4``, attack offsets
-    ``k -> 48 - k``; their no-op cells are written as zeros. Returns -1, or the flat index
-    ``k * HW + c`` of the first unit cell whose action has a component outside ``0..nvec-1``
-    (the engine took those without a word; the caller reports it)."""
+    ``k -> 48 - k``; their no-op cells are written as zeros (the values are checked before:
+    :func:`first_out_of_range`)."""
     cells = actions.shape[1]
     for k in range(actions.shape[0]):
         row = slot_row[k]
@@ -62,9 +60,6 @@ def write_actions(actions: np.ndarray, slot_row: np.ndarray, slot_rot: np.ndarra
             if not units[k, c]:
                 continue
             src = actions[k, c]
-            for j in range(7):
-                if src[j] < 0 or src[j] >= nvec[j]:
-                    return k * cells + c
             if rot:
                 dst = engine_act[row, cells - 1 - c]
                 if src[0] == 0:  # a no-op: nothing else of it is read
@@ -80,13 +75,12 @@ def write_actions(actions: np.ndarray, slot_row: np.ndarray, slot_rot: np.ndarra
                 dst = engine_act[row, c]
                 for j in range(7):
                     dst[j] = src[j]
-    return -1
 
 
 @njit(cache=True, nogil=True)
 def first_out_of_range(actions: np.ndarray, nvec: np.ndarray) -> int:  # pragma: no cover
     """The first row of ``actions`` ``int [M, 7]`` with a component outside ``0..nvec-1``, or
-    -1 (a process that hands actions to others checks every cell before any steps)."""
+    -1 (every cell: the rule of every step, checked before anything of it is written)."""
     for i in range(actions.shape[0]):
         for j in range(actions.shape[1]):
             if actions[i, j] < 0 or actions[i, j] >= nvec[j]:

@@ -87,7 +87,8 @@ def test_compiled_needs_numba(engine_home, monkeypatch) -> None:
 def test_an_action_component_out_of_range_is_one_line(engine_home, compiled: bool,
                                                       value: int) -> None:
     """An attack offset outside 0..48 at a unit's cell (the engine took it without a word) is
-    a GameError naming the component, env, seat and cell; the game then plays on."""
+    a GameError naming the component, env, seat and cell, checked before anything of the step
+    is written; the game then plays on."""
     opts = MicroRTSOptions(map="basesWorkers8x8", num_selfplay_envs=2, rotate_player1=True)
     game = MicroRTSVecGame(opts, 2, seed=0, compiled=compiled)
     try:
@@ -101,9 +102,13 @@ def test_an_action_component_out_of_range_is_one_line(engine_home, compiled: boo
                                             "0..48$"):
             game.step(actions)
         actions[1, 1, cell, 6] = 0
-        # a cell without a unit of the seat: never read by the engine, in both conversions
+        # a cell without a unit of the seat: the same rule (as worker processes and map-size
+        # groups check every cell before any steps)
         empty = int(np.flatnonzero(~batch.action_mask[1, 1].any(-1))[0])
-        actions[1, 1, empty] = 99
+        actions[1, 1, empty, 0] = 99
+        with pytest.raises(GameError, match=f"type = 99 \\(env 1, seat 1, cell {empty}\\)"):
+            game.step(actions)
+        actions[1, 1, empty, 0] = 0
         game.step(actions)
     finally:
         game.close()
