@@ -317,6 +317,10 @@ def open_run(config: TrainConfig | None, run_dir: Path | None, resume: Path | No
     run = RunDir(resume)
     config = saved_config(run, config)
     if not list_checkpoints(run.checkpoints):  # stopped before its first checkpoint
+        # the kind of run, which a checkpoint names, from its settings: a cloning run's
+        # name its teachers or replays
+        check_run_kind(run, {"algorithm": "bc" if config.bc.teachers or config.bc.replays
+                             else "ppo"}, cloning)
         print(f"{run.path} has no checkpoint yet (it stopped before its first one): starting "
               "it from the beginning with its saved settings", file=sys.stderr)
         if total_steps is not None:

@@ -977,6 +977,17 @@ def test_resuming_a_run_stopped_before_its_first_checkpoint_starts_it_again(
         "beginning with its saved settings" in again.stderr
     assert json.loads(again.stdout)["global_step"] == 2048
     assert list((run_dir / "checkpoints").glob("update_*.pt"))
+    # the kind of run, without a checkpoint naming it, is read from its settings
+    clone = tmp_path / "clone"
+    assert run("bc", "--game", "tictactoe", "--teachers", "win_or_block", "--total-steps",
+               "512", "--run-dir", str(clone), *QUIET).returncode == 0
+    shutil.rmtree(clone / "checkpoints")
+    assert_one_line_error(run_here("train", "--resume", str(clone)),
+                          f"{clone} is a behaviour-cloning run: continue it with selfplay bc "
+                          "--resume")
+    assert_one_line_error(run_here("bc", "--resume", str(run_dir)),
+                          f"{run_dir} is a selfplay train run, not a cloning run")
+    assert not list((clone / "checkpoints").glob("*.pt"))  # refused: nothing trained there
 
 
 def test_a_run_too_short_for_a_snapshot_says_it_is_not_rated(tmp_path: Path) -> None:
