@@ -534,8 +534,8 @@ class LeagueHook:
         self._share_pool()
         # of the envs whose seat 1 a policy plays (a bot env's is the engine's, owner 0 too)
         contested = trainer.seats.of_seat(1)[self.contested]
-        metrics["league/opponent_share_selfplay"] = (float((contested == 0).mean())
-                                                     if len(contested) else 0.0)
+        if len(contested):  # bot envs only: no share to tell
+            metrics["league/opponent_share_selfplay"] = float((contested == 0).mean())
         metrics["league/opponent_redraws"] = float(self.redraws)
         self.redraws = 0
         if self.bot_draws is not None:  # which bots the bot envs play now
