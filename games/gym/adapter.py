@@ -13,7 +13,7 @@ Envs that split one game into several learner episodes (Atari's "episodic life")
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -222,8 +222,9 @@ class GymVecGame:
             steps = elapsed[i] + 1
             if limit and steps >= limit:
                 truncated = True
+            lives = cast(MultiLifeEnv, env)  # read where multi_life (every env is one then)
             if multi_life:
-                raw[i, 0] = env.raw_reward  # type: ignore[attr-defined]
+                raw[i, 0] = lives.raw_reward
             if terminated or truncated:
                 finals.append((i, obs))
                 term[i] = terminated
@@ -232,14 +233,14 @@ class GymVecGame:
                 if not multi_life:
                     ended.append(i)
                     obs, _ = env.reset()
-                elif env.game_over or truncated:  # type: ignore[attr-defined]
+                elif lives.game_over or truncated:
                     ended.append(i)
                     obs, _ = env.reset(options=_NEW_GAME)
                 else:  # a lost life: the game goes on
                     obs, _ = env.reset()
-                    if env.ended_in_reset:  # type: ignore[attr-defined]
+                    if lives.ended_in_reset:
                         # its no-op and FIRE frames ended it: the game's end is this step's
-                        raw[i, 0] += env.reset_reward  # type: ignore[attr-defined]
+                        raw[i, 0] += lives.reset_reward
                         ended.append(i)
             elapsed[i] = steps
             obs_buf[i, 0] = obs
