@@ -313,7 +313,7 @@ class MicroRTSVecGame:
                 g.client.reset(g.players_j)
             self._opponents.seed(envs, self.seed)
             if self.options.partial_obs:
-                self._engine.read_state(envs)
+                self._engine.read_unfogged(envs)
         except self._java_exception as exc:
             raise self._engine_failed(self._failing_reset(), exc) from exc
         self._failed = None
@@ -385,7 +385,7 @@ class MicroRTSVecGame:
                 else:
                     raw[g.row_slot] = rewards
             if self.options.partial_obs:
-                self._engine.read_state(np.arange(self.num_envs))
+                self._engine.read_unfogged(np.arange(self.num_envs))
         except self._java_exception as exc:
             raise self._engine_failed("step", exc) from exc
         if not self.compiled:
@@ -444,7 +444,7 @@ class MicroRTSVecGame:
                 self._engine.reset_env(e)
             self._opponents.seed(envs, self.seed)
             if self.options.partial_obs:
-                self._engine.read_state(envs)
+                self._engine.read_unfogged(envs)
         except self._java_exception as exc:
             raise self._engine_failed(f"the reset of {self._describe_env(e)}", exc) from exc
         self._engine.fix_reset_obs(envs)

@@ -142,8 +142,7 @@ class Conversions:
             planes = cells.swapaxes(-1, -2)  # [K, 27, HW]
             dst = c.dst_view(flat)  # [K, C, HW]
             if fogged:  # never a pairs plan
-                assert g.state is not None
-                visible = self._visibility(g.state[c.src]).reshape(c.count, -1)  # [K, HW]
+                visible = self._visibility(g.obs[c.src]).reshape(c.count, -1)  # [K, HW]
                 if c.rotated:
                     visible = visible[:, ::-1]
                 planes = planes * visible[:, None]

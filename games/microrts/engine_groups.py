@@ -7,6 +7,13 @@ of each kind for all groups (each client gets its rows), so that a step's conver
 once. This module builds the groups, starts the clients and reaches each env's Java game (its
 ``rts.GameState``, its reset, its bot); :mod:`games.microrts.conversions` turns the buffers into
 batches.
+
+With fog (``partial_obs``) the observation rows hold the unfogged board all the same: the
+conversions apply each seat's sight in numpy (the engine's own fogged encoding is one cycle
+stale). Self-play games write it themselves, their clients told to encode the full state (their
+fog only chose which state the agent's orders are read against; the masks, and so every legal
+order, come from the full state either way); bot games keep their fog, which is what their bot
+sees, and have the agent's row rewritten by :meth:`EngineGroups.read_unfogged`.
 """
 
 from __future__ import annotations
@@ -46,8 +53,7 @@ class EngineGroup:
     obs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # [N, H, W, 27]
     mask: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # [N, HW, 78]
     act: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # [N, HW, 7]
-    state: np.ndarray | None = None  # [N, H, W, 27] unfogged, partial_obs only
-    state_nd: Any = None  # Java NDBuffer over ``state``
+    obs_nd: Any = None  # Java NDBuffer over ``obs``
     planes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))  # [N, HW, 27] view
     row_slot: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # -> e*A+s
     players_j: Any = None  # Java int[] of the agent's player per row
@@ -84,6 +90,7 @@ class EngineGroups:
         self.env_slot: list[tuple[int, str, int]] = [(0, "", 0)] * num_envs
         self.seat_group = np.zeros((num_envs, num_seats), np.int64)
         self.seat_row = np.zeros((num_envs, num_seats), np.int64)
+        self.bot_env = np.zeros(num_envs, bool)
         for gi, g in enumerate(self.groups):
             for i, e in enumerate(g.sp_envs):
                 self.env_group[e] = gi
@@ -94,6 +101,7 @@ class EngineGroups:
                 row = 2 * len(g.sp_envs) + j
                 self.env_group[e] = gi
                 self.env_slot[e] = (gi, "bot", j)
+                self.bot_env[e] = True
                 self.seat_group[e, 0], self.seat_row[e, 0] = gi, row
 
         self.java_exception: type[BaseException] = Exception
@@ -102,7 +110,6 @@ class EngineGroups:
         self.obs = np.zeros((0, 0, 0, NUM_ENGINE_PLANES), np.int32)  # [R, H, W, 27], all rows
         self.masks = np.zeros((0, 0, MASK_WIDTH), np.int32)  # [R, HW, 78]
         self.act = np.zeros((0, 0, len(ACTION_NVEC)), np.int32)  # [R, HW, 7]
-        self.state: np.ndarray | None = None  # [R, H, W, 27] unfogged, partial_obs only
         self._sp_gs_field: Any = None
 
     def start(self, height: int, width: int, several_maps: bool) -> None:
@@ -137,7 +144,6 @@ class EngineGroups:
         self.obs = np.zeros((total, height, width, NUM_ENGINE_PLANES), np.int32)
         self.masks = np.zeros((total, cells, MASK_WIDTH), np.int32)
         self.act = np.zeros((total, cells, len(ACTION_NVEC)), np.int32)
-        self.state = np.zeros_like(self.obs) if self.partial_obs else None
         first_row = 0
         for g in self.groups:
             rows = slice(first_row, first_row + g.rows)
@@ -157,14 +163,25 @@ class EngineGroups:
                                 f"{engine.java_error_message(exc)}") from exc
             g.players_j = jpype.JArray(jpype.JInt)([0, 1] * len(g.sp_envs)
                                                    + [g.learner] * len(g.bot_envs))
-            if self.state is not None:
-                g.state, state_j = shared(self.state[rows])
-                g.keep.append(state_j)
-                g.state_nd = nd_buffer(state_j, jpype.JArray(jpype.JInt)(
-                    [g.rows, height, width, NUM_ENGINE_PLANES]))
-            g.planes = byte_view(g.state if g.state is not None else g.obs)
+            g.obs_nd = nd_buffer(obs_j, jpype.JArray(jpype.JInt)(
+                [g.rows, height, width, NUM_ENGINE_PLANES]))
+            g.planes = byte_view(g.obs)
+        if self.partial_obs:
+            self._unfog_selfplay_clients()
         if several_maps:
             self._set_client_maps()
+
+    def _unfog_selfplay_clients(self) -> None:
+        """Have the self-play clients encode the full state into their observation rows (at
+        their next step or reset), as :meth:`read_unfogged` does for the bot games."""
+        import jpype
+
+        f = jpype.JClass("tests.JNIGridnetSharedMemClientSelfPlay").class_.getDeclaredField(
+            "partialObs")
+        f.setAccessible(True)
+        for g in self.groups:
+            for k in range(len(g.sp_envs)):
+                f.setBoolean(g.client.selfPlayClients[k], False)
 
     def _set_client_maps(self) -> None:
         """Point each game at its own map (the Java client takes one map for all)."""
@@ -212,11 +229,10 @@ class EngineGroups:
         """``int32 [H, W, 27]``: env ``e``'s board as the engine encodes it for seat 0 (unfogged,
         never rotated)."""
         g = self.groups[self.env_group[e]]
-        source = g.state if g.state is not None else g.obs
-        return source[self.seat_row[e, 0]]
+        return g.obs[self.seat_row[e, 0]]
 
     def is_bot_env(self, e: int) -> bool:
-        return self.env_slot[e][1] == "bot"
+        return bool(self.bot_env[e])
 
     def bot(self, e: int) -> Any:
         """The Java ``ai.core.AI`` playing bot env ``e``."""
@@ -228,15 +244,16 @@ class EngineGroups:
         gi, _, k = self.env_slot[e]
         self.groups[gi].client.clients[k].ai2 = ai
 
-    def read_state(self, envs: np.ndarray) -> None:
-        """Unfogged observations into the groups' state buffers (partial_obs only)."""
-        for e in envs:
-            gs = self.game_state(int(e))
-            g = self.groups[self.env_group[e]]
-            for s in range(self.players.shape[1]):
-                if self.alive[e, s]:
-                    gs.getBufferObservation(int(self.players[e, s]), int(self.seat_row[e, s]),
-                                            g.state_nd)
+    def read_unfogged(self, envs: np.ndarray) -> None:
+        """The agent's unfogged board into the observation rows of the bot games among
+        ``envs`` (``partial_obs`` only: their clients wrote the fogged one; self-play clients
+        write the unfogged board themselves). One engine call per bot game: the engine has
+        no batched call that encodes a state other than the one its bot plays on."""
+        for e in envs[self.bot_env[envs]].tolist():
+            gi, _, k = self.env_slot[e]
+            g = self.groups[gi]
+            g.client.clients[k].gs.getBufferObservation(
+                int(self.players[e, 0]), int(self.seat_row[e, 0]), g.obs_nd)
 
     def fix_reset_obs(self, envs: np.ndarray) -> None:
         """After a reset the engine leaves empty cells all-zero; mark them empty as in play."""
@@ -245,11 +262,10 @@ class EngineGroups:
             if not len(mine):
                 continue
             rows = self.seat_row[mine][self.alive[mine]]  # engine rows of their live seats
-            buf = g.state if g.state is not None else g.obs
-            view = buf[rows]  # [k, H, W, 27]
+            view = g.obs[rows]  # [k, H, W, 27]
             empty = ~view.any(axis=-1)
             view[..., _EMPTY_CELL_PLANES] |= empty[..., None]
-            buf[rows] = view
+            g.obs[rows] = view
 
     def close(self) -> None:
         """Release the clients' games (the JVM itself lives until the process exits)."""

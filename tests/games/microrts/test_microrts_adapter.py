@@ -401,6 +401,31 @@ def test_partial_observability_keeps_an_unfogged_state(make_game) -> None:
     assert batch.obs[:, :, enemy].sum() == 0 and (batch.state[:, :, enemy].sum((2, 3)) > 0).all()
 
 
+def test_fog_changes_what_a_seat_sees_not_the_game(make_game) -> None:
+    """Under fog, self-play games play exactly as without it (their unfogged state is the fully
+    observed game's observation, step for step), while a bot env sharing their engine client
+    keeps its fog (its bot plays on what it sees) and its unfogged state holds every unit."""
+    fogged = make_game(3, map="basesWorkers16x16", num_selfplay_envs=2, bots=["POLightRush"],
+                       partial_obs=True)
+    full = make_game(3, map="basesWorkers16x16", num_selfplay_envs=2, bots=["POLightRush"])
+    batch, reference = fogged.reset(), full.reset()
+    rng = np.random.default_rng(3)
+    types = slice(14, 21)  # resource .. ranged: a unit on the cell
+    hidden = 0
+    for step in range(400):
+        np.testing.assert_array_equal(batch.state[:2], reference.obs[:2], err_msg=str(step))
+        np.testing.assert_array_equal(batch.action_mask[:2], reference.action_mask[:2])
+        np.testing.assert_array_equal(batch.reward[:2], reference.reward[:2])
+        units = fogged._engine.game_state(2).getPhysicalGameState().getUnits().size()
+        assert batch.state[2, 0, types].sum() == units, step
+        hidden += int(units - batch.obs[2, 0, types].sum())
+        actions = random_actions(fogged.spec.action_space, batch.action_mask, rng, (3, 2))
+        batch = fogged.step(actions)
+        reference = full.step(np.concatenate([actions[:2], random_actions(
+            full.spec.action_space, reference.action_mask[2:], rng, (1, 2))]))
+    assert hidden > 0  # the bot env's observation was fogged
+
+
 def test_render_frame(make_game) -> None:
     game = make_game(2, bots=["WorkerRush"], render_cell=16)
     game.reset()
