@@ -2,7 +2,9 @@
 ``--set`` overrides, layered into a :class:`~selfplay.config.TrainConfig`.
 
 Resolution order (later wins): dataclass defaults, the family file's top level, its
-``games.<name>`` section, a user ``--config`` file (which may name ``base: <family or file>``),
+``games.<name>`` section, a user ``--config`` file (which may name ``base: <family or file>``;
+the base's top level, then its ``games.<name>`` section, then the file's own top level and its
+``games.<name>`` section, so that a copy of a family file works as a ``--config``),
 ``--set key=value`` overrides, and the explicit CLI flags. Unknown keys and wrong types raise
 :class:`~selfplay.config.ConfigError` naming the dotted key.
 """
@@ -274,15 +276,31 @@ def load_user_file(path: Path) -> tuple[dict[str, Any], dict[str, Any], Path | N
 
 
 def game_section(data: dict[str, Any], game_name: str, path: Path | None) -> dict[str, Any]:
-    """``data``'s ``games.<game_name>`` settings (names compared without case), removing the
-    ``games`` section from ``data``."""
+    """``data``'s ``games.<game_name>`` settings, removing the ``games`` section from ``data``.
+    Its keys are game names as ``--game`` takes them (any case, aliases); one that names no
+    game, or a second key for the same game, is an error."""
+    from games.core import GameError
+    from games.registry import resolve  # local: keeps config importable without games
+
+    where = path if path is not None else "--set"
     games_section = data.pop("games", {}) or {}
     if not isinstance(games_section, dict):
-        raise ConfigError(f"{path}: 'games' must map game names to settings")
-    lowered = {str(k).lower(): v for k, v in games_section.items()}
-    specific = lowered.get(game_name.lower(), {}) or {}
-    if not isinstance(specific, dict):
-        raise ConfigError(f"{path}: games.{game_name} must be a mapping of settings")
+        raise ConfigError(f"{where}: 'games' must map game names to settings")
+    specific: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    for key, settings in games_section.items():
+        try:
+            canonical = resolve(str(key)).name
+        except GameError as exc:
+            raise ConfigError(f"{where}: games.{key}: {exc}") from None
+        if canonical in seen:
+            raise ConfigError(f"{where}: games.{seen[canonical]} and games.{key} name the same "
+                              "game; keep one")
+        seen[canonical] = str(key)
+        if canonical == game_name:
+            if not isinstance(settings, dict) and settings is not None:
+                raise ConfigError(f"{where}: games.{key} must be a mapping of settings")
+            specific = settings or {}
     return specific
 
 
@@ -296,8 +314,12 @@ def build_config(game: str | None = None, config_file: str | Path | None = None,
     base, own, base_path = (load_user_file(Path(config_file)) if config_file is not None
                             else ({}, {}, None))
     base_games = {"games": base.pop("games", None)}  # the base's own tuning of each game
+    own_games = {"games": own.pop("games", None)}  # the file's (a copy of a family file)
     user = deep_merge(base, own)
     sets = parse_set(overrides or [])
+    if "games" in sets:
+        raise ConfigError("--set games.<name>...: set the game's keys directly (--set ppo.gamma"
+                          "=0.9 with --game <name>); a games section belongs in a config file")
     check_sections(user)
     check_sections(sets)
     named = [(where, name) for where, name in (
@@ -318,7 +340,9 @@ def build_config(game: str | None = None, config_file: str | Path | None = None,
     # a base family's top level must not undo its own tuning of this game (``base: classic``
     # with CartPole-v1 keeps CartPole's settings): the base, its game section, the file's own
     layers = [family_defaults(entry.family, entry.name), base,
-              game_section(base_games, entry.name, base_path), own, sets,
+              game_section(base_games, entry.name, base_path), own,
+              game_section(own_games, entry.name, Path(config_file) if config_file else None),
+              sets,
               {"game": {"name": entry.name}}]
     if seed is not None:
         layers.append({"seed": seed})

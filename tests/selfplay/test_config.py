@@ -125,6 +125,31 @@ def test_base_of_the_games_own_family_keeps_its_tuning(tmp_path: Path) -> None:
         build_config(config_file=user)
 
 
+def test_a_copy_of_a_family_file_works_as_config(tmp_path: Path) -> None:
+    """Copying ``hyperparams/classic.yaml`` to edit it: its ``games`` section applies to the
+    game trained (after the file's top level), exactly as the family file itself does; a key
+    naming no game, two keys for one game and a ``--set games...`` are one-line errors."""
+    from selfplay.config_files import HYPERPARAMS_DIR
+
+    copy = tmp_path / "classic.yaml"
+    copy.write_text((HYPERPARAMS_DIR / "classic.yaml").read_text())
+    for game in ("CartPole-v1", "cartpole-v1", "Acrobot-v1"):
+        assert build_config(game, config_file=copy) == build_config(game)
+    edited = copy.read_text() + "  Acrobot-v1:\n    ppo: {gamma: 0.9}\n"
+    copy.write_text(edited)
+    assert build_config("Acrobot-v1", config_file=copy).ppo == replace(
+        build_config("Acrobot-v1").ppo, gamma=0.9)
+    copy.write_text(edited + "  acrobot-V1:\n    ppo: {gamma: 0.8}\n")
+    with pytest.raises(ConfigError, match="games.Acrobot-v1 and games.acrobot-V1 name the same"):
+        build_config("Acrobot-v1", config_file=copy)
+    copy.write_text(edited + "  CartPol-v1:\n    ppo: {gamma: 0.8}\n")
+    with pytest.raises(ConfigError, match=r"classic.yaml: games.CartPol-v1: unknown game "
+                                          r"'CartPol-v1' \(did you mean CartPole-v1"):
+        build_config("CartPole-v1", config_file=copy)
+    with pytest.raises(ConfigError, match="set the game's keys directly"):
+        build_config("CartPole-v1", overrides=["games.CartPole-v1.ppo.gamma=0.5"])
+
+
 @pytest.mark.parametrize(("overrides", "message"), [
     (["ppo.learning_rate=.inf"], "ppo.learning_rate must be a finite number, got inf"),
     (["ppo.ent_coef=.nan"], "ppo.ent_coef must be a finite number, got nan"),
