@@ -14,19 +14,21 @@ import numpy as np
 
 from games.files import atomic_write_text
 from league.db import LeagueDB
-from league.records import Standing
+from league.records import Standing, visible
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")
 MAX_CURVES = 10
 MAX_HEATMAP = 30
 MAX_POINTS = 400
+# the first line of every report: an existing --out file without it is not overwritten
+REPORT_MARK = '<!DOCTYPE html><meta name="generator" content="selfplay league report">'
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}
 table{border-collapse:collapse;font-size:.9em}
-th,td{padding:.3em .7em;border-bottom:1px solid #ddd;text-align:right}
+th,td{padding:.3em .7em;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}
 th{cursor:pointer;background:#f4f4f4;user-select:none}
 td.name,th.name{text-align:left}
 tr.broken td{color:#b00}
@@ -64,11 +66,11 @@ def write_report(db: LeagueDB, out_html: str | Path) -> Path:
     title = f"League report: {db.game}"
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
+        REPORT_MARK, '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_text(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{_text(title)}</h1>",
         f'<p class="muted">{len(board)} players, {db.match_count()} matches; database '
-        f"{html.escape(printable(str(db.path)))}; generated {stamp}. Ranked by the "
+        f"{_text(str(db.path))}; generated {stamp}. Ranked by the "
         "conservative rating μ − 3σ (TrueSkill).</p>",
         "<h2>Rating ladder</h2>", ladder_table(board), legend(db),
         "<h2>Rating over time</h2>", rating_curves(db, board),
@@ -84,18 +86,22 @@ def ladder_table(board: list[Standing]) -> str:
     """The leaderboard as a sortable HTML table (one ``tr.player`` per player)."""
     head = ("<tr><th>rank</th><th class='name'>player</th><th class='name'>kind</th><th>μ</th>"
             "<th>σ</th><th>μ − 3σ</th><th>Elo</th><th>games</th><th>W / D / L</th>"
-            "<th>score</th><th>win rate</th><th class='name'>status</th></tr>")
+            "<th>score</th><th title=\"Wilson interval of the score over the player's "
+            "games\">score 95% CI</th><th>win rate</th><th class='name'>status</th></tr>")
     rows = []
     for s in board:
         status = "broken: " + s.broken if s.broken else ("anchor" if s.frozen else "")
         css = "player broken" if s.broken else "player"
         rows.append(
-            f"<tr class='{css}'><td>{s.rank}</td><td class='name'>{html.escape(s.name)}</td>"
+            f"<tr class='{css}'><td>{s.rank}</td><td class='name'>{_text(s.name)}</td>"
             f"<td class='name'>{s.kind}</td><td>{s.mu:.2f}</td><td>{s.sigma:.2f}</td>"
             f"<td>{s.conservative:.2f}</td><td>{s.elo:.0f}</td><td>{s.games}</td>"
             f"<td data-v='{s.wins}'>{s.wins} / {s.draws} / {s.losses}</td>"
-            f"{_rate_cell(s.score)}{_rate_cell(s.win_rate)}"
-            f"<td class='name'>{html.escape(status)}</td></tr>")
+            f"{_rate_cell(s.score)}{_interval_cell(s.score, s.games)}{_rate_cell(s.win_rate)}"
+            f"<td class='name'>{_text(status)}</td></tr>")
+    if not rows:
+        rows.append("<tr><td class='name muted' colspan='13'>No players yet: `selfplay league "
+                    "tournament` or a training run adds them.</td></tr>")
     return (f"<table class='sortable' id='ladder'><thead>{head}</thead><tbody>"
             f"{''.join(rows)}</tbody></table>")
 
@@ -105,6 +111,30 @@ def _rate_cell(rate: float | None) -> str:
     if rate is None:
         return "<td data-v='-1'>–</td>"
     return f"<td>{100 * rate:.1f}%</td>"
+
+
+def wilson_interval(rate: float, games: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a rate observed over ``games`` games (95 % by default);
+    a draw's half point counts as half a success."""
+    denom = 1.0 + z * z / games
+    centre = (rate + z * z / (2 * games)) / denom
+    half = z * math.sqrt(rate * (1.0 - rate) / games + z * z / (4 * games * games)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _interval_cell(rate: float | None, games: int) -> str:
+    """The score's 95 % interval cell (empty for a player without games)."""
+    if rate is None or games <= 0:
+        return "<td data-v='-1'>–</td>"
+    lo, hi = wilson_interval(rate, games)
+    return f"<td data-v='{lo:.4f}'>{100 * lo:.0f}–{100 * hi:.0f}%</td>"
+
+
+def _text(text: str) -> str:
+    """``text`` for the page: control characters shown as escapes (a name with ESC or a
+    newline), undecodable bytes as ``\\xff`` (:func:`~league.records.visible`), then
+    HTML-escaped."""
+    return html.escape(visible(text))
 
 
 def legend(db: LeagueDB) -> str:
@@ -117,7 +147,8 @@ def legend(db: LeagueDB) -> str:
         "μ − 3σ": "the conservative rating the ladder is ranked by (equal values share a "
                   "rank); it rises as games make σ shrink",
         "Elo": f"sequential Elo over the same games (start {c.elo_initial:g}, K {c.elo_k:g})",
-        "score": "(wins + draws / 2) / games, as in the payoff matrix",
+        "score": "(wins + draws / 2) / games, as in the payoff matrix; its 95% CI is the "
+                 "Wilson interval over the player's games (draws as half a win)",
         "win rate": "wins / games (a draw counts as no win)",
         "anchor": "a rating frozen at its start: the league's fixed yardstick",
     }
@@ -127,7 +158,8 @@ def legend(db: LeagueDB) -> str:
 
 def rating_curves(db: LeagueDB, board: list[Standing], width: int = 900,
                   height: int = 360) -> str:
-    """μ of the best players after each of their matches, as an inline SVG line chart."""
+    """μ of the best players after each of their matches, with a ±σ band, as an inline SVG
+    line chart."""
     played = [s for s in board if s.games > 0]
     history = db.rating_history([s.player_id for s in played[:MAX_CURVES]])
     # a player whose history rows are missing (a damaged database) has no curve
@@ -137,7 +169,9 @@ def rating_curves(db: LeagueDB, board: list[Standing], width: int = 900,
         return "<p class='muted'>No matches yet.</p>"
     left, right, top_pad, bottom = 50, 170, 10, 35
     x_max = max(float(h[-1, 0]) for h in history.values())
-    mus = np.concatenate([h[:, 1] for h in history.values()] + [np.array([db.config.mu])])
+    mus = np.concatenate([h[:, 1] - h[:, 2] for h in history.values()]
+                         + [h[:, 1] + h[:, 2] for h in history.values()]
+                         + [np.array([db.config.mu])])
     y_lo, y_hi = math.floor(float(mus.min())) - 1, math.ceil(float(mus.max())) + 1
     plot_w, plot_h = width - left - right, height - top_pad - bottom
 
@@ -169,15 +203,21 @@ def rating_curves(db: LeagueDB, board: list[Standing], width: int = 900,
         step = max(1, len(rows) // MAX_POINTS)
         rows = np.concatenate([rows[::step], rows[-1:]])
         points = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in rows[:, :2])
+        band = " ".join([f"{sx(x):.1f},{sy(m + sd):.1f}" for x, m, sd in rows[:, :3]]
+                        + [f"{sx(x):.1f},{sy(m - sd):.1f}" for x, m, sd in rows[::-1, :3]])
         color = PALETTE[n % len(PALETTE)]
+        svg.append(f"<polygon class='band' fill='{color}' fill-opacity='0.08' stroke='none' "
+                   f"points='{band}'/>")
         svg.append(f"<polyline fill='none' stroke='{color}' stroke-width='1.6' "
-                   f"points='{points}'><title>{html.escape(s.name)}</title></polyline>")
+                   f"points='{points}'><title>{_text(s.name)}</title></polyline>")
         ly = top_pad + 14 + 16 * n
         svg.append(f"<rect x='{left + plot_w + 10}' y='{ly - 9}' width='10' height='10' "
                    f"fill='{color}'/><text x='{left + plot_w + 25}' y='{ly}' font-size='11'>"
-                   f"{html.escape(_short(s.name))}</text>")
+                   f"{_text(_short(s.name))}</text>")
     svg.append("</svg>")
-    return _shown(len(top), len(board), "players with games, best first") + "".join(svg)
+    note = ("<p class='muted'>Lines: μ after each of the player's matches; shaded: μ ± σ.</p>")
+    return (_shown(len(top), len(board), "players with games, best first") + "".join(svg)
+            + note)
 
 
 def _shown(shown: int, players: int, which: str) -> str:
@@ -205,11 +245,11 @@ def payoff_heatmap(db: LeagueDB, board: list[Standing], cell: int = 28) -> str:
     for r, (s, i) in enumerate(zip(order, rows, strict=True)):
         y = label_w + r * cell
         svg.append(f"<text x='{label_w - 6}' y='{y + cell * 0.65:.1f}' font-size='11' "
-                   f"text-anchor='end'>{html.escape(_short(s.name))}</text>")
+                   f"text-anchor='end'>{_text(_short(s.name))}</text>")
         x_label = label_w + r * cell + cell * 0.65
         svg.append(f"<text x='{x_label:.1f}' y='{label_w - 6}' font-size='11' "
                    f"transform='rotate(-60 {x_label:.1f} {label_w - 6})'>"
-                   f"{html.escape(_short(s.name))}</text>")
+                   f"{_text(_short(s.name))}</text>")
         for c, j in enumerate(rows):
             x = label_w + c * cell
             played = games[i, j] > 0
@@ -218,7 +258,7 @@ def payoff_heatmap(db: LeagueDB, board: list[Standing], cell: int = 28) -> str:
             tip = (f"{s.name} vs {order[c].name}: {value:.2f} over {games[i, j]} games"
                    if played else f"{s.name} vs {order[c].name}: not played")
             svg.append(f"<rect class='cell' x='{x}' y='{y}' width='{cell}' height='{cell}' "
-                       f"fill='{fill}' stroke='#fff'><title>{html.escape(tip)}</title></rect>")
+                       f"fill='{fill}' stroke='#fff'><title>{_text(tip)}</title></rect>")
             if played:
                 svg.append(f"<text x='{x + cell / 2}' y='{y + cell * 0.62:.1f}' font-size='9' "
                            f"text-anchor='middle'>{value:.2f}</text>")

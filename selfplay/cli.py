@@ -231,6 +231,7 @@ between two players level off near 0.78, lopsided ones higher"""
 
 
 def cmd_league(args: argparse.Namespace) -> int:
+    from league.records import visible
     from selfplay import league_commands as lc
 
     if args.league_command == "tournament":
@@ -267,19 +268,23 @@ def cmd_league(args: argparse.Namespace) -> int:
         human = (f"tournament {result['tournament']}: {result['played']} new matches "
                  f"({result['already_stored']} already stored)\n"
                  + lc.format_leaderboard(result["players"]))
+        if result["other_players"]:
+            human += (f"\n(ranks are league-wide: {result['other_players']} other players of "
+                      "this league are not in the tournament; `selfplay league leaderboard "
+                      "--db` lists them all)")
         if result.get("sigma_reached") is False:
             human += (f"\nsigma target {args.until_sigma} not reached: the tournament stopped "
                       "at its match limit or found no pairing above --min-quality")
         if result["skipped_players"]:
-            from league.records import visible
-
             skipped = ", ".join(map(visible, result["skipped_players"]))
             human += f"\nskipped (missing or corrupt): {skipped}"
         if "record" in result:
             human += "\n" + _recorded(result["record"])
     elif args.league_command == "leaderboard":
         result = lc.leaderboard(args.db, args.game)
-        human = lc.format_leaderboard(result["players"])
+        human = (f"league of {result['game']}: {visible(result['db'])}, "
+                 f"{len(result['players'])} players, {result['matches']} matches\n"
+                 + lc.format_leaderboard(result["players"]))
     else:
         result = lc.report(args.db, args.game, args.out)
         human = f"report written to {result['report']}"

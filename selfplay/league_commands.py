@@ -28,8 +28,8 @@ from league.db import (
     default_path,
 )
 from league.ratings import RatingConfig
-from league.records import visible
-from league.report import printable, write_report
+from league.records import Player, visible
+from league.report import REPORT_MARK, printable, write_report
 from league.tournament import TournamentConfig, match_seed, run_tournament
 from selfplay.checkpoint import (
     CheckpointError,
@@ -138,6 +138,11 @@ def register_player(db: LeagueDB, name: str, kind: PlayerKind,
         for player in players:
             if player.path is not None and _same_file(Path(player.path), path):
                 return player.name, False
+        twin = snapshot_twin(players, path)
+        if twin is not None:
+            print(f"note: {visible(name)} has the weights of the league's snapshot "
+                  f"{visible(twin)}: it plays and is rated as that player", file=sys.stderr)
+            return twin, False
     known = {p.name for p in players}
     try:
         db.add_player(name, kind, path=str(path) if path else None)
@@ -147,6 +152,34 @@ def register_player(db: LeagueDB, name: str, kind: PlayerKind,
             raise
     db.add_player(str(path), kind, path=str(path))
     return str(path), str(path) not in known
+
+
+def snapshot_twin(players: Sequence[Player], path: Path) -> str | None:
+    """The snapshot player with the weights of checkpoint ``path`` (a run's checkpoint of the
+    update at which the run saved that snapshot, given to a tournament on the run's own
+    league), else None: one policy is one player. Only the snapshots of the checkpoint's
+    update are compared; a file that does not load is left to the tournament to report."""
+    candidates = [p for p in players if p.kind == "snapshot" and p.path is not None]
+    if not candidates or not path.is_file():
+        return None
+    try:
+        state = load_checkpoint(path)
+        weights, update = state["agent"], state["counters"]["update"]
+    except (CheckpointError, KeyError, TypeError):
+        return None
+    for player in candidates:
+        if player.metadata.get("update") != update:
+            continue
+        try:
+            other = load_checkpoint(Path(str(player.path)))["agent"]
+        except (CheckpointError, KeyError, TypeError):
+            continue
+        if other.keys() == weights.keys() and all(
+                isinstance(weights[k], torch.Tensor) and isinstance(other[k], torch.Tensor)
+                and weights[k].shape == other[k].shape and torch.equal(weights[k], other[k])
+                for k in weights):
+            return player.name
+    return None
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -359,8 +392,10 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
                           f"load (skipped: {', '.join(map(visible, summary.skipped_players))}):"
                           " no match "
                           "played")
-    board = [s.to_json() for s in db.leaderboard() if s.name in set(names)]
-    result = {**summary.to_json(), "db": str(db.path), "players": board}
+    standings = db.leaderboard()
+    board = [s.to_json() for s in standings if s.name in set(names)]
+    result = {**summary.to_json(), "db": str(db.path), "players": board,
+              "other_players": len(standings) - len(board)}
     if record is not None:
         after = folder_totals(record)
         result["record"] = {"folder": str(record), "games": after[0] - before[0],
@@ -397,7 +432,8 @@ def leaderboard(db_path: str | None, game: str | None) -> dict[str, Any]:
     db = open_db(db_path, game, create=False)
     try:
         with database_errors(db.path), db.reading():  # players and matches of one moment
-            return {"players": [s.to_json() for s in db.leaderboard()],
+            return {"game": db.game, "db": str(db.path),
+                    "players": [s.to_json() for s in db.leaderboard()],
                     "matches": db.match_count()}
     finally:
         db.close()
@@ -449,6 +485,16 @@ def _fit(text: str, columns: int) -> str:
     return text + " " * (columns - _width(text))
 
 
+def _is_report(path: Path) -> bool:
+    """Whether ``path`` is a report this command wrote (its first line), which it may
+    replace."""
+    try:
+        with path.open("rb") as f:
+            return f.read(len(REPORT_MARK.encode())) == REPORT_MARK.encode()
+    except OSError:
+        return False
+
+
 def report(db_path: str | None, game: str | None, out: str) -> dict[str, Any]:
     db = open_db(db_path, game, create=False)
     try:
@@ -459,6 +505,9 @@ def report(db_path: str | None, game: str | None, out: str) -> dict[str, Any]:
                               "journal); name an .html file")
         if target.is_dir():
             raise LeagueError(f"--out {out} is a folder; name an .html file")
+        if target.exists() and not _is_report(target):
+            raise LeagueError(f"--out {out} exists and is not a league report: it is left as "
+                              "it is; name a new file (an earlier report is replaced)")
         above = next((p for p in target.parents if p.exists()), None)
         if above is not None and not above.is_dir():
             raise LeagueError(f"--out {out}: {above} is a file, not a folder")

@@ -47,6 +47,31 @@ def test_report_of_an_empty_league(tmp_path: Path) -> None:
     with LeagueDB(tmp_path / "empty.db", game="tictactoe") as db:
         text = write_report(db, tmp_path / "empty.html").read_text()
     assert "No matches yet" in text and "Not enough matches" in text
+    assert "No players yet" in text
+
+
+def test_score_interval_is_wilsons() -> None:
+    """Against the textbook values: 50 of 100 -> [0.4038, 0.5962]; 0 of 10 -> [0, 0.2775];
+    10 of 10 -> [0.7225, 1]."""
+    from league.report import wilson_interval
+
+    for (rate, games), expected in [((0.5, 100), (0.40383, 0.59617)),
+                                    ((0.0, 10), (0.0, 0.27753)), ((1.0, 10), (0.72247, 1.0))]:
+        assert wilson_interval(rate, games) == pytest.approx(expected, abs=1e-4)
+
+
+def test_names_with_control_characters_reach_the_page_escaped(tmp_path: Path) -> None:
+    """Guards: a player named with ESC and a newline (a run folder's name) put raw control
+    bytes into the ladder, the curves' legend and the heatmap's labels and tooltips."""
+    odd = "e\x1b[31mRED\nx"
+    with LeagueDB(tmp_path / "l.db", game="tictactoe") as db:
+        a, b = db.add_player(odd, "checkpoint", path=tmp_path / "x.pt"), db.add_player("b", "bot")
+        for k in range(4):
+            db.record_match(a, b, k % 2, key=f"m{k}")
+        text = write_report(db, tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "\x1b" not in text and "RED\nx" not in text
+    assert text.count("e\\x1b[31mRED\\nx") >= 4  # ladder, legend, labels, tooltips
+    assert text.count("class='band'") == 2  # each curve with its ±σ band
 
 
 def chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
@@ -141,7 +166,7 @@ def test_ladder_scores_draws_as_half_and_marks_players_without_games(tmp_path: P
         assert board["idle"].rank == board["idle2"].rank  # equal μ − 3σ, one rank
         assert [s.name for s in db.leaderboard()][-2:] == ["idle", "idle2"]  # then by name
         text = write_report(db, tmp_path / "r.html").read_text()
-    assert "<th>score</th><th>win rate</th>" in text and "75.0%" in text
+    assert "score 95% CI</th><th>win rate</th>" in text and "75.0%" in text
     assert "<dt>score</dt>" in text  # the legend says what the columns count
 
 

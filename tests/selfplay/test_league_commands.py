@@ -238,6 +238,28 @@ def test_report_refuses_the_databases_rollback_journal_as_its_output(tmp_path: P
     assert not (tmp_path / "league.db-journal").exists()
 
 
+def test_report_replaces_only_an_earlier_report(tmp_path: Path) -> None:
+    """Guards: ``--out`` naming another league's database (or a run's config.yaml) replaced
+    it with the report without a word; an earlier report is still replaced."""
+    from selfplay.league_commands import report
+
+    with LeagueDB(tmp_path / "league.db", game="tictactoe"), \
+            LeagueDB(tmp_path / "other.db", game="tictactoe"):
+        pass
+    kept = {name: (tmp_path / name).read_bytes() for name in ("other.db",)}
+    (tmp_path / "config.yaml").write_text("seed: 1\n")
+    kept["config.yaml"] = b"seed: 1\n"
+    for name in kept:
+        with pytest.raises(LeagueError, match="exists and is not a league report: it is left"):
+            report(str(tmp_path / "league.db"), None, str(tmp_path / name))
+        assert (tmp_path / name).read_bytes() == kept[name]
+    out = tmp_path / "r.html"
+    report(str(tmp_path / "league.db"), None, str(out))
+    out.write_text(out.read_text().replace("0 matches", "stale"))
+    report(str(tmp_path / "league.db"), None, str(out))
+    assert "stale" not in out.read_text()
+
+
 def test_leaderboard_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     """Guards: ``selfplay league leaderboard | head`` ended with "error: [Errno 32] Broken
     pipe"; a reader that leaves ends the command as 128 + SIGPIPE, without a message."""
@@ -264,3 +286,38 @@ def test_a_bots_other_names_are_the_bot() -> None:
     assert resolve_player("PassiveAI", "microrts") == ("Passive", "bot", None)
     with pytest.raises(LeagueError, match=r"bots: BS1_NaiveMCTS, .*, Random, "):
         resolve_player("randombot", "microrts")
+
+
+def test_a_runs_checkpoint_in_its_own_league_is_its_snapshot(tmp_path: Path, capsys) -> None:
+    """Guards: a run given to a tournament on its own league became a second player beside
+    its snapshot of the same update (same weights, two ratings); now it is that snapshot.
+    A checkpoint of another update (other weights) is a player of its own."""
+    import torch
+
+    from selfplay.config_files import build_config
+    from selfplay.league_commands import tournament
+    from selfplay.train import run_training
+
+    run = tmp_path / "ttt"
+    run_training(build_config("tictactoe", overrides=[
+        "log.progress=false", "log.tensorboard=false", "league.snapshot_every=1",
+        "checkpoint.every_updates=1"], total_steps=2048), run_dir=run)
+    db_path = run / "league.db"
+    with LeagueDB(db_path, game="tictactoe") as db:
+        before = {p.name for p in db.players()}
+    assert {"ttt@0000001", "ttt@0000002"} <= before
+    result = tournament("tictactoe", ["random", str(run)], str(db_path), 2, None, None, 2, 0,
+                        quiet=True)
+    assert {p["name"] for p in result["players"]} == {"random", "ttt@0000002"}
+    assert result["other_players"] == len(before) - 2  # win_or_block, ttt@0000001: not shown
+    assert "has the weights of the league's snapshot ttt@0000002" in capsys.readouterr().err
+    first = run / "checkpoints" / "update_0000001.pt"
+    state = torch.load(first, weights_only=True)
+    with LeagueDB(db_path, game="tictactoe") as db:
+        assert {p.name for p in db.players()} == before
+        assert register_player(db, *resolve_player(str(first), "tictactoe"))[0] == "ttt@0000001"
+        state["agent"] = {k: v + 1 for k, v in state["agent"].items()}  # other weights
+        torch.save(state, tmp_path / "changed.pt")
+        name, new = register_player(db, *resolve_player(str(tmp_path / "changed.pt"),
+                                                        "tictactoe"))
+        assert new and name == str(tmp_path / "changed.pt")
