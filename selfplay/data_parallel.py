@@ -25,10 +25,12 @@ import math
 import os
 import re
 import socket
-from collections.abc import Iterator, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import torch
@@ -381,10 +383,47 @@ def rendezvous_store(rank: int, world: int, timeout_s: float) -> dist.TCPStore |
         raise ConfigError(f"MASTER_PORT={port!r} is not a port number") from None
     if not 0 < number < 2 ** 16:
         raise ConfigError(f"MASTER_PORT={port!r} is not a port number (1-65535)")
-    store = dist.TCPStore(host, number, world, is_master=rank == 0, wait_for_workers=True,
-                          timeout=timedelta(seconds=timeout_s))
+    store = interruptible(lambda: dist.TCPStore(
+        host, number, world, is_master=rank == 0, wait_for_workers=True,
+        timeout=timedelta(seconds=timeout_s)), timeout_s + RENDEZVOUS_GRACE_S,
+        f"the rendezvous at {host}:{number} (MASTER_ADDR:MASTER_PORT) did not answer within "
+        f"{timeout_s:g} s: is rank 0 running, and is that port its own and not another "
+        "program's?")
     store.set_timeout(timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     return store
+
+
+RENDEZVOUS_GRACE_S = 10.0
+"""how much longer than its own timeout the store's connection may take before the rank stops
+(a connection to a program that accepts it and never answers blocks in C++ for good)"""
+
+T = TypeVar("T")
+
+
+def interruptible(make: Callable[[], T], limit_s: float, late: str) -> T:
+    """``make()`` (a blocking call into C++ that releases the GIL) in a daemon thread, waited
+    for in short slices: Ctrl-C and SIGTERM stop the rank at once (their handlers run between
+    slices, which they cannot while the main thread is inside the call), and after
+    ``limit_s`` a ``RuntimeError`` saying ``late``. A call left behind blocks nothing at
+    exit."""
+    done: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            done["value"] = make()
+        except BaseException as exc:  # handed to the main thread
+            done["error"] = exc
+
+    thread = threading.Thread(target=call, name="rendezvous", daemon=True)
+    thread.start()
+    end = time.monotonic() + limit_s
+    while thread.is_alive():
+        thread.join(0.25)
+        if thread.is_alive() and time.monotonic() > end:
+            raise RuntimeError(late)
+    if "error" in done:
+        raise done["error"]
+    return cast(T, done["value"])
 
 
 def join_ranks(config: TrainConfig) -> Ranks:

@@ -241,6 +241,39 @@ def test_a_rank_whose_peers_never_start_stops_after_the_rendezvous_timeout(
         join_ranks(build_config("CartPole-v1", overrides=["game.num_envs=2"]))
 
 
+def test_a_rank_whose_rendezvous_never_answers_stops_and_hears_signals(
+        tmp_path: Path) -> None:
+    """Guards: rank 1 of a hand-made launch whose MASTER_PORT another program held (rank 0 had
+    stopped: address in use) hung in C++ past the rendezvous timeout, ignoring Ctrl-C and
+    SIGTERM, until kill -9. Now SIGTERM ends it at once and the timeout is one line."""
+    import signal
+    import socket
+    import time
+
+    with socket.socket() as squatter:  # accepts connections, never answers
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        env = {**os.environ, "WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": str(squatter.getsockname()[1])}
+        env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+        command = [sys.executable, "-m", "selfplay.cli", "train", "--game", "CartPole-v1",
+                   "--no-progress", "--set", "game.num_envs=2"]
+        late = subprocess.run([*command, "--set", "distributed.rendezvous_timeout_s=1",
+                               "--run-dir", str(tmp_path / "late")], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert late.returncode == 2, late.stderr
+        assert "rank 1 of 2 could not join the others (RuntimeError: the rendezvous at " \
+            "127.0.0.1:" in late.stderr and "did not answer within 1 s" in late.stderr
+        stopped = subprocess.Popen([*command, "--run-dir", str(tmp_path / "stopped")], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(8)  # well inside the 600 s rendezvous timeout
+        start = time.monotonic()
+        stopped.send_signal(signal.SIGTERM)
+        _, err = stopped.communicate(timeout=60)
+        assert time.monotonic() - start < 5 and stopped.returncode == 143, err
+    assert not (tmp_path / "stopped").exists() and not (tmp_path / "late").exists()
+
+
 def test_async_collection_is_named_among_the_settings_ranks_refuse() -> None:
     """Guards: an async run resumed under torchrun built its game, then advised a setting
     (collection: sync) that --resume cannot take."""
