@@ -191,6 +191,9 @@ class Conversions:
         # for the compiled conversions: the same buffers by seat slot, and which mask rows
         # each mask buffer holds
         self._obs_slots = [o.reshape(slots, len(OBS_PLANES), cells) for o in self.obs]
+        self._state_slots = [o.reshape(slots, len(OBS_PLANES), cells)
+                             for o in (self.state if self.state is not None else self.obs)]
+        self._visible = np.zeros(cells, bool)  # the fog kernel's scratch row
         self._mask_slots = [m.reshape(slots, cells, MASK_WIDTH) for m in self.mask]
         self._mask_set = [np.zeros((slots, cells), bool) for _ in range(2)]
         self._slot_action_shape = (slots, cells, len(ACTION_NVEC))
@@ -248,7 +251,13 @@ class Conversions:
         """Fresh obs/state/mask into buffer set ``flip`` (engine masks computed here: a Java
         exception from the engine propagates)."""
         obs = self.obs[flip]
-        if self.partial_obs:
+        if self.partial_obs and self.compiled:
+            assert self.state is not None
+            kernels.read_fogged_observations(
+                self.engine_planes, self.slot_row, self.slot_rot, self._engine.sight,
+                self.width, VISIBLE, self._obs_slots[flip], self._state_slots[flip],
+                self._visible)
+        elif self.partial_obs:
             self.convert_obs(self.full_plan, obs)
         elif self.compiled:
             kernels.read_observations(self.engine_planes, self.slot_row, self.slot_rot,
@@ -259,7 +268,8 @@ class Conversions:
         state = obs
         if self.state is not None:
             state = self.state[flip]
-            self.convert_obs(self.full_plan, state, "state")
+            if not self.compiled:
+                self.convert_obs(self.full_plan, state, "state")
         for g in self._groups:
             g.client.getMasks(g.learner)
         if self.compiled:

@@ -89,6 +89,50 @@ def first_out_of_range(actions: np.ndarray, nvec: np.ndarray) -> int:  # pragma:
 
 
 @njit(cache=True, nogil=True)
+def read_fogged_observations(planes: np.ndarray, slot_row: np.ndarray, slot_rot: np.ndarray,
+                             sight: np.ndarray, width: int, visible_plane: int,
+                             obs: np.ndarray, state: np.ndarray,
+                             visible: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Fog of war: the engine's unfogged planes ``int32 [R, HW, 27]`` -> each slot's unfogged
+    ``state`` and its ``obs`` ``uint8 [S, C, HW]``, where only the cells within sight of the
+    slot's own units keep their planes and ``visible_plane`` marks them (the engine's rule:
+    squared distance <= the unit type's ``sight`` radius squared). ``visible`` ``bool [HW]``
+    is scratch space."""
+    cells = planes.shape[1]
+    height = cells // width
+    for k in range(slot_row.shape[0]):
+        row = slot_row[k]
+        if row < 0:
+            continue
+        src = planes[row]
+        visible[:] = False
+        for c in range(cells):
+            if src[c, _OWN] == 0:
+                continue
+            kind = 0
+            for t in range(7):  # unit type planes 14..20: resource .. ranged
+                if src[c, 14 + t] != 0:
+                    kind = t
+                    break
+            radius = sight[kind]
+            y0, x0 = c // width, c % width
+            for y in range(max(0, y0 - radius), min(height, y0 + radius + 1)):
+                for x in range(max(0, x0 - radius), min(width, x0 + radius + 1)):
+                    if (y - y0) * (y - y0) + (x - x0) * (x - x0) <= radius * radius:
+                        visible[y * width + x] = True
+        seen, full = obs[k], state[k]
+        rot = slot_rot[k]
+        for c in range(cells):
+            d = cells - 1 - c if rot else c
+            v = visible[c]
+            seen[visible_plane, d] = 1 if v else 0
+            for p in range(planes.shape[2]):
+                value = src[c, p]
+                full[p, d] = value
+                seen[p, d] = value if v else 0
+
+
+@njit(cache=True, nogil=True)
 def read_rewards(rewards: np.ndarray, row_slot: np.ndarray, weights: np.ndarray,
                  raw: np.ndarray, reward: np.ndarray, component_sums: np.ndarray
                  ) -> bool:  # pragma: no cover - compiled
