@@ -8,7 +8,12 @@ import os
 import signal
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+STOP_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
 def stop_process_pool(pool: ProcessPoolExecutor, kill: bool = False) -> None:
@@ -33,10 +38,52 @@ def ignore_stop_signals() -> None:
     """In a worker process: ignore Ctrl-C, SIGTERM and SIGHUP, which a terminal or a job
     scheduler sends to the whole process group; they are the parent's to handle (it stops
     its workers itself). Call it before a JVM starts, which then leaves them alone."""
-    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-        sig = getattr(signal, name, None)
-        if sig is not None:
-            signal.signal(sig, signal.SIG_IGN)
+    for sig in _stop_signals():
+        signal.signal(sig, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # held while it was started (DetachedPool)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _stop_signals())
+
+
+def _stop_signals() -> list[signal.Signals]:
+    return [getattr(signal, n) for n in STOP_SIGNAL_NAMES if hasattr(signal, n)]
+
+
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Hold Ctrl-C, SIGTERM and SIGHUP in this thread (delivered when the block ends, not
+    lost): a process started meanwhile inherits them held, so that a signal sent to the whole
+    process group while it starts (importing torch, say) cannot end it with a
+    ``KeyboardInterrupt`` traceback before it has set itself to ignore them."""
+    if not hasattr(signal, "pthread_sigmask") or \
+            threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _stop_signals())
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+class DetachedPool(ProcessPoolExecutor):
+    """Spawned workers for long-running work whose stop signals are the parent's: each starts
+    with them held (:func:`stop_signals_held`, as :meth:`submit` starts workers), ignores them
+    (:func:`ignore_stop_signals`) and ends with its parent (:func:`exit_with_parent`), then
+    runs ``initializer``. Stop it with :func:`stop_process_pool` and ``kill=True``."""
+
+    def __init__(self, processes: int, initializer: Callable[[], None] | None = None) -> None:
+        super().__init__(processes, mp_context=multiprocessing.get_context("spawn"),
+                         initializer=_detached_init, initargs=(initializer,))
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        with stop_signals_held():
+            return super().submit(fn, *args, **kwargs)
+
+
+def _detached_init(initializer: Callable[[], None] | None) -> None:
+    detached_worker_init()
+    if initializer is not None:
+        initializer()
 
 
 def exit_with_parent(poll_seconds: float = 0.5) -> None:

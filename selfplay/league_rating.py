@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,7 +29,7 @@ import torch
 from games.core import GameSpec, Policy, VecGame
 from games.family import MatchConditions
 from games.matches import MatchRunner
-from games.pools import detached_worker_init, stop_process_pool
+from games.pools import DetachedPool, stop_process_pool
 from games.registry import family_of
 from league.db import LeagueDB, LeagueError
 from league.ratings import PlayerRating
@@ -238,8 +237,8 @@ def snapshot_agent(spec: GameSpec, network: NetworkConfig, normalize: NormalizeC
 def _rater_init() -> None:
     """The rater leaves Ctrl-C and SIGTERM to the trainer, which stops it (a terminal's Ctrl-C
     reaches the whole process group), and ends as soon as the trainer is gone (killed with
-    SIGKILL, say) rather than finishing its tournament; one torch thread, beside training's."""
-    detached_worker_init()
+    SIGKILL, say) rather than finishing its tournament (:class:`~games.pools.DetachedPool`);
+    one torch thread, beside training's."""
     import torch
 
     torch.set_num_threads(1)
@@ -292,8 +291,7 @@ class BackgroundRater:
         """Queue ``job`` (``tries``: how often it was handed to a rater that died)."""
         for attempt in (0, 1):
             if self._pool is None:
-                self._pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"),
-                                                 initializer=_rater_init)
+                self._pool = DetachedPool(1, initializer=_rater_init)
             try:
                 self._pending.append((job, self._pool.submit(_rate_in_rater, job), tries))
                 return

@@ -38,9 +38,8 @@ import itertools
 import os
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass
-from multiprocessing import get_context
 
 import numpy as np
 
@@ -48,7 +47,7 @@ from games.core import GameError, Outcome
 from games.microrts import bots as bots_mod
 from games.microrts import engine
 from games.microrts.maps import MapInfo, resolve_map
-from games.pools import detached_worker_init, stop_process_pool
+from games.pools import DetachedPool, stop_process_pool
 
 DEFAULT_MAP = "basesWorkers16x16A"
 _BIG_STEPS = 2**31 - 1  # the Java client's own step limit, never reached: we truncate here
@@ -125,8 +124,7 @@ def play_bot_games(games: Sequence[BotGame], parallel: int = 32, processes: int 
     chunks = [games[c::num_chunks] for c in range(num_chunks)]
     results: list[BotGameResult | None] = [None] * len(games)
     done = 0
-    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                               initializer=detached_worker_init)
+    pool = DetachedPool(workers)
     try:
         futures = {pool.submit(_play_chunk, chunk, parallel): c for c, chunk in enumerate(chunks)}
         for future in as_completed(futures):

@@ -35,8 +35,7 @@ import functools
 import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from multiprocessing import get_context
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
 import numpy as np
@@ -52,7 +51,7 @@ from games.microrts.botmatch import (
     _Arena,
     _map_info,
 )
-from games.pools import detached_worker_init, stop_process_pool
+from games.pools import DetachedPool, stop_process_pool
 
 
 class BotMatchRunner:
@@ -259,8 +258,7 @@ class BotMatchRunner:
                           on_result: Callable[[MatchSpec, MatchResult], None]) -> None:
         """One game at a time in each of ``processes`` spawned workers; results are reported
         (in this process) as games end, and each freed worker takes the next match."""
-        pool = ProcessPoolExecutor(self.processes, mp_context=get_context("spawn"),
-                                   initializer=detached_worker_init)
+        pool = DetachedPool(self.processes)
         inflight: dict[Future[tuple[BotGameResult, float]], MatchSpec] = {}
         try:
             while True:

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing
 import sys
 import time
 from collections.abc import Callable, Generator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +31,7 @@ from games.microrts.maps import resolve_maps
 from games.microrts.options import MicroRTSOptions
 from games.microrts.orderlog import RecordedGame, encode_games
 from games.microrts.teacher_game import LiveBots, TeacherGame
-from games.pools import detached_worker_init, stop_process_pool
+from games.pools import DetachedPool, stop_process_pool
 from games.replays import (
     MANIFEST,
     PLAN,
@@ -296,9 +295,7 @@ def play_in_processes(plan: RecordPlan, shards: list[int], processes: int
     ``(shard, bytes, games, engine steps)`` as each finishes. The workers leave stop signals
     to this process, which ends them at once on any error, Ctrl-C or SIGTERM, and they end
     with it when it is killed (they kept writing shards into a folder nobody held)."""
-    pool = ProcessPoolExecutor(min(processes, len(shards)),
-                               mp_context=multiprocessing.get_context("spawn"),
-                               initializer=detached_worker_init)
+    pool = DetachedPool(min(processes, len(shards)))
     try:
         futures = {pool.submit(play_shard, plan, k): k for k in shards}
         for future in as_completed(futures):

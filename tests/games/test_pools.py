@@ -63,3 +63,33 @@ def test_a_worker_ends_when_its_parent_is_killed(tmp_path: Path, parent_dies: st
     finally:
         if _running(worker):
             os.kill(worker, signal.SIGKILL)
+
+
+def test_a_detached_worker_outlives_stop_signals_sent_while_it_starts() -> None:
+    """Guards: Ctrl-C on a training run's process group while its rater was still importing
+    torch ended the rater with a KeyboardInterrupt traceback (its initializer, which ignores
+    the signal, had not run yet). A DetachedPool worker starts with the stop signals held and
+    then ignores them: it survives a stream of SIGINT, SIGTERM and SIGHUP from its first
+    instant and does its work; the parent's own handlers still get theirs afterwards."""
+    import torch
+
+    from games.pools import DetachedPool, stop_process_pool, stop_signals_held
+
+    pool = DetachedPool(1)
+    try:
+        future = pool.submit(torch.get_num_threads)  # the worker imports torch first
+        child = next(iter(pool._processes.values())).pid
+        sent = 0
+        while not future.done():
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                os.kill(child, sig)
+                sent += 1
+            time.sleep(0.002)
+        assert future.result(timeout=60) >= 1 and sent > 30
+    finally:
+        stop_process_pool(pool, kill=True)
+    with pytest.raises(KeyboardInterrupt):  # held, then delivered: not lost
+        with stop_signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        time.sleep(1)
