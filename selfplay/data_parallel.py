@@ -63,6 +63,15 @@ def lost_peer(exc: BaseException) -> bool:
                                          "Connection closed by peer"))
 
 
+def lost_rank_line(rank: int, world: int, exc: BaseException) -> str:
+    """``"rank 1 of this 2-rank run was lost (<why>)"`` as rank ``rank`` sees the failure
+    ``exc`` of a collective: with two ranks the lost one is the other; with more, one of the
+    others (each rank's own output says whether it is the one that stopped)."""
+    who = (f"rank {1 - rank} of this 2-rank run" if world == 2
+           else f"another of the {world} ranks of this run")
+    return f"{who} was lost ({peer_reason(exc)})"
+
+
 def peer_reason(exc: BaseException) -> str:
     """The first line of a lost peer's error, without the C++ source location gloo puts
     first, cut at a word boundary."""

@@ -23,7 +23,7 @@ from selfplay.data_parallel import (
     Ranks,
     join_ranks,
     lost_peer,
-    peer_reason,
+    lost_rank_line,
     world_from_environment,
 )
 from selfplay.league_training import attach, describe
@@ -117,11 +117,11 @@ def lost_while_starting(exc: BaseException, where: str) -> None:
     """Raise :class:`RankLost` if ``exc`` is a data-parallel run's collective failing because a
     rank was lost before training began (it was a torch traceback); ``where``: what to resume
     from."""
-    world = world_from_environment()[1]
+    rank, world, _ = world_from_environment()
     if world == 1 or not isinstance(exc, RuntimeError) or not lost_peer(exc):
         return
-    raise RankLost(f"a rank of this {world}-rank run was lost while it started "
-                   f"({peer_reason(exc)}); {where}") from exc
+    raise RankLost(f"{lost_rank_line(rank, world, exc)} while the run started; {where}") \
+        from exc
 
 
 def keep_state(trainer: Trainer, name: str, part: ComponentReturns | OpponentWinRates) -> None:
@@ -198,7 +198,7 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
         except RuntimeError as exc:
             if world == 1 or not lost_peer(exc):
                 raise
-            raise RankLost(f"a rank of this {world}-rank run was lost ({peer_reason(exc)}); "
+            raise RankLost(f"{lost_rank_line(trainer.ranks.rank, world, exc)}; "
                            f"{where_to_resume(run, trainer.update, world)}") from exc
         if league is not None:  # the rater's last tournaments: every snapshot ends up rated
             league_info.update(league.finish())
@@ -237,6 +237,9 @@ def resume_command(world: int, command: str = "train") -> str:
     over as many machines as ``torchrun`` says this one's were: ``LOCAL_WORLD_SIZE``)."""
     if world == 1:
         return f"selfplay {command}"
+    if "TORCHELASTIC_RUN_ID" not in os.environ:  # ranks started by hand, or by a scheduler
+        return (f"start the {world} ranks again as before (WORLD_SIZE, RANK, MASTER_ADDR, "
+                f"MASTER_PORT), each with selfplay {command}")
     local = int(os.environ.get("LOCAL_WORLD_SIZE", world) or world)
     nodes = f"--nnodes {world // local} " if 0 < local < world else ""
     per_node = local if 0 < local < world else world

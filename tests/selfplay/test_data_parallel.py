@@ -321,3 +321,25 @@ def test_a_refusal_every_rank_reaches_is_printed_once_under_torchrun(monkeypatch
         assert main(bad) == 2
         err = capsys.readouterr().err
         assert ("error: cannot train on 2 ranks" in err) is printed, (rank, torchrun, err)
+
+
+def test_the_lost_rank_is_named_and_the_resume_command_fits_the_launch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards (review): the lost-rank line named no rank, and ranks started by hand were told
+    to resume with a torchrun command."""
+    from selfplay.data_parallel import lost_rank_line
+    from selfplay.train import resume_command
+
+    exc = RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error "
+                       "[127.0.0.1]:45469: Connection reset by peer")
+    assert lost_rank_line(0, 2, exc) == ("rank 1 of this 2-rank run was lost (Read error "
+                                         "[127.0.0.1]:45469: Connection reset by peer)")
+    assert lost_rank_line(1, 2, exc).startswith("rank 0 of this 2-rank run was lost")
+    assert lost_rank_line(2, 4, exc).startswith("another of the 4 ranks of this run was lost")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert resume_command(2) == "torchrun --nproc-per-node 2 -m selfplay.cli train"
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID")
+    assert resume_command(2, "bc") == ("start the 2 ranks again as before (WORLD_SIZE, RANK, "
+                                       "MASTER_ADDR, MASTER_PORT), each with selfplay bc")
+    assert resume_command(1) == "selfplay train"
