@@ -348,17 +348,24 @@ class Ranks:
         return 1.0 - (srr / n - (sr / n) ** 2) / var_y
 
     def average_metrics(self, metrics: dict[str, float],
+                        weights: dict[str, float] | None = None,
                         summed: Sequence[str] = ("episodes",)) -> dict[str, float]:
         """Per-rank metrics (episode returns, win rates) averaged over the ranks that report
-        them; the ``summed`` ones (counts) added up."""
+        them, each weighted by its ``weights`` entry (how many episodes the rank's window
+        holds; 1 where none is given); the ``summed`` ones (counts) added up."""
         if self.world == 1:
             return metrics
-        every = self.all_gather(metrics)
-        keys = sorted({key for m in every for key in m})
+        every = self.all_gather((metrics, weights or {}))
+        keys = sorted({key for m, _ in every for key in m})
         out = {}
         for key in keys:
-            values = [m[key] for m in every if key in m]
-            out[key] = float(np.sum(values) if key in summed else np.mean(values))
+            values = [(m[key], float(w.get(key, 1.0))) for m, w in every if key in m]
+            if key in summed:
+                out[key] = float(sum(v for v, _ in values))
+                continue
+            total = sum(w for _, w in values)
+            out[key] = float(sum(v * w for v, w in values) / total if total > 0
+                             else np.mean([v for v, _ in values]))
         return out
 
     def close(self, failed: bool = False) -> None:

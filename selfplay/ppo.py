@@ -274,7 +274,7 @@ class Trainer:
         for hook in self.after_update:
             episodic.update(hook())
         # each rank saw its own envs; kept for the run's summary (no collective at the end)
-        self.ranks_episodes = self.ranks.average_metrics(episodic)
+        self.ranks_episodes = self.ranks.average_metrics(episodic, self.episodes.weights())
         metrics.update(self.ranks_episodes)
         return metrics
 

@@ -60,6 +60,15 @@ class EpisodeLog:
             out["episode/loss_rate"] = float(np.mean(arr == Outcome.LOSS))
         return out
 
+    def weights(self) -> dict[str, float]:
+        """How many episodes each of :meth:`summary`'s means is over (to weigh the ranks'
+        summaries of a data-parallel run)."""
+        decided = float(sum(o != Outcome.NONE for o in self.outcomes))
+        return {"episode/return_mean": float(len(self.returns)),
+                "episode/length_mean": float(len(self.lengths)),
+                "episode/win_rate": decided, "episode/draw_rate": decided,
+                "episode/loss_rate": decided}
+
     def state_dict(self) -> dict[str, Any]:
         return {"returns": list(self.returns), "lengths": list(self.lengths),
                 "outcomes": list(self.outcomes), "count": self.count}

@@ -59,6 +59,14 @@ def test_running_statistics_merge_into_those_of_all_ranks_data(
     assert all(torch.equal(ranks[0]["rms"][k], ranks[1]["rms"][k]) for k in ranks[0]["rms"])
 
 
+def test_ranks_episode_means_are_over_all_their_episodes(ranks: list[dict[str, Any]]) -> None:
+    """Guards (review): the ranks' episode means were averaged rank by rank, so a rank with one
+    finished episode weighed as much as one with hundreds early in a run."""
+    for rank in ranks:
+        assert rank["averaged"] == {"episodes": 4.0, "episode/return_mean": (10 + 3 * 2) / 4,
+                                    "other": 0.5}
+
+
 def test_two_ranks_resume_their_games_exactly_from_rank_0s_checkpoint(
         ranks: list[dict[str, Any]]) -> None:
     """2 updates, saved, resumed in new trainers: update 3 as in an uninterrupted run, on both
