@@ -65,6 +65,9 @@ class TrainingContext(Protocol):
     """the acting generator: opponents' policies draw from it too"""
     restored_extra: dict[str, Any]
     """what the checkpoint resumed from held for attached components, by name"""
+    restored_rank_extra: dict[str, Any]
+    """what it held for them of this rank (:meth:`add_rank_state`; empty when it was saved by
+    another number of ranks)"""
     update: int
     ranks: Ranks
     """this process's place among the data-parallel ranks (``Ranks()``: the only one)"""
@@ -92,6 +95,11 @@ class TrainingContext(Protocol):
 
     def add_state(self, name: str, get: Callable[[], Any]) -> None:
         """Save ``get()`` with each checkpoint under ``name`` (read back in ``restored_extra``)."""
+        ...
+
+    def add_rank_state(self, name: str, get: Callable[[], Any]) -> None:
+        """Save every rank's ``get()`` with each checkpoint under ``name`` (each rank reads its
+        own back in ``restored_rank_extra``)."""
         ...
 
 
@@ -176,6 +184,8 @@ class Trainer:
         # a resumed checkpoint held for them waits in restored_extra until they attach
         self.extra_state: dict[str, Callable[[], Any]] = {}
         self.restored_extra: dict[str, Any] = {}
+        self.rank_extra_state: dict[str, Callable[[], Any]] = {}  # every rank's, by name
+        self.restored_rank_extra: dict[str, Any] = {}
         self.loop = RunLoop(self, run, config.checkpoint, self.ranks)
 
     # ----------------------------------------------------------------- the roles' state
@@ -235,6 +245,9 @@ class Trainer:
 
     def add_state(self, name: str, get: Callable[[], Any]) -> None:
         self.extra_state[name] = get
+
+    def add_rank_state(self, name: str, get: Callable[[], Any]) -> None:
+        self.rank_extra_state[name] = get
 
     # ----------------------------------------------------------------- one update
 
@@ -370,6 +383,7 @@ class Trainer:
                               if self.reward_scaler is not None else None),
             "episodes": self.episodes.state_dict(),
             "owner": self.seats.state_dict(),
+            "rank_extra": {name: get() for name, get in self.rank_extra_state.items()},
             **saved_games(game, batch),
         }
 
@@ -434,6 +448,7 @@ class Trainer:
             self.reward_scaler.load_state_dict(mine["reward_scaler"])
         self.episodes.load_state_dict(mine["episodes"])
         self.seats.load_state_dict(mine["owner"])
+        self.restored_rank_extra = dict(mine.get("rank_extra") or {})
 
     def _new_games(self) -> None:
         """Fresh episodes, with a seed derived from this rank's and the update's."""

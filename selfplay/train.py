@@ -125,15 +125,14 @@ def lost_while_starting(exc: BaseException, where: str) -> None:
 
 
 def keep_state(trainer: Trainer, name: str, part: ComponentReturns | OpponentWinRates) -> None:
-    """Save ``part``'s windows with each checkpoint under ``name``, restored from the one the
-    run resumed from (the logged ``reward/*``, ``win_rate/*`` of a resumed run differed). One
-    process only: each rank keeps windows of its own envs, and a checkpoint holds rank 0's."""
-    if trainer.ranks.world > 1:
-        return
-    saved = trainer.restored_extra.get(name)
+    """Save ``part``'s windows with each checkpoint under ``name``, every rank's (each keeps
+    windows of its own envs), restored from the one the run resumed from (the logged
+    ``reward/*``, ``win_rate/*`` of a resumed run differed); a checkpoint saved before they
+    were kept by rank held one process's windows among its extras."""
+    saved = trainer.restored_rank_extra.get(name, trainer.restored_extra.get(name))
     if saved is not None:
         part.load_state_dict(saved)
-    trainer.add_state(name, part.state_dict)
+    trainer.add_rank_state(name, part.state_dict)
 
 
 def resume_note(state: dict[str, Any], world: int, exact: bool) -> str:

@@ -53,7 +53,7 @@ def test_microrts_run_logs_components_and_win_rates(tmp_path: Path, collection: 
     from selfplay.checkpoint import list_checkpoints, load_checkpoint
     from selfplay.opponent_stats import OpponentWinRates
 
-    extra = load_checkpoint(list_checkpoints(tmp_path / "run" / "checkpoints")[-1])["extra"]
+    extra = load_checkpoint(list_checkpoints(tmp_path / "run" / "checkpoints")[-1])["rank_extra"]
     restored = ComponentReturns(list(names))
     restored.load_state_dict(extra["component_returns"])
     assert restored.metrics() == {k: v for k, v in last.items() if k.startswith("reward/")}
