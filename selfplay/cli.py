@@ -280,6 +280,9 @@ def cmd_league(args: argparse.Namespace) -> int:
             human += f"\nskipped (missing or corrupt): {skipped}"
         if "record" in result:
             human += "\n" + _recorded(result["record"])
+    elif args.league_command == "matches":
+        result = lc.matches(args.db, args.game, args.player)
+        human = lc.format_matches(result["matches"])
     elif args.league_command == "leaderboard":
         result = lc.leaderboard(args.db, args.game)
         human = (f"league of {result['game']}: {visible(result['db'])}, "
@@ -500,7 +503,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 "curves, payoff heatmap")
     rep.add_argument("--game")
     rep.add_argument("--out", required=True)
-    for p in (tour, board, rep):
+    games_list = league_sub.add_parser("matches", help="every stored match as CSV (or --json): "
+                                       "players, seat, map, seed, outcome, length")
+    games_list.add_argument("--game")
+    games_list.add_argument("--player", help="only the matches of this player (its league name)")
+    for p in (tour, board, rep, games_list):
         p.add_argument("--db", help="league database (default runs/league/<game>.db"
                        + ("" if p is tour else "; with no --game either, the only database in "
                           "runs/league/") + ")")

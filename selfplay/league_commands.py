@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import csv
+import difflib
+import io
 import json
 import sqlite3
 import sys
+import time
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -291,7 +295,8 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
     """:func:`tournament` on the open database ``db``, its players resolved (the ids of those
     it registers anew appended to ``new_players``). A checkpoint that cannot be found and is
     not in the league already is reported and skipped without being registered."""
-    names = []
+    names: list[str] = []
+    given_as: dict[str, str] = {}  # each --players entry's name -> its player in the league
     paths: dict[str, Path | None] = {}
     unfound: list[str] = []
     known_files = [Path(p.path) for p in db.players() if p.path is not None]
@@ -302,9 +307,15 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
             print(f"warning: skipping player {name!r}: {visible(missing)}", file=sys.stderr)
             unfound.append(name)
             continue
+        given = name
         name, new = register_player(db, name, kind, path)
         if new:
             new_players.append(db.player(name).id)
+        if name in names:  # a run's checkpoint and its own snapshot file, say
+            first = next(g for g, n in given_as.items() if n == name)
+            raise LeagueError(f"--players {visible(first)} and {visible(given)} are one player of "
+                              f"this league ({visible(name)}: the same weights); name it once")
+        given_as[given] = name
         names.append(name)
         paths[name] = path
     family = family_of(game)
@@ -439,6 +450,53 @@ def leaderboard(db_path: str | None, game: str | None) -> dict[str, Any]:
         db.close()
 
 
+MATCH_COLUMNS = ("id", "tournament", "player_a", "player_b", "side_a", "map", "seed",
+                 "outcome_a", "length", "duration_s", "recorded_utc")
+"""the columns of ``league matches``: ``outcome_a`` is player a's (1 win, 0 draw, -1 loss),
+``side_a`` the seat player a played, ``tournament`` the id its key starts with"""
+
+
+def matches(db_path: str | None, game: str | None, player: str | None) -> dict[str, Any]:
+    """Every stored match (``player``: only that player's), oldest first, as rows of
+    :data:`MATCH_COLUMNS`; a ``player`` the league does not know is an error naming it."""
+    db = open_db(db_path, game, create=False)
+    try:
+        with database_errors(db.path), db.reading():
+            names = {p.id: p.name for p in db.players()}
+            wanted = None
+            if player is not None:
+                wanted = next((pid for pid, name in names.items() if name == player), None)
+                if wanted is None:
+                    close = difflib.get_close_matches(player, list(names.values()), n=3)
+                    hint = f" (did you mean {', '.join(map(visible, close))}?)" if close else ""
+                    raise LeagueError(f"--player {visible(player)!r} is not a player of this "
+                                      f"league{hint}; `selfplay league leaderboard` lists them")
+            rows = [{"id": m.id, "tournament": m.key.split("/", 1)[0] if "/" in m.key else "",
+                     "player_a": names.get(m.player_a, str(m.player_a)),
+                     "player_b": names.get(m.player_b, str(m.player_b)),
+                     "side_a": m.side_a, "map": m.map, "seed": m.seed, "outcome_a": m.outcome,
+                     "length": m.length, "duration_s": round(m.duration, 3),
+                     "recorded_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                   time.gmtime(m.created))}
+                    for m in db.matches()
+                    if wanted is None or wanted in (m.player_a, m.player_b)]
+        return {"game": db.game, "db": str(db.path), "matches": rows}
+    finally:
+        db.close()
+
+
+def format_matches(rows: list[dict[str, Any]]) -> str:
+    """The matches as CSV (a header line, then one line per match) for a spreadsheet or
+    ``pandas.read_csv``; names with commas or quotes are quoted."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=MATCH_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    text = ("tournament", "player_a", "player_b", "map")  # names on a terminal: no raw ESC
+    writer.writerows({k: visible(v) if k in text else v for k, v in row.items()}
+                     for row in rows)
+    return out.getvalue().rstrip("\n")
+
+
 def format_leaderboard(rows: list[dict[str, Any]]) -> str:
     """The leaderboard as text; a broken player (its checkpoint missing or corrupt) says so."""
     header = f"{'rank':>4}  {'player':<40} {'mu':>6} {'sigma':>6} {'mu-3s':>6} {'elo':>7} " \
@@ -490,9 +548,11 @@ def _is_report(path: Path) -> bool:
     replace."""
     try:
         with path.open("rb") as f:
-            return f.read(len(REPORT_MARK.encode())) == REPORT_MARK.encode()
+            head = f.read(2048)
     except OSError:
         return False
+    return head.startswith(REPORT_MARK.encode()) or (  # or one an earlier version wrote
+        head.startswith(b"<!DOCTYPE html>") and b"<title>League report: " in head)
 
 
 def report(db_path: str | None, game: str | None, out: str) -> dict[str, Any]:

@@ -115,9 +115,13 @@ def test_base_of_the_games_own_family_keeps_its_tuning(tmp_path: Path) -> None:
     plain = build_config("CartPole-v1")
     assert (config.ppo.learning_rate, config.ppo.update_epochs) == (1e-3, 10)
     assert config.ppo == replace(plain.ppo, gamma=0.97)
-    other = tmp_path / "other.yaml"  # a base naming no section for the game: its top level
-    other.write_text("base: classic\ngame:\n  name: Acrobot-v1\n")
-    assert build_config(config_file=other).ppo.learning_rate == pytest.approx(2.5e-4)
+    base = tmp_path / "base.yaml"  # a base naming no section for the game: its top level
+    base.write_text("ppo:\n  learning_rate: 5.0e-4\ngames:\n  CartPole-v1:\n    ppo: "
+                    "{gamma: 0.9}\n")
+    other = tmp_path / "other.yaml"
+    other.write_text(f"base: {base}\ngame:\n  name: Acrobot-v1\n")
+    assert build_config(config_file=other).ppo.learning_rate == pytest.approx(5e-4)
+    assert build_config(config_file=other).ppo.gamma == build_config("Acrobot-v1").ppo.gamma
     bad = tmp_path / "bad_base.yaml"
     bad.write_text("games:\n  CartPole-v1: 3\n")
     user.write_text(f"base: {bad}\ngame:\n  name: CartPole-v1\n")
@@ -135,13 +139,13 @@ def test_a_copy_of_a_family_file_works_as_config(tmp_path: Path) -> None:
     copy.write_text((HYPERPARAMS_DIR / "classic.yaml").read_text())
     for game in ("CartPole-v1", "cartpole-v1", "Acrobot-v1"):
         assert build_config(game, config_file=copy) == build_config(game)
-    edited = copy.read_text() + "  Acrobot-v1:\n    ppo: {gamma: 0.9}\n"
+    plain = build_config("Swimmer-v5", config_file=copy)  # no section for it there
+    edited = copy.read_text() + "  Swimmer-v5:\n    ppo: {gamma: 0.9}\n"
     copy.write_text(edited)
-    assert build_config("Acrobot-v1", config_file=copy).ppo == replace(
-        build_config("Acrobot-v1").ppo, gamma=0.9)
-    copy.write_text(edited + "  acrobot-V1:\n    ppo: {gamma: 0.8}\n")
-    with pytest.raises(ConfigError, match="games.Acrobot-v1 and games.acrobot-V1 name the same"):
-        build_config("Acrobot-v1", config_file=copy)
+    assert build_config("Swimmer-v5", config_file=copy).ppo == replace(plain.ppo, gamma=0.9)
+    copy.write_text(edited + "  swimmer-V5:\n    ppo: {gamma: 0.8}\n")
+    with pytest.raises(ConfigError, match="games.Swimmer-v5 and games.swimmer-V5 name the same"):
+        build_config("Swimmer-v5", config_file=copy)
     copy.write_text(edited + "  CartPol-v1:\n    ppo: {gamma: 0.8}\n")
     with pytest.raises(ConfigError, match=r"classic.yaml: games.CartPol-v1: unknown game "
                                           r"'CartPol-v1' \(did you mean CartPole-v1"):

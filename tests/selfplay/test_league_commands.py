@@ -258,6 +258,11 @@ def test_report_replaces_only_an_earlier_report(tmp_path: Path) -> None:
     out.write_text(out.read_text().replace("0 matches", "stale"))
     report(str(tmp_path / "league.db"), None, str(out))
     assert "stale" not in out.read_text()
+    older = tmp_path / "older.html"  # as earlier versions wrote them, without the mark
+    older.write_text('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+                     "<title>League report: tictactoe</title></head></html>")
+    report(str(tmp_path / "league.db"), None, str(older))
+    assert "0 players, 0 matches" in older.read_text()
 
 
 def test_leaderboard_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
@@ -311,6 +316,12 @@ def test_a_runs_checkpoint_in_its_own_league_is_its_snapshot(tmp_path: Path, cap
     assert {p["name"] for p in result["players"]} == {"random", "ttt@0000002"}
     assert result["other_players"] == len(before) - 2  # win_or_block, ttt@0000001: not shown
     assert "has the weights of the league's snapshot ttt@0000002" in capsys.readouterr().err
+    snapshot = next((run / "snapshots").glob("*0000002.pt"))
+    with pytest.raises(LeagueError, match=r"--players ttt/update_0000002 and .*0000002.pt are "
+                                          r"one player of this league \(ttt@0000002: the same "
+                                          r"weights\); name it once"):
+        tournament("tictactoe", ["random", str(run), str(snapshot)], str(db_path), 2, None,
+                   None, 2, 0, quiet=True)
     first = run / "checkpoints" / "update_0000001.pt"
     state = torch.load(first, weights_only=True)
     with LeagueDB(db_path, game="tictactoe") as db:
@@ -321,3 +332,29 @@ def test_a_runs_checkpoint_in_its_own_league_is_its_snapshot(tmp_path: Path, cap
         name, new = register_player(db, *resolve_player(str(tmp_path / "changed.pt"),
                                                         "tictactoe"))
         assert new and name == str(tmp_path / "changed.pt")
+
+
+def test_matches_are_listed_as_csv_for_analysis(tmp_path: Path) -> None:
+    """``league matches``: every stored match (or one player's) with both names, player a's
+    seat and outcome, readable by the csv module; a player the league lacks is named."""
+    import csv
+    import io
+
+    from selfplay.league_commands import format_matches, matches
+
+    with LeagueDB(tmp_path / "league.db", game="tictactoe") as db:
+        a, b, c = (db.add_player(n, "bot") for n in ("a,1", "b", "c"))
+        db.record_match(a, b, 1, key="t1/0", side_a=1, length=7)
+        db.record_match(b, c, 0, key="t1/1")
+        db.record_match(c, a, -1, key="t2/0")
+    every = matches(str(tmp_path / "league.db"), None, None)
+    assert every["game"] == "tictactoe" and len(every["matches"]) == 3
+    rows = list(csv.DictReader(io.StringIO(format_matches(every["matches"]))))
+    assert [(r["tournament"], r["player_a"], r["player_b"], r["outcome_a"]) for r in rows] == [
+        ("t1", "a,1", "b", "1"), ("t1", "b", "c", "0"), ("t2", "c", "a,1", "-1")]
+    assert rows[0]["side_a"] == "1" and rows[0]["length"] == "7"
+    mine = matches(str(tmp_path / "league.db"), None, "c")["matches"]
+    assert [m["id"] for m in mine] == [2, 3]
+    with pytest.raises(LeagueError, match=r"--player 'cc' is not a player of this league "
+                                          r"\(did you mean c\?\)"):
+        matches(str(tmp_path / "league.db"), None, "cc")
