@@ -200,7 +200,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     human = (f"{result['game']} vs {result['opponent']}{where}: {result['wins']} wins, "
              f"{result['losses']} losses, {result['draws']} draws in {result['games']} games; "
              f"win rate {result['win_rate']:.1%} (95% CI {low:.1%}-{high:.1%}); "
-             f"by side (W/L/D) {sides}")
+             f"by side (W/L/D) {sides}; mean return {result['return_mean']:.4g}")
     human += _new_maps(result)
     if "record" in result:
         human += "; " + _recorded(result["record"])

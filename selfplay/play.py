@@ -130,7 +130,8 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
             names = (player_name(checkpoint),
                      player_name(opponent_path) if opponent_path else opponent_name or vs)
             game.start_recording(record, None, shard_games)
-        outcomes, sides, maps = _run(game, policies, games, seed, video, progress, names)
+        outcomes, sides, maps, returns = _run(game, policies, games, seed, video, progress,
+                                              names)
         if isinstance(game, SupportsRecording) and names is not None:
             recorded = game.finish_recording()
     finally:
@@ -141,7 +142,10 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
             "game": config.game.name, "map": maps[0] if len(maps) == 1 else None,
             "maps": maps, "trained_on": state.get("boards"), **counts,
             "win_rate": counts["wins"] / len(outcomes), "ci95": [low, high],
-            "sides": [_counts(outcomes[sides == k]) for k in range(int(sides.max()) + 1)],
+            "return_mean": float(returns.mean()),
+            "sides": [{**_counts(outcomes[sides == k]),
+                       "return_mean": float(returns[sides == k].mean()) if (sides == k).any()
+                       else None} for k in range(int(sides.max()) + 1)],
             "video": str(video) if video is not None else None,
             **({"record": dict(recorded)} if recorded is not None else {})}
 
@@ -212,12 +216,15 @@ def _checkpoint_seats(game: VecGame, policies: list[Policy]) -> np.ndarray:
 
 def _run(game: VecGame, policies: list[Policy], games: int, seed: int, video: Path | None,
          progress: Callable[[int, int], None] | None = None,
-         names: tuple[str, str] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+         names: tuple[str, str] | None = None
+         ) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray]:
     """Outcomes of the checkpoint (policy 0) over ``games`` games (``int8 [G]``), a fixed
     quota per env, with sides alternating between envs; the side it played in each (``int
     [G]``: the engine player where the game has ``players``, else the seat); the names of the
-    maps of the envs that played (for games with ``env_map``). With ``names`` (the
-    checkpoint's and its opponent's) a recording game records the games counted."""
+    maps of the envs that played (for games with ``env_map``); its episode returns (``float64
+    [G]``: the game's score as the adapter counts episodes, e.g. Pong's points for minus
+    against). With ``names`` (the checkpoint's and its opponent's) a recording game records
+    the games counted."""
     spec = game.spec
     e = spec.num_envs
     envs = np.arange(e)
@@ -232,6 +239,7 @@ def _run(game: VecGame, policies: list[Policy], games: int, seed: int, video: Pa
     sides: list[int] = []
     played = np.zeros(e, np.int64)
     outcomes: list[int] = []
+    returns: list[float] = []
     frames: list[np.ndarray] = []
     if video is not None and not isinstance(game, SupportsRender):
         raise GameError(f"{spec.name} cannot render frames; drop --video")
@@ -253,8 +261,8 @@ def _run(game: VecGame, policies: list[Policy], games: int, seed: int, video: Pa
             actions[envs, seat] = policy.act(batch.obs[envs, seat], mask, state)
         batch = game.step(actions)
         ep = batch.episodes
-        for env, seat, outcome in zip(ep.env.tolist(), ep.seat.tolist(), ep.outcome.tolist(),
-                                      strict=True):
+        for env, seat, outcome, ret in zip(ep.env.tolist(), ep.seat.tolist(),
+                                           ep.outcome.tolist(), ep.ret.tolist(), strict=True):
             if seat != seat_of[0][env]:
                 continue
             if env == 0 and recording:
@@ -265,9 +273,11 @@ def _run(game: VecGame, policies: list[Policy], games: int, seed: int, video: Pa
                 if played[env] == quota[env] and recorder is not None:
                     recorder.name_seats(env, None)  # its next games are not counted
                 outcomes.append(outcome)
+                returns.append(float(ret))
                 sides.append(int(side_of[env]))
                 if progress is not None:
                     progress(len(outcomes), games)
     if video is not None:
         write_video(video, frames, spec.render_fps)
-    return np.asarray(outcomes, np.int8), np.asarray(sides, np.int64), maps
+    return (np.asarray(outcomes, np.int8), np.asarray(sides, np.int64), maps,
+            np.asarray(returns, np.float64))

@@ -44,6 +44,11 @@ def test_play_against_bot_counts_every_game(tictactoe_checkpoint: Path) -> None:
     assert _sides(result) == [19, 18] and result["maps"] == []  # seats swap in odd envs of 16
     low, high = result["ci95"]
     assert low <= result["win_rate"] <= high
+    # tic-tac-toe scores +1 / -1 / 0: the mean return is (wins - losses) / games, per side too
+    assert result["return_mean"] == pytest.approx((result["wins"] - result["losses"]) / 37)
+    for side in result["sides"]:
+        assert side["return_mean"] == pytest.approx((side["wins"] - side["losses"])
+                                                    / side["games"])
 
 
 @pytest.mark.parametrize("games", [2, 16])
@@ -335,7 +340,8 @@ def test_play_microrts_cli_json_human_and_video(microrts_checkpoints: dict[str, 
     line = human.stdout.strip()
     assert re.search(r"microrts vs CoacAI on basesWorkers8x8: \d+ wins, \d+ losses, \d+ draws "
                      r"in 2 games; win rate [\d.]+% \(95% CI [\d.]+%-[\d.]+%\); by side "
-                     r"\(W/L/D\) 0: \d+/\d+/\d+, 1: \d+/\d+/\d+$", line), line
+                     r"\(W/L/D\) 0: \d+/\d+/\d+, 1: \d+/\d+/\d+; mean return -?[\d.e+-]+$",
+                     line), line
 
 
 def test_one_checkpoint_plays_every_map_size(microrts_checkpoints: dict[str, Path]) -> None:
