@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from games.core import Policy, VecGame
+from games.core import EngineBot, Policy, VecGame
 from games.family import Family, MatchConditions
 from games.matches import MatchRunner, RecordTo
 from games.registry import family_of, resolve
@@ -251,6 +251,13 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
     family = family_of(game)
     if not family.two_player:  # refused before a database is made for it
         raise LeagueError(f"{game} is single-agent: a tournament needs a two-player game")
+    if not family.plays_engine_bots():
+        inside = [name for name, kind, _ in resolved if kind == "bot"
+                  and isinstance(family.opponent(game, name, seed), EngineBot)]
+        if inside:
+            raise LeagueError(f"{', '.join(inside)} play(s) inside the {game} engine, not "
+                              "through a seat: it cannot play tournament matches (selfplay "
+                              f"play --vs {inside[0]} plays a checkpoint against it)")
     if not family.decided(game):
         raise LeagueError(f"{game}'s games have no winner (cooperative or mixed): there is "
                           "nothing to rate")

@@ -20,7 +20,9 @@ its actions are replaced by NOOP as PettingZoo does. Episodes end when the game 
 (``terminated``) or after ``max_cycles`` frames (``truncated``); the env resets on the same
 step, ``final_obs`` / ``final_state`` hold the finished episode's last observation (they are
 the ``obs`` / ``state`` arrays themselves on steps where no episode ended). A new episode's
-frame stack repeats its first frame.
+frame stack repeats its first frame (as gymnasium's ``FrameStackObservation`` with
+``padding_type="reset"``; SuperSuit's ``frame_stack``, CleanRL's, starts from zero frames
+instead: a difference for the first three steps of each episode).
 
 Seeds: env ``i``'s emulator RNG (sticky actions) is seeded with ``seed + i``; most games are
 then deterministic given the actions, and ``get_state`` / ``set_state`` continue bit-exactly.

@@ -186,3 +186,33 @@ def test_league_leaves_the_builtin_envs_alone(tmp_path: Path) -> None:
     ratings = [r for r in records if "snapshot" in r]
     assert len(records) - len(ratings) == 4 and [r["step"] for r in ratings] == [128, 256]
     assert all({"league/mu", "league/elo"} <= set(r) for r in ratings)
+
+
+def test_a_share_that_rounds_to_no_console_env_is_named(capsys) -> None:
+    """Guards (review): num_envs lowered below 4 with the default share 0.25 trained without a
+    single game against the console, and without a word."""
+    from games.registry import family_named
+
+    family = family_named("pettingzoo")
+    family.check_run("pettingzoo/pong_v3", {"builtin_opponent_share": 0.25}, 2)
+    assert capsys.readouterr().err.strip() == (
+        "warning: game.options.builtin_opponent_share 0.25 of 2 env(s) is no env: no game is "
+        "played against the console (nor win_rate/builtin logged); use at least 4 envs or set "
+        "it to 0")
+    family.check_run("pettingzoo/pong_v3", {"builtin_opponent_share": 0.25}, 4)
+    family.check_run("pettingzoo/pong_v3", {"builtin_opponent_share": 0.0}, 2)
+    assert capsys.readouterr().err == ""
+
+
+def test_the_console_player_is_refused_by_tournaments_before_anything_is_written(
+        tmp_path: Path) -> None:
+    """Guards (review): `league tournament --players builtin <run>` loaded the checkpoints,
+    made an empty database, then said the console player cannot play matches."""
+    from league.db import LeagueError
+    from selfplay.league_commands import tournament
+
+    with pytest.raises(LeagueError, match=r"^builtin play\(s\) inside the pettingzoo/pong_v3 "
+                                          r"engine, not through a seat: .*play --vs builtin"):
+        tournament("pettingzoo/pong_v3", ["builtin", str(tmp_path / "missing.pt")],
+                   str(tmp_path / "t.db"), 2, None, None, 2, 0, quiet=True)
+    assert not (tmp_path / "t.db").exists()
