@@ -50,19 +50,31 @@ def _stop_signals() -> list[signal.Signals]:
 
 @contextlib.contextmanager
 def stop_signals_held() -> Iterator[None]:
-    """Hold Ctrl-C, SIGTERM and SIGHUP in this thread (delivered when the block ends, not
-    lost): a process started meanwhile inherits them held, so that a signal sent to the whole
-    process group while it starts (importing torch, say) cannot end it with a
-    ``KeyboardInterrupt`` traceback before it has set itself to ignore them."""
-    if not hasattr(signal, "pthread_sigmask") or \
-            threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, _stop_signals())
+    """Hold Ctrl-C, SIGTERM and SIGHUP (delivered when the block ends, not lost): a process
+    started meanwhile inherits them blocked, so that a signal sent to the whole process group
+    while it starts (importing torch, say) cannot end it with a ``KeyboardInterrupt``
+    traceback before it has set itself to ignore them; in the main thread the signal, which
+    another of this process's threads may take, is kept from its handler until the end."""
+    sigs = _stop_signals()
+    main = threading.current_thread() is threading.main_thread()
+    pending: list[int] = []
+    previous: dict[signal.Signals, Any] = {}
+    if main:  # another thread may take the signal: Python's handler would still run here
+        def hold(signum: int, _frame: object) -> None:
+            pending.append(signum)
+
+        previous = {sig: signal.signal(sig, hold) for sig in sigs}
+    masked = hasattr(signal, "pthread_sigmask")
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, sigs) if masked else set()
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        if masked:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if pending:
+            signal.raise_signal(pending[0])  # now, to the handler it had
 
 
 class DetachedPool(ProcessPoolExecutor):

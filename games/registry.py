@@ -2,16 +2,25 @@
 adapter factory, imported lazily.
 
 Names are case-insensitive. A family names the hyperparameter file
-``hyperparams/<family>.yaml``. Families with a prefix (``atari/Pong``) accept any game of their
-engine; the rest list their games one by one. Each family is a module under ``games/`` listed in
-:data:`FAMILY_MODULES`: adding a family is one line there.
+``hyperparams/<family>.yaml`` (or its own :attr:`Family.hyperparams`). Families with a prefix
+(``atari/Pong``) accept any game of their engine; the rest list their games one by one.
+
+Families come from the modules of :data:`FAMILY_MODULES` (selfplay's own) and from plugins:
+the ``selfplay.families`` entry points of installed packages (``module`` or
+``module:ATTRIBUTE``), and the modules named in ``$SELFPLAY_FAMILIES`` (comma-separated). A
+module defines ``FAMILIES``, a sequence of :class:`Family` objects (an entry point's attribute
+may be one family or such a sequence). A plugin that does not import, or whose names are taken,
+is left out with a one-line warning; the others load.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Mapping
+import importlib.metadata
+import os
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -36,13 +45,76 @@ class GameEntry:
     summary: str = ""
 
 
+ENTRY_POINT_GROUP = "selfplay.families"
+PLUGINS_VARIABLE = "SELFPLAY_FAMILIES"
+
+
 @cache
 def families() -> tuple[Family, ...]:
-    """Every registered family, in registry order."""
+    """Every registered family: selfplay's own, then the plugins' (see the module
+    docstring)."""
     found: list[Family] = []
     for module_name in FAMILY_MODULES:
         found.extend(importlib.import_module(module_name).FAMILIES)
+    for where, target in plugin_targets():
+        try:
+            loaded = _load_plugin(target)
+        except Exception as exc:  # any error of a third party's module: one line, go on
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            _warn(f"game plugin {target} ({where}) is not loaded: {type(exc).__name__}"
+                  f"{': ' + first if first else ''}")
+            continue
+        for fam in loaded:
+            clash = _clash(fam, found)
+            if clash is not None:
+                _warn(f"game plugin family {fam.name!r} ({where}) is not loaded: {clash}")
+                continue
+            found.append(fam)
     return tuple(found)
+
+
+def plugin_targets() -> list[tuple[str, str]]:
+    """``(where it was named, "module[:ATTRIBUTE]")`` of every plugin, entry points first."""
+    targets = [(f"entry point {ep.name!r} of group {ENTRY_POINT_GROUP}", ep.value)
+               for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)]
+    named = os.environ.get(PLUGINS_VARIABLE, "")
+    targets += [(f"${PLUGINS_VARIABLE}", m.strip()) for m in named.split(",") if m.strip()]
+    return targets
+
+
+def _load_plugin(target: str) -> list[Family]:
+    """The families of ``module`` (its ``FAMILIES``) or of ``module:ATTRIBUTE``."""
+    module_name, _, attribute = target.partition(":")
+    module = importlib.import_module(module_name)
+    value = getattr(module, attribute or "FAMILIES", None)
+    if value is None:
+        raise GameError(f"{module_name} defines no {attribute or 'FAMILIES'}")
+    loaded = [value] if isinstance(value, Family) else (
+        list(value) if isinstance(value, Sequence) else [value])
+    wrong = [f for f in loaded if not isinstance(f, Family)]
+    if wrong:
+        raise GameError(f"{type(wrong[0]).__name__} is not a games.family.Family")
+    for fam in loaded:
+        if not fam.name or not fam.factory or ":" not in fam.factory:
+            raise GameError(f"family {fam.name!r} needs a name and a factory 'module:function'")
+    return loaded
+
+
+def _clash(fam: Family, found: list[Family]) -> str | None:
+    """Why ``fam`` cannot join ``found`` (a name, game, alias or prefix already taken)."""
+    if any(f.name == fam.name.lower() or f.name == fam.name for f in found):
+        return f"a family {fam.name!r} is already registered"
+    taken = {g.lower() for f in found for g in (*f.games, *f.aliases)}
+    mine = [g for g in (*fam.games, *fam.aliases) if g.lower() in taken]
+    if mine:
+        return f"game name {mine[0]!r} is already taken"
+    if fam.prefix and any(f.prefix == fam.prefix.lower() for f in found):
+        return f"prefix {fam.prefix!r} is already taken"
+    return None
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def family_named(name: str) -> Family:

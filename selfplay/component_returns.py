@@ -38,6 +38,10 @@ class ComponentReturns:
         for row in components[stats.seat == 0]:
             self.rows.append(np.asarray(row, np.float64))
 
+    def weights(self) -> dict[str, float]:
+        """How many episodes each ``reward/*`` of :meth:`metrics` is over."""
+        return {f"reward/{name}": float(len(self.rows)) for name in self.names}
+
     def metrics(self) -> dict[str, float]:
         if not self.rows:
             return {}

@@ -269,7 +269,8 @@ def tournament(game: str, players: Sequence[str], db_path: str | None,
     new_players: list[int] = []
     try:
         with database_errors(db.path):
-            return _tournament(db, game, resolved, games_per_pair, until_sigma, map_name,
+            return _tournament(db, game, list(zip(players, resolved, strict=True)),
+                               games_per_pair, until_sigma, map_name,
                                num_envs, seed, quiet, max_steps, opening_games_per_pair,
                                processes, min_quality, record, shard_games, new_players)
     except BaseException:
@@ -293,13 +294,15 @@ def database_errors(path: Path) -> Iterator[None]:
                           ) from exc
 
 
-def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, Path | None]],
+def _tournament(db: LeagueDB, game: str,
+                resolved: list[tuple[str, tuple[str, PlayerKind, Path | None]]],
                 games_per_pair: int, until_sigma: float | None, map_name: str | None,
                 num_envs: int, seed: int, quiet: bool, max_steps: int | None,
                 opening_games_per_pair: int, processes: int, min_quality: float,
                 record: Path | None, shard_games: int,
                 new_players: list[int]) -> dict[str, Any]:
-    """:func:`tournament` on the open database ``db``, its players resolved (the ids of those
+    """:func:`tournament` on the open database ``db``, its players resolved (each beside its
+    ``--players`` entry; the ids of those
     it registers anew appended to ``new_players``). A checkpoint that cannot be found and is
     not in the league already is reported and skipped without being registered."""
     names: list[str] = []
@@ -307,14 +310,13 @@ def _tournament(db: LeagueDB, game: str, resolved: list[tuple[str, PlayerKind, P
     paths: dict[str, Path | None] = {}
     unfound: list[str] = []
     known_files = [Path(p.path) for p in db.players() if p.path is not None]
-    for name, kind, path in resolved:
+    for given, (name, kind, path) in resolved:
         missing = _missing(path) if kind == "checkpoint" else None
         if missing is not None and not any(
                 path is not None and _same_file(path, known) for known in known_files):
             print(f"warning: skipping player {name!r}: {visible(missing)}", file=sys.stderr)
             unfound.append(name)
             continue
-        given = name
         name, new = register_player(db, name, kind, path)
         if new:
             new_players.append(db.player(name).id)

@@ -50,6 +50,11 @@ class OpponentWinRates:
             if outcome != Outcome.NONE:
                 self.outcomes[names[env]].append(outcome)
 
+    def weights(self) -> dict[str, float]:
+        """How many games each ``win_rate/*`` of :meth:`metrics` is over."""
+        return {f"win_rate/{name}": float(len(results))
+                for name, results in self.outcomes.items() if results}
+
     def metrics(self) -> dict[str, float]:
         out = {}
         for name, results in self.outcomes.items():

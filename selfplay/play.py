@@ -222,8 +222,10 @@ def _run(game: VecGame, policies: list[Policy], games: int, seed: int, video: Pa
     quota per env, with sides alternating between envs; the side it played in each (``int
     [G]``: the engine player where the game has ``players``, else the seat); the names of the
     maps of the envs that played (for games with ``env_map``); its episode returns (``float64
-    [G]``: the game's score as the adapter counts episodes, e.g. Pong's points for minus
-    against). With ``names`` (the checkpoint's and its opponent's) a recording game records
+    [G]``, as the game's adapter counts them: a score where the reward is one, Pong's points
+    for minus against, tic-tac-toe's +-1; the weighted shaped rewards of the game's
+    ``reward_weights`` in microRTS and Lux, so comparable only between runs with the same
+    weights). With ``names`` (the checkpoint's and its opponent's) a recording game records
     the games counted."""
     spec = game.spec
     e = spec.num_envs

@@ -91,7 +91,11 @@ class TrainingContext(Protocol):
 
     def add_episode_listener(self, listener: EpisodeListener) -> None: ...
 
-    def add_update_hook(self, hook: UpdateHook) -> None: ...
+    def add_update_hook(self, hook: UpdateHook,
+                        weights: Callable[[], dict[str, float]] | None = None) -> None:
+        """Add ``hook()``'s metrics to each update's; ``weights()``: how many episodes each
+        of them is over (a data-parallel run weighs the ranks' values by them)."""
+        ...
 
     def add_state(self, name: str, get: Callable[[], Any]) -> None:
         """Save ``get()`` with each checkpoint under ``name`` (read back in ``restored_extra``)."""
@@ -180,6 +184,7 @@ class Trainer:
         self.actor.detached = self.overlap is not None
         self.update = 0
         self.after_update: list[UpdateHook] = []
+        self.hook_weights: list[Callable[[], dict[str, float]]] = []
         # state of attached components (the league) saved with each checkpoint, by name; what
         # a resumed checkpoint held for them waits in restored_extra until they attach
         self.extra_state: dict[str, Callable[[], Any]] = {}
@@ -240,8 +245,11 @@ class Trainer:
     def add_episode_listener(self, listener: EpisodeListener) -> None:
         self.actor.listeners.append(listener)
 
-    def add_update_hook(self, hook: UpdateHook) -> None:
+    def add_update_hook(self, hook: UpdateHook,
+                        weights: Callable[[], dict[str, float]] | None = None) -> None:
         self.after_update.append(hook)
+        if weights is not None:
+            self.hook_weights.append(weights)
 
     def add_state(self, name: str, get: Callable[[], Any]) -> None:
         self.extra_state[name] = get
@@ -287,7 +295,10 @@ class Trainer:
         for hook in self.after_update:
             episodic.update(hook())
         # each rank saw its own envs; kept for the run's summary (no collective at the end)
-        self.ranks_episodes = self.ranks.average_metrics(episodic, self.episodes.weights())
+        weights = self.episodes.weights()
+        for counts in self.hook_weights:
+            weights.update(counts())
+        self.ranks_episodes = self.ranks.average_metrics(episodic, weights)
         metrics.update(self.ranks_episodes)
         return metrics
 

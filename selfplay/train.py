@@ -165,14 +165,14 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
             trainer.add_episode_listener(StepListener(  # the names as the games ended
                 lambda _: list(game.ended_opponent_names),
                 lambda stats, names: per_opponent.add(stats, names)))
-            trainer.add_update_hook(per_opponent.metrics)
+            trainer.add_update_hook(per_opponent.metrics, per_opponent.weights)
         if isinstance(game, HasRewardComponents):  # reward terms logged one by one
             components = ComponentReturns(list(game.reward_component_names),
                                           config.log.return_window)
             keep_state(trainer, "component_returns", components)
             trainer.add_episode_listener(StepListener(  # the components as the games ended
                 lambda _: game.episode_reward_components().copy(), components.add))
-            trainer.add_update_hook(components.metrics)
+            trainer.add_update_hook(components.metrics, components.weights)
         sink = MetricSink(run, config, resume_step=trainer.global_step) if main else None
         if league is not None and sink is not None:
             league.log_ratings_to(sink)

@@ -51,7 +51,7 @@ class PettingZooFamily(Family):
             print(f"warning: game.options.builtin_opponent_share {share:g} of {num_envs} "
                   f"env(s) is no env: no game is played against the console (nor "
                   f"win_rate/builtin logged); use at least {math.ceil(1 / share - 1e-9)} envs "
-                  "or set it to 0", file=sys.stderr)
+                  "(per rank of a data-parallel run) or set it to 0", file=sys.stderr)
 
     def decided(self, game: str) -> bool:
         """Competitive games have a winner; cooperative and mixed ones only returns."""

@@ -197,8 +197,8 @@ def test_a_share_that_rounds_to_no_console_env_is_named(capsys) -> None:
     family.check_run("pettingzoo/pong_v3", {"builtin_opponent_share": 0.25}, 2)
     assert capsys.readouterr().err.strip() == (
         "warning: game.options.builtin_opponent_share 0.25 of 2 env(s) is no env: no game is "
-        "played against the console (nor win_rate/builtin logged); use at least 4 envs or set "
-        "it to 0")
+        "played against the console (nor win_rate/builtin logged); use at least 4 envs (per "
+        "rank of a data-parallel run) or set it to 0")
     family.check_run("pettingzoo/pong_v3", {"builtin_opponent_share": 0.25}, 4)
     family.check_run("pettingzoo/pong_v3", {"builtin_opponent_share": 0.0}, 2)
     assert capsys.readouterr().err == ""
