@@ -5,13 +5,16 @@ registry (:mod:`games.registry`) lists: its games and their factory, the scripte
 knows by name, how a match against one is staged (:meth:`Family.match_setup`) and played
 (:meth:`Family.match_runner`) and recorded (:meth:`Family.recording_game`), and its set-up
 check (:meth:`Family.setup`). Code outside
-``games/<family>/`` asks the family, never tests its name. A new family is a module under
-``games/<family>/`` defining a :class:`Family` subclass, plus one line in the registry.
+``games/<family>/`` asks the family, never tests its name. One of selfplay's own families is a
+module under ``games/<family>/`` listed in the registry; any other package adds one as a plugin
+(a ``selfplay.families`` entry point or ``$SELFPLAY_FAMILIES``: :mod:`games.registry`, and the
+README's "Adding a game").
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +129,9 @@ class Family:
     """whether :meth:`setup` fetches or checks something (``selfplay setup <family>``)"""
     length_option: str | None = None
     """the game option that limits a game's length (``--max-steps``); None: none to set"""
+    hyperparams: str | Path | None = None
+    """a plugin family's settings file (as ``hyperparams/<name>.yaml`` holds selfplay's own
+    families'); None: the dataclass defaults"""
 
     def make(self, game: str, num_envs: int = 1, seed: int | None = None,
              options: Mapping[str, Any] | None = None) -> VecGame:
@@ -137,9 +143,23 @@ class Family:
             raise GameError(f"game.options.{taken[0]} is not a game option: the game is "
                             "--game, the number of envs game.num_envs, the seed --seed")
         module_name, _, attr = self.factory.partition(":")
+        own = module_name.split(".")[0] in {"games", "selfplay"}  # else a plugin's family
         try:
             module = importlib.import_module(module_name)
-            factory: Callable[..., VecGame] = getattr(module, attr)
+            factory: Callable[..., VecGame] | None = getattr(module, attr, None)
+            if not callable(factory):
+                raise GameError(f"game family {self.name!r}: its factory {self.factory!r} "
+                                f"names nothing callable in {module_name}")
+            try:  # the factory's own signature, before any of its code runs
+                inspect.signature(factory).bind(game, num_envs=num_envs, seed=seed,
+                                                **dict(options or {}))
+            except TypeError as exc:
+                raise GameError(f"game family {self.name!r}: its factory {self.factory!r} "
+                                f"cannot be called as factory(name, num_envs=..., seed=..., "
+                                f"**options) with options {sorted(options or {})} ({exc})"
+                                ) from None
+            except ValueError:  # no signature to read (a builtin): called as it is
+                pass
             # packages some factories import only when called (ale-py for the ROM list)
             return factory(game, num_envs=num_envs, seed=seed, **dict(options or {}))
         except ModuleNotFoundError as exc:
@@ -147,8 +167,11 @@ class Family:
                 raise GameError(f"game family {self.name!r} is not available in this "
                                 f"version of selfplay ({exc.name} missing)") from exc
             package = (exc.name or "?").split(".")[0]
+            extra = (f"pip install 'selfplay[{self.name}]'" if own
+                     else f"pip install {package} (the {self.name!r} family is a plugin's: "
+                          "see its own installation notes)")
             raise GameError(f"game {game!r} needs the Python package {package!r}; "
-                            f"install it with: pip install 'selfplay[{self.name}]'") from exc
+                            f"install it with: {extra}") from exc
 
     def observation_settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """The settings in game ``options`` that change what a seat observes (and the frame

@@ -168,7 +168,9 @@ def _resolve(name: str) -> tuple[str, Family]:
                                       [a for f in families() for a in f.aliases], n=3,
                                       cutoff=0.6)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    raise GameError(f"unknown game {name!r}{hint}; known: {', '.join(known_games())}")
+    raise GameError(f"unknown game {name!r}{hint}; known: {', '.join(known_games())} (a "
+                    f"plugin's game needs its package installed, or its module named in "
+                    f"${PLUGINS_VARIABLE})")
 
 
 def make_game(name: str, num_envs: int = 1, seed: int | None = None,

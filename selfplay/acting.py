@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from games.batches import concat_batches, slice_batch
+from games.contract import check_batch
 from games.core import (
     Batch,
     EpisodeStats,
@@ -155,8 +156,9 @@ class Actor:
         self.timer = Timer()
         self.global_step = 0  # env steps of every rank
         self.ranks = ranks
-        self.batch: Batch = self._arrived(game.reset(seed=config.seed if seed is None
-                                                     else seed))
+        self._unchecked = {"reset", "step"}  # the first batch of each is checked (contract)
+        self.batch: Batch = self._arrived(self._checked(game.reset(
+            seed=config.seed if seed is None else seed), "reset"))
         self._stagger()
         # parts of the envs step in their own processes while the others' actions are computed
         self.pipelined = (config.pipeline and isinstance(game, SupportsPartSteps)
@@ -165,6 +167,15 @@ class Actor:
         self._lost: list[tuple[int, np.ndarray]] = []  # (rollout step, envs) lost with workers
         self.recollected = 0
         """env steps lost with workers and collected again, over the run"""
+
+    def _checked(self, batch: Batch, call: str) -> Batch:
+        """``batch`` (what ``call`` returned), checked against the game's spec the first time
+        (:func:`games.contract.check_batch`: a plugin's game that breaks the contract is one
+        line naming the field, not an error deep in training)."""
+        if call in self._unchecked:
+            check_batch(batch, self.game.spec, call)
+            self._unchecked.discard(call)
+        return batch
 
     def _arrived(self, batch: Batch) -> Batch:
         """A batch from the game as acting reads it: device arrays as tensors on their
@@ -265,7 +276,7 @@ class Actor:
             self._check_abort()
             actions = self._act_part(t, self.batch, 0, act)
             tick = timer.add("inference", tick)
-            batch = self._arrived(self.game.step(actions))
+            batch = self._arrived(self._checked(self.game.step(actions), "step"))
             tick = timer.add("env", tick)
             self.batch = batch
             self._record_step(t, batch, 0)

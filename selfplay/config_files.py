@@ -197,7 +197,20 @@ def plain(value: Any) -> Any:
 
 
 def family_file(family: str) -> Path:
-    return HYPERPARAMS_DIR / f"{family}.yaml"
+    """The settings file of ``family``: ``hyperparams/<family>.yaml`` for selfplay's own
+    families, else the file a plugin's family names (:attr:`Family.hyperparams`)."""
+    own = HYPERPARAMS_DIR / f"{family}.yaml"
+    if own.is_file():
+        return own
+    named = plugin_files().get(family)
+    return named if named is not None else own
+
+
+def plugin_files() -> dict[str, Path]:
+    """The settings files of the registered families that name one (plugins)."""
+    from games.registry import families  # local: keeps config importable without games
+
+    return {f.name: Path(f.hyperparams) for f in families() if f.hyperparams is not None}
 
 
 def family_defaults(family: str, game_name: str) -> dict[str, Any]:
@@ -211,6 +224,10 @@ def family_defaults(family: str, game_name: str) -> dict[str, Any]:
                           "checkout or wheel")
     path = family_file(family)
     if not path.is_file():
+        named = plugin_files().get(family)
+        if named is not None:  # a plugin's file that is not there: its install is broken
+            raise ConfigError(f"game family {family!r} names the settings file {named}, which "
+                              "does not exist")
         return {}
     data = read_yaml(path)
     specific = game_section(data, game_name, path)
@@ -266,7 +283,8 @@ def load_user_file(path: Path) -> tuple[dict[str, Any], dict[str, Any], Path | N
     else:
         base_path = family_file(base)
         if not base_path.is_file():
-            known = sorted(p.stem for p in HYPERPARAMS_DIR.glob("*.yaml"))
+            known = sorted({p.stem for p in HYPERPARAMS_DIR.glob("*.yaml")}
+                           | set(plugin_files()))
             raise ConfigError(f"{path}: base {base!r} is neither a family ({', '.join(known)}) "
                               "nor a .yaml file")
     base_data = read_yaml(base_path)

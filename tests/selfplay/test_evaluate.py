@@ -174,7 +174,7 @@ def test_league_snapshot_of_another_shape_is_incompatible(tmp_path: Path) -> Non
     info = SnapshotInfo(game="CartPole-v1", env_steps=0, parent=None, config_hash="",
                         created=0.0)
     snapshot = Snapshot(state["agent"], state["config"], info, path)
-    config = build_config("Acrobot-v1")
+    config = build_config("CartPole-v1")  # the snapshot's own settings
     with pytest.raises(IncompatiblePlayer, match=r"does not fit this run's network: .*pole\.pt "
                        r"was trained on observations of shape \(4,\); this game gives \(6,\)"):
         snapshot_agent(acrobot.spec, config.network, config.normalize, snapshot)

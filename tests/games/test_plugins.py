@@ -1,0 +1,143 @@
+"""Game families from outside selfplay (plugins): registered by ``$SELFPLAY_FAMILIES`` or a
+``selfplay.families`` entry point, trained and played like selfplay's own; a broken or
+clashing plugin is one warning, and a game that breaks the batch contract is one line naming
+the field (tests/plugins/plugin_nim.py is the plugin)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from games.contract import batch_problem
+from games.core import GameError
+from games.registry import PLUGINS_VARIABLE, families
+
+PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
+
+
+def _env(modules: str) -> dict[str, str]:
+    return {**os.environ, PLUGINS_VARIABLE: modules,
+            "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.fixture
+def with_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The registry of this process with the plugin modules named (cache cleared around)."""
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    families.cache_clear()
+    yield
+    families.cache_clear()
+
+
+def test_a_plugin_family_trains_plays_and_rates_like_selfplays_own(tmp_path: Path) -> None:
+    """`selfplay games` lists the plugin's game beside a plugin that does not import (one
+    warning); training reads the family's own settings file (its league rates snapshots
+    against the plugin's bot) and `play --vs` its bot."""
+    env = _env("plugin_nim, no_such_plugin_module")
+    listed = subprocess.run([sys.executable, "-m", "selfplay.cli", "games"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert "nim" in listed.stdout.split() and "tictactoe" in listed.stdout.split()
+    assert listed.stderr.strip() == (
+        "warning: game plugin no_such_plugin_module ($SELFPLAY_FAMILIES) is not loaded: "
+        "ModuleNotFoundError: No module named 'no_such_plugin_module'")
+    run = tmp_path / "nim"
+    train = subprocess.run([sys.executable, "-m", "selfplay.cli", "train", "--game", "nim",
+                            "--run-dir", str(run), "--no-progress", "--set",
+                            "log.tensorboard=false"],
+                           env=_env("plugin_nim"), capture_output=True, text=True, timeout=300)
+    assert train.returncode == 0, train.stderr
+    assert "trained 8192 steps in 16 updates" in train.stdout  # tests/plugins/plugin_nim.yaml
+    play = subprocess.run([sys.executable, "-m", "selfplay.cli", "play", "--checkpoint",
+                           str(run), "--vs", "take_one", "--games", "8", "--json"],
+                          env=_env("plugin_nim"), capture_output=True, text=True, timeout=300)
+    assert play.returncode == 0, play.stderr
+    assert '"games": 8' in play.stdout and '"opponent": "take_one"' in play.stdout
+    board = subprocess.run([sys.executable, "-m", "selfplay.cli", "league", "leaderboard",
+                            "--db", str(run)], env=_env("plugin_nim"), capture_output=True,
+                           text=True, timeout=120)
+    assert "take_one" in board.stdout and "nim@0000016" in board.stdout
+    gone = subprocess.run([sys.executable, "-m", "selfplay.cli", "eval", "--checkpoint",
+                           str(run)], capture_output=True, text=True, timeout=120)
+    assert gone.returncode == 2 and "unknown game 'nim'" in gone.stderr
+    assert f"its module named in ${PLUGINS_VARIABLE}" in gone.stderr
+
+
+def test_a_plugin_that_takes_a_name_already_registered_is_left_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_plugins: None, capsys) -> None:
+    (tmp_path / "clashing.py").write_text(
+        "from games.family import Family\n"
+        "class Mine(Family):\n    name = 'boardgames'\n    factory = 'clashing:make'\n"
+        "class Other(Family):\n    name = 'other'\n    factory = 'clashing:make'\n"
+        "    games = ('TicTacToe',)\n"
+        "class Fine(Family):\n    name = 'fine'\n    factory = 'clashing:make'\n"
+        "    games = ('fine-game',)\n"
+        "FAMILIES = (Mine(), Other(), Fine())\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(PLUGINS_VARIABLE, "clashing")
+    names = [f.name for f in families()]
+    assert names.count("boardgames") == 1 and "other" not in names and "fine" in names
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: game plugin family 'boardgames' ($SELFPLAY_FAMILIES) is not loaded: a "
+        "family 'boardgames' is already registered",
+        "warning: game plugin family 'other' ($SELFPLAY_FAMILIES) is not loaded: game name "
+        "'TicTacToe' is already taken"]
+
+
+@pytest.mark.parametrize(("flaw", "message"), [
+    ("flat_obs", r"nim: reset\(\) broke the VecGame contract: Batch.obs has shape \(4, 24\); "
+                 r"the spec says \(4, 2, 12\) \(\[E, A, \.\.\.\] first\)"),
+    ("int_mask", r"nim: reset\(\) broke the VecGame contract: Batch.action_mask has dtype "
+                 r"int64; the spec says bool"),
+    ("float64_obs", r"Batch.obs has dtype float64; the spec says float32"),
+])
+def test_a_game_that_breaks_the_batch_contract_is_named_before_training(
+        monkeypatch: pytest.MonkeyPatch, with_plugins: None, flaw: str, message: str) -> None:
+    """Guards (review): a plugin's obs without the seat axis was a reshape traceback deep in
+    acting, an int mask trained silently, float64 observations a torch dtype error."""
+    from selfplay.config_files import build_config
+    from selfplay.train import run_training
+
+    monkeypatch.setenv(PLUGINS_VARIABLE, "plugin_nim")
+    config = build_config("nim", overrides=["game.num_envs=4", f"game.options.flaw={flaw}",
+                                            "league.enabled=false", "log.progress=false",
+                                            "log.tensorboard=false"], total_steps=256)
+    with pytest.raises(GameError, match=message):
+        run_training(config, run_dir=None)
+
+
+def test_the_contract_checker_names_each_field(monkeypatch: pytest.MonkeyPatch,
+                                               with_plugins: None) -> None:
+    monkeypatch.setenv(PLUGINS_VARIABLE, "plugin_nim")
+    from plugin_nim import Nim
+
+    game = Nim("nim", 3)
+    batch = game.reset()
+    assert batch_problem(batch, game.spec) is None
+    assert batch_problem(game.step(np.zeros((3, 2), np.int64)), game.spec) is None
+    broken = {
+        "reward": batch._replace(reward=np.zeros(3, np.float32)),
+        "terminated": batch._replace(terminated=np.zeros(3, np.int64)),
+        "alive": batch._replace(alive=np.ones((3, 1), bool)),
+        "episodes": batch._replace(episodes=batch.episodes._replace(
+            env=np.array([5]), seat=np.array([0]), ret=np.array([1.0]),
+            length=np.array([3]), outcome=np.array([1], np.int8))),
+        "lengths": batch._replace(episodes=batch.episodes._replace(env=np.array([0]))),
+    }
+    expected = {
+        "reward": "Batch.reward has shape (3,); the spec says (3, 2)",
+        "terminated": "Batch.terminated has dtype int64; the spec says bool",
+        "alive": "Batch.alive has shape (3, 1); the spec says (3, 2)",
+        "episodes": "Batch.episodes.env holds 5, outside 0..2",
+        "lengths": "Batch.episodes' arrays differ in length",
+    }
+    for key, flawed in broken.items():
+        problem = batch_problem(flawed, game.spec)
+        assert problem is not None and problem.startswith(expected[key]), (key, problem)
+    assert batch_problem((batch.obs,), game.spec) == "it returned tuple, not a games.core.Batch"
