@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from games.core import Batch, EpisodeStats, GameError, GameSpec
+from games.core import Batch, Discrete, EpisodeStats, GameError, GameSpec
 
 
 def check_batch(batch: Any, spec: GameSpec, call: str) -> None:
@@ -48,6 +48,12 @@ def batch_problem(batch: Any, spec: GameSpec) -> str | None:
         problem = _array_problem(value, shape, dtype)
         if problem is not None:
             return f"Batch.{name} {problem}"
+    if isinstance(spec.action_space, Discrete) and batch.action_mask is not None:
+        stuck = np.argwhere(np.asarray(batch.alive) & ~np.asarray(batch.action_mask).any(-1))
+        if len(stuck):  # the policy would have to play an illegal action
+            env, seat = (int(i) for i in stuck[0])
+            return (f"env {env}'s seat {seat} is alive with no legal action in Batch.action_mask "
+                    "(a seat that cannot act this step is not alive)")
     return _episodes_problem(batch.episodes, e, a)
 
 

@@ -123,6 +123,10 @@ class Box:
 ActionSpace = Discrete | MultiDiscrete | Box
 
 
+OBS_KINDS = ("vector", "image", "grid")
+"""what an observation is: features, an image ``(C, H, W)``, or a grid of cells ``(C, H, W)``"""
+
+
 @dataclass(frozen=True)
 class GameSpec:
     """Static description of a :class:`VecGame`'s arrays."""
@@ -159,6 +163,25 @@ class GameSpec:
     plane_names: tuple[str, ...] | None = None
     """grid games: the name of each observation plane, in order (what ``network.ignore_planes``
     names); None where the planes are not named"""
+
+    def __post_init__(self) -> None:
+        """Normalize what a game declares (a shape as a tuple, dtypes as ``np.dtype``) and
+        refuse what no network reads: one line naming the field."""
+        object.__setattr__(self, "obs_shape", tuple(int(n) for n in self.obs_shape))
+        object.__setattr__(self, "obs_dtype", np.dtype(self.obs_dtype))
+        object.__setattr__(self, "state_dtype", np.dtype(self.state_dtype))
+        if self.state_shape is not None:
+            object.__setattr__(self, "state_shape", tuple(int(n) for n in self.state_shape))
+        if self.obs_kind not in OBS_KINDS:
+            raise GameError(f"{self.name}: GameSpec.obs_kind {self.obs_kind!r} is not one of "
+                            f"{', '.join(OBS_KINDS)}")
+        if self.num_envs < 1 or self.num_seats < 1:
+            raise GameError(f"{self.name}: GameSpec needs num_envs and num_seats >= 1, got "
+                            f"{self.num_envs} and {self.num_seats}")
+        if not isinstance(self.action_space, (Discrete, MultiDiscrete, Box)):
+            raise GameError(f"{self.name}: GameSpec.action_space is "
+                            f"{type(self.action_space).__name__}, not a games.core Discrete, "
+                            "MultiDiscrete or Box")
 
     @property
     def has_mask(self) -> bool:

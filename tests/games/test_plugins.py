@@ -141,3 +141,33 @@ def test_the_contract_checker_names_each_field(monkeypatch: pytest.MonkeyPatch,
         problem = batch_problem(flawed, game.spec)
         assert problem is not None and problem.startswith(expected[key]), (key, problem)
     assert batch_problem((batch.obs,), game.spec) == "it returned tuple, not a games.core.Batch"
+
+
+def test_a_game_spec_is_normalized_and_refuses_what_no_network_reads() -> None:
+    from games.core import Discrete, GameSpec
+
+    spec = GameSpec(name="g", num_envs=2, num_seats=2, obs_shape=[3, 4],  # type: ignore[arg-type]
+                    obs_dtype=np.float32, action_space=Discrete(2))  # type: ignore[arg-type]
+    assert spec.obs_shape == (3, 4) and spec.obs_dtype == np.dtype(np.float32)
+    with pytest.raises(GameError, match=r"^g: GameSpec.obs_kind 'board' is not one of vector, "
+                                        r"image, grid$"):
+        GameSpec(name="g", num_envs=2, num_seats=2, obs_shape=(3,),
+                 obs_dtype=np.dtype(np.float32), action_space=Discrete(2), obs_kind="board")
+    with pytest.raises(GameError, match="action_space is int, not a games.core Discrete"):
+        GameSpec(name="g", num_envs=2, num_seats=2, obs_shape=(3,),
+                 obs_dtype=np.dtype(np.float32), action_space=3)  # type: ignore[arg-type]
+
+
+def test_an_alive_seat_without_a_legal_action_is_named(monkeypatch: pytest.MonkeyPatch,
+                                                       with_plugins: None) -> None:
+    """Guards (review): a seat to move whose mask was all False silently played action 0."""
+    monkeypatch.setenv(PLUGINS_VARIABLE, "plugin_nim")
+    from plugin_nim import Nim
+
+    game = Nim("nim", 3)
+    batch = game.reset()
+    mask = batch.action_mask.copy()
+    mask[1, 0] = False
+    assert batch_problem(batch._replace(action_mask=mask), game.spec) == (
+        "env 1's seat 0 is alive with no legal action in Batch.action_mask (a seat that "
+        "cannot act this step is not alive)")
