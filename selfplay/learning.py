@@ -18,6 +18,7 @@ summed gradients, the shared advantage statistics) is :class:`~selfplay.data_par
 from __future__ import annotations
 
 import collections
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -79,6 +80,7 @@ class PPOLearner:
         self.teacher = teacher  # frozen (no gradient): the penalty's target distribution
         self.ranks = ranks if ranks is not None else Ranks()
         self.optimizer = FlatAdam(agent, lr=config.ppo.learning_rate, eps=config.ppo.adam_eps)
+        self.empty_updates = 0  # updates whose rollout held no move of the learner
 
     def learn(self, buf: RolloutBuffer, last_values: Tensor, learner_next: np.ndarray,
               progress: float, teacher_coef: float = 0.0) -> dict[str, float]:
@@ -122,6 +124,11 @@ class PPOLearner:
         shard = ranks.shard_rows(trained, self.device)  # this rank's rows among every rank's
         size = shard.total
         if size == 0:
+            self.empty_updates += 1
+            if self.empty_updates == 1 and ranks.is_main:
+                print("warning: a rollout held no move of the learner to train on (no seat "
+                      "it plays was alive at any step: Batch.alive, or opponents on every "
+                      "seat); nothing was learned from it", file=sys.stderr)
             return {}
         b_obs = take(buf.obs)
         b_mask = take(buf.mask) if buf.mask is not None else None

@@ -98,7 +98,8 @@ def test_a_plugin_that_takes_a_name_already_registered_is_left_out(
     ("float64_obs", r"Batch.obs has dtype float64; the spec says float32"),
 ])
 def test_a_game_that_breaks_the_batch_contract_is_named_before_training(
-        monkeypatch: pytest.MonkeyPatch, with_plugins: None, flaw: str, message: str) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_plugins: None, flaw: str,
+        message: str) -> None:
     """Guards (review): a plugin's obs without the seat axis was a reshape traceback deep in
     acting, an int mask trained silently, float64 observations a torch dtype error."""
     from selfplay.config_files import build_config
@@ -109,7 +110,8 @@ def test_a_game_that_breaks_the_batch_contract_is_named_before_training(
                                             "league.enabled=false", "log.progress=false",
                                             "log.tensorboard=false"], total_steps=256)
     with pytest.raises(GameError, match=message):
-        run_training(config, run_dir=None)
+        run_training(config, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()  # refused before anything was trained or kept
 
 
 def test_the_contract_checker_names_each_field(monkeypatch: pytest.MonkeyPatch,
@@ -171,3 +173,19 @@ def test_an_alive_seat_without_a_legal_action_is_named(monkeypatch: pytest.Monke
     assert batch_problem(batch._replace(action_mask=mask), game.spec) == (
         "env 1's seat 0 is alive with no legal action in Batch.action_mask (a seat that "
         "cannot act this step is not alive)")
+
+
+def test_a_run_whose_rollouts_hold_no_move_of_the_learner_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_plugins: None, capsys) -> None:
+    """Guards (review): a game whose seats were never alive "trained" to the end on nothing,
+    without a word."""
+    from selfplay.config_files import build_config
+    from selfplay.train import run_training
+
+    monkeypatch.setenv(PLUGINS_VARIABLE, "plugin_nim")
+    config = build_config("nim", overrides=["game.num_envs=4", "game.options.flaw=nobody_alive",
+                                            "league.enabled=false", "log.progress=false",
+                                            "log.tensorboard=false"], total_steps=256)
+    run_training(config, run_dir=tmp_path / "run")
+    assert capsys.readouterr().err.count("warning: a rollout held no move of the learner to "
+                                         "train on") == 1

@@ -95,6 +95,8 @@ class FlawedNim(Nim):
             return batch._replace(action_mask=batch.action_mask.astype(np.int64))
         if self.flaw == "float64_obs":
             return batch._replace(obs=batch.obs.astype(np.float64))
+        if self.flaw == "nobody_alive":
+            return batch._replace(alive=np.zeros_like(batch.alive))
         return batch
 
 
