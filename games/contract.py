@@ -63,7 +63,8 @@ def _array_problem(value: Any, shape: tuple[int, ...], dtype: np.dtype | str | N
     if got_shape is None:
         return f"is {type(value).__name__}, not an array of shape {shape}"
     if tuple(got_shape) != shape:
-        return f"has shape {tuple(got_shape)}; the spec says {shape} ([E, A, ...] first)"
+        lead = " ([E, A, ...] first)" if len(shape) >= 2 else " ([E]: one per env)"
+        return f"has shape {tuple(got_shape)}; the spec says {shape}{lead}"
     try:
         got = np.dtype(value.dtype)
     except TypeError:  # a framework's dtype numpy does not know (device arrays): not checked
@@ -89,3 +90,36 @@ def _episodes_problem(episodes: Any, num_envs: int, num_seats: int) -> str | Non
     if len(seat) and (seat.min() < 0 or seat.max() >= num_seats):
         return f"Batch.episodes.seat holds {int(seat.max())}, outside 0..{num_seats - 1}"
     return None
+
+
+def check_episodes(batch: Batch, spec: GameSpec) -> None:
+    """:class:`GameError` if ``batch``'s finished episodes break the contract (envs or seats
+    out of range, arrays of different lengths). An env may end (``terminated``) without an
+    episode: with episodic lives, Atari ends the learner's episode at a lost life and the
+    game's at its end."""
+    problem = _episodes_problem(batch.episodes, spec.num_envs, spec.num_seats)
+    if problem is not None:
+        raise GameError(f"{spec.name}: step() broke the VecGame contract: {problem}")
+
+
+STALL_STEPS = 250_000
+"""steps of a batch with no seat-episode reported after which evaluation and matches stop
+(the longest built-in game, Atari's 108,000 frames, is 27,000 steps)"""
+
+
+class EpisodeWatch:
+    """Checks each step's finished episodes (:func:`check_episodes`) and stops a loop that
+    waits for episodes when none has come for ``limit`` steps: a game that never reports its
+    finished games would keep ``eval`` and ``play`` waiting for ever."""
+
+    def __init__(self, spec: GameSpec, limit: int | None = None) -> None:
+        self.spec, self.quiet = spec, 0
+        self.limit = STALL_STEPS if limit is None else limit
+
+    def step(self, batch: Batch) -> None:
+        check_episodes(batch, self.spec)
+        self.quiet = 0 if len(batch.episodes.env) else self.quiet + 1
+        if self.quiet >= self.limit:
+            raise GameError(f"{self.spec.name}: no episode reported in {self.limit:,} steps of "
+                            f"its {self.spec.num_envs} env(s): a game reports each finished "
+                            "game in Batch.episodes (games.batches.EpisodeTracker builds them)")

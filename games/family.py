@@ -345,14 +345,17 @@ class SeatBotsFamily(Family):
     named in :meth:`seat_bots`, each a :class:`~games.core.ScriptedPolicy` with its own seed."""
 
     def seat_bots(self) -> Mapping[str, Callable[..., Any]]:
-        """The bots by (lower-case) name."""
+        """The bots by name (names are compared without case and shown in lower case)."""
         raise NotImplementedError
 
+    def _bots(self) -> dict[str, Callable[..., Any]]:
+        return {name.lower(): bot for name, bot in self.seat_bots().items()}
+
     def bot_names(self, game: str) -> list[str]:
-        return sorted(self.seat_bots())
+        return sorted(self._bots())
 
     def scripted(self, game: str, bot: str, seed: int) -> MatchSetup:
-        bots = self.seat_bots()
+        bots = self._bots()
         key = bot.lower()
         if key not in bots:
             raise GameError(f"unknown {game} bot {bot!r}; known: {', '.join(sorted(bots))}")
@@ -364,7 +367,7 @@ class SeatBotsFamily(Family):
         (:class:`~games.seat_teachers.SeatTeacherGame`)."""
         from games.seat_teachers import SeatTeacherGame
 
-        known = self.seat_bots()
+        known = self._bots()
         names = ", ".join(sorted(known))
         if teachers.replays is not None:
             raise GameError(f"{game} has no replays to clone; clone its live bots instead "

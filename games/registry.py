@@ -56,15 +56,21 @@ def families() -> tuple[Family, ...]:
     found: list[Family] = []
     for module_name in FAMILY_MODULES:
         found.extend(importlib.import_module(module_name).FAMILIES)
+    seen: set[str] = set()
     for where, target in plugin_targets():
+        if target in seen:  # named twice (an entry point and $SELFPLAY_FAMILIES): once
+            continue
+        seen.add(target)
         try:
             loaded = _load_plugin(target)
-        except Exception as exc:  # any error of a third party's module: one line, go on
+        except (Exception, SystemExit) as exc:  # a third party's module: one line, go on
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             _warn(f"game plugin {target} ({where}) is not loaded: {type(exc).__name__}"
                   f"{': ' + first if first else ''}")
             continue
         for fam in loaded:
+            if any(f is fam for f in found):  # the same object through another name
+                continue
             clash = _clash(fam, found)
             if clash is not None:
                 _warn(f"game plugin family {fam.name!r} ({where}) is not loaded: {clash}")
@@ -101,8 +107,12 @@ def _load_plugin(target: str) -> list[Family]:
 
 
 def _clash(fam: Family, found: list[Family]) -> str | None:
-    """Why ``fam`` cannot join ``found`` (a name, game, alias or prefix already taken)."""
-    if any(f.name == fam.name.lower() or f.name == fam.name for f in found):
+    """Why ``fam`` cannot join ``found`` (a name, game, alias or prefix already taken, or a
+    family name or prefix not in lower case, which names are compared in)."""
+    for what, value in (("name", fam.name), ("prefix", fam.prefix or "")):
+        if value != value.lower():
+            return f"its {what} {value!r} must be lower case"
+    if any(f.name == fam.name for f in found):
         return f"a family {fam.name!r} is already registered"
     taken = {g.lower() for f in found for g in (*f.games, *f.aliases)}
     mine = [g for g in (*fam.games, *fam.aliases) if g.lower() in taken]

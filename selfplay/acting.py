@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from games.batches import concat_batches, slice_batch
-from games.contract import check_batch
+from games.contract import check_batch, check_episodes
 from games.core import (
     Batch,
     EpisodeStats,
@@ -156,7 +156,7 @@ class Actor:
         self.timer = Timer()
         self.global_step = 0  # env steps of every rank
         self.ranks = ranks
-        self._unchecked = {"reset", "step"}  # the first batch of each is checked (contract)
+        self._unchecked = {"reset", "step", "ends"}  # first batches checked (the contract)
         self.batch: Batch = self._arrived(self._checked(game.reset(
             seed=config.seed if seed is None else seed), "reset"))
         self._stagger()
@@ -175,6 +175,9 @@ class Actor:
         if call in self._unchecked:
             check_batch(batch, self.game.spec, call)
             self._unchecked.discard(call)
+        if call == "step" and "ends" in self._unchecked and len(batch.episodes.env):
+            check_episodes(batch, self.game.spec)  # the first step that reports episodes
+            self._unchecked.discard("ends")
         return batch
 
     def _arrived(self, batch: Batch) -> Batch:

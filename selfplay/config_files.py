@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from games.core import GameError
 from games.options import OptionError, from_mapping, to_mapping
 from selfplay.config import ConfigError, GameConfig, TrainConfig, check_new_settings, validate
 
@@ -351,7 +352,7 @@ def build_config(game: str | None = None, config_file: str | Path | None = None,
             raise ConfigError(f"{named[0][0]} names {name!r} but {other[0]} names "
                               f"{other[1]!r}: name the game once")
     else:
-        name = GameConfig.name
+        name = _base_family_game(base_path, config_file) or GameConfig.name
     if not str(name).strip():
         raise ConfigError("the game name is empty; `selfplay games` lists the known ones")
     entry = resolve(str(name))
@@ -374,6 +375,33 @@ def build_config(game: str | None = None, config_file: str | Path | None = None,
     config = config_from_mapping(plain(merged))
     check_new_settings(config)
     return config
+
+
+def _base_family_game(base_path: Path | None, config_file: str | Path | None) -> str | None:
+    """The game of a config file that names none but a ``base`` family: the default game if
+    it is the family's, else the family's only game; an error naming its games when it has
+    several (the default game, CartPole-v1, would train under another family's settings)."""
+    if base_path is None:
+        return None
+    families = {path.resolve(): name for name, path in plugin_files().items()}
+    if base_path.parent.resolve() == HYPERPARAMS_DIR.resolve():
+        families[base_path.resolve()] = base_path.stem
+    family = families.get(base_path.resolve())
+    if family is None:
+        return None
+    from games.registry import family_named  # local: keeps config importable without games
+
+    try:
+        games = family_named(family).games
+    except GameError:  # a settings file without a registered family
+        return None
+    if GameConfig.name in games:  # the default game is one of the family's
+        return GameConfig.name
+    if len(games) == 1:
+        return games[0]
+    listed = ", ".join(games) if games else f"{family_named(family).prefix}/<game>"
+    raise ConfigError(f"{config_file} names base {family!r} but no game: add --game or "
+                      f"game.name ({family}'s games: {listed})")
 
 
 def config_from_mapping(data: dict[str, Any], on_this_machine: bool = True) -> TrainConfig:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from games.contract import EpisodeWatch
 from games.core import (
     GameError,
     GameSpec,
@@ -238,6 +239,7 @@ def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
     render = game.render if video is not None and isinstance(game, SupportsRender) else None
     recording = render is not None
     steps = 0
+    watch = EpisodeWatch(spec)
     while any(len(r) < q for r, q in zip(per_env, quota, strict=True)) and steps < max_steps:
         if recording and render is not None:
             frames.append(render(0))
@@ -248,6 +250,7 @@ def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
         actions = policy.act(batch.obs.reshape(e * a, *spec.obs_shape), mask, state)
         batch = game.step(actions.reshape(e, a, *spec.action_space.action_shape))
         steps += 1
+        watch.step(batch)
         stats = batch.episodes
         seat0 = stats.seat == 0
         for env, ret in zip(stats.env[seat0].tolist(), stats.ret[seat0].tolist(), strict=True):

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from games.contract import EpisodeWatch
 from games.core import (
     Box,
     GameError,
@@ -247,6 +248,7 @@ def _run(game: VecGame, policies: list[Policy], games: int, seed: int, video: Pa
         raise GameError(f"{spec.name} cannot render frames; drop --video")
     recording = video is not None
     batch = game.reset(seed=seed)
+    watch = EpisodeWatch(spec)
     recorder = game if names is not None and isinstance(game, SupportsRecording) else None
     if recorder is not None and names is not None:
         for env in range(e):  # the seats' players, in the envs with games to count
@@ -262,6 +264,7 @@ def _run(game: VecGame, policies: list[Policy], games: int, seed: int, video: Pa
             state = batch.state[envs, seat] if batch.state is not None else None
             actions[envs, seat] = policy.act(batch.obs[envs, seat], mask, state)
         batch = game.step(actions)
+        watch.step(batch)
         ep = batch.episodes
         for env, seat, outcome, ret in zip(ep.env.tolist(), ep.seat.tolist(),
                                            ep.outcome.tolist(), ep.ret.tolist(), strict=True):

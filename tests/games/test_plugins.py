@@ -189,3 +189,54 @@ def test_a_run_whose_rollouts_hold_no_move_of_the_learner_says_so(
     run_training(config, run_dir=tmp_path / "run")
     assert capsys.readouterr().err.count("warning: a rollout held no move of the learner to "
                                          "train on") == 1
+
+
+def test_play_and_eval_of_a_game_that_reports_no_episode_stop_with_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_plugins: None) -> None:
+    """Guards (review): a game whose finished games never reached Batch.episodes kept `eval`
+    and `play` waiting for ever."""
+    import games.contract
+    from selfplay.config_files import build_config
+    from selfplay.evaluate import evaluate
+    from selfplay.play import play
+    from selfplay.train import run_training
+
+    monkeypatch.setenv(PLUGINS_VARIABLE, "plugin_nim")
+    monkeypatch.setattr(games.contract, "STALL_STEPS", 60)
+    run = tmp_path / "run"
+    run_training(build_config("nim", overrides=[
+        "game.num_envs=4", "game.options.flaw=no_episodes", "league.enabled=false",
+        "log.progress=false", "log.tensorboard=false"], total_steps=256), run_dir=run)
+    message = r"^nim: no episode reported in 60 steps of its \d+ env\(s\): a game reports"
+    with pytest.raises(GameError, match=message):
+        play(run, "take_one", games=2)
+    with pytest.raises(GameError, match=message):
+        evaluate(run, episodes=2)
+
+
+def test_plugin_names_are_lower_case_bots_any_case_and_one_module_named_twice_loads_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_plugins: None, capsys) -> None:
+    """Guards (review): a capitalized prefix was listed but could never be named; a bot
+    named with capitals was "unknown ... known: Centre"; a plugin named both by an entry
+    point and $SELFPLAY_FAMILIES warned that its family was already registered."""
+    (tmp_path / "shouting.py").write_text(
+        "from games.family import Family\n"
+        "class Loud(Family):\n    name = 'loud'\n    factory = 'shouting:make'\n"
+        "    prefix = 'Loud'\n"
+        "FAMILIES = (Loud(),)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(PLUGINS_VARIABLE, "shouting, plugin_nim, plugin_nim")
+    names = [f.name for f in families()]
+    assert "loud" not in names and names.count("nim") == 1
+    assert capsys.readouterr().err.strip() == (
+        "warning: game plugin family 'loud' ($SELFPLAY_FAMILIES) is not loaded: its prefix "
+        "'Loud' must be lower case")
+    import plugin_nim
+
+    monkeypatch.setattr(plugin_nim.NimFamily, "seat_bots",
+                        lambda self: {"Take_One": plugin_nim._take_one})
+    from games.registry import family_named
+
+    nim = family_named("nim")
+    assert nim.bot_names("nim") == ["take_one"]
+    assert nim.scripted("nim", "TAKE_ONE", 0).opponent_name == "take_one"

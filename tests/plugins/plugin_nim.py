@@ -97,6 +97,8 @@ class FlawedNim(Nim):
             return batch._replace(obs=batch.obs.astype(np.float64))
         if self.flaw == "nobody_alive":
             return batch._replace(alive=np.zeros_like(batch.alive))
+        if self.flaw == "no_episodes":
+            return batch._replace(episodes=EpisodeStats.empty())
         return batch
 
 

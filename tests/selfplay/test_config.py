@@ -392,3 +392,18 @@ def test_non_finite_losses_stop_the_run_before_a_checkpoint(tmp_path: Path) -> N
     with pytest.raises(TrainingDiverged, match="loss/policy_loss, loss/value_loss"):
         run_training(config, run_dir=tmp_path / "run")
     assert not list((tmp_path / "run" / "checkpoints").glob("*.pt"))
+
+
+def test_a_base_family_without_a_game_names_its_game_or_asks_for_one(tmp_path: Path) -> None:
+    """Guards (review): `base: <family>` with no game trained CartPole-v1, the default game,
+    under another family's settings (or failed on a setting CartPole cannot take)."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("base: boardgames\nppo:\n  gamma: 0.9\n")
+    assert build_config(config_file=mine).game.name == "tictactoe"  # the family's only game
+    mine.write_text("base: classic\n")
+    assert build_config(config_file=mine).game.name == "CartPole-v1"  # the default is classic
+    mine.write_text("base: mujoco\n")
+    with pytest.raises(ConfigError, match=r"mine.yaml names base 'mujoco' but no game: add "
+                                          r"--game or game.name \(mujoco's games: HalfCheetah"):
+        build_config(config_file=mine)
+    assert build_config("Hopper-v5", config_file=mine).game.name == "Hopper-v5"
