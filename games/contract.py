@@ -108,15 +108,23 @@ STALL_STEPS = 250_000
 
 
 class EpisodeWatch:
-    """Checks each step's finished episodes (:func:`check_episodes`) and stops a loop that
-    waits for episodes when none has come for ``limit`` steps: a game that never reports its
-    finished games would keep ``eval`` and ``play`` waiting for ever."""
+    """For a loop that plays until episodes end (``eval``, ``play``): checks its first
+    ``reset`` and ``step`` batches (:func:`check_batch`) and each step's finished episodes
+    (:func:`check_episodes`), and stops it when no episode has come for ``limit`` steps: a
+    game that never reports its finished games would keep it waiting for ever."""
 
     def __init__(self, spec: GameSpec, limit: int | None = None) -> None:
-        self.spec, self.quiet = spec, 0
+        self.spec, self.quiet, self.steps = spec, 0, 0
         self.limit = STALL_STEPS if limit is None else limit
 
+    def reset(self, batch: Batch) -> Batch:
+        check_batch(batch, self.spec, "reset")
+        return batch
+
     def step(self, batch: Batch) -> None:
+        if self.steps == 0:
+            check_batch(batch, self.spec, "step")
+        self.steps += 1
         check_episodes(batch, self.spec)
         self.quiet = 0 if len(batch.episodes.env) else self.quiet + 1
         if self.quiet >= self.limit:

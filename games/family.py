@@ -131,7 +131,8 @@ class Family:
     """the game option that limits a game's length (``--max-steps``); None: none to set"""
     hyperparams: str | Path | None = None
     """a plugin family's settings file (as ``hyperparams/<name>.yaml`` holds selfplay's own
-    families'); None: the dataclass defaults"""
+    families'), an absolute path (``Path(__file__).with_name("mine.yaml")``); None: the
+    dataclass defaults"""
 
     def make(self, game: str, num_envs: int = 1, seed: int | None = None,
              options: Mapping[str, Any] | None = None) -> VecGame:
@@ -150,16 +151,19 @@ class Family:
             if not callable(factory):
                 raise GameError(f"game family {self.name!r}: its factory {self.factory!r} "
                                 f"names nothing callable in {module_name}")
-            try:  # the factory's own signature, before any of its code runs
-                inspect.signature(factory).bind(game, num_envs=num_envs, seed=seed,
-                                                **dict(options or {}))
-            except TypeError as exc:
-                raise GameError(f"game family {self.name!r}: its factory {self.factory!r} "
-                                f"cannot be called as factory(name, num_envs=..., seed=..., "
-                                f"**options) with options {sorted(options or {})} ({exc})"
-                                ) from None
-            except ValueError:  # no signature to read (a builtin): called as it is
-                pass
+            try:  # the signature it is called through (a decorator's own, not the wrapped one)
+                signature: inspect.Signature | None = inspect.signature(
+                    factory, follow_wrapped=False)
+            except (TypeError, ValueError):  # none to read (a builtin): called as it is
+                signature = None
+            if signature is not None:
+                try:  # before any of its code runs
+                    signature.bind(game, num_envs=num_envs, seed=seed, **dict(options or {}))
+                except TypeError as exc:
+                    raise GameError(f"game family {self.name!r}: its factory {self.factory!r} "
+                                    f"cannot be called as factory(name, num_envs=..., seed=..., "
+                                    f"**options) with options {sorted(options or {})} ({exc})"
+                                    ) from None
             # packages some factories import only when called (ale-py for the ROM list)
             return factory(game, num_envs=num_envs, seed=seed, **dict(options or {}))
         except ModuleNotFoundError as exc:
@@ -349,7 +353,11 @@ class SeatBotsFamily(Family):
         raise NotImplementedError
 
     def _bots(self) -> dict[str, Callable[..., Any]]:
-        return {name.lower(): bot for name, bot in self.seat_bots().items()}
+        bots = {name.lower(): bot for name, bot in self.seat_bots().items()}
+        if len(bots) != len(self.seat_bots()):
+            raise GameError(f"{self.name}: two seat bots share a name but for case: "
+                            f"{', '.join(sorted(self.seat_bots()))}")
+        return bots
 
     def bot_names(self, game: str) -> list[str]:
         return sorted(self._bots())

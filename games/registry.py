@@ -115,11 +115,18 @@ def _clash(fam: Family, found: list[Family]) -> str | None:
     if any(f.name == fam.name for f in found):
         return f"a family {fam.name!r} is already registered"
     taken = {g.lower() for f in found for g in (*f.games, *f.aliases)}
-    mine = [g for g in (*fam.games, *fam.aliases) if g.lower() in taken]
-    if mine:
-        return f"game name {mine[0]!r} is already taken"
-    if fam.prefix and any(f.prefix == fam.prefix.lower() for f in found):
-        return f"prefix {fam.prefix!r} is already taken"
+    prefixes = {f.prefix for f in found if f.prefix}
+    for game in (*fam.games, *fam.aliases):
+        if game.lower() in taken:
+            return f"game name {game!r} is already taken"
+        if game.partition("/")[1] and game.partition("/")[0].lower() in prefixes:
+            return f"game name {game!r} is in the {game.partition('/')[0]!r} family's prefix"
+    if fam.prefix:
+        if fam.prefix in prefixes:
+            return f"prefix {fam.prefix!r} is already taken"
+        under = next((g for g in taken if g.startswith(f"{fam.prefix}/")), None)
+        if under is not None:
+            return f"prefix {fam.prefix!r} would take the registered game {under!r}"
     return None
 
 

@@ -230,7 +230,8 @@ def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
     """
     spec = game.spec
     e, a = spec.num_envs, spec.num_seats
-    batch = game.reset(seed=seed)
+    watch = EpisodeWatch(spec)
+    batch = watch.reset(game.reset(seed=seed))
     quota = np.full(e, episodes // e, np.int64) + (np.arange(e) < episodes % e)  # [E]
     per_env: list[list[float]] = [[] for _ in range(e)]
     frames: list[np.ndarray] = []
@@ -239,7 +240,6 @@ def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
     render = game.render if video is not None and isinstance(game, SupportsRender) else None
     recording = render is not None
     steps = 0
-    watch = EpisodeWatch(spec)
     while any(len(r) < q for r, q in zip(per_env, quota, strict=True)) and steps < max_steps:
         if recording and render is not None:
             frames.append(render(0))

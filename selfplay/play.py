@@ -247,8 +247,8 @@ def _run(game: VecGame, policies: list[Policy], games: int, seed: int, video: Pa
     if video is not None and not isinstance(game, SupportsRender):
         raise GameError(f"{spec.name} cannot render frames; drop --video")
     recording = video is not None
-    batch = game.reset(seed=seed)
     watch = EpisodeWatch(spec)
+    batch = watch.reset(game.reset(seed=seed))
     recorder = game if names is not None and isinstance(game, SupportsRecording) else None
     if recorder is not None and names is not None:
         for env in range(e):  # the seats' players, in the envs with games to count

@@ -240,3 +240,76 @@ def test_plugin_names_are_lower_case_bots_any_case_and_one_module_named_twice_lo
     nim = family_named("nim")
     assert nim.bot_names("nim") == ["take_one"]
     assert nim.scripted("nim", "TAKE_ONE", 0).opponent_name == "take_one"
+
+
+def test_a_plugin_cannot_take_a_game_of_a_prefix_family(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_plugins: None, capsys) -> None:
+    """Guards (review): a plugin listing `atari/Pong` took the game from the Atari family
+    without a word (listed names are matched before prefixes)."""
+    (tmp_path / "hijack.py").write_text(
+        "from games.family import Family\n"
+        "class Hijack(Family):\n    name = 'hijack'\n    factory = 'hijack:make'\n"
+        "    games = ('atari/Pong',)\n"
+        "class Under(Family):\n    name = 'under'\n    factory = 'hijack:make'\n"
+        "    prefix = 'nim2'\n"
+        "class Over(Family):\n    name = 'over'\n    factory = 'hijack:make'\n"
+        "    prefix = 'tictactoe'\n"
+        "FAMILIES = (Hijack(), Under(), Over())\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(PLUGINS_VARIABLE, "hijack")
+    from games.registry import resolve
+
+    assert resolve("atari/Pong").family == "atari"
+    assert "under" in [f.name for f in families()]
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: game plugin family 'hijack' ($SELFPLAY_FAMILIES) is not loaded: game name "
+        "'atari/Pong' is in the 'atari' family's prefix"]
+
+
+def test_a_decorated_factory_is_called_through_its_own_signature(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_plugins: None) -> None:
+    """Guards (review): the signature check read the wrapped function's signature (one that
+    a decorator fills in) and refused a factory that works."""
+    (tmp_path / "wrapped.py").write_text(
+        "import functools\n"
+        "from games.family import Family\n"
+        "from plugin_nim import Nim\n"
+        "def inject(fn):\n"
+        "    @functools.wraps(fn)\n"
+        "    def call(name, **kw):\n"
+        "        return fn(10, name, **kw)\n"
+        "    return call\n"
+        "@inject\n"
+        "def make(pile, name, num_envs=1, seed=None):\n"
+        "    return Nim(name, num_envs, seed, pile)\n"
+        "class Wrapped(Family):\n    name = 'wrapped'\n    factory = 'wrapped:make'\n"
+        "    games = ('wrapped-nim',)\n"
+        "FAMILIES = (Wrapped(),)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(PLUGINS_VARIABLE, "wrapped")
+    from games.registry import make_game
+
+    game = make_game("wrapped-nim", num_envs=2)
+    assert game.spec.num_envs == 2
+
+
+def test_play_checks_the_first_batches_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           with_plugins: None) -> None:
+    """Guards (review): only training checked the contract; `play` of a game with flat
+    observations was a reshape traceback."""
+    from selfplay.config_files import build_config
+    from selfplay.play import play
+    from selfplay.train import run_training
+
+    monkeypatch.setenv(PLUGINS_VARIABLE, "plugin_nim")
+    run = tmp_path / "run"
+    run_training(build_config("nim", overrides=["game.num_envs=4", "league.enabled=false",
+                                                "log.progress=false", "log.tensorboard=false"],
+                              total_steps=256), run_dir=run)
+    import plugin_nim
+
+    monkeypatch.setattr(plugin_nim, "make", lambda name, num_envs=1, seed=None, **_: (
+        plugin_nim.FlawedNim(name, num_envs, seed, "flat_obs")))
+    with pytest.raises(GameError, match=r"^nim: reset\(\) broke the VecGame contract: "
+                                        r"Batch.obs has shape"):
+        play(run, "take_one", games=2)
