@@ -129,6 +129,9 @@ class Family:
     """whether :meth:`setup` fetches or checks something (``selfplay setup <family>``)"""
     length_option: str | None = None
     """the game option that limits a game's length (``--max-steps``); None: none to set"""
+    options_type: str | None = None
+    """``"module:Class"``: the dataclass of the game options (``game.options``), with which
+    :meth:`full_options` fills in their defaults; None: options are compared as given"""
     hyperparams: str | Path | None = None
     """a plugin family's settings file (as ``hyperparams/<name>.yaml`` holds selfplay's own
     families'), an absolute path (``Path(__file__).with_name("mine.yaml")``); None: the
@@ -176,6 +179,21 @@ class Family:
                           "see its own installation notes)")
             raise GameError(f"game {game!r} needs the Python package {package!r}; "
                             f"install it with: {extra}") from exc
+
+    def full_options(self, game: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``options`` with every default of :attr:`options_type` filled in, so that two
+        runs' options compare equal when they play alike (a run saved with ``{}`` and one
+        whose settings file writes the defaults out); as given where they do not parse."""
+        if self.options_type is None:
+            return dict(options)
+        from games.options import from_mapping, to_mapping
+
+        module_name, _, class_name = self.options_type.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), class_name)
+            return dict(to_mapping(from_mapping(cls, options, "game.options.")))
+        except Exception:  # noqa: BLE001 - refused later with its own message, where it is used
+            return dict(options)
 
     def observation_settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """The settings in game ``options`` that change what a seat observes (and the frame

@@ -140,6 +140,9 @@ def load_weights(agent: ActorCritic, weights: Mapping[str, Any], spec: GameSpec,
         message = shape_mismatch(source, spec, *_trained_shapes(weights, trained, spec))
         if message is not None:
             raise CheckpointError(message)
+    normalized = normalization_difference(source, weights, own)
+    if normalized is not None:
+        raise CheckpointError(normalized)
     try:
         agent.load_state_dict(weights)
     except (RuntimeError, KeyError, ValueError) as exc:
@@ -151,6 +154,23 @@ def load_weights(agent: ActorCritic, weights: Mapping[str, Any], spec: GameSpec,
     if broken is not None:  # training never saves such weights: a damaged or edited file
         raise CheckpointError(f"{source} holds weights that are not numbers ({broken} has "
                               "NaN or infinite values): a damaged file")
+
+
+_NORMALIZATION = (("obs_rms.", "normalize.obs"), ("value_rms.", "normalize.value"))
+
+
+def normalization_difference(source: str, weights: Mapping[str, Any],
+                             own: Mapping[str, Any]) -> str | None:
+    """Why ``weights`` cannot load into a network normalized otherwise (a run's
+    ``normalize.obs`` / ``normalize.value`` differ from the checkpoint's: its running
+    statistics are there or missing), with the setting that makes them fit; None if alike."""
+    for prefix, key in _NORMALIZATION:
+        saved = any(k.startswith(prefix) for k in weights)
+        here = any(k.startswith(prefix) for k in own)
+        if saved != here:
+            return (f"{source} was trained with {key} {str(saved).lower()}; this network has "
+                    f"it {str(here).lower()}: --set {key}={str(saved).lower()} to match it")
+    return None
 
 
 def with_pad_plane(weights: Mapping[str, Any], own: Mapping[str, Any], spec: GameSpec

@@ -434,6 +434,7 @@ class Trainer:
                     key: [item for part in parts for item in part[key]]
                     for key in ("returns", "lengths", "outcomes")}
                     | {"count": sum(int(part["count"]) for part in parts)})
+                self.restored_rank_extra = dict(state.get("rank_extra") or {})  # rank 0's
             self._new_games()
             return False
         rank = self.ranks.rank

@@ -17,8 +17,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from games.core import GameError
 from games.files import outermost_new_folder, remove_stale_temp_files
 from games.options import OptionError, to_mapping
+from games.registry import family_of
 from league.db import database_file
 from selfplay.checkpoint import (
     CheckpointError,
@@ -39,6 +41,20 @@ _COSMETIC = frozenset({"log.progress", "log.tensorboard"})
 RESUMABLE_CHANGES = frozenset({"total_steps", "bc.total_steps", "bc.replays", "league.db"})
 
 
+def comparable(config: TrainConfig) -> dict[str, Any]:
+    """``config`` as a mapping whose game options have the game's defaults filled in
+    (:meth:`~games.family.Family.full_options`): a run saved with ``options: {}`` and one
+    whose settings file writes those defaults out are the same run."""
+    mapping = to_mapping(config)
+    try:
+        family = family_of(config.game.name)
+    except GameError:  # a plugin's game whose plugin is not loaded: as saved
+        return mapping
+    mapping["game"]["options"] = family.full_options(config.game.name,
+                                                     mapping["game"]["options"])
+    return mapping
+
+
 def config_differences(saved: TrainConfig, new: TrainConfig) -> list[str]:
     """Dotted keys whose values differ between two configs (cosmetic settings ignored)."""
     def flat(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -49,8 +65,22 @@ def config_differences(saved: TrainConfig, new: TrainConfig) -> list[str]:
             return out
         return {prefix[:-1]: value}
 
-    a, b = flat(to_mapping(saved)), flat(to_mapping(new))
+    a, b = flat(comparable(saved)), flat(comparable(new))
     return sorted(k for k in a.keys() | b.keys() if k not in _COSMETIC and a.get(k) != b.get(k))
+
+
+def describe_differences(saved: TrainConfig, new: TrainConfig, keys: list[str],
+                         shown: int = 6) -> str:
+    """``key saved -> new`` for the first ``shown`` of ``keys`` (and how many more)."""
+    def value(config: TrainConfig, key: str) -> Any:
+        node: Any = comparable(config)
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        return node
+
+    parts = [f"{key} {value(saved, key)!r} -> {value(new, key)!r}" for key in keys[:shown]]
+    more = f", and {len(keys) - shown} more" if len(keys) > shown else ""
+    return "; ".join(parts) + more
 
 
 def holds_checkpoints(run: RunDir) -> bool:
@@ -80,10 +110,11 @@ def same_run(run_dir: Path, config: TrainConfig) -> Path | None:
         config = replace(config, league=replace(config.league, db=saved.league.db))
     differ = config_differences(saved, config)
     if differ:
-        shown = ", ".join(differ[:6]) + (", ..." if len(differ) > 6 else "")
         raise FileExistsError(f"{run.path} already holds a run with other settings "
-                              f"({shown}); use --resume {run.path} to continue it with its "
-                              "saved config, or pick another --run-dir")
+                              f"({describe_differences(saved, config, differ)}); use --resume "
+                              f"{run.path} to continue it with its saved config, or pick "
+                              f"another --run-dir (--config {run.config_file} starts one with "
+                              "its settings: the defaults of a game may have changed since)")
     print(f"{run.path} already holds this run (same settings): resuming it", file=sys.stderr)
     return run.path
 

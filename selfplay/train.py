@@ -128,8 +128,11 @@ def keep_state(trainer: Trainer, name: str, part: ComponentReturns | OpponentWin
     """Save ``part``'s windows with each checkpoint under ``name``, every rank's (each keeps
     windows of its own envs), restored from the one the run resumed from (the logged
     ``reward/*``, ``win_rate/*`` of a resumed run differed); a checkpoint saved before they
-    were kept by rank held one process's windows among its extras."""
-    saved = trainer.restored_rank_extra.get(name, trainer.restored_extra.get(name))
+    were kept by rank held one process's windows among its extras (rank 0 takes them, and
+    rank 0's of a run saved by another number of ranks)."""
+    saved = trainer.restored_rank_extra.get(name)
+    if saved is None and trainer.ranks.is_main:  # saved by one process before (rank 0's)
+        saved = trainer.restored_extra.get(name)
     if saved is not None:
         part.load_state_dict(saved)
     trainer.add_rank_state(name, part.state_dict)

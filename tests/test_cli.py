@@ -199,9 +199,14 @@ def test_same_command_again_resumes_other_settings_refused(tmp_path: Path) -> No
             str(tmp_path / "run"), "--json", *QUIET]
     assert run(*args).returncode == 0
     again = run_here(*args[:4], "2048", *args[5:])
-    assert_one_line_error(again, "already holds a run with other settings (total_steps)")
+    assert_one_line_error(again, "already holds a run with other settings (total_steps 1024 "
+                                 "-> 2048); use --resume")
     again = run_here(*args, "--set", "ppo.learning_rate=0.0007")
-    assert_one_line_error(again, "other settings (ppo.learning_rate)")
+    assert_one_line_error(again, "other settings (ppo.learning_rate 0.001 -> 0.0007); use "
+                                 f"--resume {tmp_path / 'run'} to continue it with its saved "
+                                 f"config, or pick another --run-dir (--config "
+                                 f"{tmp_path / 'run' / 'config.yaml'} starts one with its "
+                                 "settings")
     same = run_here(*args)
     assert same.returncode == 0, same.stderr
     assert "already holds this run (same settings): resuming it" in same.stderr

@@ -22,6 +22,7 @@ class BoardGamesFamily(SeatBotsFamily):
     name = "boardgames"
     summary = "vectorized numpy tic-tac-toe, two seats, zero-sum (fast test game)"
     factory = "games.boardgames:make"
+    options_type = "games.boardgames.tictactoe:TicTacToeOptions"
     games = ("tictactoe",)
     two_player = True
 

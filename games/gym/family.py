@@ -12,6 +12,7 @@ class ClassicFamily(Family):
     name = "classic"
     summary = "gymnasium classic control"
     factory = "games.gym.classic:make"
+    options_type = "games.gym.classic:ClassicOptions"
     games = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1",
              "MountainCarContinuous-v0")
     aliases = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1"}
@@ -21,6 +22,7 @@ class MujocoFamily(Family):
     name = "mujoco"
     summary = "MuJoCo continuous control"
     factory = "games.gym.mujoco:make"
+    options_type = "games.gym.mujoco:MujocoOptions"
     games = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5",
              "HumanoidStandup-v5", "Swimmer-v5", "Reacher-v5", "Pusher-v5",
              "InvertedPendulum-v5", "InvertedDoublePendulum-v5")
@@ -31,6 +33,7 @@ class AtariFamily(Family):
     name = "atari"
     summary = "single-agent Atari through ale-py, e.g. atari/Pong, atari/Breakout"
     factory = "games.gym.atari:make"
+    options_type = "games.gym.atari:AtariOptions"
     prefix = "atari"
 
     def observation_settings(self, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ class LuxFamily(SeatBotsFamily):
     summary = ("Lux AI Season 2 on Jux (JAX): 48x48, factories and robots, two seats, "
                "per-cell masked actions")
     factory = "games.lux:make"
+    options_type = "games.lux.adapter:LuxOptions"
     games = ("lux",)
     aliases = {"luxai_s2": "lux", "lux_ai_s2": "lux", "luxai-s2": "lux", "lux-s2": "lux"}
     two_player = True

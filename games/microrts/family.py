@@ -28,6 +28,7 @@ class MicroRTSFamily(Family):
     title = "microRTS"
     summary = "microRTS real-time strategy (Java engine through JPype)"
     factory = "games.microrts:make"
+    options_type = "games.microrts.options:MicroRTSOptions"
     games = ("microrts",)
     has_maps = True
     two_player = True

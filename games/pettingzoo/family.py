@@ -24,6 +24,7 @@ class PettingZooFamily(Family):
     name = "pettingzoo"
     summary = "two-player PettingZoo Atari, e.g. pettingzoo/pong_v3"
     factory = "games.pettingzoo:make"
+    options_type = "games.pettingzoo.options:PettingZooAtariOptions"
     prefix = "pettingzoo"
     two_player = True
 

@@ -407,3 +407,19 @@ def test_a_base_family_without_a_game_names_its_game_or_asks_for_one(tmp_path: P
                                           r"--game or game.name \(mujoco's games: HalfCheetah"):
         build_config(config_file=mine)
     assert build_config("Hopper-v5", config_file=mine).game.name == "Hopper-v5"
+
+
+def test_a_run_saved_with_the_game_defaults_unwritten_is_the_same_run(tmp_path: Path) -> None:
+    """Guards (review): hyperparams/atari.yaml now writes Atari's preprocessing out, and the
+    same command run again on a run made before (its config.yaml: `options: {}`) was refused
+    as "other settings" naming every default; options are compared with defaults filled in."""
+    from selfplay.run_dirs import config_differences, describe_differences
+
+    new = build_config("atari/Pong")
+    assert new.game.options["frame_skip"] == 4
+    old = replace(new, game=replace(new.game, options={}))
+    assert config_differences(old, new) == []
+    other = replace(new, game=replace(new.game, options={**new.game.options, "frame_skip": 2}))
+    assert config_differences(old, other) == ["game.options.frame_skip"]
+    assert describe_differences(old, other, ["game.options.frame_skip"]) == (
+        "game.options.frame_skip 4 -> 2")

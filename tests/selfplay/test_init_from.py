@@ -141,7 +141,9 @@ def test_the_same_command_again_resumes_though_the_source_run_moved_on(
     assert "already holds this run (same settings): resuming it" in capsys.readouterr().err
     assert summary["updates"] == 1
     assert read_yaml(tmp_path / "run" / "config.yaml")["init_from"] == str(first)
-    with pytest.raises(FileExistsError, match=r"other settings \(init_from\)"):
+    with pytest.raises(FileExistsError,
+                       match=r"other settings \(init_from .*update_0000001.pt. -> "
+                             r".*update_0000002.pt.\)"):
         run_training(tictactoe([], init_from="src/checkpoints/update_0000002.pt"),
                      run_dir=Path("run"))
 
@@ -184,6 +186,12 @@ def test_bad_init_from_on_the_command_line_is_a_one_line_error(source: Path,
         run_cli("--game", "tictactoe", "--init-from", str(newest(source)), "--run-dir",
                 str(run), "--set", "network.hidden=[64,64]", *QUIET),
         "does not match the network of game tictactoe: size mismatch")
+    assert not run.exists()
+    assert_one_line_error(  # guards (review): "Missing key(s) in state_dict: obs_rms.mean"
+        run_cli("--game", "tictactoe", "--init-from", str(newest(source)), "--run-dir",
+                str(run), *QUIET, "--set", "normalize.obs=false"),
+        "was trained with normalize.obs true; this network has it false: --set "
+        "normalize.obs=true to match it")
     assert not run.exists()
     assert_one_line_error(run_cli("--resume", str(source), "--init-from", str(source)),
                           "--init-from starts a new run")
