@@ -65,6 +65,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return (*errors, gym_errors.DependencyNotInstalled)
 
 
+def first_paragraph(doc: str | None) -> str:
+    """A module docstring's first paragraph on one line (a tool's ``--help`` description; its
+    first line alone stops mid-sentence)."""
+    return " ".join((doc or "").strip().split("\n\n")[0].split())
+
+
 def run_tool(main: Callable[[], object]) -> NoReturn:
     """Run a ``tools/`` script's ``main`` as the CLI runs its commands: bad input is one
     ``error:`` line and exit status 2, Ctrl-C exit status 130; an int ``main`` returns is

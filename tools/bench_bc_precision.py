@@ -19,7 +19,7 @@ import platform
 import time
 
 from selfplay.bc import build_cloner
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 from selfplay.config_files import build_config
 
 PRECISIONS = ("float32", "bfloat16")
@@ -50,7 +50,7 @@ def measure(game: str, overrides: list[str], repeats: int, seed: int = 1) -> dic
 
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--game", default="lux")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--repeats", type=positive_int, default=2)

@@ -56,7 +56,7 @@ from games.microrts.match_runner import BotMatchRunner
 from league.db import LeagueDB
 from league.ratings import quality_matrix
 from league.tournament import TournamentConfig, run_tournament
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import first_paragraph, run_tool
 
 # MicroRTS-Py's published league (TrueSkill μ − 3σ, experiments/gym-microrts-static-files/
 # league.csv): all 13 engine bots it rated, on basesWorkers16x16A, max 5,000 cycles
@@ -151,7 +151,7 @@ def published_order_ok(names: list[str], conservative: Mapping[str, float],
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--players", default=DEFAULT_PLAYERS,
                         help="comma-separated bot names (default: %(default)s)")
     parser.add_argument("--map", default="basesWorkers16x16A")

@@ -31,7 +31,7 @@ import torch
 
 from games.core import MultiDiscrete
 from selfplay.bc import build_cloner
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 from selfplay.cloning import Cloner
 from selfplay.config_files import build_config
 from selfplay.distributions import GridMaskIndex, MaskedMultiCategorical
@@ -102,7 +102,7 @@ def measure(cloner: Cloner, rounds: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--game", default="microrts")
     teachers = parser.add_mutually_exclusive_group(required=True)
     teachers.add_argument("--replays", help="a replay folder")

@@ -55,7 +55,7 @@ from games.options import OptionError
 from games.pools import detached_worker_init, stop_process_pool
 from games.registry import family_of
 from selfplay.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 from selfplay.config import ConfigError
 from selfplay.evaluate import trained_config
 from selfplay.play import play, wilson_interval
@@ -329,7 +329,7 @@ def _names(value: str, what: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--checkpoint", required=True,
                         help="a checkpoint file, or a run directory (its newest checkpoint)")
     parser.add_argument("--maps", default=",".join(MAPS),

@@ -23,7 +23,7 @@ from league.db import LeagueDB
 from league.matchmaking import Matchmaker
 from league.ratings import PlayerRating, Rating, RatingConfig, rate_1vs1, rate_match
 from league.records import MatchRecord
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 
 
 def per_call_us(fn: object, n: int) -> float:
@@ -102,7 +102,7 @@ def timed_ms(fn: object, repeats: int = 20) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--players", type=positive_int, default=1000)
     parser.add_argument("--matches", type=positive_int, default=100_000)
     parser.add_argument("--loop", type=positive_int, default=5000,

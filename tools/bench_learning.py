@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from games.files import atomic_write_text
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import first_paragraph, run_tool
 from selfplay.config_files import build_config
 from selfplay.tracking import MetricSink, RunDir
 from selfplay.train import build_trainer
@@ -63,7 +63,7 @@ def train_seed(game: str, steps: int, seed: int, window: int, threshold: float |
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--game", required=True)
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from games.files import atomic_write_text
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 
 
 def _timed(fn: Any, calls: int) -> float:
@@ -157,7 +157,7 @@ def bench(envs: int, repeats: int, calls: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--envs", type=positive_int, nargs="+", default=[64, 256])
     parser.add_argument("--repeats", type=positive_int, default=5)
     parser.add_argument("--calls", type=positive_int, default=10)

@@ -44,7 +44,7 @@ from bench_microrts_learning import evaluate, fresh_run_dir, train_for  # noqa: 
 
 from games.files import atomic_write_text  # noqa: E402
 from selfplay.bc import build_cloner  # noqa: E402
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 from selfplay.clone_league import CloneLeague  # noqa: E402
 from selfplay.config_files import build_config
 from selfplay.tracking import MetricSink  # noqa: E402
@@ -128,7 +128,7 @@ def ratings(db: Path) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--games", type=positive_int, default=100, help="evaluation games")
     parser.add_argument("--bot", default="heuristic")

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from games.files import atomic_write_text
 from games.lux.parity import play_parity
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--seeds", type=positive_int, default=20, help="seeds 0..N-1")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--steps", type=positive_int, default=1000,

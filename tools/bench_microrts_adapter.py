@@ -46,7 +46,7 @@ from games.microrts.adapter import (  # noqa: E402
     random_legal_actions,
 )
 from games.microrts.maps import resolve_map  # noqa: E402
-from selfplay.cli_common import nonnegative_int, positive_int, run_tool
+from selfplay.cli_common import first_paragraph, nonnegative_int, positive_int, run_tool
 
 MAX_STEPS = 2000
 _VEC_RFS = ("WinLoss", "ResourceGather", "ProduceWorker", "ProduceBuilding", "Attack",
@@ -298,7 +298,7 @@ def run(steps: int, warmup: int, block: int, cases: list[str] | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--steps", type=positive_int, default=3000, help="timed steps per mode")
     parser.add_argument("--warmup", type=nonnegative_int, default=1000,
                         help="untimed steps per mode first")

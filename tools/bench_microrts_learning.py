@@ -29,7 +29,7 @@ from games.core import HasRewardComponents
 from games.files import atomic_write_text
 from selfplay.acting import StepListener
 from selfplay.checkpoint import resolve_checkpoint
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 from selfplay.component_returns import ComponentReturns
 from selfplay.config_files import build_config
 from selfplay.league_training import attach, describe
@@ -138,7 +138,7 @@ def evaluate(checkpoint: str, bot: str, games: int, seed: int,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--map", default="basesWorkers10x10")
     parser.add_argument("--bot", default="RandomBiased")
     parser.add_argument("--minutes", type=float, default=15.0)

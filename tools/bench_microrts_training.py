@@ -40,7 +40,7 @@ import torch
 from games.core import MultiDiscrete
 from games.files import atomic_write_text
 from selfplay.cell_decoder import CellDecoder
-from selfplay.cli_common import nonnegative_int, positive_int, run_tool
+from selfplay.cli_common import first_paragraph, nonnegative_int, positive_int, run_tool
 from selfplay.config_files import build_config
 from selfplay.distributions import CompactGridMask, GridMaskIndex, compact_grid_mask
 from selfplay.grid_networks import GridDecoder, GridFeatures
@@ -234,7 +234,7 @@ def _seconds(value: float | None) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--rounds", type=positive_int, default=5,
                         help="alternations of one end-to-end update and one bound measurement")
     parser.add_argument("--warmup-collects", type=nonnegative_int, default=16,

@@ -30,7 +30,7 @@ import torch
 from games.core import GameSpec
 from games.registry import make_game
 from selfplay.allocator import keep_freed_memory
-from selfplay.cli_common import UserError, positive_int, run_tool
+from selfplay.cli_common import UserError, first_paragraph, positive_int, run_tool
 from selfplay.config import TrainConfig
 from selfplay.config_files import build_config
 from selfplay.distributions import make_dist
@@ -89,7 +89,7 @@ def legal_mask(spec: GameSpec, rows: int, cells: int, gen: torch.Generator) -> t
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--game", default="lux")
     parser.add_argument("--rows", type=positive_int, default=256)
     parser.add_argument("--repeats", type=positive_int, default=6)

@@ -50,7 +50,7 @@ from games.files import atomic_write_bytes, atomic_write_text
 from selfplay.bc import build_cloner
 from selfplay.bc_loss import clone_confusion, clone_terms
 from selfplay.checkpoint import resolve_checkpoint
-from selfplay.cli_common import UserError, check_output, positive_int, run_tool
+from selfplay.cli_common import UserError, check_output, first_paragraph, positive_int, run_tool
 from selfplay.cloning import component_names, component_sizes
 from selfplay.config_files import build_config
 from selfplay.evaluate import load_agent
@@ -252,7 +252,7 @@ def score(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("collect", "fit"):
         p = sub.add_parser(name)

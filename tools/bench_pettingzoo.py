@@ -39,7 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from games.pettingzoo.catalog import resolve, rom_directory  # noqa: E402
 from games.registry import make_game  # noqa: E402
-from selfplay.cli_common import nonnegative_int, positive_float, positive_int, run_tool
+from selfplay.cli_common import (
+    first_paragraph,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    run_tool,
+)
 
 # one loop iteration; returns the number of agent steps it made
 Step = Callable[[], int]
@@ -135,7 +141,7 @@ def run(game: str, games: int, seconds: float, repeats: int, warmup: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--game", default="pong_v3", help="PettingZoo Atari game")
     parser.add_argument("--games", type=positive_int, default=8, help="games stepped together")
     parser.add_argument("--seconds", type=positive_float, default=5.0,

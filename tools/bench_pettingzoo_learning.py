@@ -28,7 +28,7 @@ from typing import Any
 
 from games.files import atomic_write_text
 from league.db import LeagueDB
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 
 SEATS = 2  # agent steps per game step
 
@@ -96,7 +96,7 @@ def snapshot_ratings(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--game", default="pettingzoo/pong_v3")
     parser.add_argument("--minutes", type=float, default=50.0)
     parser.add_argument("--league-mix", action="store_true",

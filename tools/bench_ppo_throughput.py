@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 
 CASES = {
     # name: (game, num_envs, num_steps, epochs, minibatch size, total steps, normalize)
@@ -94,7 +94,7 @@ def run_sb3(case: Case, seed: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--case", choices=[*CASES, "all"], default="all")
     parser.add_argument("--repeats", type=positive_int, default=3)
     parser.add_argument("--json", action="store_true")

@@ -40,7 +40,7 @@ import numpy as np
 
 from games.files import atomic_write_text
 from games.microrts.adapter import random_legal_actions
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 from selfplay.config import TrainConfig
 from selfplay.config_files import build_config
 from selfplay.train import build_trainer
@@ -141,7 +141,7 @@ def _counts(text: str) -> list[int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--workers", type=positive_int, default=2)
     parser.add_argument("--scaling", type=_counts,
                         help="comma-separated worker counts (e.g. 1,2,4,8): "

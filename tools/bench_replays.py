@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import first_paragraph, run_tool
 
 
 def bench_recording(players: list[str], map_name: str, games: int, max_steps: int,
@@ -73,7 +73,7 @@ def bench_decoding(folder: Path, map_name: str, envs: int, seconds: float) -> di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--players", nargs="+", default=["CoacAI", "Mayari"])
     parser.add_argument("--map", default="basesWorkers16x16A")
     parser.add_argument("--games", type=int, default=40)

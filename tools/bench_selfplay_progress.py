@@ -42,7 +42,7 @@ from league.db import LeagueDB
 from league.ratings import PlayerRating
 from league.snapshots import load_player_snapshot
 from league.tournament import TournamentConfig, bot_tournament, run_tournament
-from selfplay.cli_common import UserError, check_output, positive_int, run_tool
+from selfplay.cli_common import UserError, check_output, first_paragraph, positive_int, run_tool
 from selfplay.config_files import read_yaml, saved_config_from_mapping
 from selfplay.league_rating import snapshot_agent
 from selfplay.policy import FrozenPolicy
@@ -80,7 +80,7 @@ def calibrate(db: LeagueDB, game: str, bots: list[str], map_name: str | None,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--run", type=Path, required=True,
                         help="a league training run (of a two-player game with bots)")
     parser.add_argument("--bots", default="RandomBiased,WorkerRush,LightRush",

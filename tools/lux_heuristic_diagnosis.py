@@ -46,7 +46,7 @@ from games.lux import bots
 from games.lux.adapter import LuxOptions, LuxVecGame
 from games.lux.layout import FACTORY_ACTIONS, MOVES, NVEC, OBS_SCALE, PLANE, UNIT_TYPES
 from selfplay.checkpoint import load_checkpoint, resolve_checkpoint
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 from selfplay.play import FrozenPolicy, load_agent, wilson_interval
 
 Player = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -244,7 +244,7 @@ def _window(text: str) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     who = parser.add_mutually_exclusive_group(required=True)
     who.add_argument("--steering", choices=["bfs", "near", "goals"],
                      help="the heuristic steering by its own fields (bfs), the planes (near), "

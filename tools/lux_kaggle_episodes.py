@@ -18,11 +18,11 @@ import json
 import time
 from pathlib import Path
 
-from selfplay.cli_common import positive_int, run_tool
+from selfplay.cli_common import first_paragraph, positive_int, run_tool
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--games", type=positive_int, default=8)
     parser.add_argument("--steps", type=positive_int, default=1000,
                         help="main-phase steps per game")

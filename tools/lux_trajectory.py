@@ -24,7 +24,7 @@ from games.batches import random_actions
 from games.files import atomic_write_bytes
 from games.lux.adapter import LuxOptions, LuxVecGame
 from games.lux.layout import OBS_PLANES
-from selfplay.cli_common import UserError, run_tool
+from selfplay.cli_common import UserError, first_paragraph, run_tool
 
 PARTS = ("obs", "action_mask", "reward", "terminated")
 
@@ -83,7 +83,7 @@ def compare(a_path: Path, b_path: Path) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("dump")
     d.add_argument("path", type=Path)

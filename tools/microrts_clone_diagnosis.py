@@ -27,7 +27,7 @@ from games.microrts.options import ACTION_NAMES, OBS_PLANES, MicroRTSOptions
 from games.microrts.teacher_game import LiveBots, TeacherGame
 from games.registry import resolve
 from selfplay.checkpoint import resolve_checkpoint
-from selfplay.cli_common import UserError, positive_int, run_tool
+from selfplay.cli_common import UserError, first_paragraph, positive_int, run_tool
 from selfplay.play import FrozenPolicy, load_agent, wilson_interval
 
 UNIT_TYPES = ("base", "barracks", "worker", "light", "heavy", "ranged")
@@ -148,7 +148,7 @@ def checkpoint_player(path: str, deterministic: bool, seed: int
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--checkpoint", required=True, help="a run directory or a checkpoint")
     parser.add_argument("--teacher", default="CoacAI")
     parser.add_argument("--vs", default="LightRush")

@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from games.replays import ReplayError, scan
-from selfplay.cli_common import run_tool
+from selfplay.cli_common import first_paragraph, run_tool
 from selfplay.play import wilson_interval
 
 
@@ -55,7 +55,7 @@ def markdown(table: dict[str, dict[str, list[int]]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--replays", type=Path, required=True)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

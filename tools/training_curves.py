@@ -29,7 +29,7 @@ from typing import Any
 
 from games.files import atomic_write_text
 from league.db import LeagueDB
-from selfplay.cli_common import check_output, positive_float, run_tool
+from selfplay.cli_common import check_output, first_paragraph, positive_float, run_tool
 
 DEFAULT_OPPONENTS = ("WorkerRush", "LightRush", "CoacAI", "RandomBiased", "selfplay")
 
@@ -188,7 +188,7 @@ def markdown(rows: Sequence[Mapping[str, Any]], opponents: Sequence[str]) -> str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=first_paragraph(__doc__))
     parser.add_argument("--run", type=Path, required=True, help="the run directory")
     parser.add_argument("--every", type=int, default=500_000, help="env steps between rows")
     parser.add_argument("--opponents", default=",".join(DEFAULT_OPPONENTS),
