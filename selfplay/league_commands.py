@@ -193,6 +193,17 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _other_game(path: Path, game: str) -> str | None:
+    """Why checkpoint ``path`` can never play ``game`` (it plays another), or None (also when
+    it does not load: the tournament reports that, and keeps such a player broken until its
+    file loads again)."""
+    try:
+        other = trained_config(load_checkpoint(path), path)[0].game.name
+    except (CheckpointError, ConfigError):
+        return None
+    return None if other == game else f"{path} plays {other}, not {game}"
+
+
 def _missing(path: Path | None) -> str | None:
     """Why a checkpoint player cannot be found (None: its file exists)."""
     if path is None or path.is_file():
@@ -312,6 +323,8 @@ def _tournament(db: LeagueDB, game: str,
     known_files = [Path(p.path) for p in db.players() if p.path is not None]
     for given, (name, kind, path) in resolved:
         missing = _missing(path) if kind == "checkpoint" else None
+        if missing is None and kind == "checkpoint" and path is not None:
+            missing = _other_game(path, game)  # it will never load here: never a player
         if missing is not None and not any(
                 path is not None and _same_file(path, known) for known in known_files):
             print(f"warning: skipping player {name!r}: {visible(missing)}", file=sys.stderr)

@@ -57,6 +57,8 @@ def test_checkpoint_of_another_game_is_skipped_with_that_reason(tmp_path: Path,
                         map_name=None, num_envs=2, seed=0, quiet=True)
     assert result["played"] == 2 and len(result["skipped_players"]) == 1
     assert "plays CartPole-v1, not tictactoe" in capsys.readouterr().err
+    with LeagueDB(tmp_path / "l.db", game="tictactoe") as db:  # guards (review): it stayed
+        assert {p.name for p in db.players()} == {"random", "win_or_block"}  # as "broken"
 
 
 def test_tournament_settings_name_a_game_length_other_than_the_default() -> None:
