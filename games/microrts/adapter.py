@@ -109,7 +109,7 @@ from games.core import (
     MultiDiscrete,
 )
 from games.microrts import bots as bots_mod
-from games.microrts import engine, kernels
+from games.microrts import engine, jvm_signals, kernels
 from games.microrts.conversions import Conversions, first_out_of_range
 from games.microrts.engine_groups import JAVA_WINLOSS as _JAVA_WINLOSS  # noqa: F401 (bench tool)
 from games.microrts.engine_groups import EngineGroups
@@ -303,6 +303,7 @@ class MicroRTSVecGame:
         if seed is not None:
             self.seed = seed
             self._opponents.games_started[:] = 0
+        jvm_signals.restore()
         envs = np.arange(self.num_envs)
         if self.seed is not None:
             entropy = (self.seed, int(self._opponents.env_ids[0]), self.num_envs)
@@ -367,6 +368,7 @@ class MicroRTSVecGame:
             raise GameError(f"microrts: actions must be integers of shape {self._action_shape}, "
                             f"got {actions.dtype} {actions.shape}")
         check_action_ranges(actions, self._env_ids)  # before anything of the step is written
+        jvm_signals.restore()
         conv, ep = self._conv, self._episodes
         conv.write_actions(actions, self._flip)
         self._flip ^= 1

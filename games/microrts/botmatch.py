@@ -45,7 +45,7 @@ import numpy as np
 
 from games.core import GameError, Outcome
 from games.microrts import bots as bots_mod
-from games.microrts import engine
+from games.microrts import engine, jvm_signals
 from games.microrts.maps import MapInfo, resolve_map
 from games.pools import DetachedPool, stop_process_pool
 
@@ -186,6 +186,7 @@ class _Arena:
     def _start(self, slot: int, game: BotGame) -> None:
         """Put ``game`` into ``slot``: its bots and map, a fresh game state, seeded bots."""
         jpype = self._jpype
+        jvm_signals.restore()
         client = self.client.botClients[slot]
         client.ai1 = bots_mod.make_bot(bots_mod.resolve_bot(game.bot_a), self.utt)
         client.ai2 = bots_mod.make_bot(bots_mod.resolve_bot(game.bot_b), self.utt)
@@ -214,6 +215,7 @@ class _Arena:
             for slot in range(self.slots):
                 self._fill(slot, queue, slot_game, limit, steps, active)
             while active.any():
+                jvm_signals.restore()
                 response = self.client.gameStep(None, self.players)
                 steps += 1
                 over = np.asarray(response.done)[:, _WIN_LOSS] & active

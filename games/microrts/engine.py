@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from games.core import GameError
+from games.microrts import jvm_signals
 
 ENGINE_VERSION = "0.6.0"
 SDIST_REQUIREMENT = f"gym-microrts=={ENGINE_VERSION}"
@@ -557,6 +558,7 @@ def start_jvm() -> JavaRuntime:
             hint = (f"check {ENV_JAVA_OPTIONS}={options!r}, or set " if options else "set ")
             raise GameError(f"could not start the JVM from {java.libjvm} ({exc}); {hint}"
                             f"{ENV_JAVA} to another Java >= {MIN_JAVA}") from exc
+        jvm_signals.capture()
         try:  # a damaged jar (cut or changed at its size) fails here, not mid-game
             jpype.JClass("tests.JNIGridnetSharedMemVecClient")
             jpype.JClass("util.NDBuffer")

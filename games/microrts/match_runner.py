@@ -43,6 +43,7 @@ import numpy as np
 from games.core import EngineBot, GameError, Outcome, Policy
 from games.matches import MatchResult, MatchSpec, RecordTo
 from games.microrts import bots as bots_mod
+from games.microrts import jvm_signals
 from games.microrts.botmatch import (
     _WIN_LOSS,
     DEFAULT_MAP,
@@ -162,6 +163,7 @@ class BotMatchRunner:
             for slot, (match, game) in enumerate(zip(first, games, strict=True)):
                 start(slot, match, game)
             while active.any():
+                jvm_signals.restore()
                 response = arena.client.gameStep(None, arena.players)
                 steps += 1
                 over = np.asarray(response.done)[:, _WIN_LOSS].astype(bool) & active  # [S]
