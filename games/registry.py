@@ -16,6 +16,7 @@ is left out with a one-line warning; the others load.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib
 import importlib.metadata
 import os
@@ -47,6 +48,8 @@ class GameEntry:
 
 ENTRY_POINT_GROUP = "selfplay.families"
 PLUGINS_VARIABLE = "SELFPLAY_FAMILIES"
+WARNED_VARIABLE = "SELFPLAY_PLUGIN_WARNINGS_SHOWN"
+"""set by selfplay: the plugin warnings this process and its parents have printed"""
 
 
 @cache
@@ -131,6 +134,13 @@ def _clash(fam: Family, found: list[Family]) -> str | None:
 
 
 def _warn(message: str) -> None:
+    """Print a plugin's warning once per command: the processes it starts (workers, raters)
+    load the registry again and inherit :data:`WARNED_VARIABLE`, which lists those shown."""
+    key = hashlib.sha1(message.encode()).hexdigest()[:12]
+    shown = [k for k in os.environ.get(WARNED_VARIABLE, "").split(",") if k]
+    if key in shown:
+        return
+    os.environ[WARNED_VARIABLE] = ",".join([*shown, key])
     print(f"warning: {message}", file=sys.stderr)
 
 

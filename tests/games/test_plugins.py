@@ -16,13 +16,14 @@ import pytest
 
 from games.contract import batch_problem
 from games.core import GameError
-from games.registry import PLUGINS_VARIABLE, families
+from games.registry import PLUGINS_VARIABLE, WARNED_VARIABLE, families
 
 PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
 
 
 def _env(modules: str) -> dict[str, str]:
-    return {**os.environ, PLUGINS_VARIABLE: modules,
+    env = {k: v for k, v in os.environ.items() if k != WARNED_VARIABLE}
+    return {**env, PLUGINS_VARIABLE: modules,
             "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")])}
 
 
@@ -30,6 +31,7 @@ def _env(modules: str) -> dict[str, str]:
 def with_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The registry of this process with the plugin modules named (cache cleared around)."""
     monkeypatch.syspath_prepend(str(PLUGINS))
+    monkeypatch.delenv(WARNED_VARIABLE, raising=False)  # warnings shown by an earlier test
     families.cache_clear()
     yield
     families.cache_clear()
@@ -38,7 +40,8 @@ def with_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_a_plugin_family_trains_plays_and_rates_like_selfplays_own(tmp_path: Path) -> None:
     """`selfplay games` lists the plugin's game beside a plugin that does not import (one
     warning); training reads the family's own settings file (its league rates snapshots
-    against the plugin's bot) and `play --vs` its bot."""
+    against the plugin's bot; the broken plugin's warning once, not again from the rater's
+    process) and `play --vs` its bot."""
     env = _env("plugin_nim, no_such_plugin_module")
     listed = subprocess.run([sys.executable, "-m", "selfplay.cli", "games"], env=env,
                             capture_output=True, text=True, timeout=120)
@@ -51,9 +54,11 @@ def test_a_plugin_family_trains_plays_and_rates_like_selfplays_own(tmp_path: Pat
     train = subprocess.run([sys.executable, "-m", "selfplay.cli", "train", "--game", "nim",
                             "--run-dir", str(run), "--no-progress", "--set",
                             "log.tensorboard=false"],
-                           env=_env("plugin_nim"), capture_output=True, text=True, timeout=300)
+                           env=_env("plugin_nim,no_such_plugin_module"), capture_output=True,
+                           text=True, timeout=300)
     assert train.returncode == 0, train.stderr
     assert "trained 8192 steps in 16 updates" in train.stdout  # tests/plugins/plugin_nim.yaml
+    assert train.stderr.count("warning: game plugin no_such_plugin_module") == 1, train.stderr
     play = subprocess.run([sys.executable, "-m", "selfplay.cli", "play", "--checkpoint",
                            str(run), "--vs", "take_one", "--games", "8", "--json"],
                           env=_env("plugin_nim"), capture_output=True, text=True, timeout=300)
