@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from games.core import GameError
+from games.registry import PLUGINS_VARIABLE, WARNED_VARIABLE
 
 RAY_EXTRA = "pip install 'selfplay[ray]'"
 INLINE_REPLIES = {"max_direct_call_object_size": 8 * 2**20}
@@ -253,10 +254,20 @@ def connect(address: str = "local", num_cpus: int | None = None, object_store_mb
              f"cannot join the Ray cluster at {address}")
     with handlers_kept():
         error = (_probe(address, timeout_s)
-                 or _init_within(ray, timeout_s, address=address, **quiet))
+                 or _init_within(ray, timeout_s, address=address, runtime_env=job_env(),
+                                 **quiet))
     if error is not None:
         raise GameError(f"{where}: {error}")
     return RaySession(ray, address, owned=True)
+
+
+def job_env() -> dict[str, Any] | None:
+    """The run's Ray ``runtime_env``: the game plugins this process loads
+    (``$SELFPLAY_FAMILIES``), which a cluster's workers, started by its own nodes, do not
+    inherit (their modules must be importable there); None when there are none."""
+    forwarded = {name: os.environ[name] for name in (PLUGINS_VARIABLE, WARNED_VARIABLE)
+                 if os.environ.get(name)}
+    return {"env_vars": forwarded} if forwarded else None
 
 
 _PROBE = ("import sys, ray; ray.init(address=sys.argv[1], log_to_driver=False, "

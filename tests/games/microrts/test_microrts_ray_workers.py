@@ -29,6 +29,7 @@ ray = pytest.importorskip("ray")
 from games.workers.ray_cluster import connect  # noqa: E402
 from games.workers.ray_workers import RayWorkers  # noqa: E402
 
+PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 OPTIONS = {"map": "basesWorkers8x8", "num_selfplay_envs": 2,
            "bots": ["WorkerRush", "LightRush", "Passive"], "max_steps": 120}
 STORE = 80 * 2**20
@@ -45,6 +46,10 @@ class TwoNodes:
         os.environ["RAY_AUTH_MODE"] = "disabled"
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
         os.environ["RAY_TMPDIR"] = str(tmp)
+        # the test game plugin is importable on the nodes, as a plugin installed on a real
+        # cluster's machines is; $SELFPLAY_FAMILIES is the driver's alone
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [str(PLUGINS), *filter(None, [os.environ.get("PYTHONPATH")])])
         self.cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 1, "object_store_memory": STORE, "include_dashboard": False})
         self.node = self.cluster.add_node(num_cpus=1, object_store_memory=STORE)
@@ -348,6 +353,28 @@ def test_a_family_without_workers_of_its_own_trains_on_ray_actors(two_nodes: Two
         assert trainer.episodes.summary()["episodes"] > 0
     finally:
         trainer.game.close()
+
+
+@pytest.mark.slow  # a training process on the cluster: ~20 s
+def test_a_plugin_game_named_by_the_driver_alone_trains_on_the_clusters_actors(
+        two_nodes: TwoNodes, tmp_path: Path) -> None:
+    """A game plugin that only the driver's ``$SELFPLAY_FAMILIES`` names: the cluster's actors,
+    started by its nodes, build its envs (they stopped the run with "unknown game 'nim'")."""
+    import subprocess
+    import sys
+
+    from games.registry import PLUGINS_VARIABLE
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "selfplay.cli", "train", "--game", "nim", "--total-steps", "512",
+         "--run-dir", str(tmp_path / "run"), "--no-progress", "--set", "league.enabled=false",
+         "--set", "log.tensorboard=false", "--set", "distributed.backend=ray",
+         "--set", f"distributed.address={two_nodes.cluster.address}",
+         "--set", "distributed.workers=2", "--set", "distributed.worker_cpus=0.25"],
+        capture_output=True, text=True, timeout=240,
+        env={**os.environ, PLUGINS_VARIABLE: "plugin_nim", "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "trained 512 steps" in proc.stdout, proc.stdout[-1000:]
 
 
 @pytest.mark.slow  # each actor imports JAX and loads Lux's kernels (~10-40 s)
