@@ -13,7 +13,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import numpy as np
@@ -168,15 +168,21 @@ class Actor:
         self.recollected = 0
         """env steps lost with workers and collected again, over the run"""
 
-    def _checked(self, batch: Batch, call: str) -> Batch:
-        """``batch`` (what ``call`` returned), checked against the game's spec the first time
+    def _checked(self, batch: Batch, call: str, envs: tuple[int, int] | None = None) -> Batch:
+        """``batch`` (what ``call`` returned: of envs ``envs`` ``(start, stop)`` for a part's
+        step, else of every env), checked against the game's spec the first time
         (:func:`games.contract.check_batch`: a plugin's game that breaks the contract is one
         line naming the field, not an error deep in training)."""
+        if not self._unchecked:
+            return batch
+        spec = self.game.spec
+        if envs is not None:
+            spec = replace(spec, num_envs=envs[1] - envs[0])
         if call in self._unchecked:
-            check_batch(batch, self.game.spec, call)
+            check_batch(batch, spec, call)
             self._unchecked.discard(call)
         if call == "step" and "ends" in self._unchecked and len(batch.episodes.env):
-            check_episodes(batch, self.game.spec)  # the first step that reports episodes
+            check_episodes(batch, spec)  # the first step that reports episodes
             self._unchecked.discard("ends")
         return batch
 
@@ -307,7 +313,8 @@ class Actor:
                     for p in group:
                         if pending[p]:  # its step t - 1 ran while the other groups acted
                             pending[p] = False
-                            batches[p] = self._arrived(game.step_part_wait(p))
+                            batches[p] = self._arrived(
+                                self._checked(game.step_part_wait(p), "step", parts[p]))
                             tick = timer.add("env", tick)
                             self._record_step(t - 1, batches[p], parts[p][0])
                             self._note_lost(t - 1)
@@ -330,7 +337,8 @@ class Actor:
             raise
         for p, (start, _) in enumerate(parts):
             if pending[p]:
-                batches[p] = self._arrived(game.step_part_wait(p))
+                batches[p] = self._arrived(
+                    self._checked(game.step_part_wait(p), "step", parts[p]))
                 self._record_step(t, batches[p], start)
                 self._note_lost(t)
         timer.add("env", tick)
@@ -378,7 +386,7 @@ class Actor:
             actions = self._act_part(t, batch, start, act)
             tick = self.timer.add("inference", tick)
             game.step_part_async(part, actions)
-            batch = self._arrived(game.step_part_wait(part))
+            batch = self._arrived(self._checked(game.step_part_wait(part), "step", (start, stop)))
             self._record_step(t, batch, start)
             self._note_lost(t)
             tick = self.timer.add("env", tick)

@@ -101,6 +101,12 @@ class FlawedNim(Nim):
             return batch._replace(episodes=EpisodeStats.empty())
         return batch
 
+    def step(self, actions: np.ndarray) -> Batch:
+        batch = super().step(actions)
+        if self.flaw == "flat_obs_in_steps":  # reset() keeps the contract
+            return batch._replace(obs=batch.obs.reshape(len(batch.obs), -1))
+        return batch
+
 
 def make(name: str, num_envs: int = 1, seed: int | None = None, pile: int = PILE,
          render: bool = False, flaw: str = "") -> Nim:

@@ -355,26 +355,38 @@ def test_a_family_without_workers_of_its_own_trains_on_ray_actors(two_nodes: Two
         trainer.game.close()
 
 
-@pytest.mark.slow  # a training process on the cluster: ~20 s
+@pytest.mark.slow  # two training processes on the cluster: ~25 s
 def test_a_plugin_game_named_by_the_driver_alone_trains_on_the_clusters_actors(
         two_nodes: TwoNodes, tmp_path: Path) -> None:
     """A game plugin that only the driver's ``$SELFPLAY_FAMILIES`` names: the cluster's actors,
-    started by its nodes, build its envs (they stopped the run with "unknown game 'nim'")."""
+    started by its nodes, build its envs (they stopped the run with "unknown game 'nim'").
+    Their steps come in parts (pipelined): a part that breaks the batch contract is named as a
+    whole step that breaks it is."""
     import subprocess
     import sys
 
     from games.registry import PLUGINS_VARIABLE
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "selfplay.cli", "train", "--game", "nim", "--total-steps", "512",
-         "--run-dir", str(tmp_path / "run"), "--no-progress", "--set", "league.enabled=false",
-         "--set", "log.tensorboard=false", "--set", "distributed.backend=ray",
-         "--set", f"distributed.address={two_nodes.cluster.address}",
-         "--set", "distributed.workers=2", "--set", "distributed.worker_cpus=0.25"],
-        capture_output=True, text=True, timeout=240,
-        env={**os.environ, PLUGINS_VARIABLE: "plugin_nim", "OMP_NUM_THREADS": "1"})
+    def train(run: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "selfplay.cli", "train", "--game", "nim", "--total-steps",
+             "512", "--run-dir", str(tmp_path / run), "--no-progress", "--set",
+             "league.enabled=false", "--set", "log.tensorboard=false", "--set",
+             "distributed.backend=ray", "--set",
+             f"distributed.address={two_nodes.cluster.address}", "--set",
+             "distributed.workers=2", "--set", "distributed.worker_cpus=0.25", *extra],
+            capture_output=True, text=True, timeout=240,
+            env={**os.environ, PLUGINS_VARIABLE: "plugin_nim", "OMP_NUM_THREADS": "1"})
+
+    proc = train("run")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "trained 512 steps" in proc.stdout, proc.stdout[-1000:]
+    flawed = train("flawed", "--set", "game.options.flaw=flat_obs_in_steps")
+    lines = [line for line in flawed.stderr.splitlines() if line.strip()]
+    assert flawed.returncode != 0 and len(lines) == 1, flawed.stderr[-2000:]
+    assert lines[0].startswith(
+        "error: nim: step() broke the VecGame contract: Batch.obs has shape (8, 24); the spec "
+        "says (8, 2, 12) ([E, A, ...] first); the run stopped during update 1"), lines[0]
 
 
 @pytest.mark.slow  # each actor imports JAX and loads Lux's kernels (~10-40 s)
