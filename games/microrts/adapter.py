@@ -344,6 +344,7 @@ class MicroRTSVecGame:
         envs = np.unique(np.asarray(envs, np.int64))
         if len(envs) and not (0 <= envs[0] and envs[-1] < self.num_envs):
             raise GameError(f"microrts: env indices must be in 0..{self.num_envs - 1}")
+        jvm_signals.restore()
         self._new_games(envs)
         self._episodes.restarted(envs)
         return self._fresh_batch()
@@ -353,6 +354,7 @@ class MicroRTSVecGame:
         :meth:`restart` to start that game now); returns the bot's canonical name. The game
         in progress goes on against its bot, and is reported against it."""
         self._check_open()
+        jvm_signals.restore()
         return self._opponents.choose(env, bot)
 
     def bot_choices(self) -> list[str]:

@@ -532,6 +532,7 @@ def start_jvm() -> JavaRuntime:
     global _RUNTIME
     with _JVM_LOCK:
         if _RUNTIME is not None:
+            jvm_signals.restore()  # a new game's Java objects are built next
             return _RUNTIME
         try:
             import jpype

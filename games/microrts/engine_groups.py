@@ -25,7 +25,7 @@ import numpy as np
 
 from games.core import GameError
 from games.microrts import bots as bots_mod
-from games.microrts import engine
+from games.microrts import engine, jvm_signals
 from games.microrts.maps import MapInfo
 from games.microrts.options import ACTION_NVEC, MASK_WIDTH, NUM_ENGINE_PLANES
 from games.microrts.plans import byte_view
@@ -269,6 +269,7 @@ class EngineGroups:
 
     def close(self) -> None:
         """Release the clients' games (the JVM itself lives until the process exits)."""
+        jvm_signals.restore()
         for g in self.groups:
             if g.client is not None:
                 try:

@@ -4,13 +4,15 @@ HotSpot takes SIGSEGV, SIGBUS, SIGFPE and SIGILL for its ordinary work: compiled
 meets a null reference or a safepoint by faulting, and the JVM's handler, reading the fault's
 details (``SA_SIGINFO``), turns the fault into a ``NullPointerException`` or a pause. A library
 loaded later that re-installs the handler it finds with ``signal()`` drops ``SA_SIGINFO``:
-pygame does so when it is imported and when it quits (luxai_s2 imports it; gymnasium's
-rendering quits it). From then on the JVM's handler reads garbage as the fault's details, and
-the next such fault spins the process at 100 % CPU or kills it (``SIGSEGV`` in compiled code,
-``si_signo: ... (INVALID)`` in the JVM's crash log).
+pygame does so when it is imported (luxai_s2 and gymnasium's rendering import it). From then
+on the JVM's handler reads garbage as the fault's details, and the next such fault spins the
+process at 100 % CPU or kills it (``SIGSEGV`` in compiled code, ``si_signo: ... (INVALID)`` in
+the JVM's crash log). Python's ``faulthandler``, which ``ray.init`` enables, takes the signals
+over entirely: the next fault is a "Fatal Python error".
 
 :func:`capture` records the handlers once the JVM has started; :func:`restore` puts back any
-that another library changed. The engine's entry points call it before their Java calls (four
+that another library changed. The engine's entry points (a game's construction, reset, step,
+restart, bot change and close; bot matches) call it before their Java calls (four
 ``sigaction`` calls, under a microsecond). Where the C library offers no ``sigaction``
 (Windows), both do nothing.
 """

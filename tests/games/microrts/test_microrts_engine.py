@@ -518,17 +518,31 @@ def test_setup_command(engine_home: Path) -> None:
     assert "microrts" in refused.stderr.splitlines()[-1]
 
 
-_PYGAME_THEN_NULLS = """
+_BROKEN_THEN_NULLS = """
+import faulthandler
 import sys
 import jpype
 import numpy as np
 from games.microrts.adapter import MicroRTSVecGame
 from games.microrts.options import MicroRTSOptions
-game = MicroRTSVecGame(MicroRTSOptions(map="basesWorkers8x8", max_steps=50), 1, seed=0)
+options = MicroRTSOptions(map="basesWorkers8x8", max_steps=50)
+game = MicroRTSVecGame(options, 1, seed=0)  # a bot env: one seat
 game.reset()
-import pygame  # re-installs the JVM's fault handlers without their details (SA_SIGINFO)
-if sys.argv[1] == "step":
+then, breaker = sys.argv[1:]
+if breaker == "pygame":
+    import pygame  # re-installs the JVM's fault handlers without their details (SA_SIGINFO)
+else:
+    faulthandler.enable()  # as ray.init does: takes the fault signals over
+if then == "step":
     game.step(np.zeros((1, 1, 64, 7), np.int64))  # every unit idle
+elif then == "restart":
+    game.restart([0])
+elif then == "set_bot":
+    game.set_bot(0, "WorkerRush")
+elif then == "another_game":
+    MicroRTSVecGame(options, 1, seed=1)
+elif then == "close":
+    game.close()
 listed, other = jpype.JClass("java.util.ArrayList")(), jpype.JClass("java.util.ArrayList")()
 other.add(1)
 for _ in range(30000):  # compiled: a null argument is then met by a fault, not a test
@@ -544,20 +558,24 @@ print("caught", caught)
 """
 
 
-@pytest.mark.parametrize("then", ["step", "nothing"])
-def test_pygame_imported_after_the_jvm_leaves_its_fault_handling_intact_after_a_step(
-        then: str) -> None:
+@pytest.mark.parametrize(("breaker", "then"), [
+    ("pygame", "step"), ("pygame", "restart"), ("pygame", "set_bot"),
+    ("pygame", "another_game"), ("pygame", "close"), ("faulthandler", "step"),
+    ("pygame", "nothing"), ("faulthandler", "nothing")])
+def test_the_jvms_fault_handling_is_whole_again_after_any_engine_call(
+        breaker: str, then: str) -> None:
     """pygame re-installs the fault handlers it finds with ``signal()`` when imported (luxai_s2
-    imports it), which drops the JVM's ``SA_SIGINFO``: the next null reference met in compiled
-    Java code then spun the process at 100 % CPU or crashed it (a tools test process that ran
-    Lux after microRTS, about one run in two). The engine's next call puts the handlers back;
-    with no engine call after the import the probe shows the fault is real (it must not pass)."""
+    imports it), which drops the JVM's ``SA_SIGINFO``; ``faulthandler`` (enabled by
+    ``ray.init``) takes them over: the next null reference met in compiled Java code then spun
+    the process at 100 % CPU or crashed it (a tools test process that ran Lux after microRTS,
+    about one run in two). The engine's next call puts the handlers back; with no engine call
+    after the breakage the probe shows the fault is real (it must not pass)."""
     env = {**os.environ, "PYGAME_HIDE_SUPPORT_PROMPT": "1"}
     try:
-        proc = subprocess.run([sys.executable, "-c", _PYGAME_THEN_NULLS, then], cwd=REPO, env=env,
-                              capture_output=True, text=True,
-                              timeout=60 if then == "step" else 10)  # 1 s here when it works
+        proc = subprocess.run([sys.executable, "-c", _BROKEN_THEN_NULLS, then, breaker],
+                              cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=10 if then == "nothing" else 60)  # 1 s here when whole
         finished = proc.returncode == 0 and "caught 5" in proc.stdout
     except subprocess.TimeoutExpired:
         finished = False
-    assert finished is (then == "step")
+    assert finished is (then != "nothing")
