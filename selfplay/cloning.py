@@ -54,7 +54,7 @@ from selfplay.distributions import GridMaskIndex
 from selfplay.evaluate import inherited_boards, start_weights
 from selfplay.game_state import check_game, restore_games, saved_games, weights_mismatch
 from selfplay.losses import bootstrap_truncated, explained_variance, gae, idle_at_the_end
-from selfplay.networks import ActorCritic
+from selfplay.networks import ActorCritic, check_board_sizes
 from selfplay.optim import FlatAdam, WeightAverage
 from selfplay.rollout import check_fits, rollout_bytes, step_rows, torch_dtype
 from selfplay.run_loop import RunLoop, collect_and_learn
@@ -172,6 +172,7 @@ class Cloner:
         if config.keep_freed_memory and self.device.type == "cpu":
             keep_freed_memory()  # as training does: large tensors without page faults
         self.agent = ActorCritic(spec, config.network, config.normalize).to(self.device)
+        check_board_sizes(self.agent, trained_boards(game, spec))
         self.optimizer = FlatAdam(self.agent, lr=self.bc.learning_rate, eps=self.bc.adam_eps)
         # boards the network started from (init_from) learned on: kept in its checkpoints
         self.inherited_boards: dict[str, list[int]] = {}

@@ -8,6 +8,7 @@ value. Observation normalization statistics live in the module, so a saved polic
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import cast
 
 import numpy as np
@@ -108,6 +109,20 @@ def _flat_dim(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape)) if shape else 1
 
 
+def check_board_sizes(agent: ActorCritic, boards: Mapping[str, Sequence[int]]) -> None:
+    """A :class:`ConfigError` when the envs of one run play ``boards`` (``{map: [height,
+    width]}``) of several sizes and ``agent`` is tied to one: it trained on the mix padded to
+    the largest, then played no map of the mix alone."""
+    sizes = sorted({(int(h), int(w)) for h, w in boards.values()})
+    if len(sizes) > 1 and not agent.plays_any_board:
+        shown = ", ".join(f"{h}x{w}" for h, w in sizes)
+        tied = ("network.grid_critic: flatten ties the network" if agent.kind == "gridnet"
+                else f"network.kind {agent.kind} ties the network")
+        raise ConfigError(f"the maps of this run have {len(sizes)} board sizes ({shown}, "
+                          f"height x width); {tied} to one: use the gridnet with "
+                          "grid_critic: pool, which plays every size")
+
+
 class ActorCritic(nn.Module):
     """Policy and value networks for one :class:`GameSpec`."""
 
@@ -124,6 +139,7 @@ class ActorCritic(nn.Module):
             else:
                 kind = "mlp"
         self.kind = kind
+        self.pooled_critic = False  # gridnet's critic pools over the board (below)
         if net.ignore_planes and kind != "gridnet":
             raise ConfigError(f"network.ignore_planes needs network.kind gridnet, not {kind!r}")
         self.ignore_planes = tuple(sorted(set(net.ignore_planes)))
@@ -286,6 +302,12 @@ class ActorCritic(nn.Module):
             logits = head.forward_rows(features, compact.rows)
             return make_dist(space, logits, compact, logits_rows=True)
         return make_dist(space, self.params_from_features(obs, features), mask, self.log_std)
+
+    @property
+    def plays_any_board(self) -> bool:
+        """Whether the weights fit boards of every size (a gridnet with the pooled critic);
+        other networks are tied to the board size they were built for."""
+        return self.kind == "gridnet" and self.pooled_critic
 
     def value_normalized(self, critic_in: Tensor,
                          obs_features: Tensor | GridFeatures | None = None) -> Tensor:

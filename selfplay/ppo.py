@@ -41,7 +41,7 @@ from selfplay.game_state import check_game, restore_games, saved_games, weights_
 from selfplay.handover import use_device_arrays
 from selfplay.inference import NumpyActorCritic, supports
 from selfplay.learning import PPOLearner, teacher_kl_coef
-from selfplay.networks import ActorCritic
+from selfplay.networks import ActorCritic, check_board_sizes
 from selfplay.normalize import RunningMeanStd
 from selfplay.optim import FlatAdam
 from selfplay.rollout import RolloutBuffer, torch_dtype
@@ -145,6 +145,7 @@ class Trainer:
         self.act_gen = (self.sample_gen if self.device.type == "cpu" and self.ranks.world == 1
                         else torch.Generator(self.device).manual_seed(seed + 2))
         self.agent = ActorCritic(self.spec, config.network, config.normalize).to(self.device)
+        check_board_sizes(self.agent, trained_boards(game, self.spec))
         self.ranks.broadcast_(list(self.agent.state_dict().values()))  # rank 0's, in place
         # boards the network started from (init_from) learned on: kept in its checkpoints
         self.inherited_boards: dict[str, list[int]] = {}

@@ -370,6 +370,26 @@ def test_one_checkpoint_plays_every_map_size(microrts_checkpoints: dict[str, Pat
         play(deeper, "workerrush", games=1, map_name="baseTwoWorkersMaxResources6x6")
 
 
+def test_a_network_tied_to_one_board_size_is_refused_a_run_of_several(tmp_path: Path) -> None:
+    """Guards (review): a flatten-critic network trained on 8x8 and 9x8 maps together (the mix
+    padded to 9x8) then played neither map alone, though its checkpoint listed both."""
+    from selfplay.config import ConfigError
+    from selfplay.config_files import build_config
+    from selfplay.train import run_training
+
+    config = build_config("microrts", overrides=[
+        "game.options.maps=[basesWorkers8x8A,NoWhereToRun9x8]", "game.num_envs=6",
+        "game.options.num_selfplay_envs=2", "network.grid_critic=flatten",
+        "network.channels=[8]", "network.hidden=[16]", "log.progress=false",
+        "log.tensorboard=false"], total_steps=64)
+    with pytest.raises(ConfigError, match=re.escape(
+            "the maps of this run have 2 board sizes (8x8, 8x9, height x width); "
+            "network.grid_critic: flatten ties the network to one: use the gridnet with "
+            "grid_critic: pool, which plays every size")):
+        run_training(config, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 def test_mixed_size_checkpoint_plays_its_maps_and_any_map(
         microrts_checkpoints: dict[str, Path]) -> None:
     """A checkpoint trained on weighted maps of two sizes plays its own list (padded to 8x9)
