@@ -86,7 +86,15 @@ class MicroRTSFamily(Family):
             return
         from games.microrts.maps import resolve_maps
 
-        resolve_maps(list(opts.maps), same_size=False)  # an unknown map named first
+        named: dict[str, str] = {}
+        for name, info in zip(opts.maps, resolve_maps(list(opts.maps), same_size=False),
+                              strict=True):  # an unknown map is named first
+            first = named.get(str(info.path))
+            if first is not None:
+                raise GameError(f"game.options.maps names the map {info.name} twice ({first!r} "
+                                f"and {name!r}): name each map once (game.options.map_weights "
+                                "sets their shares of the envs)")
+            named[str(info.path)] = name
         sides = 2 if opts.alternate_sides else 1
 
         def short(n: int) -> list[int]:  # the maps with fewer envs than sides to play

@@ -114,6 +114,22 @@ def test_maps_no_env_would_play_are_refused_before_the_run_starts(tmp_path) -> N
     assert not (tmp_path / "run").exists()
 
 
+def test_a_map_named_twice_is_refused() -> None:
+    """Guards (review): ``maps=[basesWorkers8x8A, basesworkers8x8a]`` trained, silently giving
+    that map a double share of the envs (map_weights sets shares)."""
+    from games.core import GameError
+    from games.registry import family_of
+
+    family = family_of("microrts")
+    for twice in (["basesWorkers8x8A", "NoWhereToRun9x8", "basesworkers8x8a"],
+                  ["NoWhereToRun9x8", "NoWhereToRun9x8"]):
+        with pytest.raises(GameError, match=r"game.options.maps names the map \w+ twice "
+                                            r"\('\w+' and '\w+'\): name each map once"):
+            family.check_run("microrts", {"maps": twice, "num_selfplay_envs": 0}, 12)
+    family.check_run("microrts", {"maps": ["basesWorkers8x8A", "NoWhereToRun9x8"],
+                                  "num_selfplay_envs": 0}, 12)
+
+
 def test_a_run_refused_at_its_start_leaves_no_folder_behind(tmp_path) -> None:
     """Guards: a league the game refuses (no self-play envs) failed after config.yaml and
     league.db were written, leaving the run folder; an option refused by the game left the
