@@ -350,14 +350,14 @@ class Cloner:
         # seats that do not act after the rollout: a turn-based seat's last move is cut, a
         # seat out of its episode bootstraps 0 (as PPO's: selfplay.losses.idle_at_the_end)
         cut, last = idle_at_the_end(self.alive.view(t_steps, n), self.dones.view(t_steps, n) > 0,
-                                    torch.from_numpy(self.batch.alive).view(n), last,
+                                    torch.tensor(self.batch.alive).view(n), last,
                                     self.spec.turn_based)
         lam: float | Tensor = 1.0
         if cfg.gae_lambda < 1.0:
             values = torch.stack([self._values(self.obs[t], None if self.state is None
                                                else self.state[t]) for t in range(t_steps)])
             # turn-based seats: skip the steps where a seat is idle (see losses.gae)
-            next_alive = torch.cat([self.alive[1:], torch.from_numpy(self.batch.alive)[None]])
+            next_alive = torch.cat([self.alive[1:], torch.tensor(self.batch.alive)[None]])
             lam = torch.where(next_alive.view(t_steps, n), cfg.gae_lambda, 1.0)
         else:  # lambda 1: the values cancel out of the returns (but at a cut, below)
             values = torch.zeros(t_steps, n)

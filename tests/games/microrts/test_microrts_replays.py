@@ -595,6 +595,7 @@ def test_killed_recorder_resumes_without_loss_or_duplicates(engine_home, tmp_pat
     assert not list(out.glob(".*.tmp"))
 
 
+@pytest.mark.filterwarnings("error:The given NumPy array is not writable")  # replayed arrays
 def test_cloning_recorded_games_learns_and_resumes_in_place(recorded: Path,
                                                             tmp_path: Path) -> None:
     """BC on the recorded 8x8 games: the cloning loss falls and the action-type accuracy
@@ -636,6 +637,7 @@ def test_cloning_recorded_games_learns_and_resumes_in_place(recorded: Path,
         assert not resumed.game.imitate.any()  # type: ignore[attr-defined]
         for key, value in resumed.agent.state_dict().items():
             assert torch.equal(value, state["agent"][key])
+        resumed.run_update()
     finally:
         resumed.close()
 
