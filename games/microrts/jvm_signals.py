@@ -23,6 +23,7 @@ import atexit
 import ctypes
 import signal
 import sys
+import threading
 from typing import Any
 
 FAULT_SIGNALS: tuple[int, ...] = tuple(
@@ -38,13 +39,14 @@ is 128 bytes, of which the kernel fills 8; the rest is left as it was, so it is 
 _sigaction: Any = None
 _saved: dict[int, ctypes.Array[ctypes.c_char]] = {}
 _scratch = ctypes.create_string_buffer(_STRUCT_BYTES)
+_lock = threading.Lock()
 _compared: tuple[slice, ...] = ()
 
 
 def _libc_sigaction() -> Any:
     """The C library's ``sigaction``, or None where there is none or its layout is not known."""
-    if sys.platform not in _FLAGS_AT:
-        return None
+    if sys.platform not in _FLAGS_AT or ctypes.sizeof(ctypes.c_void_p) != 8:
+        return None  # the layouts above are those of 64-bit Linux and macOS
     try:
         function = ctypes.CDLL(None, use_errno=True).sigaction
     except (OSError, AttributeError, TypeError):  # Windows: no process-wide C namespace
@@ -78,10 +80,11 @@ def restore() -> tuple[int, ...]:
     if _sigaction is None:
         return ()
     changed = []
-    for sig, saved in _saved.items():
-        _sigaction(sig, None, _scratch)
-        now, then = _scratch.raw, saved.raw
-        if any(now[part] != then[part] for part in _compared):
-            _sigaction(sig, saved, None)
-            changed.append(sig)
+    with _lock:  # one scratch buffer; ctypes lets other threads run during the calls
+        for sig, saved in _saved.items():
+            _sigaction(sig, None, _scratch)
+            now, then = _scratch.raw, saved.raw
+            if any(now[part] != then[part] for part in _compared):
+                _sigaction(sig, saved, None)
+                changed.append(sig)
     return tuple(changed)

@@ -30,6 +30,8 @@ from games.core import GameError
 from games.registry import PLUGINS_VARIABLE, WARNED_VARIABLE
 
 RAY_EXTRA = "pip install 'selfplay[ray]'"
+RAY_JOB_CONFIG_VARIABLE = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+"""set by Ray in the driver of a job submitted with ``ray job submit``"""
 INLINE_REPLIES = {"max_direct_call_object_size": 8 * 2**20}
 """A private instance passes actor arguments and replies up to 8 MiB inside the call itself
 instead of through the object store (Ray's default limit is 100 kB): a microRTS step of two
@@ -264,7 +266,11 @@ def connect(address: str = "local", num_cpus: int | None = None, object_store_mb
 def job_env() -> dict[str, Any] | None:
     """The run's Ray ``runtime_env``: the game plugins this process loads
     (``$SELFPLAY_FAMILIES``), which a cluster's workers, started by its own nodes, do not
-    inherit (their modules must be importable there); None when there are none."""
+    inherit (their modules must be importable there); None when there are none, or when this
+    process is a Ray job's driver (``ray job submit``: the job's own runtime_env set its
+    variables, for its workers too, and Ray refuses a second one naming them)."""
+    if os.environ.get(RAY_JOB_CONFIG_VARIABLE):
+        return None
     forwarded = {name: os.environ[name] for name in (PLUGINS_VARIABLE, WARNED_VARIABLE)
                  if os.environ.get(name)}
     return {"env_vars": forwarded} if forwarded else None

@@ -362,12 +362,16 @@ def test_a_plugin_game_named_by_the_driver_alone_trains_on_the_clusters_actors(
     started by its nodes, build its envs (they stopped the run with "unknown game 'nim'").
     Their steps come in parts (pipelined): a part that breaks the batch contract is named as a
     whole step that breaks it is."""
+    import json
     import subprocess
     import sys
 
     from games.registry import PLUGINS_VARIABLE
 
-    def train(run: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    def train(run: str, *extra: str, job: bool = False) -> subprocess.CompletedProcess[str]:
+        # job: as the driver of `ray job submit --runtime-env-json` naming the plugin (Ray
+        # refuses a second runtime_env naming the same variable)
+        given = {"runtime_env": {"env_vars": {PLUGINS_VARIABLE: "plugin_nim"}}}
         return subprocess.run(
             [sys.executable, "-m", "selfplay.cli", "train", "--game", "nim", "--total-steps",
              "512", "--run-dir", str(tmp_path / run), "--no-progress", "--set",
@@ -376,11 +380,13 @@ def test_a_plugin_game_named_by_the_driver_alone_trains_on_the_clusters_actors(
              f"distributed.address={two_nodes.cluster.address}", "--set",
              "distributed.workers=2", "--set", "distributed.worker_cpus=0.25", *extra],
             capture_output=True, text=True, timeout=240,
-            env={**os.environ, PLUGINS_VARIABLE: "plugin_nim", "OMP_NUM_THREADS": "1"})
+            env={**os.environ, PLUGINS_VARIABLE: "plugin_nim", "OMP_NUM_THREADS": "1",
+                 **({"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps(given)} if job else {})})
 
-    proc = train("run")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "trained 512 steps" in proc.stdout, proc.stdout[-1000:]
+    for run, job in (("run", False), ("job", True)):
+        proc = train(run, job=job)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "trained 512 steps" in proc.stdout, proc.stdout[-1000:]
     flawed = train("flawed", "--set", "game.options.flaw=flat_obs_in_steps")
     lines = [line for line in flawed.stderr.splitlines() if line.strip()]
     assert flawed.returncode != 0 and len(lines) == 1, flawed.stderr[-2000:]
