@@ -119,8 +119,8 @@ def check_board_sizes(agent: ActorCritic, boards: Mapping[str, Sequence[int]]) -
         tied = ("network.grid_critic: flatten ties the network" if agent.kind == "gridnet"
                 else f"network.kind {agent.kind} ties the network")
         raise ConfigError(f"the maps of this run have {len(sizes)} board sizes ({shown}, "
-                          f"height x width); {tied} to one: use the gridnet with "
-                          "grid_critic: pool, which plays every size")
+                          f"height x width); {tied} to one: start the run with the gridnet "
+                          "and grid_critic: pool, which plays every size")
 
 
 class ActorCritic(nn.Module):

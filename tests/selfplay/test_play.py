@@ -384,8 +384,8 @@ def test_a_network_tied_to_one_board_size_is_refused_a_run_of_several(tmp_path: 
         "log.tensorboard=false"], total_steps=64)
     with pytest.raises(ConfigError, match=re.escape(
             "the maps of this run have 2 board sizes (8x8, 8x9, height x width); "
-            "network.grid_critic: flatten ties the network to one: use the gridnet with "
-            "grid_critic: pool, which plays every size")):
+            "network.grid_critic: flatten ties the network to one: start the run with the "
+            "gridnet and grid_critic: pool, which plays every size")):
         run_training(config, run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
