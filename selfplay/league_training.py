@@ -144,6 +144,9 @@ class LeagueHook:
             self.matchmaker.journal = []
         self.rng = np.random.default_rng(seed + 17)
         self.slots: OrderedDict[int, int] = OrderedDict()  # player id -> owner slot (LRU)
+        self.draining: int | None = None
+        """the loaded snapshot given no new games, so that its slot frees for the snapshots
+        drawn while every slot was busy (see :meth:`_slot_for`)"""
         self.redraws = 0  # snapshot draws replaced since the last update (every slot busy)
         self.opponent = np.full(trainer.spec.num_envs, LEARNER, np.int64)  # [E] pick of seat 1
         self.pooled: set[int] = set()  # snapshot ids ever added to the matchmaker
@@ -230,6 +233,9 @@ class LeagueHook:
             self.assign(np.flatnonzero(self.contested))
         else:
             self._reload_slots(mine["slots"])
+            draining = mine.get("draining")  # absent from checkpoints of before
+            if draining is not None and int(draining) in self.slots:
+                self.draining = int(draining)
         # a run started from another network (init_from): that network is the run's first
         # snapshot (update 0), rated before training moves it
         first = None
@@ -262,6 +268,7 @@ class LeagueHook:
         draws = {"rng": self.rng.bit_generator.state,
                  "opponent": self.opponent.copy(),
                  "slots": [[pid, slot] for pid, slot in self.slots.items()],
+                 "draining": self.draining,
                  "redraws": self.redraws,
                  "bot_rngs": {pid: policy.rng.bit_generator.state
                               for pid, (_, policy) in self.bots.items()},
@@ -408,19 +415,32 @@ class LeagueHook:
 
     def _slot_for(self, pid: int) -> int:
         """The owner slot playing ``pid``, loading it (evicting an idle one) if needed; 0 if
-        no slot can be had (every slot busy, or its snapshot unreadable)."""
+        no slot can be had (every slot busy, or its snapshot unreadable).
+
+        While every slot plays unfinished games, the least recently drawn snapshot is
+        *drained*: it starts no new game, so its slot frees as its games end and the next
+        snapshot drawn gets it. Without this the envs, which end their games at different
+        times, kept every slot busy for ever, and the run played its first
+        ``max_active_opponents`` snapshots only (redrawing every other draw among them)."""
         trainer = self.trainer
         if pid in self.bots:
             return self.bots[pid][0]
-        if pid in self.slots:
+        if pid in self.slots and pid != self.draining:
             self.slots.move_to_end(pid)
             return self.slots[pid]
+        if pid in self.slots:
+            return 0  # draining: its games end, then another snapshot takes its slot
         in_use = trainer.seats.in_use()
         if len(self.slots) >= self.config.max_active_opponents:
             idle = [p for p, slot in self.slots.items() if slot not in in_use]
             if not idle:
+                if self.draining is None and len(self.slots) > 1:
+                    self.draining = next(iter(self.slots))  # the least recently drawn
                 return 0
-            slot = self.slots.pop(idle[0])
+            evicted = self.draining if self.draining in idle else idle[0]
+            if evicted == self.draining:
+                self.draining = None
+            slot = self.slots.pop(evicted)
         else:
             slot = next(s for s in range(1, self.config.max_active_opponents + 1)
                         if s not in self.slots.values())
@@ -505,7 +525,7 @@ class LeagueHook:
         """Give ``envs`` ``[K]``, whose drawn snapshot got no slot, a loaded snapshot by PFSP
         (self-play only when none is loaded)."""
         self.redraws += len(envs)
-        loaded = np.fromiter(self.slots, np.int64, len(self.slots))  # [S] player ids
+        loaded = np.fromiter((p for p in self.slots if p != self.draining), np.int64)  # [S]
         if len(loaded) == 0:
             return
         matchmaker = self.matchmaker

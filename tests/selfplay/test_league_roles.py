@@ -159,6 +159,27 @@ def test_a_snapshot_drawn_while_every_slot_is_busy_is_redrawn_among_the_loaded_o
     hook.close()
 
 
+def test_opponents_turn_over_while_every_slot_plays_unfinished_games(
+        tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
+    """Guards (review): envs end their games at different times, so every one of the
+    ``max_active_opponents`` slots always had a game going; nothing was ever evicted and a
+    league exploiter played its first snapshots only (5 of 135 in a reviewer's run). The least
+    recently drawn snapshot now starts no new game, so its slot frees for the next draw."""
+    path, ids = league
+    hook = hook_for(tmp_path, path, "league_exploiter", "league.max_active_opponents=2",
+                    num_envs=8)
+    played: set[int] = set()
+    for step in range(200):  # one env's game ends per step, in turn
+        env = np.array([step % 8])
+        played.add(int(hook.opponent[env[0]]))
+        hook.on_episodes(EpisodeStats(env, np.zeros(1, np.int64), np.zeros(1),
+                                      np.ones(1, np.int64), np.zeros(1, np.int8)))
+        assert len(hook.slots) <= 2
+    pool = {*ids.values(), hook.db.player("me@0000002").id}
+    assert played == pool  # every snapshot of the league, the exploiter's own included
+    hook.close()
+
+
 def test_main_exploiter_without_target_takes_every_main_role_run(
         tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
     path, ids = league
