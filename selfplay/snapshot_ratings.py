@@ -83,6 +83,16 @@ def register_anchors(db: LeagueDB, spec: GameSpec, config: LeagueConfig, seed: i
                                     config.anchor_calibration_games, config.eval_envs, seed)
                   if config.freeze_anchors else {})
     for name in anchors:
+        try:
+            there: Player | None = db.player(name)
+        except LeagueError:
+            there = None
+        if there is not None and there.kind == "bot" and there.frozen != config.freeze_anchors:
+            # a bot a tournament rated (moving), or a frozen anchor of another run's settings
+            print(f"warning: league.anchors: {name} is already in {db.path} with a rating "
+                  f"that is {'frozen' if there.frozen else 'not frozen (a tournament player)'}"
+                  "; this run rates against it as it is", file=sys.stderr)
+            continue
         db.add_player(name, "bot", frozen=config.freeze_anchors, rating=calibrated.get(name))
     return anchors
 

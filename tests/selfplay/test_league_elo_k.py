@@ -1,4 +1,5 @@
-"""``league.elo_k``: the Elo K of the league database a training run creates."""
+"""The league database a training run creates (``league.elo_k``) or joins (the anchors it
+finds there)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,23 @@ def test_training_creates_its_league_with_elo_k_and_refuses_another(tmp_path: Pa
     run_training(tiny_league_config(), run_dir=tmp_path / "d")
     with LeagueDB(shared) as joined, LeagueDB(tmp_path / "d" / "league.db") as fresh:
         assert joined.config.elo_k == 16 and fresh.config.elo_k == 32
+
+
+def test_a_run_joins_a_league_whose_tournament_rated_its_anchors(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Guards (review): a league made by `league tournament --players random win_or_block`
+    refused every training run ("player 'random' is already in ... with a rating that is not
+    frozen; give this one another name"), a name a bot cannot change. The run rates against
+    the tournament's bots as they are, and says so."""
+    shared = tmp_path / "league.db"
+    with LeagueDB(shared, game="tictactoe") as db:  # as the tournament registers its bots
+        before = {name: db.add_player(name, "bot") for name in ("random", "win_or_block")}
+    run_training(tiny_league_config(f"league.db={shared}"), run_dir=tmp_path / "run")
+    err = capsys.readouterr().err
+    for name in before:
+        assert (f"warning: league.anchors: {name} is already in {shared} with a rating that is "
+                "not frozen (a tournament player); this run rates against it as it is") in err
+    with LeagueDB(shared) as db:
+        assert {name: db.player(name).id for name in before} == before
+        assert not any(db.player(name).frozen for name in before)
+        assert db.player("run@0000001").kind == "snapshot"
