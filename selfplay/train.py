@@ -105,7 +105,7 @@ def run_training(config: TrainConfig | None, run_dir: Path | None = None,
         raise
     failed = True
     try:
-        summary = _train(trainer, config, run, rewrite, created)
+        summary = _train(trainer, config, run, rewrite, created, opening.run is None)
         failed = False
         return summary
     finally:
@@ -148,11 +148,14 @@ def resume_note(state: dict[str, Any], world: int, exact: bool) -> str:
 
 
 def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
-           write_config: bool = True, created: Path | None = None) -> dict[str, Any]:
+           write_config: bool = True, created: Path | None = None,
+           new: bool = False) -> dict[str, Any]:
     """Attach the league and the metric hooks, train, close; the run's summary. The config is
     written for a new run and for a resumed one given another ``total_steps``; otherwise a
     run's config.yaml is never changed. ``created``: the folder made for this new run,
-    removed if the run cannot start (a league setting the game refuses, say)."""
+    removed if the run cannot start (a league setting the game refuses, say); a ``new`` run
+    in a folder that was there (one holding a league database) takes its config.yaml away
+    again."""
     main = trainer.ranks.is_main
     league = None
     try:
@@ -187,6 +190,8 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
         trainer.game.close()
         if created is not None and main:  # nothing trained: the new run leaves nothing
             shutil.rmtree(created, ignore_errors=True)
+        elif new and main and write_config:
+            run.config_file.unlink(missing_ok=True)
         lost_while_starting(exc, where_to_resume(run, trainer.update, trainer.ranks.world))
         raise
     league_info: dict[str, Any] = {}

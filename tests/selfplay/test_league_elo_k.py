@@ -65,3 +65,13 @@ def test_a_run_joins_a_league_whose_tournament_rated_its_anchors(
         assert {name: db.player(name).id for name in before} == before
         assert not any(db.player(name).frozen for name in before)
         assert db.player("run@0000001").kind == "snapshot"
+
+
+def test_a_run_refused_in_a_folder_holding_a_league_leaves_it_as_it_was(tmp_path: Path) -> None:
+    """Guards (review): a run the league refused, in a folder that held only a league database
+    (a place the README lets a run start in), left its config.yaml there."""
+    folder = tmp_path / "shared"
+    LeagueDB(folder / "league.db", game="CartPole-v1").close()  # another game's league
+    with pytest.raises(LeagueError, match="CartPole-v1"):
+        run_training(tiny_league_config(), run_dir=folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["league.db"]
