@@ -90,6 +90,17 @@ def default_path(game: str) -> Path:
     return LEAGUE_DIR / f"{safe}.db"
 
 
+def _not_writable(path: Path) -> str:
+    """`` (its folder ... is not writable)`` when that is why SQLite could not open ``path``
+    for writing (the database's journal files live beside it), else ``""``."""
+    folder = path.parent
+    if folder.is_dir() and not os.access(folder, os.W_OK):
+        return f" (its folder {folder} is not writable: SQLite writes its journal beside it)"
+    if path.is_file() and not os.access(path, os.W_OK):
+        return " (the file is not writable)"
+    return ""
+
+
 class LeagueError(Exception):
     """A user-facing league problem: wrong database, unknown player, bad argument."""
 
@@ -145,7 +156,8 @@ class LeagueDB:
             self._conn = (self._connect_read_only(timeout) if read_only else
                           sqlite3.connect(self.path, timeout=timeout, isolation_level=None))
         except sqlite3.Error as exc:  # a folder it cannot create the file in, say
-            raise LeagueError(f"cannot open league database {self.path}: {exc}") from exc
+            raise LeagueError(f"cannot open league database {self.path}: {exc}"
+                              f"{_not_writable(self.path)}") from exc
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             self._conn.execute("PRAGMA foreign_keys = ON")
@@ -156,7 +168,8 @@ class LeagueDB:
                 self._conn.execute("PRAGMA synchronous = NORMAL")  # WAL: crash-durable
         except sqlite3.OperationalError as exc:
             self._conn.close()
-            raise LeagueError(f"cannot open league database {self.path}: {exc}") from exc
+            raise LeagueError(f"cannot open league database {self.path}: {exc}"
+                              f"{'' if read_only else _not_writable(self.path)}") from exc
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise LeagueError(f"{self.path} is not a league database ({exc})") from exc

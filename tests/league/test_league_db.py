@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -310,3 +311,41 @@ def test_reading_never_shows_an_unfinished_write_of_a_rollback_journal_database(
         LeagueDB(path, read_only=True)
     with LeagueDB(path) as db:  # a writer rolls it back
         assert max(s.mu for s in db.leaderboard()) < 999
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder holding a league database that cannot be written: a read-only bind mount
+    as root (whom permissions do not stop), a folder without write permission otherwise."""
+    source = tmp_path / "source"
+    LeagueDB(source / "t.db", game="tictactoe").close()
+    if os.geteuid() != 0:
+        source.chmod(0o555)
+        yield source
+        source.chmod(0o755)
+        return
+    folder = tmp_path / "mounted"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(source), str(folder)],
+                             capture_output=True).returncode == 0
+    if mounted and subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)],
+                                  capture_output=True).returncode == 0:
+        try:
+            yield folder
+        finally:
+            subprocess.run(["umount", str(folder)], check=True)
+        return
+    if mounted:
+        subprocess.run(["umount", str(folder)], check=True)
+    pytest.skip("root without the right to mount: no folder it cannot write")
+
+
+def test_a_database_in_a_folder_that_cannot_be_written_says_so(read_only_folder: Path) -> None:
+    """Guards (review): "cannot open league database ...: unable to open database file" did
+    not say why (SQLite's journal goes beside the file); reading it still works."""
+    with pytest.raises(LeagueError, match=rf"cannot open league database {read_only_folder}/"
+                                          rf"t.db: .*\(its folder {read_only_folder} is not "
+                                          "writable: SQLite writes its journal beside it\\)"):
+        LeagueDB(read_only_folder / "t.db")
+    with LeagueDB(read_only_folder / "t.db", read_only=True) as db:
+        assert db.game == "tictactoe"
