@@ -358,6 +358,16 @@ def _tournament(db: LeagueDB, game: str,
         base_options = family.with_game_length(game, base_options, max_steps)
     recording = None if record is None else RecordTo(
         record, {db.player(name).id: name for name in names}, shard_games)
+    config = TournamentConfig(games_per_pair=games_per_pair, until_sigma=until_sigma,
+                              opening_games_per_pair=opening_games_per_pair,
+                              min_quality=min_quality,
+                              num_envs=num_envs, seed=seed, map=map_name or "",
+                              settings=tournament_settings(max_steps, defaults.max_steps))
+    # the same command plays the same games; one that goes on with a tournament (more games
+    # per pair, a smaller --until-sigma) draws its games afresh, from the matches stored: from
+    # --seed alone they replayed the first games (same orders, same outcomes), counted again
+    stored = len(db.match_keys(config.tournament_id + "/"))
+    seed = seed if not stored else match_seed(seed, f"continued/{stored}")
     conditions = MatchConditions(options=base_options, num_envs=num_envs, seed=seed,
                                  map_name=map_name, max_steps=max_steps or defaults.max_steps,
                                  processes=processes, record=recording)
@@ -406,11 +416,6 @@ def _tournament(db: LeagueDB, game: str,
     def runner(policies: Mapping[int, Policy]) -> MatchRunner:
         return family.match_runner(game, policies, conditions, game_factory)
 
-    config = TournamentConfig(games_per_pair=games_per_pair, until_sigma=until_sigma,
-                              opening_games_per_pair=opening_games_per_pair,
-                              min_quality=min_quality,
-                              num_envs=num_envs, seed=seed, map=map_name or "",
-                              settings=tournament_settings(max_steps, defaults.max_steps))
     if any(p is not None for p in paths.values()):
         # the checkpoints load against the game's spec: a bad game option is the user's
         # error here, not a broken player inside the tournament

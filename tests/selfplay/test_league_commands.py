@@ -61,6 +61,31 @@ def test_checkpoint_of_another_game_is_skipped_with_that_reason(tmp_path: Path,
         assert {p.name for p in db.players()} == {"random", "win_or_block"}  # as "broken"
 
 
+def test_a_tournament_that_goes_on_plays_new_games(tmp_path: Path) -> None:
+    """Guards (review): the same tournament given more games per pair played its new matches
+    from --seed alone, replaying its first games move for move (same lengths, sides and
+    outcomes, stored again as new results); the same command still plays the same games."""
+    from selfplay.league_commands import tournament
+
+    def games(db_path: Path) -> dict[tuple[int, int], list[tuple[int, int, int]]]:
+        by_pair: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+        with LeagueDB(db_path) as db:
+            for m in sorted(db.matches(), key=lambda m: m.id):
+                by_pair.setdefault((m.player_a, m.player_b), []).append(
+                    (m.side_a, m.length, m.outcome))
+        return by_pair
+
+    runs = []
+    for name in ("a", "b"):
+        for per_pair in (6, 12):
+            tournament("tictactoe", ["random", "win_or_block"], str(tmp_path / f"{name}.db"),
+                       per_pair, None, None, 2, 0, quiet=True)
+        runs.append(games(tmp_path / f"{name}.db"))
+    assert runs[0] == runs[1]  # the same commands, the same games
+    (played,) = runs[0].values()
+    assert len(played) == 12 and played[6:] != played[:6]
+
+
 def test_tournament_settings_name_a_game_length_other_than_the_default() -> None:
     assert tournament_settings(None, 2000) == ""  # the game's default: the id of old databases
     assert tournament_settings(2000, 2000) == ""  # the same games, spelled out
