@@ -111,6 +111,12 @@ def check_shard(shard: Shard) -> None:
         raise ReplayError(f"{shard.path} was recorded with microRTS engine files "
                           f"{str(sha)[:12]}; this selfplay runs {SDIST_SHA256[:12]}: record "
                           "the games again")
+    assert isinstance(engine, dict)
+    for key, ours in ENGINE.items():  # the same files, played otherwise
+        if engine.get(key) != ours:
+            raise ReplayError(f"{shard.path} was recorded with the engine's {key} "
+                              f"{engine.get(key)!r}; this selfplay plays {ours!r}: record the "
+                              "games again")
 
 
 def game_facts(path: Path, index: int, meta: Any) -> GameFacts:

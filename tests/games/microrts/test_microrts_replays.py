@@ -328,7 +328,10 @@ def test_bad_replay_input_is_one_line(recorded: Path, tmp_path: Path) -> None:
     meta = json.loads(data["meta"].tobytes())
     for key, value, pattern in (("version", 99, "format version 99"),
                                 ("engine", {"microrts_sdist_sha256": "f00"},
-                                 "engine files f00")):
+                                 "engine files f00"),
+                                ("engine", {**meta["engine"], "unit_type_table": "finetuned"},
+                                 "the engine's unit_type_table 'finetuned'; this selfplay "
+                                 "plays 'original'")):
         np.savez_compressed(other / shard_name(0), orders=data["orders"],
                             offsets=data["offsets"],
                             meta=np.frombuffer(json.dumps({**meta, key: value}).encode(),
