@@ -286,7 +286,8 @@ def select_games(folder: Path, imitate: list[str], winners_only: bool, held_out:
             shape = facts.size
             if size is not None and shape != size:
                 raise ReplayError(f"{shard.path} holds {shape[0]}x{shape[1]} games (map "
-                                  f"{facts.map}); this run plays {size[0]}x{size[1]}")
+                                  f"{facts.map}); this run plays {size[0]}x{size[1]} (--set "
+                                  f"game.options.map={facts.map} clones on the replays' map)")
             names.update(facts.players)
             steps.add(facts.max_steps)
             every.append(ReplayGameRef(shard.path, i, meta))

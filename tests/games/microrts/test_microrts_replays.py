@@ -320,7 +320,8 @@ def test_bad_replay_input_is_one_line(recorded: Path, tmp_path: Path) -> None:
         replay_logs(empty, [], False, False, 0.0, 0, (8, 8))
     with pytest.raises(ReplayError, match="no such player in .*its players: coacai"):
         replay_logs(recorded, ["mayari"], False, False, 0.0, 0, (8, 8))
-    with pytest.raises(ReplayError, match="holds 8x8 games .* this run plays 16x16"):
+    with pytest.raises(ReplayError, match="holds 8x8 games .* this run plays 16x16 \\(--set "
+                                          "game.options.map=basesWorkers8x8 clones on the"):
         replay_logs(recorded, [], False, False, 0.0, 0, (16, 16))
     other = tmp_path / "other"
     other.mkdir()
