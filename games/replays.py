@@ -202,12 +202,22 @@ def scan(folder: Path, warn: bool = True) -> list[Shard]:
     names the file and the games lost (as the manifest counts them)."""
     manifest = read_manifest(folder)
     found = []
+    first_of: dict[str, Path] = {}  # the games' metadata -> the shard that holds them
     for path in shard_files(folder):
         try:
-            found.append(read_shard(path, arrays=False))
+            shard = read_shard(path, arrays=False)
         except CorruptShard as exc:
             if warn:
                 warn_skipped(exc, manifest.get(path.name))
+            continue
+        games = hashlib.sha1(json.dumps(shard.games, sort_keys=True).encode()).hexdigest()
+        if games in first_of:  # a copy under another shard name: its games count once
+            if warn:
+                print(f"warning: {path} holds the games of {first_of[games].name} (a copy?): "
+                      "they are read once", file=sys.stderr)
+            continue
+        first_of[games] = path
+        found.append(shard)
     if not found:
         raise ReplayError(f"replay folder {folder} holds no readable shard")
     return found

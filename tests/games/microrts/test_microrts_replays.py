@@ -793,3 +793,20 @@ def test_a_replay_folder_has_one_writing_process(recorded: Path, tmp_path: Path)
     again = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True,
                            text=True, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_a_shard_copied_under_another_name_counts_once(recorded: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Guards (review): a shard copied into the folder under another shard name (every
+    ``shard-<digits>.npz`` counts) was read twice, its games cloned at double weight."""
+    from games.microrts.replays import select_games
+
+    folder = tmp_path / "copied"
+    shutil.copytree(recorded, folder)
+    before = select_games(folder, [], False, False, 0.0, (8, 8))
+    shutil.copyfile(folder / shard_name(0), folder / shard_name(99))
+    capsys.readouterr()
+    after = select_games(folder, [], False, False, 0.0, (8, 8))
+    assert [(r.shard.name, r.index) for r in after] == [(r.shard.name, r.index) for r in before]
+    assert capsys.readouterr().err == (f"warning: {folder / shard_name(99)} holds the games of "
+                                       f"{shard_name(0)} (a copy?): they are read once\n")
