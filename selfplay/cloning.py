@@ -554,7 +554,7 @@ class Cloner:
         earlier clone or a PPO run, say with students playing): its weights and normalization
         statistics; the optimizer, counters and label counts stay fresh."""
         self.inherited_boards = start_weights(self.agent, self.spec, path,
-                                              self.config.game.options)
+                                              self.config.game.options, self.config.network)
         if self.average is not None:  # the average starts at the weights started from
             self.average = WeightAverage(self.optimizer, self.agent, self.bc.weight_average)
 

@@ -22,9 +22,10 @@ from games.core import (
 )
 from games.family import Family
 from games.files import atomic_write_path
+from games.options import to_mapping
 from games.registry import family_of, make_game
 from selfplay.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from selfplay.config import ConfigError, TrainConfig
+from selfplay.config import ConfigError, NetworkConfig, TrainConfig
 from selfplay.config_files import saved_config_from_mapping
 from selfplay.networks import ActorCritic
 from selfplay.policy import FrozenPolicy
@@ -79,14 +80,16 @@ def trained_spec(config: TrainConfig) -> GameSpec:
 
 
 def start_weights(agent: ActorCritic, spec: GameSpec, path: Path,
-                  options: Mapping[str, Any]) -> dict[str, list[int]]:
+                  options: Mapping[str, Any],
+                  network: NetworkConfig | None = None) -> dict[str, list[int]]:
     """Load the network of checkpoint ``path`` (a training, cloning or snapshot checkpoint)
     into ``agent``, built for ``spec`` and the game ``options``: its weights and
     normalization statistics, bit for bit (``init_from``). A one-line
     :class:`CheckpointError` for a checkpoint of another game, of another network, or
     trained on other observations (a rotated board, fog of war: the family's
-    ``observation_settings``). Returns the boards the network learned on there
-    (:func:`inherited_boards`)."""
+    ``observation_settings``); weights that do not fit ``agent`` name the settings of
+    ``network`` (the run's) that differ from the checkpoint's. Returns the boards the network
+    learned on there (:func:`inherited_boards`)."""
     state = load_checkpoint(path)
     game = state.get("game")
     if game != spec.name:
@@ -103,8 +106,24 @@ def start_weights(agent: ActorCritic, spec: GameSpec, path: Path,
         raise CheckpointError(
             f"{path} was trained with network.ignore_planes={sorted(trained.network.ignore_planes)}"
             f", this run has {list(agent.ignore_planes)}: set the same")
-    load_weights(agent, weights, spec, trained, str(path))
+    try:
+        load_weights(agent, weights, spec, trained, str(path))
+    except CheckpointError:
+        settings = None if network is None else network_difference(trained.network, network)
+        if settings is None:
+            raise
+        raise CheckpointError(f"{path} holds a network built with {settings}: its weights do "
+                              "not fit this run's; set the same") from None
     return inherited_boards(state)
+
+
+def network_difference(trained: NetworkConfig, mine: NetworkConfig) -> str | None:
+    """The ``network.*`` settings of ``trained`` that ``mine`` sets otherwise, as
+    ``network.KEY=VALUE (this run: VALUE)``; None when they are the same."""
+    theirs, ours = to_mapping(trained), to_mapping(mine)
+    keys = [k for k in theirs if theirs.get(k) != ours.get(k)]
+    return ", ".join(f"network.{k}={theirs[k]!r} (this run: {ours.get(k)!r})"
+                     for k in keys) or None
 
 
 def inherited_boards(state: Mapping[str, Any]) -> dict[str, list[int]]:

@@ -350,7 +350,7 @@ class Trainer:
         frozen copy of it. A one-line :class:`CheckpointError` for a checkpoint of another game
         or of another network."""
         self.inherited_boards = start_weights(self.agent, self.spec, path,
-                                              self.config.game.options)
+                                              self.config.game.options, self.config.network)
         if self.teacher is not None:
             self.teacher.load_state_dict(self.agent.state_dict())
         if self.fast_policy is not None:

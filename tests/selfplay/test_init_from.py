@@ -3,6 +3,7 @@ behaviour-cloning or a snapshot checkpoint), optionally kept near it by a decayi
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -149,8 +150,12 @@ def test_the_same_command_again_resumes_though_the_source_run_moved_on(
 
 
 def test_another_network_is_a_one_line_error(source: Path) -> None:
-    with pytest.raises(CheckpointError, match="does not match the network of game tictactoe"
-                       ) as error:
+    """The settings that differ are named (it was PyTorch's "size mismatch for
+    actor_torso.net.0.weight: copying a param with shape ..." line)."""
+    trained = read_yaml(source / "config.yaml")["network"]["hidden"]
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"holds a network built with network.hidden={trained!r} (this run: [32]): its "
+            "weights do not fit this run's; set the same")) as error:
         build_trainer(tictactoe(["network.hidden=[32]"], init_from=source), None,
                       newest(source))
     assert "\n" not in str(error.value)
@@ -185,7 +190,7 @@ def test_bad_init_from_on_the_command_line_is_a_one_line_error(source: Path,
     assert_one_line_error(
         run_cli("--game", "tictactoe", "--init-from", str(newest(source)), "--run-dir",
                 str(run), "--set", "network.hidden=[64,64]", *QUIET),
-        "does not match the network of game tictactoe: size mismatch")
+        "(this run: [64, 64]): its weights do not fit this run's; set the same")
     assert not run.exists()
     assert_one_line_error(  # guards (review): "Missing key(s) in state_dict: obs_rms.mean"
         run_cli("--game", "tictactoe", "--init-from", str(newest(source)), "--run-dir",
