@@ -470,8 +470,11 @@ def leaderboard(db_path: str | None, game: str | None) -> dict[str, Any]:
     db = open_db(db_path, game, create=False)
     try:
         with database_errors(db.path), db.reading():  # players and matches of one moment
+            roles = {p.id: p.metadata.get("role") for p in db.players()}  # snapshots' roles
             return {"game": db.game, "db": str(db.path),
-                    "players": [s.to_json() for s in db.leaderboard()],
+                    "players": [{**s.to_json(), **({"role": roles[s.player_id]}
+                                                   if roles.get(s.player_id) else {})}
+                                for s in db.leaderboard()],
                     "matches": db.match_count()}
     finally:
         db.close()
@@ -532,7 +535,8 @@ def format_leaderboard(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         name = _fit(visible(r["name"]), 40)
         status = (f"broken: {visible(r['broken'])}" if r.get("broken")
-                  else "anchor" if r.get("frozen") else "")
+                  else "anchor" if r.get("frozen")
+                  else visible(str(r["role"])) if r.get("role", "main") != "main" else "")
         lines.append(f"{r['rank']:>4}  {name} {r['mu']:6.2f} {r['sigma']:6.2f} "
                      f"{r['conservative']:6.2f} {r['elo']:7.1f} {r['games']:6d} "
                      f"{_percent(r.get('score'))} {_percent(r['win_rate'])}  {status}".rstrip())
@@ -546,7 +550,8 @@ def format_leaderboard(rows: list[dict[str, Any]]) -> str:
 
 LEADERBOARD_LEGEND = (
     "(ranked by mu-3s, TrueSkill's conservative rating; score: (wins + draws/2) / games; "
-    "win%: wins / games; anchor: a rating frozen at its start, the league's yardstick)")
+    "win%: wins / games; anchor: a rating frozen at its start, the league's yardstick; an "
+    "exploiter's snapshots are marked with their role)")
 
 
 def _percent(rate: float | None) -> str:

@@ -344,3 +344,22 @@ def test_exploiter_training_run_end_to_end(tmp_path: Path, role: str) -> None:
     assert all(m["league/opponent_share_selfplay"] == 0.0 for m in metrics)
     if role == "main_exploiter":  # its games against the main agent were counted
         assert metrics[-1]["league/win_rate_vs_main"] != 0.5
+
+
+def test_the_leaderboard_shows_each_snapshots_role(tmp_path: Path) -> None:
+    """Guards (review): roles lived only in the database's player metadata; the leaderboard
+    and its JSON showed none."""
+    from selfplay.league_commands import format_leaderboard, leaderboard
+
+    path = tmp_path / "league.db"
+    add_snapshots(path, [("main", 2, "main"), ("mx", 2, "main_exploiter"),
+                         ("lx", 2, "league_exploiter")])
+    board = leaderboard(str(path), None)
+    assert {p["name"]: p.get("role") for p in board["players"]} == {
+        "main@0000002": "main", "mx@0000002": "main_exploiter",
+        "lx@0000002": "league_exploiter"}
+    lines = {line.split()[1]: line for line in format_leaderboard(board["players"]).splitlines()
+             if "@" in line}
+    assert lines["mx@0000002"].endswith("main_exploiter")
+    assert lines["lx@0000002"].endswith("league_exploiter")
+    assert lines["main@0000002"].endswith("-")  # no games yet; the main agent is not marked
