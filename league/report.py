@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,9 @@ def write_report(db: LeagueDB, out_html: str | Path) -> Path:
         f'<p class="muted">{len(board)} players, {db.match_count()} matches; database '
         f"{_text(str(db.path))}; generated {stamp}. Ranked by the "
         "conservative rating μ − 3σ (TrueSkill).</p>",
-        "<h2>Rating ladder</h2>", ladder_table(board), legend(db),
+        "<h2>Rating ladder</h2>",
+        ladder_table(board, {p.id: str(p.metadata.get("role") or "") for p in db.players()}),
+        legend(db),
         "<h2>Rating over time</h2>", rating_curves(db, board),
         "<h2>Payoff matrix</h2>", payoff_heatmap(db, board),
         f"<script>{_JS}</script></body></html>",
@@ -82,15 +85,18 @@ def write_report(db: LeagueDB, out_html: str | Path) -> Path:
     return out
 
 
-def ladder_table(board: list[Standing]) -> str:
-    """The leaderboard as a sortable HTML table (one ``tr.player`` per player)."""
+def ladder_table(board: list[Standing], roles: Mapping[int, str] | None = None) -> str:
+    """The leaderboard as a sortable HTML table (one ``tr.player`` per player); ``roles``: the
+    training role of each snapshot (by player id), shown for exploiters."""
     head = ("<tr><th>rank</th><th class='name'>player</th><th class='name'>kind</th><th>μ</th>"
             "<th>σ</th><th>μ − 3σ</th><th>Elo</th><th>games</th><th>W / D / L</th>"
             "<th>score</th><th title=\"Wilson interval of the score over the player's "
             "games\">score 95% CI</th><th>win rate</th><th class='name'>status</th></tr>")
     rows = []
     for s in board:
-        status = "broken: " + s.broken if s.broken else ("anchor" if s.frozen else "")
+        role = (roles or {}).get(s.player_id, "")
+        status = ("broken: " + s.broken if s.broken else "anchor" if s.frozen
+                  else role if role not in ("", "main") else "")
         css = "player broken" if s.broken else "player"
         rows.append(
             f"<tr class='{css}'><td>{s.rank}</td><td class='name'>{_text(s.name)}</td>"

@@ -347,8 +347,8 @@ def test_exploiter_training_run_end_to_end(tmp_path: Path, role: str) -> None:
 
 
 def test_the_leaderboard_shows_each_snapshots_role(tmp_path: Path) -> None:
-    """Guards (review): roles lived only in the database's player metadata; the leaderboard
-    and its JSON showed none."""
+    """Guards (review): roles lived only in the database's player metadata; the leaderboard,
+    its JSON and the HTML report showed none."""
     from selfplay.league_commands import format_leaderboard, leaderboard
 
     path = tmp_path / "league.db"
@@ -363,3 +363,11 @@ def test_the_leaderboard_shows_each_snapshots_role(tmp_path: Path) -> None:
     assert lines["mx@0000002"].endswith("main_exploiter")
     assert lines["lx@0000002"].endswith("league_exploiter")
     assert lines["main@0000002"].endswith("-")  # no games yet; the main agent is not marked
+    from league.db import LeagueDB
+    from league.report import write_report
+
+    with LeagueDB(path) as db:
+        page = write_report(db, tmp_path / "report.html").read_text()
+    for name, role in (("mx@0000002", "main_exploiter"), ("lx@0000002", "league_exploiter")):
+        row = next(r for r in page.split("<tr") if f">{name}<" in r)
+        assert f"<td class='name'>{role}</td></tr>" in row
