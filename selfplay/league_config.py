@@ -34,7 +34,10 @@ class LeagueConfig:
     """main_exploiter: below this win rate against the main agent's newest snapshot, play PFSP
     over the main agent's earlier snapshots instead."""
     max_active_opponents: int = 4
-    """Snapshot policies loaded at once (each costs one forward pass per step)."""
+    """Snapshot policies loaded at once (each costs one forward pass per step). While every
+    one plays unfinished games, the least recently drawn starts no new game so that its slot
+    frees for the next snapshot drawn; with 1 the snapshot loaded first plays every game
+    against a snapshot (no slot to turn over to: use 2 or more for PFSP over the league)."""
     snapshot_every: int = 10
     """Freeze the learner as a snapshot every this many updates."""
     eval_every: int = 10

@@ -507,7 +507,10 @@ class LeagueHook:
         seats.assign(envs, 1, 0)  # their previous opponents' slots may be reused
         self.opponent[envs] = LEARNER
         unplaced = []
-        for pick in np.unique(picks).tolist():  # one slot lookup per distinct opponent
+        # one slot lookup per distinct opponent, in the order drawn: a slot that frees goes to
+        # the first snapshot drawn, not to the lowest id (the oldest snapshots)
+        _, first = np.unique(picks, return_index=True)
+        for pick in picks[np.sort(first)].tolist():
             pid = self.player_of(pick)
             if pid is None:  # self-play
                 continue

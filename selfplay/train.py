@@ -154,12 +154,14 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
     written for a new run and for a resumed one given another ``total_steps``; otherwise a
     run's config.yaml is never changed. ``created``: the folder made for this new run,
     removed if the run cannot start (a league setting the game refuses, say); a ``new`` run
-    in a folder that was there (one holding a league database) takes its config.yaml away
-    again."""
+    in a folder that was there (one holding a league database) takes the config.yaml it wrote
+    there away again."""
     main = trainer.ranks.is_main
     league = None
+    wrote_new_config = False  # a config.yaml this process put there (none was before)
     try:
         if main and write_config:
+            wrote_new_config = new and not run.config_file.exists()
             run.write_config(config)
         league = attach(trainer, run.path)
         game = trainer.game
@@ -190,7 +192,7 @@ def _train(trainer: Trainer, config: TrainConfig, run: RunDir,
         trainer.game.close()
         if created is not None and main:  # nothing trained: the new run leaves nothing
             shutil.rmtree(created, ignore_errors=True)
-        elif new and main and write_config:
+        elif wrote_new_config:  # a run restarted in place keeps the config.yaml it had
             run.config_file.unlink(missing_ok=True)
         lost_while_starting(exc, where_to_resume(run, trainer.update, trainer.ranks.world))
         raise

@@ -75,3 +75,20 @@ def test_a_run_refused_in_a_folder_holding_a_league_leaves_it_as_it_was(tmp_path
     with pytest.raises(LeagueError, match="CartPole-v1"):
         run_training(tiny_league_config(), run_dir=folder)
     assert sorted(p.name for p in folder.iterdir()) == ["league.db"]
+
+
+def test_a_run_restarted_in_place_and_refused_keeps_its_config(tmp_path: Path) -> None:
+    """Guards (review of the fix above): a run that stopped before its first checkpoint,
+    started again and refused, lost the config.yaml it had (it could not be resumed)."""
+    import shutil
+
+    folder = tmp_path / "run"
+    config = tiny_league_config()
+    run_training(config, run_dir=folder)
+    shutil.rmtree(folder / "checkpoints")  # as if it stopped before its first checkpoint
+    saved = (folder / "config.yaml").read_bytes()
+    (folder / "league.db").unlink()
+    LeagueDB(folder / "league.db", game="CartPole-v1").close()  # another game's league
+    with pytest.raises(LeagueError, match="CartPole-v1"):
+        run_training(config, run_dir=folder)
+    assert (folder / "config.yaml").read_bytes() == saved

@@ -180,6 +180,27 @@ def test_opponents_turn_over_while_every_slot_plays_unfinished_games(
     hook.close()
 
 
+def test_the_opponents_played_follow_the_draw_whatever_their_ids(tmp_path: Path) -> None:
+    """Guards (review of the fix above): a freed slot went to the lowest id drawn, so the
+    games played leaned towards the oldest snapshots (0.21 of the games against the first of
+    9 equally drawn snapshots, 0.03 against the last)."""
+    path = tmp_path / "league.db"
+    add_snapshots(path, [("main", 2 * i + 2, "main") for i in range(9)])
+    hook = hook_for(tmp_path, path, "league_exploiter", "league.max_active_opponents=2",
+                    num_envs=8, own=False)
+    rng = np.random.default_rng(0)
+    played: Counter[int] = Counter()
+    for _ in range(1500):  # each env's game ends with probability 0.3 at every step
+        ended = np.flatnonzero(rng.random(8) < 0.3)
+        played.update(hook.opponent[ended].tolist())
+        k = len(ended)
+        hook.on_episodes(EpisodeStats(ended, np.zeros(k, np.int64), np.zeros(k),
+                                      np.ones(k, np.int64), np.zeros(k, np.int8)))
+    shares = np.array([played[p] for p in sorted(played)]) / sum(played.values())
+    assert len(shares) == 9 and shares.min() > 0.06 and shares.max() < 0.17, shares
+    hook.close()
+
+
 def test_main_exploiter_without_target_takes_every_main_role_run(
         tmp_path: Path, league: tuple[Path, dict[str, int]]) -> None:
     path, ids = league
