@@ -270,7 +270,7 @@ class Family:
         opponent)."""
         if not self.two_player:
             raise GameError(f"game {game!r} is single-agent: there is no opponent to play "
-                            "against")
+                            "against (selfplay eval scores its checkpoints)")
         if map_name is not None and not self.has_maps:
             raise GameError(f"game {game!r} has no maps; drop --map")
         if bot is None:

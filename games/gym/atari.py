@@ -19,9 +19,10 @@ Sticky actions are off by default (``repeat_action_probability=0.0``, as in the 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,7 +276,26 @@ class AtariCodec:
 
 def make_env(game: str, opts: AtariOptions) -> AtariPreprocessed:
     """One preprocessed env for CamelCase ``game`` (see :func:`resolve_game`)."""
-    env = gym.make(
+    with rom_needed(game):
+        env = _make_ale(game, opts)
+    return AtariPreprocessed(env, opts)
+
+
+@contextlib.contextmanager
+def rom_needed(game: str) -> Iterator[None]:
+    """A ROM file ale-py ships but cannot find (a damaged install) as one line naming it and
+    the fix, not the bare ``[Errno 2] No such file or directory: .../roms/pong.bin``."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        if not str(exc.filename or "").endswith(".bin"):
+            raise
+        raise GameError(f"atari/{game}: its ROM {exc.filename} is missing from ale-py's "
+                        "install: pip install --force-reinstall ale-py") from exc
+
+
+def _make_ale(game: str, opts: AtariOptions) -> gym.Env[Any, Any]:
+    return gym.make(
         f"ALE/{game}-v5",
         frameskip=1,
         repeat_action_probability=opts.repeat_action_probability,
@@ -287,7 +307,6 @@ def make_env(game: str, opts: AtariOptions) -> AtariPreprocessed:
         disable_env_checker=True,
         max_episode_steps=None,
     ).unwrapped
-    return AtariPreprocessed(env, opts)
 
 
 def check_mode(game: str, opts: AtariOptions) -> None:
@@ -295,7 +314,8 @@ def check_mode(game: str, opts: AtariOptions) -> None:
     them (the ALE's own error names neither the value nor the choices)."""
     if opts.mode is None and opts.difficulty is None:
         return
-    probe = gym.make(f"ALE/{game}-v5", disable_env_checker=True).unwrapped
+    with rom_needed(game):
+        probe = gym.make(f"ALE/{game}-v5", disable_env_checker=True).unwrapped
     try:
         ale = probe.ale  # type: ignore[attr-defined]
         offered = {"mode": [int(m) for m in ale.getAvailableModes()],

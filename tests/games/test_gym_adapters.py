@@ -3,7 +3,10 @@ gymnasium, autoreset, episode statistics, options, state round trips and renderi
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,8 @@ from games.gym.atari import resolve_game
 from games.options import OptionError
 from games.registry import make_game
 from selfplay.checkpoint import load_checkpoint, save_checkpoint
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CLASSIC = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1",
            "MountainCarContinuous-v0"]
@@ -424,3 +429,43 @@ def test_an_atari_game_ending_in_its_next_lifes_reset_is_reported() -> None:
     # unlimited: the first life is lost at step 22 and its reset's frames end at frame 137
     assert episodes(10**6) == []
     assert episodes(132)[0] == (22, 23)  # the limit falls in that reset: the game ends there
+
+
+def test_an_atari_rom_missing_from_ale_py_is_one_line_naming_it(tmp_path: Path) -> None:
+    """Guards (review): a ROM missing from ale-py's install (a damaged install) was the bare
+    "[Errno 2] No such file or directory: .../roms/pong.bin". ale-py is mirrored with links,
+    its Pong ROM left out."""
+    import ale_py
+
+    source = Path(ale_py.__file__).parent
+    shadow = tmp_path / "site" / "ale_py"
+    (shadow / "roms").mkdir(parents=True)
+    for item in source.iterdir():
+        if item.name != "roms":
+            (shadow / item.name).symlink_to(item)
+    for rom in (source / "roms").iterdir():
+        if rom.name != "pong.bin":
+            (shadow / "roms" / rom.name).symlink_to(rom)
+    libs = source.parent / "ale_py.libs"
+    if libs.is_dir():
+        (shadow.parent / "ale_py.libs").symlink_to(libs)
+    proc = subprocess.run(
+        [sys.executable, "-m", "selfplay.cli", "train", "--game", "atari/Pong", "--total-steps",
+         "64", "--set", "game.num_envs=1", "--run-dir", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow.parent), str(ROOT)])})
+    assert proc.returncode == 2, proc.stderr[-1000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: atari/Pong: its ROM {shadow / 'roms' / 'pong.bin'} is missing from ale-py's "
+        "install: pip install --force-reinstall ale-py")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_single_agent_game_has_no_opponent_and_says_what_scores_it() -> None:
+    from games.registry import family_of
+
+    for game in ("CartPole-v1", "atari/Pong"):
+        with pytest.raises(GameError, match=re.escape(
+                f"game {game!r} is single-agent: there is no opponent to play against "
+                "(selfplay eval scores its checkpoints)")):
+            family_of(game).match_setup(game, "builtin", 1, 0)
