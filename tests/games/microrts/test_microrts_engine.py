@@ -563,17 +563,18 @@ print("caught", caught)
     ("pygame", "another_game"), ("pygame", "close"), ("faulthandler", "step"),
     ("pygame", "nothing"), ("faulthandler", "nothing")])
 def test_the_jvms_fault_handling_is_whole_again_after_any_engine_call(
-        breaker: str, then: str) -> None:
+        breaker: str, then: str, tmp_path: Path) -> None:
     """pygame re-installs the fault handlers it finds with ``signal()`` when imported (luxai_s2
     imports it), which drops the JVM's ``SA_SIGINFO``; ``faulthandler`` (enabled by
     ``ray.init``) takes them over: the next null reference met in compiled Java code then spun
     the process at 100 % CPU or crashed it (a tools test process that ran Lux after microRTS,
     about one run in two). The engine's next call puts the handlers back; with no engine call
     after the breakage the probe shows the fault is real (it must not pass)."""
-    env = {**os.environ, "PYGAME_HIDE_SUPPORT_PROMPT": "1"}
-    try:
+    env = {**os.environ, "PYGAME_HIDE_SUPPORT_PROMPT": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    try:  # in a folder of its own: a JVM that crashes writes its hs_err file there
         proc = subprocess.run([sys.executable, "-c", _BROKEN_THEN_NULLS, then, breaker],
-                              cwd=REPO, env=env, capture_output=True, text=True,
+                              cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=10 if then == "nothing" else 60)  # 1 s here when whole
         finished = proc.returncode == 0 and "caught 5" in proc.stdout
     except subprocess.TimeoutExpired:
