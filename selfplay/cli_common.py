@@ -54,15 +54,8 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
     # OSError: a path that is a directory, unwritable or missing; UnicodeDecodeError: a
     # config file that is not text; UnicodeEncodeError: a path that is not valid UTF-8
-    errors: tuple[type[BaseException], ...] = (
-        UserError, GameError, OptionError, ConfigError, CheckpointError, OSError,
-        UnicodeDecodeError, UnicodeEncodeError, LeagueError, RankLost)
-    # gymnasium's one line naming a package its environment needs (MuJoCo, pygame): loaded
-    # by then if gymnasium raised it (importing it here cost every command 0.2 s)
-    gym_errors = sys.modules.get("gymnasium.error")
-    if gym_errors is None:
-        return errors
-    return (*errors, gym_errors.DependencyNotInstalled)
+    return (UserError, GameError, OptionError, ConfigError, CheckpointError, OSError,
+            UnicodeDecodeError, UnicodeEncodeError, LeagueError, RankLost)
 
 
 def first_paragraph(doc: str | None) -> str:

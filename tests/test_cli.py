@@ -885,16 +885,6 @@ def test_video_packages_are_checked_before_any_game(tmp_path, monkeypatch) -> No
         _video_path(str(tmp_path / "v.gif"))
 
 
-def test_gymnasiums_missing_dependency_is_one_line() -> None:
-    """Guards: a MuJoCo game without mujoco, or --video of a classic-control game without
-    pygame, ended in gymnasium's DependencyNotInstalled traceback."""
-    from gymnasium.error import DependencyNotInstalled
-
-    from selfplay.cli_common import user_errors
-
-    assert issubclass(DependencyNotInstalled, user_errors())
-
-
 @pytest.mark.parametrize("key", ["seed", "num_envs", "name"])
 def test_a_game_option_named_like_the_factorys_arguments_is_one_line(key: str) -> None:
     """Guards: ``--set game.options.seed=3`` (a user looking for a map seed) was a TypeError

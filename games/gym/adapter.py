@@ -12,7 +12,8 @@ Envs that split one game into several learner episodes (Atari's "episodic life")
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
 import gymnasium as gym
@@ -332,7 +333,8 @@ class GymVecGame:
         if not self._render:
             raise GameError(f"{self.spec.name}: rendering is off; create the game with "
                             "options {render: true}")
-        frame = self.envs[env_index].render()
+        with dependency_needed(self.spec.name):  # classic control draws with pygame
+            frame = self.envs[env_index].render()
         if frame is None:
             raise GameError(f"{self.spec.name}: env {env_index} returned no frame")
         return np.ascontiguousarray(frame, dtype=np.uint8)
@@ -345,6 +347,17 @@ class GymVecGame:
 _MAKE_KEYWORDS = frozenset({"max_episode_steps", "autoreset", "apply_api_compatibility",
                             "disable_env_checker", "render_mode"})
 """keyword arguments of ``gymnasium.make`` itself (not of the env)"""
+
+
+@contextlib.contextmanager
+def dependency_needed(env_id: str) -> Iterator[None]:
+    """gymnasium's ``DependencyNotInstalled`` (MuJoCo without ``mujoco``, a classic-control
+    frame without ``pygame``) as a :class:`GameError`: its message already names the package
+    and the ``pip install`` that brings it."""
+    try:
+        yield
+    except gym.error.DependencyNotInstalled as exc:
+        raise GameError(f"{env_id}: {str(exc).strip()}") from exc
 
 
 def _probe(env_id: str, env: gym.Env, env_kwargs: Mapping[str, Any], seed: int | None) -> None:
@@ -383,8 +396,9 @@ def make_registered(env_id: str, num_envs: int, seed: int | None, *,
         raise GameError(f"{env_id}: env_kwargs {wrapping} are gymnasium.make's own, not the "
                         f"env's; {fix}")
     try:
-        envs = [gym.make(env_id, render_mode=render_mode, disable_env_checker=True,
-                         **env_kwargs).unwrapped for _ in range(num_envs)]
+        with dependency_needed(env_id):
+            envs = [gym.make(env_id, render_mode=render_mode, disable_env_checker=True,
+                             **env_kwargs).unwrapped for _ in range(num_envs)]
     except TypeError as exc:
         raise GameError(f"{env_id}: bad env_kwargs {dict(env_kwargs)}: {exc}") from exc
     if env_kwargs:  # a value of the wrong kind fails only once the env steps: now, not mid-run

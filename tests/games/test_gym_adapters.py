@@ -469,3 +469,40 @@ def test_a_single_agent_game_has_no_opponent_and_says_what_scores_it() -> None:
                 f"game {game!r} is single-agent: there is no opponent to play against "
                 "(selfplay eval scores its checkpoints)")):
             family_of(game).match_setup(game, "builtin", 1, 0)
+
+
+class _NeedsPackage(gym.Env[Any, Any]):
+    """An env whose construction or drawing needs a package that is not installed, as
+    gymnasium's MuJoCo envs (``mujoco``) and classic control's frames (``pygame``) say it."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, fail_at: str, render_mode: str | None = None) -> None:
+        if fail_at == "make":
+            raise gym.error.DependencyNotInstalled('mujoco is not installed, run `pip install '
+                                                   '"gymnasium[mujoco]"`')
+        self.render_mode = render_mode
+
+    def render(self) -> None:
+        raise gym.error.DependencyNotInstalled('pygame is not installed, run `pip install '
+                                               '"gymnasium[classic-control]"`')
+
+
+@pytest.mark.parametrize("fail_at", ["make", "render"])
+def test_a_package_the_env_needs_is_a_game_error_naming_it(fail_at: str) -> None:
+    """Guards: gymnasium's ``DependencyNotInstalled`` reached the CLI as gymnasium's own
+    exception, which selfplay's commands knew only by looking it up in ``sys.modules``."""
+    from games.gym.adapter import make_registered
+    from games.gym.classic import ClassicCodec
+
+    env_id = f"SelfplayNeedsPackage{fail_at.title()}-v0"
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=_NeedsPackage, kwargs={"fail_at": fail_at},
+                     max_episode_steps=10)
+    package = "mujoco" if fail_at == "make" else "pygame"
+    with pytest.raises(GameError, match=rf"^{env_id}: {package} is not installed, run `pip"):
+        game = make_registered(env_id, 1, 0, max_episode_steps=None, render=True,
+                               env_kwargs={}, codec=ClassicCodec())
+        game.render(0)
