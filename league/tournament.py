@@ -32,6 +32,7 @@ import numpy as np
 
 from games.core import Policy
 from games.family import MatchConditions
+from games.files import CheckpointError
 from games.matches import GameFactory, MatchResult, MatchRunner, MatchSpec, VecGameRunner
 from games.registry import family_of, resolve
 from league.db import LeagueDB, LeagueError
@@ -263,14 +264,16 @@ class IncompatiblePlayer(Exception):
 def build_policies(db: LeagueDB, names: Sequence[str], factory: PolicyFactory
                    ) -> tuple[dict[int, Policy], list[str]]:
     """Policies of the players that load; the others are reported, flagged (unless merely
-    :class:`IncompatiblePlayer`) and listed."""
+    :class:`IncompatiblePlayer`) and listed. Only a file's failures skip a player (missing,
+    unreadable, corrupt, another network): any other error is a fault of the code loading
+    it, raised rather than recorded in the database as the player's."""
     policies: dict[int, Policy] = {}
     skipped: list[str] = []
     for name in names:
         player = db.player(name)
         try:
             policies[player.id] = factory(name)
-        except Exception as exc:  # noqa: BLE001 - any load failure skips the player
+        except (CheckpointError, OSError, IncompatiblePlayer) as exc:  # its file, not the code
             if player.kind == "bot":  # no file to be broken: the input is wrong
                 raise
             # one line, whole (a newline in a file's name, escaped, does not cut it short)

@@ -137,7 +137,7 @@ def rate_snapshot(job: RatingJob, db: LeagueDB, agent_of: AgentOf,
             return family.opponent(game_name, name, job.run_seed)
         snapshot = load_player_snapshot(db, player.id)
         if snapshot is None:
-            raise ValueError(f"snapshot {name} is missing or corrupt")
+            raise CheckpointError(f"snapshot {name} is missing or corrupt")
         # its own generator, seeded by the run, the tournament and the player: the same games
         # whether the tournament runs in the trainer or in a rater process
         seed = np.random.SeedSequence([job.run_seed, job.seed, player.id]).generate_state(1)[0]

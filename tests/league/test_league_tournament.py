@@ -376,3 +376,21 @@ def test_tictactoe_tournament_sides_decide_who_opens(tmp_path: Path) -> None:
         assert summary.played == 2
         outcomes = sorted((m.side_a, m.outcome) for m in league.matches())
     assert outcomes == [(0, 1), (1, -1)]  # a wins when it opens (seat 0), loses otherwise
+
+
+def test_a_fault_of_the_loading_code_is_raised_not_recorded_as_a_broken_player(
+        db: LeagueDB) -> None:
+    """Guards: any exception while loading a player (a bug in the loading code, say an
+    AttributeError) skipped it with a warning and flagged it broken in the database, so the
+    fault looked like the player's file's and every later tournament left it out."""
+    db.add_player("net", "checkpoint", path="/somewhere/net.pt")
+
+    def faulty(name: str) -> BotPolicy:
+        if name == "net":
+            raise AttributeError("'NoneType' object has no attribute 'weights'")
+        return policy_factory(name)
+
+    with pytest.raises(AttributeError, match="has no attribute 'weights'"):
+        run_tournament(db, [*BOTS, "net"], faulty, game_factory,
+                       TournamentConfig(games_per_pair=2, num_envs=4))
+    assert db.player("net").broken is None
