@@ -162,6 +162,19 @@ class LeagueHook:
         self.contested = (game.players[:, 1] >= 0 if isinstance(game, HasSides)
                           else np.ones(trainer.spec.num_envs, bool))  # [E]
         family = family_of(trainer.spec.name)
+        # league.bots checked before the anchors are placed (games played for a run refused)
+        setups = []
+        for k, name in enumerate(config.bots):
+            try:
+                setup = family.match_setup(trainer.spec.name, name, 1, seed + 31 * k)
+            except GameError as exc:
+                raise ConfigError(f"league.bots: {exc}") from exc
+            if setup.scripted is None:
+                raise ConfigError(f"league.bots: {name} plays inside the {trainer.spec.name} "
+                                  "engine, not in a seat; give engine bots their own envs "
+                                  "(game.options.bots), drawn by PFSP with "
+                                  "league.bot_env_pfsp=true")
+            setups.append((name, setup.scripted, setup.opponent_name))
         self.anchors = register_anchors(self.db, trainer.spec, config, trainer.config.seed,
                                         trainer.config.game.options)
         # scripted training opponents: player id -> (owner slot, policy); each has its own
@@ -173,22 +186,13 @@ class LeagueHook:
         if config.bots and unplayed and ranks.is_main:
             print(f"warning: league.bots ({', '.join(config.bots)}) are not played: {unplayed}",
                   file=sys.stderr)
-        for k, name in enumerate(config.bots):
-            try:
-                setup = family.match_setup(trainer.spec.name, name, 1, seed + 31 * k)
-            except GameError as exc:
-                raise ConfigError(f"league.bots: {exc}") from exc
-            if setup.scripted is None:
-                raise ConfigError(f"league.bots: {name} plays inside the {trainer.spec.name} "
-                                  "engine, not in a seat; give engine bots their own envs "
-                                  "(game.options.bots), drawn by PFSP with "
-                                  "league.bot_env_pfsp=true")
-            bot_name = setup.opponent_name or name
+        for k, (name, scripted, opponent_name) in enumerate(setups):
+            bot_name = opponent_name or name
             pid = self.db.add_player(bot_name, "bot", frozen=config.freeze_anchors
                                      and bot_name in self.anchors)
             slot = config.max_active_opponents + 1 + k
-            self.bots[pid] = (slot, setup.scripted)
-            trainer.seats.set_policy(slot, setup.scripted)
+            self.bots[pid] = (slot, scripted)
+            trainer.seats.set_policy(slot, scripted)
             self.matchmaker.add_bot(pid)
         if ranks.is_main:
             ranks.barrier()

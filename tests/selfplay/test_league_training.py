@@ -219,6 +219,22 @@ def test_unknown_anchor_is_an_error(tmp_path: Path) -> None:
         attach(trainer, tmp_path)
 
 
+def test_an_unknown_training_bot_is_refused_before_the_anchors_play(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Guards: ``league.bots=[nosuchbot]`` placed the anchors first (games played, a line
+    of ratings) and warned that the bots are not played before refusing the name."""
+    config = build_config("tictactoe", overrides=["league.bots=[nosuchbot]"])
+    trainer = Trainer(config, make_game("tictactoe", 2, 0))
+    try:
+        with pytest.raises(ConfigError, match="league.bots: unknown tictactoe bot 'nosuchbot'"):
+            attach(trainer, tmp_path)
+        assert capsys.readouterr().err == ""
+        with LeagueDB(tmp_path / "league.db") as db:
+            assert db.match_count() == 0
+    finally:
+        trainer.game.close()
+
+
 def test_bot_env_pfsp_needs_engine_bots(tmp_path: Path) -> None:
     config = build_config("tictactoe", overrides=["league.bot_env_pfsp=true"])
     trainer = Trainer(config, make_game("tictactoe", 2, 0))
