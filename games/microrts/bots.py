@@ -237,7 +237,7 @@ def _random_fields(cls: Any, static: bool = False) -> list[Any]:
                     continue
                 try:
                     f.setAccessible(True)
-                except Exception:  # a module that does not open the field: leave it
+                except jpype.JException:  # a module that does not open the field: leave it
                     continue
                 found.append(f)
             cls = cls.getSuperclass()
@@ -271,7 +271,7 @@ def seed_engine(seed: int) -> int:
     for name in _STATIC_GENERATORS:
         try:
             cls = jpype.JClass(name).class_
-        except Exception:  # not in this engine build
+        except TypeError:  # JPype's "Class ... is not found": not in this engine build
             continue
         count += _reseed(_random_fields(cls, static=True), None, seed)
     return count

@@ -437,3 +437,20 @@ def test_a_java_class_name_means_that_class_wherever_it_is_passed() -> None:
     assert bots.resolve_bot(custom.name) == custom
     setup = MicroRTSFamily().match_setup("microrts", "no.such.pkg.WorkerRush", 2, 0)
     assert setup.options["bots"] == ["no.such.pkg.WorkerRush"]
+
+
+def test_every_static_generator_named_is_in_the_engine_and_seeded(engine_home: Path) -> None:
+    """Guards: a class named wrong in ``_STATIC_GENERATORS`` (or one a new engine build
+    drops) was skipped in silence, leaving its generator unseeded and the bots' games
+    irreproducible; each named class exists and holds at least one static generator."""
+    import jpype
+
+    from games.microrts.engine import start_jvm
+
+    start_jvm()
+    for name in bots._STATIC_GENERATORS:
+        fields = bots._random_fields(jpype.JClass(name).class_, static=True)
+        assert fields, f"{name} holds no static java.util.Random"
+    assert bots.seed_engine(7) == sum(
+        len(bots._random_fields(jpype.JClass(n).class_, static=True))
+        for n in bots._STATIC_GENERATORS)
