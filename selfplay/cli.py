@@ -138,9 +138,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.episodes < 1:
         raise UserError("--episodes must be >= 1")
+    max_steps = _max_steps(args)
+
+    def progress(done: int, total: int) -> None:  # long episodes (Atari) show they are alive
+        if not args.json and (done == 1 or done % 10 == 0 or done == total):
+            print(f"  {done}/{total} episodes", file=sys.stderr, flush=True)
+
     result = evaluate(args.checkpoint, args.episodes, _video_path(args.video),
                       deterministic=args.deterministic, seed=seed_flag(args.seed),
-                      map_name=args.map)
+                      map_name=args.map, max_steps=max_steps, progress=progress)
     human = (f"{result['game']}: mean return {result['mean_return']:.2f} "
              f"± {result['std_return']:.2f} over {result['episodes']} episodes")
     if result["against_itself"]:  # read as a strength figure, it is not one
@@ -154,6 +160,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 DEFAULT_SHARD_GAMES = 100
+
+
+def _max_steps(args: argparse.Namespace) -> int | None:
+    """``--max-steps``, checked."""
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UserError(f"--max-steps must be >= 1, got {args.max_steps}")
+    return args.max_steps  # type: ignore[no-any-return]
 
 
 def _shard_games(args: argparse.Namespace) -> int:
@@ -185,6 +198,7 @@ def cmd_play(args: argparse.Namespace) -> int:
             print(f"  {done}/{total} games", file=sys.stderr, flush=True)
 
     shard_games = _shard_games(args)
+    max_steps = _max_steps(args)
     seed = seed_flag(args.seed)
     if seed is None:  # a rerun recording into the same folder: other games, not copies
         seed = folder_totals(Path(args.record))[0] if args.record else 0
@@ -192,7 +206,7 @@ def cmd_play(args: argparse.Namespace) -> int:
                   _video_path(args.video), seed=seed,
                   deterministic=args.deterministic, temperature=args.temperature,
                   progress=progress, record=Path(args.record) if args.record else None,
-                  shard_games=shard_games)
+                  shard_games=shard_games, max_steps=max_steps)
     low, high = result["ci95"]
     where = f" on {', '.join(result['maps'])}" if result["maps"] else ""
     sides = ", ".join(f"{k}: {c['wins']}/{c['losses']}/{c['draws']}"
@@ -242,8 +256,7 @@ def cmd_league(args: argparse.Namespace) -> int:
                             f"new player starts at sigma {SIGMA_PRIOR:.2f} and TrueSkill's drift "
                             f"keeps it above about {SIGMA_FLOOR} however many games are "
                             f"played; got {args.until_sigma}")
-        if args.max_steps is not None and args.max_steps < 1:
-            raise UserError(f"--max-steps must be >= 1, got {args.max_steps}")
+        _max_steps(args)
         seed_flag(args.seed)
         if args.processes < 1:
             raise UserError("--processes must be >= 1")
@@ -440,6 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--deterministic", action="store_true", help="take the most likely action")
     ev.add_argument("--seed", type=int)
     ev.add_argument("--map", help="play this map instead of the training's (microRTS)")
+    ev.add_argument("--max-steps", type=int, help="cut each episode after this many agent "
+                    "steps (default: the game's length; an error for games without one)")
     ev.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     ev.set_defaults(func=cmd_eval)
 
@@ -451,6 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "another checkpoint")
     pl.add_argument("--games", type=int, default=100)
     pl.add_argument("--map", help="map name or file (microRTS)")
+    pl.add_argument("--max-steps", type=int, help="cut each game after this many agent steps "
+                    "(default: the game's length; an error for games without one)")
     pl.add_argument("--video", help="write the first game of env 0 to this .mp4/.gif")
     pl.add_argument("--seed", type=int,
                     help="seed of the games (default 0; with --record, the games the folder "

@@ -261,11 +261,13 @@ def shape_mismatch(source: str, spec: GameSpec, obs: tuple[int, ...] | None,
 
 
 def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
-                 video: Path | None = None, max_steps: int = 10_000_000) -> list[float]:
+                 video: Path | None = None, max_steps: int = 10_000_000,
+                 progress: Callable[[int, int], None] | None = None) -> list[float]:
     """Returns of ``episodes`` finished episodes of seat 0; the policy plays every seat.
 
     Each env contributes a fixed share (``episodes`` split evenly over the envs, in env
     order), not whichever episodes end first: those would be the short ones, and biased.
+    ``progress(finished, episodes)`` is called as the episodes counted finish.
     """
     spec = game.spec
     e, a = spec.num_envs, spec.num_seats
@@ -295,6 +297,8 @@ def run_episodes(game: VecGame, policy: FrozenPolicy, episodes: int, seed: int,
         for env, ret in zip(stats.env[seat0].tolist(), stats.ret[seat0].tolist(), strict=True):
             if len(per_env[env]) < quota[env]:
                 per_env[env].append(ret)
+                if progress is not None:
+                    progress(sum(map(len, per_env)), episodes)
         if recording and (stats.env[seat0] == 0).any():
             recording = False  # one full episode of env 0 is in the video
             add_final_frame(game, frames)
@@ -368,10 +372,14 @@ def envs_for_every_map(family: Family, game: str, staged: Callable[[int], dict[s
 
 def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = None,
              deterministic: bool = False, seed: int | None = None,
-             num_envs: int | None = None, map_name: str | None = None) -> dict[str, Any]:
+             num_envs: int | None = None, map_name: str | None = None,
+             max_steps: int | None = None,
+             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Mean/std return of a checkpoint's policy over ``episodes`` episodes (a run directory,
     or its ``checkpoints/`` folder, means its newest checkpoint), on its training's game or
-    on ``map_name`` (games with maps)."""
+    on ``map_name`` (games with maps); ``max_steps`` cuts each episode after that many agent
+    steps (a :class:`GameError` for a game without a length to set); ``progress(finished,
+    episodes)`` is called as episodes finish."""
     checkpoint = resolve_checkpoint(checkpoint)
     state = load_checkpoint(checkpoint)
     config = trained_config(state, checkpoint)[0]
@@ -387,6 +395,8 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = No
                                               map_name).options)
         elif map_name is not None:
             options.update(family.map_options(config.game.name, map_name))
+        if max_steps is not None:
+            options = family.with_game_length(config.game.name, options, max_steps)
         return options
 
     if num_envs is None and video is None:  # every map it trained on, from both sides
@@ -403,7 +413,7 @@ def evaluate(checkpoint: str | Path, episodes: int = 10, video: Path | None = No
         _, agent, _ = load_agent(checkpoint, game.spec, state)
         policy = FrozenPolicy(agent, deterministic=deterministic,
                               generator=torch.Generator().manual_seed(eval_seed))
-        returns = run_episodes(game, policy, episodes, eval_seed, video)
+        returns = run_episodes(game, policy, episodes, eval_seed, video, progress=progress)
         played = min(episodes, envs)  # the envs that played an episode
         maps = (list(dict.fromkeys(m.name for m in game.env_map[:played]))
                 if isinstance(game, HasMaps) else None)

@@ -50,11 +50,14 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
          deterministic: bool = False, temperature: float = 1.0,
          progress: Callable[[int, int], None] | None = None,
          record: Path | None = None, shard_games: int = 100,
-         options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+         options: Mapping[str, Any] | None = None,
+         max_steps: int | None = None) -> dict[str, Any]:
     """Play ``games`` games of ``checkpoint`` against ``vs`` (a bot name or a checkpoint path);
     ``progress(finished, games)`` is called as games finish. A run directory (or its
     ``checkpoints/`` folder), as either, means its newest checkpoint. ``options`` replace game
-    options of the checkpoint's config and of the match (``max_steps``, say).
+    options of the checkpoint's config and of the match; ``max_steps`` cuts each game after
+    that many agent steps, scored as the game scores a game cut short (a :class:`GameError`
+    for a game without a length to set).
     ``temperature``: sampled actions from the policy sharpened (< 1) or flattened (> 1), for
     both checkpoints (:class:`~selfplay.policy.FrozenPolicy`).
 
@@ -83,6 +86,8 @@ def play(checkpoint: str | Path, vs: str, games: int = 100, map_name: str | None
     setup = family.match_setup(config.game.name, None if opponent_path else vs, envs, seed,
                                map_name)
     options = {**config.game.options, **setup.options, **(options or {})}
+    if max_steps is not None:
+        options = family.with_game_length(config.game.name, options, max_steps)
     if record is None:
         game = make_game(config.game.name, num_envs=envs, seed=seed, options=options)
     else:  # a bot playing inside the engine thinks for its seat instead

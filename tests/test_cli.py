@@ -169,6 +169,20 @@ def test_eval_json(trained_run: Path) -> None:
     assert {"mean_return", "std_return"} <= set(result) and result["against_itself"] is False
 
 
+def test_eval_max_steps_and_progress(trained_run: Path) -> None:
+    """``eval --max-steps`` cuts each episode; without ``--json`` the episodes finished are
+    counted on stderr (a long game looked hung); ``--max-steps 0`` is one line."""
+    ckpt = sorted((trained_run / "checkpoints").glob("update_*.pt"))[-1]
+    proc = run_here("eval", "--checkpoint", str(ckpt), "--episodes", "3", "--max-steps", "4")
+    assert proc.returncode == 0, proc.stderr
+    assert "  1/3 episodes" in proc.stderr and "  3/3 episodes" in proc.stderr
+    proc = run_here("eval", "--checkpoint", str(ckpt), "--episodes", "2", "--max-steps", "4",
+                    "--json")
+    assert max(json.loads(proc.stdout)["returns"]) <= 4.0 and "episodes" not in proc.stderr
+    assert_one_line_error(run_here("eval", "--checkpoint", str(ckpt), "--max-steps", "0"),
+                          "--max-steps must be >= 1, got 0")
+
+
 def test_eval_takes_a_run_directory(trained_run: Path, tmp_path: Path) -> None:
     """``eval --checkpoint RUN_DIR``: the run's newest checkpoint, named on stderr."""
     newest = sorted((trained_run / "checkpoints").glob("update_*.pt"))[-1]

@@ -16,6 +16,7 @@ class ClassicFamily(Family):
     games = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1",
              "MountainCarContinuous-v0")
     aliases = {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1"}
+    length_option = "max_episode_steps"
 
 
 class MujocoFamily(Family):
@@ -27,6 +28,7 @@ class MujocoFamily(Family):
              "HumanoidStandup-v5", "Swimmer-v5", "Reacher-v5", "Pusher-v5",
              "InvertedPendulum-v5", "InvertedDoublePendulum-v5")
     aliases = {"halfcheetah": "HalfCheetah-v5", "hopper": "Hopper-v5"}
+    length_option = "max_episode_steps"
 
 
 class AtariFamily(Family):

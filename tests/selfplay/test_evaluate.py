@@ -203,3 +203,43 @@ def test_videos_of_odd_sizes_are_written_and_a_failed_one_keeps_the_old_file(
         write_video(video, [np.zeros((2, 2, 5), np.uint8)] * 2, 5)
     assert video.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["game.mp4"]
+
+
+# --------------------------------------------------------------------------- game length
+
+
+def test_max_steps_cuts_every_episode_and_progress_counts_them(tmp_path: Path) -> None:
+    """Guards: ``eval`` had no game length of its own: a PettingZoo checkpoint playing itself
+    ran its 25,000-step games for minutes with no output and no way to shorten them."""
+    path = _untrained(tmp_path / "pole.pt", "CartPole-v1")
+    seen: list[tuple[int, int]] = []
+    result = evaluate(path, episodes=5, num_envs=2, max_steps=7,
+                      progress=lambda done, total: seen.append((done, total)))
+    assert result["episodes"] == 5 and max(result["returns"]) <= 7.0
+    assert seen == [(k, 5) for k in range(1, 6)]
+
+
+def test_max_steps_of_a_game_without_a_length_is_one_line(tmp_path: Path) -> None:
+    from games.core import GameError
+
+    path = _untrained(tmp_path / "ttt.pt", "tictactoe")
+    with pytest.raises(GameError, match="^tictactoe has no game length to set; drop "
+                                        "--max-steps$"):
+        evaluate(path, episodes=1, max_steps=3)
+
+
+def test_a_length_in_agent_steps_cuts_pettingzoo_games_after_that_many_steps() -> None:
+    """PettingZoo's ``max_cycles`` counts emulator frames (``frame_skip`` per agent step)."""
+    from games.registry import family_of
+
+    game = "pettingzoo/pong_v3"
+    options = family_of(game).with_game_length(game, {"frame_skip": 3}, 5)
+    made = make_game(game, num_envs=1, seed=0, options=options)
+    try:
+        made.reset(seed=0)
+        shape = (1, made.spec.num_seats, *made.spec.action_space.action_shape)
+        for step in range(1, 6):
+            batch = made.step(np.zeros(shape, np.int64))
+            assert bool(batch.truncated[0]) == (step == 5), step
+    finally:
+        made.close()

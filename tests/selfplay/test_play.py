@@ -313,6 +313,16 @@ def test_play_microrts_bot_names_ignore_case(microrts_checkpoints: dict[str, Pat
         assert result["opponent"] == "CoacAI" and result["games"] == 1
 
 
+def test_play_max_steps_cuts_every_game(microrts_checkpoints: dict[str, Path],
+                                        tictactoe_checkpoint: Path) -> None:
+    """``play --max-steps``: games cut after that many steps (a draw in microRTS, where no
+    base falls in 5 cycles); a game without a length to set refuses it."""
+    result = play(microrts_checkpoints["plain"], "workerrush", games=2, max_steps=5)
+    assert result["draws"] == 2 and result["games"] == 2
+    with pytest.raises(GameError, match="^tictactoe has no game length to set"):
+        play(tictactoe_checkpoint, "random", games=2, max_steps=5)
+
+
 def test_play_microrts_cli_json_human_and_video(microrts_checkpoints: dict[str, Path],
                                                 tmp_path: Path) -> None:
     ckpt = str(microrts_checkpoints["plain"])
