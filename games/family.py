@@ -217,10 +217,12 @@ class Family:
         return None
 
     def check_run(self, game: str, options: Mapping[str, Any], num_envs: int,
-                  draws_bots: bool = False) -> None:
+                  draws_bots: bool = False) -> list[str]:
         """Refuse (:class:`GameError`) the settings of a training run that would not play
-        what they name, before its games are made (by default: nothing to check).
+        what they name, before its games are made (by default: nothing to check); the
+        warnings to print once the run starts (not before an error that refuses it).
         ``draws_bots``: the league draws each bot env's bot per game (``bot_env_pfsp``)."""
+        return []
 
     def canonical(self, rest: str) -> str:
         """The canonical spelling of the part after :attr:`prefix` (prefix families)."""

@@ -363,7 +363,7 @@ def envs_for_every_map(family: Family, game: str, staged: Callable[[int], dict[s
     envs played 4 of a 5-map checkpoint's maps."""
     for n in range(envs, max(envs, episodes) + 1):
         try:
-            family.check_run(game, staged(n), n, draws_bots=True)
+            family.check_run(game, staged(n), n, draws_bots=True)  # its warnings: training's
         except GameError:
             continue
         return n

@@ -32,7 +32,7 @@ from selfplay.ppo import Trainer
 from selfplay.run_dirs import making_run, open_run, release_run
 from selfplay.run_loop import load_resumable
 from selfplay.tracking import MetricSink, Progress, RunDir
-from selfplay.worker_backend import build_game
+from selfplay.worker_backend import build_game, print_warnings
 
 
 def build_trainer(config: TrainConfig, run: RunDir | None,
@@ -40,11 +40,14 @@ def build_trainer(config: TrainConfig, run: RunDir | None,
     """A trainer of ``config`` on a new game (this rank's share of the envs); its network
     taken from checkpoint ``init_from`` when given (:meth:`Trainer.start_from`)."""
     ranks = ranks if ranks is not None else Ranks()
-    game = build_game(config, ranks.local_envs(config.game.num_envs), ranks.seed(config.seed))
+    warnings: list[str] = []  # printed once the run starts, not before an error refusing it
+    game = build_game(config, ranks.local_envs(config.game.num_envs), ranks.seed(config.seed),
+                      warnings)
     try:
         trainer = Trainer(config, game, run, ranks)
         if init_from is not None:
             trainer.start_from(init_from)
+        print_warnings(warnings)
         if config.distributed.backend == "ray" and isinstance(game, HasLostWorkers):
             # in the metrics (TensorBoard, metrics.jsonl) beside the warning on stderr
             trainer.add_update_hook(lambda: {

@@ -3,6 +3,8 @@ processes (the family's own choice, as ``make_game`` builds it) or Ray actors.""
 
 from __future__ import annotations
 
+import sys
+
 from games.core import VecGame
 from games.registry import family_of, make_game
 from games.workers.host import WorkerRecipe
@@ -12,14 +14,33 @@ from selfplay.data_parallel import world_from_environment
 
 
 def build_game(config: TrainConfig, num_envs: int | None = None,
-               seed: int | None = None) -> VecGame:
+               seed: int | None = None, warnings: list[str] | None = None) -> VecGame:
     """``config``'s game with ``num_envs`` envs (default ``game.num_envs``) from ``seed``
-    (default the run's): workers on Ray for ``distributed.backend: ray``."""
-    game, dist = config.game, config.distributed
+    (default the run's): workers on Ray for ``distributed.backend: ray``. The family's
+    warnings about the run's settings go into ``warnings`` (printed by the caller once the
+    run starts), or are printed once the game is made."""
+    game = config.game
     envs = game.num_envs if num_envs is None else num_envs
     seed = config.seed if seed is None else seed
-    family_of(game.name).check_run(game.name, game.options, envs,  # this rank's envs
-                                   config.league.enabled and config.league.bot_env_pfsp)
+    found = family_of(game.name).check_run(game.name, game.options, envs,  # this rank's envs
+                                           config.league.enabled
+                                           and config.league.bot_env_pfsp)
+    made = _made(config, envs, seed)
+    if warnings is None:
+        print_warnings(found)
+    else:
+        warnings.extend(found)
+    return made
+
+
+def print_warnings(warnings: list[str]) -> None:
+    """Each of ``warnings`` as a ``warning:`` line on stderr."""
+    for text in warnings:
+        print(f"warning: {text}", file=sys.stderr)
+
+
+def _made(config: TrainConfig, envs: int, seed: int) -> VecGame:
+    game, dist = config.game, config.distributed
     if dist.backend == "local":
         return make_game(game.name, num_envs=envs, seed=seed, options=game.options)
     from games.workers.generic import FamilyWorkers

@@ -5,7 +5,6 @@ games are staged as self-play envs, a bot thinking for its seat as a teacher
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -59,7 +58,7 @@ class MicroRTSFamily(Family):
         return {"partial_obs": opts.partial_obs, "rotate_player1": opts.rotate_player1}
 
     def check_run(self, game: str, options: Mapping[str, Any], num_envs: int,
-                  draws_bots: bool = False) -> None:
+                  draws_bots: bool = False) -> list[str]:
         """Every map of ``maps`` must be played by some env: with fewer env pairs than maps
         the last maps were silently never played (and still sized the padded batch). Bots no
         bot env starts with are named in a warning, unless the league draws them
@@ -72,18 +71,19 @@ class MicroRTSFamily(Family):
         if opts.workers > num_envs:
             raise GameError(f"game.options.workers ({opts.workers}) exceeds the {num_envs} "
                             "envs (each worker steps at least one): lower it")
+        warnings = []
         if num_envs > opts.num_selfplay_envs and opts.bots and not draws_bots:
             layout = env_layout(opts, num_envs)
             met = {bot.name for bot in layout.bots if bot is not None}
             idle = [b for b in opts.bots if bots_mod.resolve_bot(b).name not in met]
             if idle:
-                print(f"warning: game.options.bots: {', '.join(idle)} start in none of the "
-                      f"{num_envs - opts.num_selfplay_envs} bot envs (one bot per pair of "
-                      "envs): raise game.num_envs, or league.bot_env_pfsp=true (with the "
-                      "league on and collection: sync) draws every game's bot",
-                      file=sys.stderr)
+                warnings.append(f"game.options.bots: {', '.join(idle)} start in none of the "
+                                f"{num_envs - opts.num_selfplay_envs} bot envs (one bot per "
+                                "pair of envs): raise game.num_envs, or "
+                                "league.bot_env_pfsp=true (with the league on and collection: "
+                                "sync) draws every game's bot")
         if len(opts.maps) < 2:
-            return
+            return warnings
         from games.microrts.maps import resolve_maps
 
         named: dict[str, str] = {}
@@ -110,6 +110,7 @@ class MicroRTSFamily(Family):
             raise GameError(f"game.options.maps: {', '.join(unplayed)} would not be played "
                             f"(from both sides) by the {num_envs} envs (self-play and bot envs "
                             f"take the maps apart); {fix} or list fewer maps")
+        return warnings
 
     def canonical_map(self, game: str, map_name: str) -> str:
         """A shipped map by its name (``maps/8x8/basesWorkers8x8.xml``, ``8x8/basesWorkers8x8``

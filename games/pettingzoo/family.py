@@ -4,7 +4,6 @@ own player inside the emulator (``builtin``)."""
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,17 +41,18 @@ class PettingZooFamily(Family):
         return ["builtin"] if resolve(game).name in builtin_opponent_games() else []
 
     def check_run(self, game: str, options: Mapping[str, Any], num_envs: int,
-                  draws_bots: bool = False) -> None:
+                  draws_bots: bool = False) -> list[str]:
         """A ``builtin_opponent_share`` that rounds to no env is named in a warning: the run
         would play no game against the console (no ``win_rate/builtin``) without a word."""
         from games.pettingzoo.adapter import builtin_envs
 
         share = self._options(options).builtin_opponent_share
         if share > 0 and builtin_envs(share, num_envs) == 0:
-            print(f"warning: game.options.builtin_opponent_share {share:g} of {num_envs} "
-                  f"env(s) is no env: no game is played against the console (nor "
-                  f"win_rate/builtin logged); use at least {math.ceil(1 / share - 1e-9)} envs "
-                  "(per rank of a data-parallel run) or set it to 0", file=sys.stderr)
+            return [f"game.options.builtin_opponent_share {share:g} of {num_envs} env(s) is "
+                    "no env: no game is played against the console (nor win_rate/builtin "
+                    f"logged); use at least {math.ceil(1 / share - 1e-9)} envs (per rank of a "
+                    "data-parallel run) or set it to 0"]
+        return []
 
     def decided(self, game: str) -> bool:
         """Competitive games have a winner; cooperative and mixed ones only returns."""

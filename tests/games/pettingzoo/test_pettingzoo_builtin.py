@@ -194,14 +194,31 @@ def test_a_share_that_rounds_to_no_console_env_is_named(capsys) -> None:
     from games.registry import family_named
 
     family = family_named("pettingzoo")
-    family.check_run("pettingzoo/pong_v3", {"builtin_opponent_share": 0.25}, 2)
-    assert capsys.readouterr().err.strip() == (
-        "warning: game.options.builtin_opponent_share 0.25 of 2 env(s) is no env: no game is "
+    assert family.check_run("pettingzoo/pong_v3", {"builtin_opponent_share": 0.25}, 2) == [
+        "game.options.builtin_opponent_share 0.25 of 2 env(s) is no env: no game is "
         "played against the console (nor win_rate/builtin logged); use at least 4 envs (per "
-        "rank of a data-parallel run) or set it to 0")
-    family.check_run("pettingzoo/pong_v3", {"builtin_opponent_share": 0.25}, 4)
-    family.check_run("pettingzoo/pong_v3", {"builtin_opponent_share": 0.0}, 2)
+        "rank of a data-parallel run) or set it to 0"]
+    assert family.check_run("pettingzoo/pong_v3", {"builtin_opponent_share": 0.25}, 4) == []
+    assert family.check_run("pettingzoo/pong_v3", {"builtin_opponent_share": 0.0}, 2) == []
     assert capsys.readouterr().err == ""
+
+
+def test_a_runs_warnings_come_once_it_starts_not_before_its_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Guards (review): a run refused for a bad ROM folder (or an --init-from that does not
+    fit) printed the share warning first, a misleading line above the error."""
+    from selfplay.train import run_training
+
+    overrides = ["game.num_envs=2", "ppo.num_steps=8", "total_steps=16",
+                 "log.progress=false", "league.enabled=false"]
+    bad = build_config("pettingzoo/pong_v3", overrides=[
+        *overrides, f"game.options.rom_dir={tmp_path / 'nowhere'}"])
+    with pytest.raises(GameError, match="rom_dir"):
+        run_training(bad, run_dir=tmp_path / "bad")
+    assert "warning" not in capsys.readouterr().err
+    good = build_config("pettingzoo/pong_v3", overrides=overrides)
+    run_training(good, run_dir=tmp_path / "good")
+    assert capsys.readouterr().err.count("warning: game.options.builtin_opponent_share") == 1
 
 
 def test_the_console_player_is_refused_by_tournaments_before_anything_is_written(
