@@ -228,6 +228,11 @@ class Family:
         """The canonical spelling of the part after :attr:`prefix` (prefix families)."""
         return rest
 
+    def prefixed_games(self) -> list[str]:
+        """The games behind :attr:`prefix` (the part after it), where the installed engine
+        lists them; empty where it cannot (``selfplay games`` then shows ``prefix/<game>``)."""
+        return []
+
     def bot_names(self, game: str) -> list[str]:
         """The scripted opponents ``game`` knows by name."""
         return []

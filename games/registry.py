@@ -165,9 +165,12 @@ def _listed() -> dict[str, tuple[str, Family]]:
 
 
 def known_games() -> list[str]:
-    """Every registered name, prefixes shown as ``prefix/<game>``."""
+    """Every registered name; a prefix family's games as ``prefix/game`` where its engine
+    lists them, else as ``prefix/<game>``."""
     names = sorted(game for fam in families() for game in fam.games)
-    names += [f"{p}/<game>" for p in sorted(f.prefix for f in families() if f.prefix)]
+    for fam in sorted((f for f in families() if f.prefix), key=lambda f: str(f.prefix)):
+        listed = fam.prefixed_games()
+        names += [f"{fam.prefix}/{game}" for game in listed] or [f"{fam.prefix}/<game>"]
     return names
 
 

@@ -516,7 +516,14 @@ def test_games_lists_registry() -> None:
     proc = run_here("games", "--json")
     assert proc.returncode == 0
     names = json.loads(proc.stdout)["games"]
-    assert {"CartPole-v1", "HalfCheetah-v5", "microrts", "atari/<game>"} <= set(names)
+    # a prefix family's games listed one by one (it printed "pettingzoo/<game>" only)
+    assert {"CartPole-v1", "HalfCheetah-v5", "microrts", "atari/Pong", "atari/Breakout",
+            "pettingzoo/pong_v3", "pettingzoo/boxing_v2"} <= set(names)
+    assert not [name for name in names if "<" in name]
+    from games.registry import resolve
+
+    for name in names:  # each name listed is one a command takes
+        assert resolve(name).name == name, name
 
 
 def test_league_tournament_leaderboard_report(tmp_path: Path) -> None:

@@ -38,6 +38,15 @@ class AtariFamily(Family):
     options_type = "games.gym.atari:AtariOptions"
     prefix = "atari"
 
+    def prefixed_games(self) -> list[str]:
+        """The single-player games bundled with the installed ale-py."""
+        try:
+            from games.ale_roms import single_player_games
+
+            return sorted(single_player_games().values())
+        except ModuleNotFoundError:  # not installed
+            return []
+
     def observation_settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """The preprocessing of the observations (frames per step, frames stacked, their size)
         and the action set."""

@@ -35,6 +35,15 @@ class PettingZooFamily(Family):
         except ModuleNotFoundError:  # not installed: the factory reports what is missing
             return rest
 
+    def prefixed_games(self) -> list[str]:
+        """The two-player PettingZoo Atari games of the installed version."""
+        try:
+            from games.pettingzoo.catalog import two_player_games
+
+            return two_player_games()
+        except ModuleNotFoundError:  # not installed
+            return []
+
     def bot_names(self, game: str) -> list[str]:
         from games.pettingzoo.catalog import builtin_opponent_games, resolve
 
