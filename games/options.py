@@ -21,6 +21,11 @@ class OptionError(ValueError):
     """A configuration value that does not fit its declared type, or an unknown key."""
 
 
+MAX_REWARD_WEIGHT = 1e6
+"""the largest reward (or map) weight a game option takes: beyond it float32 rewards and their
+squares in the value loss overflow"""
+
+
 def _unknown_key(key: str, known: list[str], where: str) -> OptionError:
     close = difflib.get_close_matches(key, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""

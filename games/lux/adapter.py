@@ -36,6 +36,7 @@ from games.lux.layout import (
     OBS_SCALE,
     REWARD_COMPONENTS,
 )
+from games.options import MAX_REWARD_WEIGHT
 
 SEED_STRIDE = 1_000_003
 _LICHEN = REWARD_COMPONENTS.index("lichen") - 1  # its column among the kernel's components
@@ -72,8 +73,12 @@ class LuxOptions:
                              f"{self.reward_weights['win']}: a negative weight rewards losing")
         if not 1 <= self.max_steps <= 1000:
             raise ValueError(f"max_steps must be between 1 and 1000, got {self.max_steps}")
-        if self.render_cell < 2:
-            raise ValueError(f"render_cell must be >= 2, got {self.render_cell}")
+        if not all(abs(w) <= MAX_REWARD_WEIGHT for w in self.reward_weights.values()):
+            raise ValueError(f"reward_weights must each be within +-{MAX_REWARD_WEIGHT:g} (the "
+                             "rewards are float32; larger ones overflow the losses), got "
+                             f"{dict(self.reward_weights)}")
+        if not 2 <= self.render_cell <= 64:  # 64: a 3,072-pixel frame of the 48x48 board
+            raise ValueError(f"render_cell must be in 2..64, got {self.render_cell}")
 
 
 def lux_spec(name: str, num_envs: int, size: int) -> GameSpec:

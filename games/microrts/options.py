@@ -12,6 +12,7 @@ import numpy as np
 
 from games.core import GameError
 from games.microrts import bots as bots_mod
+from games.options import MAX_REWARD_WEIGHT
 
 REWARD_COMPONENTS = ("win_loss", "resource_gather", "produce_worker", "produce_building",
                      "attack", "produce_combat_unit")
@@ -101,11 +102,6 @@ class MicroRTSOptions:
         if not 4 <= self.render_cell <= 128:
             raise ValueError(f"render_cell must be in 4..128, got {self.render_cell}")
 
-
-
-MAX_REWARD_WEIGHT = 1e6
-"""the largest reward (or map) weight taken: beyond it float32 rewards and their squares in
-the value loss overflow"""
 
 
 @dataclass(frozen=True)

@@ -417,6 +417,11 @@ def test_bad_options_are_one_line_errors() -> None:
                         "game.options.").reward_weights["units"] == -0.1  # a penalty: fine
     with pytest.raises(GameError, match="unknown Lux rules 'season3'; known: season2"):
         make_game("lux", 1, options={"rules": "season3"})
+    # accepted before, they failed mid-run: a loss overflowing float32, a frame too large
+    with pytest.raises(OptionError, match=r"reward_weights must each be within \+-1e\+06"):
+        from_mapping(LuxOptions, {"reward_weights": {"win": 1e40}}, "game.options.")
+    with pytest.raises(OptionError, match="render_cell must be in 2..64, got 100000"):
+        from_mapping(LuxOptions, {"render_cell": 100000}, "game.options.")
 
 
 def test_registry_and_rendering() -> None:
