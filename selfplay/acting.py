@@ -416,7 +416,10 @@ class Actor:
             reward = self.reward_scaler(reward, done, envs, self._np_trained[t, envs])
         elif batch.truncated.any():
             reward = reward.copy()
-        bootstrap_truncated(batch, reward, self.config.ppo.gamma, self._final_values)
+        # turn-based games: the seat that moved last waits in the final position, the other
+        # acts there; every seat is bootstrapped
+        acted = None if self.spec.turn_based else self._np_trained[t, envs]
+        bootstrap_truncated(batch, reward, self.config.ppo.gamma, self._final_values, acted)
         self._np_rewards[t, envs] = reward
         self._np_dones[t, envs] = done[:, None]
         if len(batch.episodes.env):

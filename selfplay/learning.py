@@ -106,9 +106,9 @@ class PPOLearner:
         n = e * a
         lam: float | Tensor = cfg.gae_lambda
         trained, cut = buf.trained, None
-        if not bool(buf.trained.all()):
-            # seats that do not act at every step: skip idle steps in each seat's chain (see
-            # losses.gae)
+        if not (bool(buf.trained.all()) and bool(learner_next.all())):
+            # seats that do not act at every step (or after the rollout: out of their games on
+            # its last step): skip idle steps in each seat's chain (see losses.gae)
             acts_next = torch.cat([buf.trained[1:], torch.from_numpy(learner_next)[None]]
                                   ).view(t_steps, n)
             lam = torch.where(acts_next, cfg.gae_lambda, 1.0)

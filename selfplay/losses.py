@@ -209,15 +209,21 @@ def explained_variance(pred: Tensor | np.ndarray, target: Tensor | np.ndarray) -
 
 
 def bootstrap_truncated(batch: Batch, reward: np.ndarray, gamma: float,
-                        value: Callable[[np.ndarray, np.ndarray | None], Tensor]) -> None:
+                        value: Callable[[np.ndarray, np.ndarray | None], Tensor],
+                        acted: np.ndarray | None = None) -> None:
     """Add ``gamma * V(final obs)`` to ``reward`` ``[E, A]`` in the envs whose episode was
     truncated (not terminated) on the step that returned ``batch``: a time limit does not end
     what the position is worth. ``value(final_obs, final_state)`` of ``[K, A, ...]`` rows is
-    ``[K * A]``."""
+    ``[K * A]``. ``acted`` ``bool [E, A]``: only these seats (those that acted on the step)
+    are bootstrapped; a seat already out of its game (a PettingZoo player without lives) has
+    nothing more to come, and its value there is one of a position the critic never trains
+    on (as :func:`idle_at_the_end` has it at a rollout's end)."""
     cut = batch.truncated & ~batch.terminated
     if not cut.any() or batch.final_obs is None:
         return
     envs = np.flatnonzero(cut)
     state = batch.final_state[envs] if batch.final_state is not None else None
-    values = value(batch.final_obs[envs], state).reshape(len(envs), -1)  # [K, A]
-    reward[envs] += gamma * values.cpu().numpy()
+    values = value(batch.final_obs[envs], state).reshape(len(envs), -1).cpu().numpy()  # [K, A]
+    if acted is not None:
+        values = np.where(acted[envs], values, 0.0)
+    reward[envs] += gamma * values

@@ -131,8 +131,9 @@ class RolloutBuffer:
         """
         lost = set(steps)
         for step in sorted(lost):
-            if step > 0 and step - 1 not in lost:
-                self.rewards[step - 1, envs] += gamma * self.values[step, envs]
+            if step > 0 and step - 1 not in lost:  # a game that ended there keeps its end:
+                going = 1.0 - self.dones[step - 1, envs]  # the lost step began the next one
+                self.rewards[step - 1, envs] += gamma * self.values[step, envs] * going
                 self.dones[step - 1, envs] = 1.0
         keep = torch.tensor([t for t in range(self.shape[0]) if t not in lost])
         for x in self.tensors():

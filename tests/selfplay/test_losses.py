@@ -268,3 +268,53 @@ def test_explained_variance() -> None:
     expected = 1.0 - np.var(target - pred.numpy()) / np.var(target)
     assert explained_variance(pred, torch.from_numpy(target)) == pytest.approx(expected)
     assert math.isnan(explained_variance(pred, torch.ones(4)))
+
+
+def test_a_time_limit_bootstraps_only_the_seats_that_acted() -> None:
+    """Guards (review): a truncated game added ``gamma * V(final obs)`` to every seat,
+    a seat already out of its game (a PettingZoo player without lives) included: its value
+    there (of a position the critic never trains on) reached its last move's advantage
+    through the idle steps (lam 1), A = 2.28 where nothing more came to it (A = -1)."""
+    import numpy as np
+
+    from games.core import Batch, EpisodeStats
+    from selfplay.losses import bootstrap_truncated
+
+    e, a = 2, 2
+    batch = Batch(obs=np.zeros((e, a, 1), np.float32), action_mask=None, state=None,
+                  reward=np.zeros((e, a), np.float32),
+                  terminated=np.array([False, False]), truncated=np.array([True, False]),
+                  alive=np.ones((e, a), bool), episodes=EpisodeStats.empty(),
+                  final_obs=np.zeros((e, a, 1), np.float32))
+
+    def value(obs: np.ndarray, state: np.ndarray | None) -> torch.Tensor:
+        return torch.full((obs.shape[0] * obs.shape[1],), 5.0)
+
+    reward = np.zeros((e, a), np.float32)
+    bootstrap_truncated(batch, reward, 0.9, value, acted=np.array([[True, False],
+                                                                   [True, True]]))
+    assert reward.tolist() == [[pytest.approx(4.5), 0.0], [0.0, 0.0]]
+    reward = np.zeros((e, a), np.float32)
+    bootstrap_truncated(batch, reward, 0.9, value)  # turn-based: every seat
+    assert reward.tolist() == [[pytest.approx(4.5), pytest.approx(4.5)], [0.0, 0.0]]
+
+
+def test_a_lost_step_after_a_game_ended_adds_no_bootstrap() -> None:
+    """Guards (review): recollecting steps lost with a worker bootstrapped the step before
+    them from the lost step's value even where that step had ended its game (the lost step's
+    observation was the next game's first): a terminal reward 1.0 became 3.7."""
+    from dataclasses import replace
+
+    from games.registry import make_game
+    from selfplay.rollout import RolloutBuffer
+
+    game = make_game("CartPole-v1", 1, 0)
+    spec = replace(game.spec, num_envs=2)
+    game.close()
+    buf = RolloutBuffer(spec, 4, torch.float32, None, torch.float32)
+    buf.rewards[1] = 1.0
+    buf.dones[1, 0] = 1.0  # env 0's game ended at step 1; env 1's goes on
+    buf.values[2] = 3.0
+    buf.drop_steps(slice(0, 2), [2], gamma=0.9)
+    assert buf.rewards[1, :, 0].tolist() == pytest.approx([1.0, 1.0 + 0.9 * 3.0])
+    assert buf.dones[1, :, 0].tolist() == [1.0, 1.0]

@@ -309,3 +309,34 @@ def test_value_clipping_is_centred_on_the_critics_own_output(
         trainer.learn()
     output, centre = first[0]
     torch.testing.assert_close(centre, output, atol=1e-4, rtol=1e-4)
+
+
+def test_a_seat_out_of_its_game_on_the_last_step_bootstraps_nothing() -> None:
+    """Guards (review): with every row of the rollout trained, a seat that left its game on
+    the rollout's last step (not acting after it) was bootstrapped from its value there (a
+    position the critic never trains on); only rollouts with idle rows zeroed it."""
+    from data_parallel_ranks import fixed_rollout, learn_config
+
+    from selfplay.learning import PPOLearner
+    from selfplay.networks import ActorCritic
+
+    config = learn_config()
+    spec = make_game("tictactoe", 2, 0).spec
+
+    def learned(last_values: torch.Tensor, learner_next: torch.Tensor) -> torch.Tensor:
+        torch.manual_seed(0)
+        agent = ActorCritic(spec, config.network, config.normalize)
+        learner = PPOLearner(config, agent, torch.device("cpu"),
+                             torch.Generator().manual_seed(5), turn_based=False)
+        buf, _, _ = fixed_rollout(spec, agent)
+        buf.trained.fill_(True)
+        learner.learn(buf, last_values, learner_next.numpy(), progress=0.0)
+        return learner.optimizer.flat.detach().clone()
+
+    last = torch.linspace(-1.0, 1.0, 8 * spec.num_seats)
+    out = torch.ones((8, spec.num_seats), dtype=torch.bool)
+    out[3, 1] = False  # env 3's seat 1 lost its game on the last step
+    zeroed = last.clone()
+    zeroed[3 * spec.num_seats + 1] = 0.0
+    assert torch.equal(learned(last, out), learned(zeroed, torch.ones_like(out)))
+    assert not torch.equal(learned(last, out), learned(last, torch.ones_like(out)))
