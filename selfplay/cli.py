@@ -630,7 +630,11 @@ INTERRUPTED_STATUSES = frozenset(128 + int(sig) for sig in STOP_SIGNALS)
 
 def run_command(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run its command; the exit status (errors as one line, 2)."""
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports numpy and the registry: a second or so
+    except KeyboardInterrupt:  # Ctrl-C while the command starts
+        print("interrupted", file=sys.stderr)
+        return 130
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -644,6 +648,15 @@ def run_command(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return 141  # `selfplay league leaderboard | head`: the reader left, as 128 + SIGPIPE
+    # a stop is matched before user_errors() is evaluated: that imports torch, which a stop
+    # arriving while torch was being imported leaves half-initialized (importing it again
+    # crashed the process, status 139)
+    except Terminated as stop:
+        print(f"interrupted by {signal.Signals(stop.signum).name}", file=sys.stderr)
+        return 128 + stop.signum
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     except user_errors() as exc:  # (evaluated as an exception arrives)
         from selfplay.data_parallel import SameOnEveryRank, echoes_rank_0
 
@@ -662,12 +675,6 @@ def run_command(argv: list[str] | None = None) -> int:
               "settings that size the run (numbers of envs, steps, network widths)",
               file=sys.stderr)
         return 2
-    except Terminated as stop:
-        print(f"interrupted by {signal.Signals(stop.signum).name}", file=sys.stderr)
-        return 128 + stop.signum
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
     finally:
         for sig, previous in replaced.items():
             signal.signal(sig, previous)

@@ -1017,3 +1017,23 @@ def test_a_run_too_short_for_a_snapshot_says_it_is_not_rated(tmp_path: Path) -> 
             "it has done 1): it is not rated in the league") in proc.stderr
     # the summary holds the last update's league figures too (one rank's lacked them)
     assert json.loads(proc.stdout)["league/opponent_share_selfplay"] == 1.0
+
+
+def test_a_stop_while_torch_is_imported_is_one_line(tmp_path: Path) -> None:
+    """Guards (review): SIGTERM in a command's first second landed inside torch's import;
+    the error handler then imported torch again, half-initialized: a traceback, a
+    SystemError, or a crash (status 139) instead of "interrupted by SIGTERM" and 143."""
+    trip = tmp_path / "trip.py"
+    trip.write_text(
+        "import os, signal, sys\n"
+        "class Trip:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch._utils':  # torch/__init__.py is halfway through\n"
+        "            os.kill(os.getpid(), signal.SIGTERM)\n"
+        "sys.meta_path.insert(0, Trip())\n"
+        "from selfplay.cli import main\n"
+        "sys.exit(main(['train', '--game', 'tictactoe', '--total-steps', '64', '--run-dir',"
+        " sys.argv[1]]))\n")
+    proc = subprocess.run([sys.executable, str(trip), str(tmp_path / "run")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stderr) == (143, "interrupted by SIGTERM\n")
