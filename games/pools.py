@@ -16,6 +16,24 @@ T = TypeVar("T")
 STOP_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
+def start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (if not running) with SIGHUP blocked, as it
+    blocks SIGINT and SIGTERM itself: a terminal closed sends SIGHUP to the whole process
+    group, which killed the tracker; relaunched, it knew none of the run's semaphores and
+    printed a ``KeyError`` traceback for each (and "Some resources might leak"). Call before
+    spawning processes; the tracker ends when the last process holding it does."""
+    from multiprocessing import resource_tracker
+
+    hangup = getattr(signal, "SIGHUP", None)
+    if hangup is None or not hasattr(signal, "pthread_sigmask"):  # Windows: no tracker
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {hangup})
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def stop_process_pool(pool: ProcessPoolExecutor, kill: bool = False) -> None:
     """Drop the queued work and end the workers now (``shutdown(wait=True)`` would wait for
     work that can run for minutes): SIGTERM, or SIGKILL with ``kill`` (for workers that ignore
@@ -84,6 +102,7 @@ class DetachedPool(ProcessPoolExecutor):
     runs ``initializer``. Stop it with :func:`stop_process_pool` and ``kill=True``."""
 
     def __init__(self, processes: int, initializer: Callable[[], None] | None = None) -> None:
+        start_resource_tracker()
         super().__init__(processes, mp_context=multiprocessing.get_context("spawn"),
                          initializer=_detached_init, initargs=(initializer,))
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from games.batches import concat_batches, concat_episodes
 from games.core import Batch, EpisodeStats, GameError, GameSpec
-from games.pools import ignore_stop_signals
+from games.pools import ignore_stop_signals, start_resource_tracker
 from games.shared_arrays import ArraySpec, SharedArrays
 from games.workers.host import GameHost, Part, WorkerRecipe, describe, prefixed
 
@@ -143,6 +143,7 @@ class LocalWorkers:
         self.num_envs = num_envs
         self._dead: set[int] = set()
         self._closed = False
+        start_resource_tracker()
         context = mp.get_context("spawn")
         self._conns: list[Connection] = []
         self._procs: list[Any] = []

@@ -105,3 +105,24 @@ def test_a_detached_worker_outlives_stop_signals_sent_while_it_starts() -> None:
         idle.set()
     assert reached
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.parametrize("ours", [True, False])
+def test_the_resource_tracker_outlives_a_hangup(ours: bool) -> None:
+    """Guards (signals review): a terminal closed sends SIGHUP to the whole process group; it
+    killed multiprocessing's resource tracker, whose relaunch printed a KeyError traceback for
+    each of the run's semaphores. Started by :func:`start_resource_tracker`, it lives on (and
+    as multiprocessing starts it, it dies: the check can fail)."""
+    start = ("from games.pools import start_resource_tracker; start_resource_tracker()" if ours
+             else "resource_tracker.ensure_running()")
+    code = ("import os, signal, time\n"
+            "from multiprocessing import resource_tracker\n"
+            f"{start}\n"
+            "pid = resource_tracker._resource_tracker._pid\n"
+            "os.kill(pid, signal.SIGHUP)\n"
+            "time.sleep(0.5)\n"
+            "done, _ = os.waitpid(pid, os.WNOHANG)\n"
+            "print('alive' if done == 0 else 'dead')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.stdout.strip() == ("alive" if ours else "dead"), proc.stderr
