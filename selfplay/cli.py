@@ -246,6 +246,7 @@ between two players level off near 0.78, lopsided ones higher"""
 
 def cmd_league(args: argparse.Namespace) -> int:
     from league.records import visible
+    from league.tournament import stall_window
     from selfplay import league_commands as lc
 
     if args.league_command == "tournament":
@@ -285,7 +286,13 @@ def cmd_league(args: argparse.Namespace) -> int:
             human += (f"\n(ranks are league-wide: {result['other_players']} other players of "
                       "this league are not in the tournament; `selfplay league leaderboard "
                       "--db` lists them all)")
-        if result.get("sigma_reached") is False:
+        if result.get("stalled_players"):
+            human += (f"\nsigma target {args.until_sigma} not reached: the sigma of "
+                      f"{', '.join(map(visible, result['stalled_players']))} stopped falling "
+                      f"(no new low in {stall_window(len(result['players']))} matches: its "
+                      "games are too one-sided to teach TrueSkill more than its drift adds); "
+                      "--min-quality 0.05 leaves such pairings out")
+        elif result.get("sigma_reached") is False:
             human += (f"\nsigma target {args.until_sigma} not reached: the tournament stopped "
                       "at its match limit or found no pairing above --min-quality")
         if result["skipped_players"]:

@@ -11,6 +11,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -394,3 +395,34 @@ def test_a_fault_of_the_loading_code_is_raised_not_recorded_as_a_broken_player(
         run_tournament(db, [*BOTS, "net"], faulty, game_factory,
                        TournamentConfig(games_per_pair=2, num_envs=4))
     assert db.player("net").broken is None
+
+
+class _Foregone:
+    """Matches whose results are known in advance: ``strong`` wins every game, the others
+    draw among themselves (the engine is not what is tested: the adaptive schedule is)."""
+
+    def __init__(self, strong: int) -> None:
+        self.strong = strong
+
+    def run(self, next_match: Any, on_result: Any) -> None:
+        while (match := next_match()) is not None:
+            outcome = (1 if match.a == self.strong else -1 if match.b == self.strong else 0)
+            on_result(match, MatchResult(outcome, 1, 0.0))
+
+
+def test_an_adaptive_tournament_stops_when_a_sigma_stops_falling(db: LeagueDB) -> None:
+    """Guards (review): a player whose every game is foregone (the strongest or weakest of
+    a field) gains TrueSkill's drift in each game as much as the game teaches; its σ settled
+    above --until-sigma and the tournament ran to its 100,000-match cap (a 4-bot microRTS
+    tournament ran 47 minutes before it was stopped by hand)."""
+    for name in BOTS:
+        db.add_player(name, "bot")
+    strong = db.player("win_or_block").id
+    config = TournamentConfig(until_sigma=1.4, num_envs=4, max_matches=5000)
+    summary = run_tournament(db, list(BOTS), policy_factory, game_factory, config,
+                             runner=lambda _policies: _Foregone(strong))
+    assert summary.sigma_reached is False
+    assert summary.stalled_players == ["win_or_block"]
+    assert db.rating("win_or_block").sigma > 1.4 > db.rating("first_legal").sigma
+    assert summary.played < 1000  # stopped by the stall, not by max_matches
+    assert summary.to_json()["stalled_players"] == ["win_or_block"]
