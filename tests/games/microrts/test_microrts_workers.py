@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -229,3 +231,18 @@ def test_set_bot_reaches_the_worker_owning_the_env(engine_home) -> None:
     finally:
         single.close()
         split.close()
+
+
+def test_a_java_home_passed_over_is_named_once_not_by_every_worker(tmp_path: Path) -> None:
+    """Guards (review of the warning's first version): with workers the main process never
+    looked for Java, so each worker process found JAVA_HOME unusable and said so."""
+    code = ("from games.registry import make_game\n"
+            "g = make_game('microrts', num_envs=4, seed=0, options={'workers': 2, "
+            "'map': 'basesWorkers8x8', 'num_selfplay_envs': 4})\n"
+            "g.reset(); g.close()\n")
+    env = {k: v for k, v in os.environ.items() if k != "SELFPLAY_JAVA_HOME_WARNED"}
+    env["JAVA_HOME"] = str(tmp_path)  # no Java in it
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count(f"warning: JAVA_HOME={tmp_path} is not a usable Java") == 1
