@@ -164,12 +164,12 @@ def _listed() -> dict[str, tuple[str, Family]]:
     return out
 
 
-def known_games() -> list[str]:
+def known_games(expand: bool = True) -> list[str]:
     """Every registered name; a prefix family's games as ``prefix/game`` where its engine
-    lists them, else as ``prefix/<game>``."""
+    lists them (``expand``), else as ``prefix/<game>``."""
     names = sorted(game for fam in families() for game in fam.games)
     for fam in sorted((f for f in families() if f.prefix), key=lambda f: str(f.prefix)):
-        listed = fam.prefixed_games()
+        listed = fam.prefixed_games() if expand else []
         names += [f"{fam.prefix}/{game}" for game in listed] or [f"{fam.prefix}/<game>"]
     return names
 
@@ -198,7 +198,7 @@ def _resolve(name: str) -> tuple[str, Family]:
                                       [a for f in families() for a in f.aliases], n=3,
                                       cutoff=0.6)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    raise GameError(f"unknown game {name!r}{hint}; known: {', '.join(known_games())} (a "
+    raise GameError(f"unknown game {name!r}{hint}; known: {', '.join(known_games(False))} (a "
                     f"plugin's game needs its package installed, or its module named in "
                     f"${PLUGINS_VARIABLE})")
 

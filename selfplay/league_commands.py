@@ -18,9 +18,10 @@ from typing import Any
 
 import torch
 
-from games.core import EngineBot, Policy, VecGame
+from games.core import EngineBot, GameError, Policy, VecGame
 from games.family import Family, MatchConditions
 from games.matches import MatchRunner, RecordTo
+from games.options import OptionError
 from games.registry import family_of, resolve
 from games.replays import folder_totals
 from league.db import (
@@ -394,8 +395,12 @@ def _tournament(db: LeagueDB, game: str,
         other = trained_config(state, path)[0].game.name
         if other != game:
             raise CheckpointError(f"{path} plays {other}, not {game}")
-        differ = family.observation_difference(trained_config(state, path)[0].game.options,
-                                               view)
+        try:
+            differ = family.observation_difference(trained_config(state, path)[0].game.options,
+                                                   view)
+        except (OptionError, GameError) as exc:  # the file's, not the tournament's: skipped
+            raise CheckpointError(f"{path} holds game options this selfplay cannot read: "
+                                  f"{exc}") from exc
         if view and differ is not None:
             key, own, first = differ
             raise CheckpointError(
@@ -452,8 +457,12 @@ def first_view(family: Family, game: str, paths: Sequence[Path]) -> dict[str, An
             trained = trained_config(load_checkpoint(path), path)[0]
         except (CheckpointError, ConfigError):
             continue
-        if trained.game.name == game:
+        if trained.game.name != game:
+            continue
+        try:
             return family.observation_settings(trained.game.options)
+        except (OptionError, GameError):  # options this version refuses: the player's skip
+            continue
     return {}
 
 

@@ -520,10 +520,13 @@ def test_games_lists_registry() -> None:
     assert {"CartPole-v1", "HalfCheetah-v5", "microrts", "atari/Pong", "atari/Breakout",
             "pettingzoo/pong_v3", "pettingzoo/boxing_v2"} <= set(names)
     assert not [name for name in names if "<" in name]
+    from games.core import GameError
     from games.registry import resolve
 
     for name in names:  # each name listed is one a command takes
         assert resolve(name).name == name, name
+    with pytest.raises(GameError, match=r"known: .*atari/<game>, pettingzoo/<game> \(a "):
+        resolve("nosuchgame")  # a typo's error stays short: the families, not 144 games
 
 
 def test_league_tournament_leaderboard_report(tmp_path: Path) -> None:

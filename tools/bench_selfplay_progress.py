@@ -35,7 +35,7 @@ import numpy as np
 
 from games.core import Policy
 from games.family import MatchConditions
-from games.files import atomic_write_text
+from games.files import CheckpointError, atomic_write_text
 from games.matches import MatchRunner
 from games.registry import family_of, make_game, resolve
 from league.db import LeagueDB
@@ -148,7 +148,7 @@ def main() -> None:
                 return family.opponent(game, name, 0)
             snapshot = load_player_snapshot(source, name)
             if snapshot is None:
-                raise UserError(f"snapshot {name} is missing or corrupt")
+                raise CheckpointError(f"snapshot {name} is missing or corrupt")  # skipped
             return FrozenPolicy(snapshot_agent(spec, run_config.network, run_config.normalize,
                                                snapshot))
 

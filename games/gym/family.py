@@ -44,7 +44,7 @@ class AtariFamily(Family):
             from games.ale_roms import single_player_games
 
             return sorted(single_player_games().values())
-        except ModuleNotFoundError:  # not installed
+        except ImportError:  # not installed, or an install that does not load
             return []
 
     def observation_settings(self, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -41,7 +41,7 @@ class PettingZooFamily(Family):
             from games.pettingzoo.catalog import two_player_games
 
             return two_player_games()
-        except ModuleNotFoundError:  # not installed
+        except ImportError:  # not installed, or an install that does not load
             return []
 
     def bot_names(self, game: str) -> list[str]:

@@ -243,3 +243,26 @@ def test_a_length_in_agent_steps_cuts_pettingzoo_games_after_that_many_steps() -
             assert bool(batch.truncated[0]) == (step == 5), step
     finally:
         made.close()
+
+
+def test_a_checkpoint_with_options_this_version_cannot_read_is_skipped(tmp_path: Path) -> None:
+    """Guards (diff review): a tournament checkpoint whose saved game options this version
+    refuses (a key it does not know) stopped the whole tournament with the option's error,
+    naming no file, once only file failures skipped a player; it is skipped, named."""
+    import json
+    import subprocess
+    import sys
+
+    path = _untrained(tmp_path / "odd.pt", "microrts", "game.options.map=basesWorkers8x8",
+                      "game.options.num_selfplay_envs=1")
+    state = load_checkpoint(path)
+    state["config"]["game"]["options"]["bogus"] = 1
+    save_checkpoint(path, state)
+    proc = subprocess.run(
+        [sys.executable, "-m", "selfplay.cli", "league", "tournament", "--game", "microrts",
+         "--players", "workerrush", "lightrush", str(path), "--games-per-pair", "1",
+         "--map", "basesWorkers8x8", "--max-steps", "30", "--db", str(tmp_path / "l.db"),
+         "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["skipped_players"] == [str(path)]
+    assert f"{path} holds game options this selfplay cannot read" in proc.stderr
